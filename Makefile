@@ -1,0 +1,28 @@
+# kevo: `make demo` builds and runs the main job on its embedded default;
+# `make test` builds and runs every test. Each installs what it needs first.
+BUILD_DIR ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: deps configure build test demo bundle clean
+
+deps:
+	@bash scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS)
+
+test: build
+	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+demo: build
+	@bash scripts/demo.sh $(BUILD_DIR)
+
+bundle: build
+	@bash scripts/bundle.sh $(BUILD_DIR)
+
+clean:
+	@rm -rf $(BUILD_DIR)

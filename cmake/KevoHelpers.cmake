@@ -1,0 +1,35 @@
+# kevo_cc_library(NAME name SRCS ... [HDRS ...] [DEPS ...] [PRIVATE_DEPS ...])
+# One folder = one library; target names are kevo_<name>.
+function(kevo_cc_library)
+  cmake_parse_arguments(K "" "NAME" "SRCS;HDRS;DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(kevo_${K_NAME} STATIC ${K_SRCS} ${K_HDRS})
+  target_include_directories(kevo_${K_NAME} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+  target_link_libraries(kevo_${K_NAME} PUBLIC ${K_DEPS} PRIVATE ${K_PRIVATE_DEPS})
+endfunction()
+
+# kevo_cc_binary(NAME name SRCS ... DEPS ...): lands in build/bin/.
+function(kevo_cc_binary)
+  cmake_parse_arguments(K "" "NAME" "SRCS;DEPS" ${ARGN})
+  add_executable(${K_NAME} ${K_SRCS})
+  target_include_directories(${K_NAME} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+  target_link_libraries(${K_NAME} PRIVATE ${K_DEPS})
+endfunction()
+
+# kevo_cc_test(NAME name SRCS ... DEPS ... [LABELS ...] [TIMEOUT s]): a GoogleTest binary
+# whose tests are registered one by one with ctest.
+include(GoogleTest)
+function(kevo_cc_test)
+  cmake_parse_arguments(K "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  add_executable(${K_NAME} ${K_SRCS})
+  set_target_properties(${K_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  target_include_directories(${K_NAME} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+  target_link_libraries(${K_NAME} PRIVATE ${K_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  if(NOT K_TIMEOUT)
+    set(K_TIMEOUT 300)
+  endif()
+  gtest_discover_tests(${K_NAME}
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
+    PROPERTIES LABELS "${K_LABELS}" TIMEOUT ${K_TIMEOUT}
+               ENVIRONMENT "KEVO_BIN_DIR=${CMAKE_BINARY_DIR}/bin;KEVO_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
+    DISCOVERY_TIMEOUT 60)
+endfunction()

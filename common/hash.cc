@@ -1,0 +1,20 @@
+#include "common/hash.h"
+
+#include <openssl/sha.h>
+
+namespace kevo {
+
+std::string Sha256Hex(std::string_view data) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * SHA256_DIGEST_LENGTH);
+  for (unsigned char b : digest) {
+    out.push_back(kHex[b >> 4]);
+    out.push_back(kHex[b & 15]);
+  }
+  return out;
+}
+
+}  // namespace kevo

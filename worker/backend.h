@@ -1,0 +1,38 @@
+// The interface every worker platform implements (cpu, nvidia, amd,
+// mtia-sim): describe the host once, then evaluate candidates. The daemon
+// (worker/daemon) owns the gRPC stream and calls a Backend from its slots.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "kevo/v1/evaluation.pb.h"
+#include "kevo/v1/task.pb.h"
+#include "kevo/v1/worker.pb.h"
+
+namespace kevo::worker {
+
+// Called once as each stage (compile, validate, profile) finishes. Must be
+// cheap and thread-safe: it is called from the evaluating slot's thread.
+using EventSink = std::function<void(const v1::StageEvent&)>;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // What this worker is, for its Hello: platform, device, toolchains,
+  // languages, fingerprint, and ceilings measured once at start-up (memory
+  // bandwidth, FP32 peak). The daemon fills worker_id and slots. Returns an
+  // error when the platform cannot work on this host (no compiler, ...).
+  virtual absl::StatusOr<v1::Hello> Describe() = 0;
+
+  // Evaluates one candidate for `task`: compile, validate, profile, calling
+  // `on_event` as each stage ends. Candidate faults are reported in the
+  // returned Evaluation's status and diagnostics; the worker's own failures
+  // as INFRA_ERROR. Never throws. Thread-safe: slots call it concurrently.
+  virtual v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate,
+                                  const EventSink& on_event) = 0;
+};
+
+}  // namespace kevo::worker
