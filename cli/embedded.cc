@@ -1,0 +1,122 @@
+#include "cli/embedded.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status.h"
+
+namespace kevo::cli {
+
+std::string SelfDir() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return ".";
+  return exe.parent_path().string();
+}
+
+absl::StatusOr<std::unique_ptr<Embedded>> Embedded::Start(const EmbeddedOptions& options) {
+  std::unique_ptr<Embedded> e(new Embedded());
+  if (options.db_dir.empty()) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "kevo-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      return absl::InternalError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
+    }
+    e->db_dir_ = tmpl;
+    e->remove_db_ = true;
+  } else {
+    e->db_dir_ = options.db_dir;
+  }
+  std::string worker = SelfDir() + "/kevo-worker";
+  if (access(worker.c_str(), X_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat("kevo-worker not found beside kevo (", worker,
+                                            "); build it with `make build`"));
+  }
+  coordinator::CoordinatorOptions co;
+  co.listen = "127.0.0.1:0";
+  co.db_dir = e->db_dir_ + "/db";
+  co.scheduler.lease = absl::Seconds(120);
+  KEVO_ASSIGN_OR_RETURN(e->coordinator_, coordinator::Coordinator::Start(co));
+
+  std::string log = options.worker_log.empty() ? e->db_dir_ + "/worker.log" : options.worker_log;
+  std::vector<std::string> args = {worker,
+                                   "--coordinator", e->coordinator_->address(),
+                                   "--platform", options.platform,
+                                   "--slots", std::to_string(options.slots),
+                                   "--work-dir", e->db_dir_ + "/work"};
+  for (const auto& f : options.worker_flags) args.push_back(f);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) return absl::InternalError(absl::StrCat("open ", log, ": ", std::strerror(errno)));
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(1);
+    dup2(log_fd, STDERR_FILENO);
+    dup2(log_fd, STDOUT_FILENO);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(log_fd);
+  e->worker_pid_ = pid;
+
+  // Wait until the worker has said Hello (it measures the host first).
+  absl::Time deadline = absl::Now() + absl::Seconds(90);
+  absl::Time next_note = absl::Now() + absl::Seconds(3);
+  while (e->coordinator_->scheduler()->ListWorkers().empty()) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      e->worker_pid_ = -1;
+      return absl::UnavailableError(
+          absl::StrCat("kevo-worker exited before connecting; see its log ", log));
+    }
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("kevo-worker did not connect within 90s; see its log ", log));
+    }
+    if (absl::Now() > next_note) {
+      std::fprintf(stderr, "waiting for the local %s worker to calibrate and connect...\n",
+                   options.platform.c_str());
+      next_note = absl::Now() + absl::Seconds(10);
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return e;
+}
+
+Embedded::~Embedded() {
+  if (worker_pid_ > 0) {
+    kill(worker_pid_, SIGTERM);
+    absl::Time deadline = absl::Now() + absl::Seconds(5);
+    int status = 0;
+    while (waitpid(worker_pid_, &status, WNOHANG) == 0) {
+      if (absl::Now() > deadline) {
+        kill(worker_pid_, SIGKILL);
+        waitpid(worker_pid_, &status, 0);
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+  if (coordinator_) coordinator_->Shutdown();
+  coordinator_.reset();
+  if (remove_db_) {
+    std::error_code ec;
+    std::filesystem::remove_all(db_dir_, ec);
+  }
+}
+
+}  // namespace kevo::cli

@@ -1,0 +1,46 @@
+// Embedded mode for the CLI: a coordinator in this process (RocksDB in a
+// temporary or given folder) and a kevo-worker child process dialling it, so
+// `kevo eval` and `kevo run` work with no daemons started by hand.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "coordinator/server/coordinator.h"
+
+namespace kevo::cli {
+
+struct EmbeddedOptions {
+  std::string db_dir;  // empty: a temporary folder, removed at exit
+  std::string platform = "cpu";
+  int slots = 1;
+  std::string worker_log;  // where the worker's log lines go; empty: <db>/worker.log
+  std::vector<std::string> worker_flags;  // extra kevo-worker flags
+};
+
+class Embedded {
+ public:
+  // Starts the coordinator and the worker, and waits (up to a minute, with
+  // progress lines on stderr) until the worker has connected. Returns
+  // NotFound when kevo-worker is not beside this binary, Unavailable when the
+  // worker exits before connecting (its log is named in the message).
+  static absl::StatusOr<std::unique_ptr<Embedded>> Start(const EmbeddedOptions& options);
+  ~Embedded();  // stops the worker (SIGTERM, then SIGKILL) and the coordinator
+
+  std::string address() const { return coordinator_->address(); }
+  coordinator::Coordinator* coordinator() { return coordinator_.get(); }
+  const std::string& db_dir() const { return db_dir_; }
+
+ private:
+  Embedded() = default;
+  std::unique_ptr<coordinator::Coordinator> coordinator_;
+  std::string db_dir_;
+  bool remove_db_ = false;
+  int worker_pid_ = -1;
+};
+
+// The folder holding this executable (to find kevo-worker and the runners).
+std::string SelfDir();
+
+}  // namespace kevo::cli

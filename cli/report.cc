@@ -1,0 +1,116 @@
+#include "cli/report.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "kevo/v1/task.pb.h"
+
+namespace kevo::cli {
+
+std::string FormatSeconds(double s) {
+  if (s <= 0) return "-";
+  if (s >= 1) return absl::StrFormat("%.3f s", s);
+  if (s >= 1e-3) return absl::StrFormat("%.3f ms", s * 1e3);
+  if (s >= 1e-6) return absl::StrFormat("%.2f us", s * 1e6);
+  return absl::StrFormat("%.0f ns", s * 1e9);
+}
+
+nlohmann::json EvaluationJson(const v1::Evaluation& e) {
+  nlohmann::json j;
+  j["eval_id"] = e.eval_id();
+  j["task"] = e.task_name();
+  j["status"] = v1::EvalStatus_Name(e.status());
+  j["speedup"] = e.speedup();
+  j["roofline_fraction"] = e.roofline_fraction();
+  j["baseline_time_s"] = e.baseline().median_s();
+  j["time_s"] = e.timing().median_s();
+  j["time_spread"] = e.timing().spread();
+  j["baseline_spread"] = e.baseline().spread();
+  j["samples"] = e.timing().samples_s_size();
+  j["binding_timed"] = e.binding_timed();
+  j["attempt"] = e.attempt();
+  j["worker"] = e.worker_id();
+  j["platform"] = e.platform();
+  nlohmann::json validation = nlohmann::json::array();
+  for (const auto& c : e.validation()) {
+    nlohmann::json v;
+    v["binding"] = c.binding();
+    v["seed"] = c.seed();
+    v["status"] = v1::EvalStatus_Name(c.status());
+    v["max_abs_err"] = c.max_abs_err();
+    v["max_rel_err"] = c.max_rel_err();
+    v["first_bad_index"] = c.first_bad_index();
+    if (!c.output().empty()) v["output"] = c.output();
+    if (!c.detail().empty()) v["detail"] = c.detail();
+    validation.push_back(std::move(v));
+  }
+  j["validation"] = std::move(validation);
+  const auto& d = e.diagnostics();
+  j["diagnostics"] = {{"message", d.message()},
+                      {"compiler_output", d.compiler_output()},
+                      {"signal", d.signal()},
+                      {"violation", d.violation()}};
+  const auto& f = e.fingerprint();
+  j["fingerprint"] = {{"host", f.host()},         {"cpu_model", f.cpu_model()},
+                      {"compiler", f.compiler()}, {"flags", f.flags()},
+                      {"os", f.os()},             {"device", f.device()},
+                      {"sandbox", f.sandbox()}};
+  nlohmann::json profile = nlohmann::json::object();
+  for (const auto& [k, v] : e.profile()) profile[k] = v;
+  j["profile"] = std::move(profile);
+  nlohmann::json events = nlohmann::json::array();
+  for (const auto& ev : e.events()) {
+    events.push_back({{"stage", v1::Stage_Name(ev.stage())},
+                      {"ok", ev.ok()},
+                      {"seconds", ev.seconds()},
+                      {"message", ev.message()}});
+  }
+  j["events"] = std::move(events);
+  return j;
+}
+
+std::string HumanReport(const v1::Evaluation& e) {
+  std::string out = absl::StrCat("status        ", v1::EvalStatus_Name(e.status()), "\n");
+  if (!e.diagnostics().message().empty()) {
+    absl::StrAppend(&out, "diagnosis     ", e.diagnostics().message(), "\n");
+  }
+  if (!e.diagnostics().violation().empty()) {
+    absl::StrAppend(&out, "violation     ", e.diagnostics().violation(), "\n");
+  }
+  if (!e.diagnostics().compiler_output().empty()) {
+    absl::StrAppend(&out, "compiler output:\n", e.diagnostics().compiler_output(), "\n");
+  }
+  int passed = 0;
+  for (const auto& c : e.validation()) passed += c.status() == v1::OK;
+  if (e.validation_size() > 0) {
+    absl::StrAppend(&out, "validation    ", passed, "/", e.validation_size(),
+                    " cases passed (seeds x shapes)\n");
+    for (const auto& c : e.validation()) {
+      if (c.status() == v1::OK) continue;
+      absl::StrAppend(&out, absl::StrFormat(
+                                "  %-10s seed %-3d %s output %s: max abs err %.3g, max rel err "
+                                "%.3g, first bad index %d %s\n",
+                                c.binding(), c.seed(), v1::EvalStatus_Name(c.status()), c.output(),
+                                c.max_abs_err(), c.max_rel_err(), c.first_bad_index(), c.detail()));
+    }
+  }
+  if (e.timing().median_s() > 0) {
+    absl::StrAppend(&out, "timed shape   ", e.binding_timed(), "\n");
+    absl::StrAppend(&out, absl::StrFormat("baseline      %s (spread %.1f%%)\n",
+                                          FormatSeconds(e.baseline().median_s()),
+                                          100 * e.baseline().spread()));
+    absl::StrAppend(&out, absl::StrFormat("candidate     %s (spread %.1f%%, %d samples)\n",
+                                          FormatSeconds(e.timing().median_s()),
+                                          100 * e.timing().spread(), e.timing().samples_s_size()));
+    absl::StrAppend(&out, absl::StrFormat("speedup       %.2fx over the reference (-O2)\n",
+                                          e.speedup()));
+    absl::StrAppend(&out, absl::StrFormat("roofline      %.1f%% of this worker's measured limits\n",
+                                          100 * e.roofline_fraction()));
+  }
+  if (!e.worker_id().empty()) {
+    absl::StrAppend(&out, "worker        ", e.worker_id(), " (", e.fingerprint().cpu_model(), ", ",
+                    e.fingerprint().compiler(), ", sandbox ", e.fingerprint().sandbox(), ")\n");
+  }
+  return out;
+}
+
+}  // namespace kevo::cli

@@ -1,0 +1,22 @@
+// How the CLI shows evaluations: a short human report and a JSON object.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "kevo/v1/evaluation.pb.h"
+
+namespace kevo::cli {
+
+// Keys: status, speedup, roofline_fraction, baseline_time_s, time_s,
+// validation (one entry per seed x binding), diagnostics, timing, worker...
+nlohmann::json EvaluationJson(const v1::Evaluation& evaluation);
+
+// A few readable lines: status, times, speedup, roofline, failures.
+std::string HumanReport(const v1::Evaluation& evaluation);
+
+// "1.23 ms", "45.6 us".
+std::string FormatSeconds(double seconds);
+
+}  // namespace kevo::cli

@@ -1,0 +1,482 @@
+#include "coordinator/scheduler/scheduler.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <algorithm>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/hash.h"
+#include "common/log.h"
+#include "common/status.h"
+
+namespace kevo::scheduler {
+namespace {
+
+std::string NewId(std::string_view prefix) {
+  static absl::Mutex mu(absl::kConstInit);
+  static std::mt19937_64* rng = new std::mt19937_64(std::random_device{}());
+  absl::MutexLock l(&mu);
+  return absl::StrFormat("%s-%x-%08x", std::string(prefix), absl::ToUnixSeconds(absl::Now()),
+                         static_cast<uint32_t>((*rng)()));
+}
+
+std::string Deterministic(const google::protobuf::Message& m) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    m.SerializeToCodedStream(&coded);
+  }
+  return out;
+}
+
+std::string EvalKey(const std::string& id) { return absl::StrCat("eval/", id); }
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+}  // namespace
+
+struct Scheduler::Metrics {
+  prometheus::Family<prometheus::Counter>* results = nullptr;
+  prometheus::Counter* submitted = nullptr;
+  prometheus::Counter* leases = nullptr;
+  prometheus::Counter* requeued = nullptr;
+  prometheus::Counter* duplicates = nullptr;
+  prometheus::Gauge* workers = nullptr;
+  prometheus::Gauge* queued = nullptr;
+  prometheus::Histogram* latency = nullptr;
+
+  explicit Metrics(prometheus::Registry* r) {
+    if (r == nullptr) return;
+    results = &prometheus::BuildCounter()
+                   .Name("kevo_coordinator_evaluations_total")
+                   .Help("Evaluations recorded, by final status")
+                   .Register(*r);
+    submitted = &prometheus::BuildCounter()
+                     .Name("kevo_coordinator_evaluations_submitted_total")
+                     .Help("Evaluations submitted")
+                     .Register(*r)
+                     .Add({});
+    leases = &prometheus::BuildCounter()
+                  .Name("kevo_coordinator_leases_total")
+                  .Help("Evaluations leased to workers (attempts)")
+                  .Register(*r)
+                  .Add({});
+    requeued = &prometheus::BuildCounter()
+                    .Name("kevo_coordinator_requeued_total")
+                    .Help("Leases that lapsed or whose worker vanished")
+                    .Register(*r)
+                    .Add({});
+    duplicates = &prometheus::BuildCounter()
+                      .Name("kevo_coordinator_duplicate_results_total")
+                      .Help("Results dropped because the evaluation was already recorded")
+                      .Register(*r)
+                      .Add({});
+    workers = &prometheus::BuildGauge()
+                   .Name("kevo_coordinator_workers_connected")
+                   .Help("Connected workers")
+                   .Register(*r)
+                   .Add({});
+    queued = &prometheus::BuildGauge()
+                  .Name("kevo_coordinator_queue_depth")
+                  .Help("Evaluations waiting for a worker")
+                  .Register(*r)
+                  .Add({});
+    latency = &prometheus::BuildHistogram()
+                   .Name("kevo_coordinator_evaluation_seconds")
+                   .Help("Submit-to-result latency of evaluations")
+                   .Register(*r)
+                   .Add({}, prometheus::Histogram::BucketBoundaries{0.5, 1, 2, 5, 10, 30, 60, 120, 300});
+  }
+};
+
+Scheduler::Scheduler(store::Store* store, SchedulerOptions options,
+                     std::shared_ptr<prometheus::Registry> registry)
+    : store_(store),
+      options_(options),
+      registry_(std::move(registry)),
+      metrics_(std::make_unique<Metrics>(registry_.get())) {}
+
+Scheduler::~Scheduler() { Stop(); }
+
+absl::Status Scheduler::Recover() {
+  std::vector<v1::EvalRecord> pending;
+  int64_t max_sequence = 0;
+  absl::Status s = store_->Scan(store::Family::kEvals, "eval/",
+                                [&](std::string_view, std::string_view value) {
+                                  v1::EvalRecord r;
+                                  if (!r.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+                                    return true;
+                                  }
+                                  max_sequence = std::max(max_sequence, r.sequence());
+                                  if (r.state() == v1::EVAL_QUEUED || r.state() == v1::EVAL_LEASED) {
+                                    pending.push_back(std::move(r));
+                                  }
+                                  return true;
+                                });
+  if (!s.ok()) return s;
+  absl::MutexLock l(&mu_);
+  next_sequence_ = max_sequence + 1;
+  for (auto& r : pending) {
+    Active a;
+    auto task = store_->Get(store::Family::kTasks, r.task_hash());
+    auto cand = store_->Get(store::Family::kBlobs, r.candidate_hash());
+    if (!task.ok()) return task.status();
+    if (!cand.ok()) return cand.status();
+    if (!task->has_value() || !a.task.ParseFromString(**task) || !cand->has_value() ||
+        !a.candidate.ParseFromString(**cand)) {
+      LogError("evaluation ", r.eval_id(), " lost its task or candidate blob; skipping");
+      continue;
+    }
+    bool was_leased = r.state() == v1::EVAL_LEASED;
+    r.set_state(v1::EVAL_QUEUED);
+    r.clear_lease_worker();
+    r.set_lease_deadline_unix_ms(0);
+    queue_[r.platform()][r.sequence()] = r.eval_id();
+    a.record = r;
+    std::string id = r.eval_id();
+    active_[id] = std::move(a);
+    KEVO_RETURN_IF_ERROR(PersistLocked(active_[id].record));
+    LogInfo("recovered evaluation ", id, was_leased ? " (was leased; requeued)" : " (queued)");
+  }
+  if (metrics_->queued) metrics_->queued->Set(static_cast<double>(active_.size()));
+  return absl::OkStatus();
+}
+
+void Scheduler::Start() {
+  expiry_thread_ = std::thread([this] { ExpiryLoop(); });
+}
+
+void Scheduler::Stop() {
+  {
+    absl::MutexLock l(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  if (expiry_thread_.joinable()) expiry_thread_.join();
+}
+
+absl::Status Scheduler::PersistLocked(const v1::EvalRecord& record) {
+  return store_->Put(store::Family::kEvals, EvalKey(record.eval_id()), record.SerializeAsString(),
+                     /*sync=*/true);
+}
+
+std::string Scheduler::AddWorker(const v1::Hello& hello, SendFn send) {
+  absl::MutexLock l(&mu_);
+  std::string id = hello.worker_id();
+  if (id.empty() || workers_.contains(id)) id = NewId("w");
+  Worker w;
+  w.hello = hello;
+  w.hello.set_worker_id(id);
+  w.send = std::move(send);
+  w.connected_unix_micros = absl::ToUnixMicros(absl::Now());
+  workers_[id] = std::move(w);
+  if (metrics_->workers) metrics_->workers->Set(static_cast<double>(workers_.size()));
+  LogInfo("worker connected id=", id, " platform=", hello.platform(), " device=\"",
+          hello.device(), "\" slots=", hello.slots(),
+          hello.compile_only() ? " compile-only" : "");
+  v1::CoordinatorMessage welcome;
+  welcome.mutable_welcome()->set_worker_id(id);
+  welcome.mutable_welcome()->set_lease_seconds(
+      static_cast<int32_t>(absl::ToInt64Seconds(options_.lease)));
+  welcome.mutable_welcome()->set_heartbeat_seconds(
+      std::max<int32_t>(1, static_cast<int32_t>(absl::ToInt64Seconds(options_.heartbeat))));
+  workers_[id].send(welcome);
+  DispatchLocked();
+  return id;
+}
+
+void Scheduler::RemoveWorker(const std::string& worker_id) {
+  absl::MutexLock l(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return;
+  std::set<std::string> busy = std::move(it->second.busy);
+  workers_.erase(it);
+  if (metrics_->workers) metrics_->workers->Set(static_cast<double>(workers_.size()));
+  LogInfo("worker disconnected id=", worker_id, " leases_returned=", busy.size());
+  for (const std::string& eval_id : busy) {
+    auto a = active_.find(eval_id);
+    if (a != active_.end() && a->second.record.state() == v1::EVAL_LEASED &&
+        a->second.record.lease_worker() == worker_id) {
+      RequeueLocked(a->second, absl::StrCat("worker ", worker_id, " disconnected"));
+    }
+  }
+  DispatchLocked();
+}
+
+void Scheduler::RequeueLocked(Active& active, const std::string& why) {
+  v1::EvalRecord& r = active.record;
+  LogWarning("requeue evaluation ", r.eval_id(), " attempt=", r.attempt(), ": ", why);
+  r.set_state(v1::EVAL_QUEUED);
+  r.clear_lease_worker();
+  r.set_lease_deadline_unix_ms(0);
+  queue_[r.platform()][r.sequence()] = r.eval_id();
+  if (metrics_->requeued) metrics_->requeued->Increment();
+  absl::Status s = PersistLocked(r);
+  if (!s.ok()) LogError("persist requeue of ", r.eval_id(), ": ", s.ToString());
+  v1::StageEvent ev;
+  ev.set_stage(v1::STAGE_QUEUED);
+  ev.set_ok(true);
+  ev.set_message(absl::StrCat("requeued: ", why));
+  ev.set_unix_micros(absl::ToUnixMicros(absl::Now()));
+  auto range = listeners_.equal_range(r.eval_id());
+  for (auto it = range.first; it != range.second; ++it) it->second->OnStage(ev);
+}
+
+void Scheduler::DispatchLocked() {
+  if (stopping_) return;
+  for (auto& [worker_id, w] : workers_) {
+    auto q = queue_.find(w.hello.platform());
+    while (q != queue_.end() && !q->second.empty() &&
+           static_cast<int>(w.busy.size()) < std::max(1, w.hello.slots())) {
+      auto first = q->second.begin();
+      std::string eval_id = first->second;
+      q->second.erase(first);
+      auto a = active_.find(eval_id);
+      if (a == active_.end() || a->second.record.state() != v1::EVAL_QUEUED) continue;
+      v1::EvalRecord& r = a->second.record;
+      r.set_state(v1::EVAL_LEASED);
+      r.set_attempt(r.attempt() + 1);
+      r.set_lease_worker(worker_id);
+      r.set_lease_deadline_unix_ms(NowMs() + absl::ToInt64Milliseconds(options_.lease));
+      absl::Status s = PersistLocked(r);
+      if (!s.ok()) LogError("persist lease of ", eval_id, ": ", s.ToString());
+      w.busy.insert(eval_id);
+      if (metrics_->leases) metrics_->leases->Increment();
+      v1::CoordinatorMessage m;
+      v1::Assignment* as = m.mutable_assignment();
+      as->set_eval_id(eval_id);
+      as->set_attempt(r.attempt());
+      *as->mutable_task() = a->second.task;
+      *as->mutable_candidate() = a->second.candidate;
+      as->set_lease_deadline_unix_ms(r.lease_deadline_unix_ms());
+      LogInfo("lease evaluation ", eval_id, " attempt=", r.attempt(), " to worker ", worker_id);
+      w.send(std::move(m));
+      v1::StageEvent ev;
+      ev.set_stage(v1::STAGE_ASSIGNED);
+      ev.set_ok(true);
+      ev.set_worker_id(worker_id);
+      ev.set_attempt(r.attempt());
+      ev.set_message(absl::StrCat("leased to ", worker_id, " (attempt ", r.attempt(), ")"));
+      ev.set_unix_micros(absl::ToUnixMicros(absl::Now()));
+      auto range = listeners_.equal_range(eval_id);
+      for (auto it = range.first; it != range.second; ++it) it->second->OnStage(ev);
+    }
+  }
+  if (metrics_->queued) {
+    size_t n = 0;
+    for (const auto& [p, q] : queue_) n += q.size();
+    metrics_->queued->Set(static_cast<double>(n));
+  }
+}
+
+void Scheduler::OnWorkerMessage(const std::string& worker_id, const v1::WorkerMessage& message) {
+  absl::MutexLock l(&mu_);
+  auto w = workers_.find(worker_id);
+  if (w == workers_.end()) return;
+  switch (message.msg_case()) {
+    case v1::WorkerMessage::kHeartbeat: {
+      int64_t deadline = NowMs() + absl::ToInt64Milliseconds(options_.lease);
+      for (const std::string& running : message.heartbeat().running()) {
+        std::string eval_id = running.substr(0, running.find('/'));
+        auto a = active_.find(eval_id);
+        if (a != active_.end() && a->second.record.state() == v1::EVAL_LEASED &&
+            a->second.record.lease_worker() == worker_id) {
+          a->second.record.set_lease_deadline_unix_ms(deadline);
+        }
+      }
+      break;
+    }
+    case v1::WorkerMessage::kEvent: {
+      const v1::EvalEvent& e = message.event();
+      auto a = active_.find(e.eval_id());
+      if (a == active_.end() || a->second.record.attempt() != e.attempt()) break;
+      v1::StageEvent ev = e.event();
+      ev.set_worker_id(worker_id);
+      ev.set_attempt(e.attempt());
+      *a->second.record.add_events() = ev;
+      auto range = listeners_.equal_range(e.eval_id());
+      for (auto it = range.first; it != range.second; ++it) it->second->OnStage(ev);
+      break;
+    }
+    case v1::WorkerMessage::kResult:
+      OnResultLocked(worker_id, message.result());
+      break;
+    default:
+      break;
+  }
+}
+
+void Scheduler::OnResultLocked(const std::string& worker_id, const v1::EvalResult& result) {
+  auto w = workers_.find(worker_id);
+  if (w != workers_.end()) w->second.busy.erase(result.eval_id());
+  auto a = active_.find(result.eval_id());
+  if (a == active_.end() || result.attempt() < 1 || result.attempt() > a->second.record.attempt()) {
+    // Already recorded, or never issued: idempotent drop.
+    if (metrics_->duplicates) metrics_->duplicates->Increment();
+    LogInfo("drop result for ", result.eval_id(), " attempt=", result.attempt(), " from ",
+            worker_id, " (already recorded or unknown)");
+    DispatchLocked();
+    return;
+  }
+  v1::EvalRecord& r = a->second.record;
+  // Another worker may hold a newer lease of this evaluation: tell it to stop.
+  if (r.state() == v1::EVAL_LEASED && r.lease_worker() != worker_id) {
+    auto other = workers_.find(r.lease_worker());
+    if (other != workers_.end()) {
+      v1::CoordinatorMessage m;
+      m.mutable_cancel()->set_eval_id(r.eval_id());
+      m.mutable_cancel()->set_attempt(r.attempt());
+      other->second.send(m);
+    }
+  }
+  for (auto& [platform, q] : queue_) q.erase(r.sequence());
+  v1::Evaluation ev = result.evaluation();
+  ev.set_eval_id(r.eval_id());
+  ev.set_attempt(result.attempt());
+  ev.set_worker_id(worker_id);
+  ev.set_created_unix_micros(r.created_unix_micros());
+  ev.set_finished_unix_micros(absl::ToUnixMicros(absl::Now()));
+  r.set_state(v1::EVAL_DONE);
+  r.clear_lease_worker();
+  *r.mutable_evaluation() = ev;
+  absl::Status s = PersistLocked(r);
+  if (!s.ok()) LogError("persist result of ", r.eval_id(), ": ", s.ToString());
+  LogInfo("recorded evaluation ", r.eval_id(), " attempt=", result.attempt(), " status=",
+          v1::EvalStatus_Name(ev.status()), " speedup=", ev.speedup(), " worker=", worker_id);
+  if (metrics_->results) {
+    metrics_->results->Add({{"status", v1::EvalStatus_Name(ev.status())}}).Increment();
+    metrics_->latency->Observe(
+        static_cast<double>(ev.finished_unix_micros() - r.created_unix_micros()) / 1e6);
+  }
+  auto range = listeners_.equal_range(r.eval_id());
+  for (auto it = range.first; it != range.second; ++it) it->second->OnFinal(ev);
+  if (completion_hook_) completion_hook_(r);
+  active_.erase(a);
+  DispatchLocked();
+}
+
+absl::StatusOr<std::string> Scheduler::Submit(const v1::Task& task, const v1::Candidate& candidate,
+                                              const std::string& platform,
+                                              const std::string& job_id) {
+  std::string task_bytes = Deterministic(task);
+  std::string cand_bytes = Deterministic(candidate);
+  v1::EvalRecord r;
+  r.set_eval_id(NewId("e"));
+  r.set_task_hash(Sha256Hex(task_bytes));
+  r.set_candidate_hash(Sha256Hex(cand_bytes));
+  r.set_platform(platform);
+  r.set_state(v1::EVAL_QUEUED);
+  r.set_job_id(job_id);
+  r.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
+  absl::MutexLock l(&mu_);
+  r.set_sequence(next_sequence_++);
+  store::Batch batch;
+  batch.Put(store::Family::kTasks, r.task_hash(), task_bytes);
+  batch.Put(store::Family::kBlobs, r.candidate_hash(), cand_bytes);
+  batch.Put(store::Family::kEvals, EvalKey(r.eval_id()), r.SerializeAsString());
+  KEVO_RETURN_IF_ERROR(store_->Write(batch, /*sync=*/true));
+  Active a;
+  a.record = r;
+  a.task = task;
+  a.candidate = candidate;
+  active_[r.eval_id()] = std::move(a);
+  queue_[platform][r.sequence()] = r.eval_id();
+  if (metrics_->submitted) metrics_->submitted->Increment();
+  LogInfo("queued evaluation ", r.eval_id(), " task=", task.name(), " platform=", platform,
+          job_id.empty() ? "" : absl::StrCat(" job=", job_id));
+  DispatchLocked();
+  return r.eval_id();
+}
+
+absl::Status Scheduler::Subscribe(const std::string& eval_id, EvalListener* listener) {
+  absl::MutexLock l(&mu_);
+  if (active_.contains(eval_id)) {
+    listeners_.emplace(eval_id, listener);
+    return absl::OkStatus();
+  }
+  auto value = store_->Get(store::Family::kEvals, EvalKey(eval_id));
+  if (!value.ok()) return value.status();
+  if (!value->has_value()) return absl::NotFoundError(absl::StrCat("no evaluation ", eval_id));
+  v1::EvalRecord r;
+  if (!r.ParseFromString(**value)) return absl::DataLossError("corrupt evaluation record");
+  listener->OnFinal(r.evaluation());
+  return absl::OkStatus();
+}
+
+void Scheduler::Unsubscribe(const std::string& eval_id, EvalListener* listener) {
+  absl::MutexLock l(&mu_);
+  auto range = listeners_.equal_range(eval_id);
+  for (auto it = range.first; it != range.second;) {
+    it = it->second == listener ? listeners_.erase(it) : std::next(it);
+  }
+}
+
+absl::StatusOr<v1::EvalRecord> Scheduler::GetRecord(const std::string& eval_id) {
+  absl::MutexLock l(&mu_);
+  auto a = active_.find(eval_id);
+  if (a != active_.end()) return a->second.record;
+  auto value = store_->Get(store::Family::kEvals, EvalKey(eval_id));
+  if (!value.ok()) return value.status();
+  if (!value->has_value()) return absl::NotFoundError(absl::StrCat("no evaluation ", eval_id));
+  v1::EvalRecord r;
+  if (!r.ParseFromString(**value)) return absl::DataLossError("corrupt evaluation record");
+  return r;
+}
+
+std::vector<v1::WorkerInfo> Scheduler::ListWorkers() {
+  absl::MutexLock l(&mu_);
+  std::vector<v1::WorkerInfo> out;
+  for (const auto& [id, w] : workers_) {
+    v1::WorkerInfo info;
+    info.set_worker_id(id);
+    info.set_platform(w.hello.platform());
+    info.set_device(w.hello.device());
+    info.set_slots(w.hello.slots());
+    info.set_busy(static_cast<int32_t>(w.busy.size()));
+    info.set_compile_only(w.hello.compile_only());
+    info.set_mem_bandwidth_gbs(w.hello.mem_bandwidth_gbs());
+    info.set_fp32_peak_gflops(w.hello.fp32_peak_gflops());
+    for (const auto& lang : w.hello.languages()) info.add_languages(lang);
+    info.set_connected_unix_micros(w.connected_unix_micros);
+    for (const auto& [k, v] : w.hello.capabilities()) (*info.mutable_capabilities())[k] = v;
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+void Scheduler::SetCompletionHook(CompletionHook hook) {
+  absl::MutexLock l(&mu_);
+  completion_hook_ = std::move(hook);
+}
+
+void Scheduler::ExpiryLoop() {
+  while (true) {
+    absl::MutexLock l(&mu_);
+    auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+    mu_.AwaitWithTimeout(absl::Condition(&stop), options_.tick);
+    if (stopping_) return;
+    int64_t now = NowMs();
+    bool changed = false;
+    for (auto& [id, a] : active_) {
+      if (a.record.state() == v1::EVAL_LEASED && a.record.lease_deadline_unix_ms() < now) {
+        auto w = workers_.find(a.record.lease_worker());
+        if (w != workers_.end()) w->second.busy.erase(id);
+        RequeueLocked(a, absl::StrCat("lease held by ", a.record.lease_worker(), " lapsed"));
+        changed = true;
+      }
+    }
+    if (changed) DispatchLocked();
+  }
+}
+
+}  // namespace kevo::scheduler

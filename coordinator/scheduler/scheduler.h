@@ -1,0 +1,130 @@
+// The scheduler hands evaluations to connected workers and keeps them
+// durable: every evaluation is an EvalRecord in RocksDB before it is queued;
+// a worker takes it under a lease that heartbeats renew; a lease that lapses,
+// or a worker that disconnects, returns the evaluation to the queue with a new
+// attempt. The first result for an evaluation is recorded; later ones (a
+// stale attempt, a duplicate) are counted and dropped, so each evaluation is
+// recorded exactly once.
+//
+// Thread-safe. Listener and send callbacks are called with the scheduler's
+// lock held: they must be quick and must not call back into the scheduler.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "coordinator/store/store.h"
+#include "kevo/v1/job.pb.h"
+#include "kevo/v1/store.pb.h"
+#include "kevo/v1/worker.pb.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace kevo::scheduler {
+
+struct SchedulerOptions {
+  absl::Duration lease = absl::Seconds(30);
+  absl::Duration heartbeat = absl::Seconds(2);
+  absl::Duration tick = absl::Milliseconds(200);
+};
+
+// Receives the stage events of one evaluation and, last, its final result.
+class EvalListener {
+ public:
+  virtual ~EvalListener() = default;
+  virtual void OnStage(const v1::StageEvent& event) = 0;
+  virtual void OnFinal(const v1::Evaluation& evaluation) = 0;
+};
+
+class Scheduler {
+ public:
+  using SendFn = std::function<void(v1::CoordinatorMessage)>;
+  using CompletionHook = std::function<void(const v1::EvalRecord&)>;
+
+  // `store` must outlive the scheduler. `registry` may be null.
+  Scheduler(store::Store* store, SchedulerOptions options,
+            std::shared_ptr<prometheus::Registry> registry);
+  ~Scheduler();
+
+  // Reloads queued and leased evaluations from the store; leased ones return
+  // to the queue. Call once, before Start(). Returns the store's error.
+  absl::Status Recover();
+  // Starts the lease-expiry thread.
+  void Start();
+  void Stop();
+
+  // A worker stream said Hello. Returns the worker id (hello.worker_id when
+  // set and free, else a new one); `send` pushes messages on its stream.
+  std::string AddWorker(const v1::Hello& hello, SendFn send);
+  // The worker's stream ended: its leased evaluations return to the queue.
+  void RemoveWorker(const std::string& worker_id);
+  void OnWorkerMessage(const std::string& worker_id, const v1::WorkerMessage& message);
+
+  // Stores and queues one evaluation; returns its id. FailedPrecondition
+  // when no connected worker has ever served `platform` is NOT an error: the
+  // evaluation waits for one. Returns the store's error if it cannot persist.
+  absl::StatusOr<std::string> Submit(const v1::Task& task, const v1::Candidate& candidate,
+                                     const std::string& platform, const std::string& job_id);
+
+  // Registers `listener` for `eval_id`. If the evaluation is already done,
+  // OnFinal is called at once. NotFound for an unknown id.
+  absl::Status Subscribe(const std::string& eval_id, EvalListener* listener);
+  // After this returns, `listener` is never called again.
+  void Unsubscribe(const std::string& eval_id, EvalListener* listener);
+
+  // The stored record of an evaluation. NotFound for an unknown id.
+  absl::StatusOr<v1::EvalRecord> GetRecord(const std::string& eval_id);
+  std::vector<v1::WorkerInfo> ListWorkers();
+
+  // Called (with the lock held) whenever an evaluation is recorded as done.
+  void SetCompletionHook(CompletionHook hook);
+
+ private:
+  struct Worker {
+    v1::Hello hello;
+    SendFn send;
+    std::set<std::string> busy;  // eval ids leased to this worker
+    int64_t connected_unix_micros = 0;
+  };
+  struct Active {
+    v1::EvalRecord record;
+    v1::Task task;
+    v1::Candidate candidate;
+  };
+
+  void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RequeueLocked(Active& active, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnResultLocked(const std::string& worker_id, const v1::EvalResult& result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PersistLocked(const v1::EvalRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExpiryLoop();
+
+  store::Store* const store_;
+  const SchedulerOptions options_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  struct Metrics;
+  std::unique_ptr<Metrics> metrics_;
+
+  absl::Mutex mu_;
+  std::map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Active> active_ ABSL_GUARDED_BY(mu_);
+  // Queued eval ids by platform, ordered by sequence.
+  std::map<std::string, std::map<int64_t, std::string>> queue_ ABSL_GUARDED_BY(mu_);
+  std::multimap<std::string, EvalListener*> listeners_ ABSL_GUARDED_BY(mu_);
+  CompletionHook completion_hook_ ABSL_GUARDED_BY(mu_);
+  int64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread expiry_thread_;
+};
+
+}  // namespace kevo::scheduler

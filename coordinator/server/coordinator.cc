@@ -1,0 +1,108 @@
+#include "coordinator/server/coordinator.h"
+
+#include <grpcpp/grpcpp.h>
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "coordinator/server/services.h"
+#include "coordinator/store/store.h"
+
+namespace kevo::coordinator {
+namespace {
+
+class CoordinatorImpl final : public Coordinator {
+ public:
+  ~CoordinatorImpl() override { Shutdown(); }
+
+  absl::Status Init(const CoordinatorOptions& options) {
+    if (options.db_dir.empty()) return absl::InvalidArgumentError("--db is required");
+    std::error_code ec;
+    std::filesystem::create_directories(options.db_dir, ec);
+    if (ec) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot create --db folder ", options.db_dir, ": ", ec.message()));
+    }
+    KEVO_ASSIGN_OR_RETURN(store_, store::Store::Open(options.db_dir));
+    registry_ = std::make_shared<prometheus::Registry>();
+    if (!options.metrics_listen.empty()) {
+      try {
+        exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_listen);
+      } catch (const std::exception& e) {
+        return absl::UnavailableError(
+            absl::StrCat("cannot serve metrics on ", options.metrics_listen, ": ", e.what()));
+      }
+      exposer_->RegisterCollectable(registry_);
+      auto ports = exposer_->GetListeningPorts();
+      metrics_port_ = ports.empty() ? 0 : ports.front();
+    }
+    scheduler_ = std::make_unique<scheduler::Scheduler>(store_.get(), options.scheduler, registry_);
+    KEVO_RETURN_IF_ERROR(scheduler_->Recover());
+    scheduler_->Start();
+
+    worker_service_ = std::make_unique<WorkerServiceImpl>(scheduler_.get());
+    job_service_ = std::make_unique<JobServiceImpl>(scheduler_.get());
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(worker_service_.get());
+    builder.RegisterService(job_service_.get());
+    builder.SetMaxReceiveMessageSize(64 << 20);
+    builder.SetMaxSendMessageSize(64 << 20);
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr || port == 0) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
+    }
+    std::string host = options.listen.substr(0, options.listen.rfind(':'));
+    address_ = absl::StrCat(host, ":", port);
+    LogInfo("coordinator listening on ", address_, " db=", options.db_dir,
+            metrics_port_ ? absl::StrCat(" metrics port ", metrics_port_) : "");
+    return absl::OkStatus();
+  }
+
+  std::string address() const override { return address_; }
+  int metrics_port() const override { return metrics_port_; }
+  scheduler::Scheduler* scheduler() override { return scheduler_.get(); }
+
+  void Wait() override { stopped_.WaitForNotification(); }
+
+  void Shutdown() override {
+    if (shut_down_.exchange(true)) return;
+    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    if (scheduler_) scheduler_->Stop();
+    if (server_) server_->Wait();
+    server_.reset();
+    scheduler_.reset();
+    store_.reset();
+    LogInfo("coordinator stopped");
+    if (!stopped_.HasBeenNotified()) stopped_.Notify();
+  }
+
+ private:
+  std::unique_ptr<store::Store> store_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<scheduler::Scheduler> scheduler_;
+  std::unique_ptr<WorkerServiceImpl> worker_service_;
+  std::unique_ptr<JobServiceImpl> job_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+  int metrics_port_ = 0;
+  std::atomic<bool> shut_down_{false};
+  absl::Notification stopped_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const CoordinatorOptions& options) {
+  auto c = std::make_unique<CoordinatorImpl>();
+  KEVO_RETURN_IF_ERROR(c->Init(options));
+  return std::unique_ptr<Coordinator>(std::move(c));
+}
+
+}  // namespace kevo::coordinator

@@ -1,0 +1,41 @@
+// kevo-coordinator as a library: RocksDB store, scheduler, and the gRPC
+// services (WorkerService for workers, JobService for users) on one port,
+// with Prometheus metrics on another. Used by the kevo-coordinator binary and
+// by the CLI's embedded mode.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "coordinator/scheduler/scheduler.h"
+
+namespace kevo::coordinator {
+
+struct CoordinatorOptions {
+  std::string listen = "127.0.0.1:0";  // host:port; port 0 picks a free one
+  std::string db_dir;                  // RocksDB folder (created if missing)
+  std::string metrics_listen;          // host:port for /metrics; empty = none
+  scheduler::SchedulerOptions scheduler;
+};
+
+class Coordinator {
+ public:
+  virtual ~Coordinator() = default;
+
+  // Opens the store, recovers queued work, and starts serving. Returns
+  // Unavailable if the port or the database is taken, InvalidArgument for
+  // bad options.
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Start(const CoordinatorOptions& options);
+
+  // "host:port" with the port actually bound.
+  virtual std::string address() const = 0;
+  virtual int metrics_port() const = 0;  // 0 when metrics are off
+  virtual scheduler::Scheduler* scheduler() = 0;
+  // Blocks until Shutdown() is called from another thread.
+  virtual void Wait() = 0;
+  // Stops serving (in-flight calls are cancelled) and closes the store.
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace kevo::coordinator

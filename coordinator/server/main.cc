@@ -1,0 +1,81 @@
+// kevo-coordinator: the only stateful kevo process. Serves WorkerService and
+// JobService on --listen, /metrics on --metrics, state in RocksDB at --db.
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "common/log.h"
+#include "coordinator/server/coordinator.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: kevo-coordinator --db DIR [--listen HOST:PORT] [--metrics HOST:PORT]\n"
+    "                        [--lease-seconds N]\n"
+    "  --listen   gRPC address for workers and clients (default 127.0.0.1:50051;\n"
+    "             port 0 picks a free one, printed on stdout as 'listening HOST:PORT')\n"
+    "  --db       RocksDB folder; created if missing; data survives restarts\n"
+    "  --metrics  Prometheus /metrics address (default: off)\n";
+
+kevo::coordinator::Coordinator* g_coordinator = nullptr;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  kevo::SetLogComponent("coordinator");
+  kevo::coordinator::CoordinatorOptions options;
+  options.listen = "127.0.0.1:50051";
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](const char* name) -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "kevo-coordinator: %s needs a value\n%s", name, kUsage);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "--listen") options.listen = value("--listen");
+    else if (arg == "--db") options.db_dir = value("--db");
+    else if (arg == "--metrics") options.metrics_listen = value("--metrics");
+    else if (arg == "--lease-seconds") options.scheduler.lease = absl::Seconds(std::stoi(value("--lease-seconds")));
+    else if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else {
+      std::fprintf(stderr, "kevo-coordinator: unknown flag %s\n%s", arg.c_str(), kUsage);
+      return 2;
+    }
+  }
+  if (options.db_dir.empty()) {
+    std::fprintf(stderr, "kevo-coordinator: --db is required\n%s", kUsage);
+    return 2;
+  }
+  // Block SIGINT/SIGTERM before any thread starts; one thread waits for them
+  // and shuts down cleanly.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  auto coordinator = kevo::coordinator::Coordinator::Start(options);
+  if (!coordinator.ok()) {
+    std::fprintf(stderr, "kevo-coordinator: %s\n", coordinator.status().ToString().c_str());
+    return 1;
+  }
+  g_coordinator = coordinator->get();
+  std::printf("listening %s\n", (*coordinator)->address().c_str());
+  if ((*coordinator)->metrics_port() != 0) {
+    std::printf("metrics %d\n", (*coordinator)->metrics_port());
+  }
+  std::fflush(stdout);
+  std::thread([set] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    kevo::LogInfo("signal ", sig, ": shutting down");
+    g_coordinator->Shutdown();
+  }).detach();
+  (*coordinator)->Wait();
+  return 0;
+}

@@ -1,0 +1,210 @@
+#include "coordinator/server/services.h"
+
+#include <deque>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/grpc_status.h"
+#include "common/log.h"
+
+namespace kevo::coordinator {
+namespace {
+
+// Serialises writes on a server stream: queue messages, one StartWrite in
+// flight at a time; optionally finish once the queue drains.
+template <typename Base, typename Msg>
+class WriteQueue {
+ public:
+  explicit WriteQueue(Base* reactor) : reactor_(reactor) {}
+
+  // Returns false when the stream is finishing and the message was dropped.
+  bool Push(Msg m) {
+    absl::MutexLock l(&mu_);
+    if (finishing_) return false;
+    pending_.push_back(std::move(m));
+    if (!writing_) {
+      writing_ = true;
+      reactor_->StartWrite(&pending_.front());
+    }
+    return true;
+  }
+
+  // Finishes the call with `status` after the queued messages are written.
+  void FinishAfterWrites(grpc::Status status) {
+    absl::MutexLock l(&mu_);
+    if (finishing_) return;
+    finishing_ = true;
+    final_status_ = std::move(status);
+    if (!writing_) reactor_->Finish(final_status_);
+  }
+
+  void OnWriteDone(bool ok) {
+    absl::MutexLock l(&mu_);
+    pending_.pop_front();
+    if (!ok) pending_.clear();
+    if (!pending_.empty()) {
+      reactor_->StartWrite(&pending_.front());
+      return;
+    }
+    writing_ = false;
+    if (finishing_) reactor_->Finish(final_status_);
+  }
+
+ private:
+  Base* reactor_;
+  absl::Mutex mu_;
+  std::deque<Msg> pending_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
+};
+
+class WorkerReactor final
+    : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage> {
+ public:
+  WorkerReactor(scheduler::Scheduler* scheduler, std::string peer)
+      : scheduler_(scheduler), peer_(std::move(peer)), writes_(this) {
+    StartRead(&in_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      // The worker closed the stream or vanished: return its leases now.
+      Disconnect();
+      writes_.FinishAfterWrites(grpc::Status::OK);
+      return;
+    }
+    if (worker_id_.empty()) {
+      if (!in_.has_hello()) {
+        writes_.FinishAfterWrites(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                               "the first message on Connect must be Hello"));
+        return;
+      }
+      worker_id_ = scheduler_->AddWorker(
+          in_.hello(), [this](v1::CoordinatorMessage m) { writes_.Push(std::move(m)); });
+      LogInfo("worker stream from ", peer_, " is ", worker_id_);
+    } else {
+      scheduler_->OnWorkerMessage(worker_id_, in_);
+    }
+    StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override { writes_.OnWriteDone(ok); }
+
+  void OnDone() override {
+    Disconnect();
+    delete this;
+  }
+
+ private:
+  void Disconnect() {
+    if (!worker_id_.empty() && !removed_.exchange(true)) scheduler_->RemoveWorker(worker_id_);
+  }
+
+  scheduler::Scheduler* scheduler_;
+  std::string peer_;
+  std::string worker_id_;  // set once, on the reading thread
+  std::atomic<bool> removed_{false};
+  v1::WorkerMessage in_;
+  WriteQueue<WorkerReactor, v1::CoordinatorMessage> writes_;
+};
+
+class EvaluateReactor final : public grpc::ServerWriteReactor<v1::EvaluateEvent>,
+                              public scheduler::EvalListener {
+ public:
+  EvaluateReactor(scheduler::Scheduler* scheduler, const v1::EvaluateRequest& request)
+      : scheduler_(scheduler), writes_(this) {
+    if (request.platform().empty()) {
+      writes_.FinishAfterWrites(
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "EvaluateRequest.platform is empty"));
+      return;
+    }
+    if (request.candidate().source().empty()) {
+      writes_.FinishAfterWrites(
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the candidate's source is empty"));
+      return;
+    }
+    auto id = scheduler_->Submit(request.task(), request.candidate(), request.platform(), "");
+    if (!id.ok()) {
+      writes_.FinishAfterWrites(ToGrpcStatus(id.status()));
+      return;
+    }
+    eval_id_ = *id;
+    v1::EvaluateEvent accepted;
+    accepted.set_accepted_eval_id(eval_id_);
+    writes_.Push(std::move(accepted));
+    absl::Status s = scheduler_->Subscribe(eval_id_, this);
+    if (!s.ok()) writes_.FinishAfterWrites(ToGrpcStatus(s));
+  }
+
+  void OnStage(const v1::StageEvent& event) override {
+    v1::EvaluateEvent e;
+    *e.mutable_stage() = event;
+    writes_.Push(std::move(e));
+  }
+
+  void OnFinal(const v1::Evaluation& evaluation) override {
+    v1::EvaluateEvent e;
+    *e.mutable_final() = evaluation;
+    writes_.Push(std::move(e));
+    writes_.FinishAfterWrites(grpc::Status::OK);
+  }
+
+  void OnWriteDone(bool ok) override { writes_.OnWriteDone(ok); }
+
+  void OnCancel() override {
+    // The client went away; the evaluation itself goes on and is recorded.
+    writes_.FinishAfterWrites(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override {
+    if (!eval_id_.empty()) scheduler_->Unsubscribe(eval_id_, this);
+    delete this;
+  }
+
+ private:
+  scheduler::Scheduler* scheduler_;
+  std::string eval_id_;
+  WriteQueue<EvaluateReactor, v1::EvaluateEvent> writes_;
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerServiceImpl::Connect(
+    grpc::CallbackServerContext* context) {
+  return new WorkerReactor(scheduler_, context->peer());
+}
+
+grpc::ServerWriteReactor<v1::EvaluateEvent>* JobServiceImpl::EvaluateCandidate(
+    grpc::CallbackServerContext* context, const v1::EvaluateRequest* request) {
+  return new EvaluateReactor(scheduler_, *request);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::GetEvaluation(grpc::CallbackServerContext* context,
+                                                        const v1::GetEvaluationRequest* request,
+                                                        v1::Evaluation* response) {
+  auto* reactor = context->DefaultReactor();
+  auto record = scheduler_->GetRecord(request->eval_id());
+  if (!record.ok()) {
+    reactor->Finish(ToGrpcStatus(record.status()));
+  } else if (record->state() != v1::EVAL_DONE) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                 absl::StrCat("evaluation ", request->eval_id(), " is still ",
+                                              v1::EvalState_Name(record->state()))));
+  } else {
+    *response = record->evaluation();
+    reactor->Finish(grpc::Status::OK);
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
+                                                      const v1::ListWorkersRequest* request,
+                                                      v1::ListWorkersResponse* response) {
+  for (auto& w : scheduler_->ListWorkers()) *response->add_workers() = std::move(w);
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace kevo::coordinator

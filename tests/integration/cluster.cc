@@ -1,0 +1,60 @@
+#include "tests/integration/cluster.h"
+
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status.h"
+
+namespace kevo::testing {
+
+absl::Status Cluster::StartCoordinator(const std::vector<std::string>& extra_flags) {
+  std::vector<std::string> argv = {BinDir() + "/kevo-coordinator", "--listen", "127.0.0.1:0",
+                                   "--db", dir_ + "/db"};
+  for (const auto& f : extra_flags) argv.push_back(f);
+  KEVO_ASSIGN_OR_RETURN(coordinator_, ChildProcess::Start(argv, dir_ + "/coordinator.log"));
+  KEVO_ASSIGN_OR_RETURN(address_, coordinator_->WaitForLine("listening ", absl::Seconds(30)));
+  stub_ = v1::JobService::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  return absl::OkStatus();
+}
+
+absl::Status Cluster::StartWorker(const std::string& id) {
+  std::vector<std::string> argv = {BinDir() + "/kevo-worker", "--coordinator", address_,
+                                   "--worker-id", id, "--work-dir", dir_ + "/work-" + id,
+                                   "--profile-cap", "0.3"};
+  KEVO_ASSIGN_OR_RETURN(auto child, ChildProcess::Start(argv, dir_ + "/worker-" + id + ".log"));
+  workers_.emplace_back(id, std::move(child));
+  return absl::OkStatus();
+}
+
+absl::Status Cluster::WaitForWorkers(int n, absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::ListWorkersResponse resp;
+    if (stub_->ListWorkers(&ctx, v1::ListWorkersRequest(), &resp).ok() &&
+        resp.workers_size() >= n) {
+      return absl::OkStatus();
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(n, " workers did not connect; logs in ", dir_));
+}
+
+ChildProcess* Cluster::worker(const std::string& id) {
+  for (auto& [wid, p] : workers_) {
+    if (wid == id) return p.get();
+  }
+  return nullptr;
+}
+
+void Cluster::StopCoordinator(int signal) {
+  if (!coordinator_) return;
+  coordinator_->Kill(signal);
+  (void)coordinator_->Wait(absl::Seconds(20));
+  coordinator_.reset();
+}
+
+}  // namespace kevo::testing

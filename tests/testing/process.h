@@ -1,0 +1,57 @@
+// Test helper: starts a real kevo binary as a child process, reads its
+// stdout line by line, and kills it. Used by integration tests that run the
+// coordinator and workers as separate processes on 127.0.0.1.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace kevo::testing {
+
+class ChildProcess {
+ public:
+  // Starts `argv` with stdout piped to us and stderr appended to `log_path`
+  // (or inherited when empty). The child dies when the test process dies.
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Start(const std::vector<std::string>& argv,
+                                                             const std::string& log_path = "");
+  ~ChildProcess();  // SIGKILLs the child if still running
+
+  // Reads stdout until a line starting with `prefix` appears; returns the
+  // rest of that line. DeadlineExceeded after `timeout`, Unavailable at EOF.
+  absl::StatusOr<std::string> WaitForLine(const std::string& prefix, absl::Duration timeout);
+
+  void Kill(int signal);
+  // Waits for exit; returns the raw wait status, or DeadlineExceeded.
+  absl::StatusOr<int> Wait(absl::Duration timeout);
+  bool Running();
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  std::string buffer_;
+  bool reaped_ = false;
+};
+
+struct CommandResult {
+  int exit_code = -1;  // -1 when killed by a signal or timed out
+  std::string out;
+  std::string err;
+};
+// Runs `argv` to completion (killed after `timeout`), capturing stdout and
+// stderr through temporary files.
+CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration timeout);
+
+// Directory of the kevo binaries (KEVO_BIN_DIR, set by ctest) and the
+// repository (KEVO_SOURCE_DIR).
+std::string BinDir();
+std::string SourceDir();
+// A fresh temporary folder, removed by the caller (or left for debugging).
+std::string MakeTempDir(const std::string& prefix);
+
+}  // namespace kevo::testing

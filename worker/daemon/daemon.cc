@@ -1,0 +1,260 @@
+#include "worker/daemon/daemon.h"
+
+#include <grpcpp/grpcpp.h>
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <deque>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
+#include "kevo/v1/worker.grpc.pb.h"
+
+namespace kevo::worker {
+
+using Stream = grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>;
+
+struct Daemon::Impl {
+  DaemonOptions options;
+  std::unique_ptr<Backend> backend;
+  v1::Hello hello;
+
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<prometheus::Exposer> exposer;
+  prometheus::Family<prometheus::Counter>* evaluations = nullptr;
+  prometheus::Family<prometheus::Histogram>* stage_seconds = nullptr;
+  prometheus::Gauge* busy_gauge = nullptr;
+  prometheus::Counter* reconnects = nullptr;
+
+  absl::Mutex mu;
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  std::deque<v1::Assignment> queue ABSL_GUARDED_BY(mu);
+  std::vector<std::string> running ABSL_GUARDED_BY(mu);  // "eval/attempt"
+  // The live stream and its context; null while disconnected.
+  Stream* stream ABSL_GUARDED_BY(mu) = nullptr;
+  grpc::ClientContext* context ABSL_GUARDED_BY(mu) = nullptr;
+  absl::Mutex write_mu;  // one Write at a time on the stream
+
+  // Sends on the current stream; dropped (with a log line) when disconnected.
+  void Send(const v1::WorkerMessage& m) {
+    absl::MutexLock w(&write_mu);
+    Stream* s;
+    {
+      absl::MutexLock l(&mu);
+      s = stream;
+    }
+    if (s == nullptr || !s->Write(m)) {
+      if (m.has_result()) {
+        LogWarning("result for ", m.result().eval_id(), " not sent: no connection");
+      }
+    }
+  }
+
+  void SlotLoop(int slot) {
+    while (true) {
+      v1::Assignment a;
+      {
+        absl::MutexLock l(&mu);
+        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping || !queue.empty(); };
+        mu.Await(absl::Condition(&ready));
+        if (stopping) return;
+        a = std::move(queue.front());
+        queue.pop_front();
+        running.push_back(absl::StrCat(a.eval_id(), "/", a.attempt()));
+        busy_gauge->Set(static_cast<double>(running.size()));
+      }
+      LogInfo("slot ", slot, " evaluating ", a.eval_id(), " attempt=", a.attempt(),
+              " task=", a.task().name());
+      absl::Time start = absl::Now();
+      v1::Evaluation ev = backend->Evaluate(a.task(), a.candidate(), [&](const v1::StageEvent& e) {
+        stage_seconds->Add({{"stage", v1::Stage_Name(e.stage())}},
+                           prometheus::Histogram::BucketBoundaries{0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60})
+            .Observe(e.seconds());
+        v1::WorkerMessage m;
+        m.mutable_event()->set_eval_id(a.eval_id());
+        m.mutable_event()->set_attempt(a.attempt());
+        *m.mutable_event()->mutable_event() = e;
+        Send(m);
+      });
+      ev.set_eval_id(a.eval_id());
+      ev.set_attempt(a.attempt());
+      ev.set_worker_id(hello.worker_id());
+      evaluations->Add({{"status", v1::EvalStatus_Name(ev.status())}}).Increment();
+      LogInfo("slot ", slot, " finished ", a.eval_id(), " status=", v1::EvalStatus_Name(ev.status()),
+              " speedup=", ev.speedup(), " in ", absl::FormatDuration(absl::Now() - start));
+      v1::WorkerMessage m;
+      m.mutable_result()->set_eval_id(a.eval_id());
+      m.mutable_result()->set_attempt(a.attempt());
+      *m.mutable_result()->mutable_evaluation() = std::move(ev);
+      {
+        absl::MutexLock l(&mu);
+        std::string key = absl::StrCat(a.eval_id(), "/", a.attempt());
+        std::erase(running, key);
+        busy_gauge->Set(static_cast<double>(running.size()));
+      }
+      Send(m);
+    }
+  }
+
+  // One connection: Hello, then read assignments until the stream ends.
+  void Session(const std::shared_ptr<grpc::Channel>& channel) {
+    auto stub = v1::WorkerService::NewStub(channel);
+    grpc::ClientContext ctx;
+    std::unique_ptr<Stream> s = stub->Connect(&ctx);
+    v1::WorkerMessage m;
+    *m.mutable_hello() = hello;
+    if (!s->Write(m)) {
+      s->Finish();
+      return;
+    }
+    v1::CoordinatorMessage in;
+    if (!s->Read(&in) || !in.has_welcome()) {
+      grpc::Status st = s->Finish();
+      LogWarning("coordinator refused the stream: ", st.error_message());
+      return;
+    }
+    hello.set_worker_id(in.welcome().worker_id());
+    int heartbeat_s = std::max(1, in.welcome().heartbeat_seconds());
+    LogInfo("connected to ", options.coordinator, " as ", hello.worker_id(), " (lease ",
+            in.welcome().lease_seconds(), "s)");
+    {
+      absl::MutexLock l(&mu);
+      stream = s.get();
+      context = &ctx;
+    }
+    absl::Notification session_over;
+    std::thread heartbeat([&] {
+      while (!session_over.WaitForNotificationWithTimeout(absl::Seconds(heartbeat_s))) {
+        v1::WorkerMessage hb;
+        {
+          absl::MutexLock l(&mu);
+          for (const auto& r : running) hb.mutable_heartbeat()->add_running(r);
+          hb.mutable_heartbeat()->set_free_slots(options.slots - static_cast<int>(running.size()) -
+                                                 static_cast<int>(queue.size()));
+        }
+        Send(hb);
+      }
+    });
+    while (s->Read(&in)) {
+      if (in.has_assignment()) {
+        absl::MutexLock l(&mu);
+        queue.push_back(in.assignment());
+      } else if (in.has_cancel()) {
+        // The evaluation was recorded from another attempt; drop it if it has
+        // not started (a running one finishes and its result is ignored).
+        absl::MutexLock l(&mu);
+        std::erase_if(queue, [&](const v1::Assignment& a) {
+          return a.eval_id() == in.cancel().eval_id();
+        });
+        LogInfo("cancelled ", in.cancel().eval_id(), " attempt=", in.cancel().attempt());
+      }
+    }
+    session_over.Notify();
+    heartbeat.join();
+    {
+      absl::MutexLock w(&write_mu);
+      absl::MutexLock l(&mu);
+      stream = nullptr;
+      context = nullptr;
+      queue.clear();  // their leases return to the coordinator's queue
+    }
+    grpc::Status st = s->Finish();
+    LogWarning("disconnected from ", options.coordinator, ": ",
+               st.ok() ? "stream closed" : st.error_message());
+  }
+};
+
+Daemon::Daemon(DaemonOptions options, std::unique_ptr<Backend> backend)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+  impl_->backend = std::move(backend);
+}
+
+Daemon::~Daemon() { Stop(); }
+
+absl::Status Daemon::Run() {
+  Impl& d = *impl_;
+  if (d.options.coordinator.empty()) return absl::InvalidArgumentError("--coordinator is required");
+  if (d.options.slots < 1) return absl::InvalidArgumentError("--slots must be at least 1");
+  d.evaluations = &prometheus::BuildCounter()
+                       .Name("kevo_worker_evaluations_total")
+                       .Help("Evaluations finished by this worker, by status")
+                       .Register(*d.registry);
+  d.stage_seconds = &prometheus::BuildHistogram()
+                         .Name("kevo_worker_stage_seconds")
+                         .Help("Time spent per evaluation stage")
+                         .Register(*d.registry);
+  d.busy_gauge = &prometheus::BuildGauge()
+                      .Name("kevo_worker_busy_slots")
+                      .Help("Slots running an evaluation")
+                      .Register(*d.registry)
+                      .Add({});
+  d.reconnects = &prometheus::BuildCounter()
+                      .Name("kevo_worker_reconnects_total")
+                      .Help("Connections to the coordinator opened")
+                      .Register(*d.registry)
+                      .Add({});
+  if (!d.options.metrics_listen.empty()) {
+    try {
+      d.exposer = std::make_unique<prometheus::Exposer>(d.options.metrics_listen);
+      d.exposer->RegisterCollectable(d.registry);
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot serve metrics on ", d.options.metrics_listen, ": ", e.what()));
+    }
+  }
+  auto hello = d.backend->Describe();
+  if (!hello.ok()) return hello.status();
+  d.hello = *hello;
+  d.hello.set_worker_id(d.options.worker_id);
+  d.hello.set_slots(d.options.slots);
+  LogInfo("worker platform=", d.hello.platform(), " device=\"", d.hello.device(), "\" slots=",
+          d.options.slots, " bandwidth=", d.hello.mem_bandwidth_gbs(), "GB/s fp32_peak=",
+          d.hello.fp32_peak_gflops(), "GFLOP/s");
+
+  std::vector<std::thread> slots;
+  for (int i = 0; i < d.options.slots; ++i) slots.emplace_back([&d, i] { d.SlotLoop(i); });
+
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetMaxSendMessageSize(64 << 20);
+  absl::Duration backoff = absl::Milliseconds(100);
+  while (true) {
+    {
+      absl::MutexLock l(&d.mu);
+      if (d.stopping) break;
+    }
+    auto channel = grpc::CreateCustomChannel(d.options.coordinator,
+                                             grpc::InsecureChannelCredentials(), args);
+    if (channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(2))) {
+      d.reconnects->Increment();
+      d.Session(channel);
+      backoff = absl::Milliseconds(100);
+    } else {
+      LogInfo("coordinator ", d.options.coordinator, " not reachable; retrying in ",
+              absl::FormatDuration(backoff));
+    }
+    absl::MutexLock l(&d.mu);
+    auto stop = [&d]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(d.mu) { return d.stopping; };
+    d.mu.AwaitWithTimeout(absl::Condition(&stop), backoff);
+    backoff = std::min(backoff * 2, d.options.max_backoff);
+  }
+  for (auto& t : slots) t.join();
+  return absl::OkStatus();
+}
+
+void Daemon::Stop() {
+  absl::MutexLock l(&impl_->mu);
+  impl_->stopping = true;
+  if (impl_->context != nullptr) impl_->context->TryCancel();
+}
+
+}  // namespace kevo::worker

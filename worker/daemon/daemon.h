@@ -1,0 +1,41 @@
+// The worker daemon: dials the coordinator (so it works behind NAT), says
+// Hello, then runs assignments on its slots through a platform Backend and
+// streams stage events, results and heartbeats back. Reconnects with backoff
+// when the coordinator goes away; evaluations in flight then are abandoned
+// (their leases lapse and the coordinator re-queues them).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "worker/backend.h"
+
+namespace kevo::worker {
+
+struct DaemonOptions {
+  std::string coordinator;  // host:port
+  int slots = 1;
+  std::string worker_id;       // empty: the coordinator assigns one
+  std::string metrics_listen;  // empty: no /metrics
+  absl::Duration max_backoff = absl::Seconds(5);
+};
+
+class Daemon {
+ public:
+  Daemon(DaemonOptions options, std::unique_ptr<Backend> backend);
+  ~Daemon();
+
+  // Describes the host (once), then serves until Stop(). Returns an error
+  // only when the backend cannot describe the host or options are invalid.
+  absl::Status Run();
+  // Makes Run() return. Thread-safe; callable from a signal-waiting thread.
+  void Stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kevo::worker

@@ -1,0 +1,101 @@
+// kevo-worker: a worker daemon for one platform. Dials the coordinator,
+// measures the host once, then evaluates candidates on --slots slots.
+#include <csignal>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "common/log.h"
+#include "worker/backends/cpu/cpu_backend.h"
+#include "worker/daemon/daemon.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: kevo-worker --coordinator HOST:PORT [--platform cpu] [--slots N]\n"
+    "                   [--work-dir DIR] [--metrics HOST:PORT] [--worker-id ID]\n"
+    "                   [--compile-timeout S] [--run-timeout S] [--memory-limit-mb MB]\n"
+    "                   [--profile-cap S]\n"
+    "  --platform   cpu (this build); nvidia, amd and mtia-sim are reported as not\n"
+    "               available in this build\n"
+    "  --slots      evaluations run at once (default 1; timing is most stable with 1)\n"
+    "  --work-dir   per-candidate folders and the build cache (default /tmp/kevo-worker)\n";
+
+kevo::worker::Daemon* g_daemon = nullptr;
+
+int Usage(const std::string& why) {
+  std::fprintf(stderr, "kevo-worker: %s\n%s", why.c_str(), kUsage);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  kevo::SetLogComponent("worker");
+  kevo::worker::DaemonOptions options;
+  kevo::worker::CpuBackendOptions cpu;
+  cpu.work_dir = "/tmp/kevo-worker";
+  std::string platform = "cpu";
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (i + 1 >= argc) return Usage(arg + " needs a value");
+    std::string value = argv[++i];
+    double number = 0;
+    bool numeric = absl::SimpleAtod(value, &number);
+    if (arg == "--coordinator") options.coordinator = value;
+    else if (arg == "--platform") platform = value;
+    else if (arg == "--worker-id") options.worker_id = value;
+    else if (arg == "--metrics") options.metrics_listen = value;
+    else if (arg == "--work-dir") cpu.work_dir = value;
+    else if (arg == "--slots" && numeric && number >= 1) options.slots = static_cast<int>(number);
+    else if (arg == "--compile-timeout" && numeric && number > 0) cpu.compile_timeout = absl::Seconds(number);
+    else if (arg == "--run-timeout" && numeric && number > 0) cpu.run_timeout = absl::Seconds(number);
+    else if (arg == "--memory-limit-mb" && numeric && number > 0) cpu.memory_limit_bytes = static_cast<int64_t>(number) << 20;
+    else if (arg == "--profile-cap" && numeric && number > 0) cpu.profile_time_cap_s = number;
+    else return Usage("bad flag or value: " + arg + " " + value);
+  }
+  if (options.coordinator.empty()) return Usage("--coordinator is required");
+
+  std::unique_ptr<kevo::worker::Backend> backend;
+  if (platform == "cpu") {
+    auto b = kevo::worker::CreateCpuBackend(cpu);
+    if (!b.ok()) {
+      std::fprintf(stderr, "kevo-worker: %s\n", b.status().ToString().c_str());
+      return 1;
+    }
+    backend = std::move(*b);
+  } else if (platform == "nvidia" || platform == "amd" || platform == "mtia-sim") {
+    std::fprintf(stderr,
+                 "kevo-worker: platform '%s' is not available in this build of kevo-worker "
+                 "(this build supports: cpu)\n",
+                 platform.c_str());
+    return 1;
+  } else {
+    return Usage("unknown --platform '" + platform + "' (cpu, nvidia, amd, mtia-sim)");
+  }
+
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  kevo::worker::Daemon daemon(options, std::move(backend));
+  g_daemon = &daemon;
+  std::thread([set] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    kevo::LogInfo("signal ", sig, ": stopping");
+    g_daemon->Stop();
+  }).detach();
+  absl::Status s = daemon.Run();
+  if (!s.ok()) {
+    std::fprintf(stderr, "kevo-worker: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
