@@ -1,0 +1,72 @@
+// Proposers turn a node of a job's search tree (its kernel, how it was made,
+// what its evaluation said) into new candidate kernels. Two implementations:
+// the built-in recipe proposer (coordinator/proposer/builtin) and the LLM
+// proposer (coordinator/llm). The search engine (coordinator/search) decides
+// which node to expand and calls Propose().
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kevo/v1/evaluation.pb.h"
+#include "kevo/v1/task.pb.h"
+
+namespace kevo::proposer {
+
+// How a candidate was made, as the built-in proposer understands it: a recipe
+// and a value for each parameter of the recipe's search space. Stored in the
+// node's provenance so that later mutations and crossovers can start from it.
+struct Genome {
+  std::string recipe;  // e.g. "softmax_online", "generic" (the reference, mutated)
+  std::map<std::string, std::string> params;
+
+  // "recipe{k=v,k=v}" — stable, sorted by key.
+  std::string ToString() const;
+  static absl::StatusOr<Genome> FromString(const std::string& text);
+};
+
+// A parent as the proposer sees it.
+struct ParentInfo {
+  std::string node_id;
+  Genome genome;                // empty recipe when the parent was not built-in
+  v1::Candidate candidate;
+  v1::Evaluation evaluation;    // may be empty when not yet evaluated
+  double fitness = 0;           // baseline median / candidate median; 0 when failed
+};
+
+struct ProposeRequest {
+  const v1::Task* task = nullptr;
+  std::string platform;         // cpu | nvidia | amd | mtia-sim
+  // Empty: propose the first generation (seeds). One: mutate it. Two: the
+  // first may be crossed with the second.
+  std::vector<ParentInfo> parents;
+  int count = 1;                // how many proposals are wanted (at most)
+  uint64_t seed = 0;            // for the proposer's random choices
+  // Recipe priors from skills: recipe name -> weight (> 1 favours it).
+  std::map<std::string, double> priors;
+};
+
+struct Proposal {
+  v1::Candidate candidate;
+  Genome genome;
+  std::string mutation;         // "seed", "param:tile_m 32->64", "variant:a->b", "crossover"
+  std::vector<std::string> parent_ids;
+  std::string proposer;         // "builtin", "llm:<model>"
+};
+
+class Proposer {
+ public:
+  virtual ~Proposer() = default;
+  // Returns up to request.count proposals (possibly fewer, or none when the
+  // search space around the parents is exhausted; duplicates of sources
+  // already evaluated are filtered by the search engine). InvalidArgument for
+  // a task the proposer cannot handle at all.
+  virtual absl::StatusOr<std::vector<Proposal>> Propose(const ProposeRequest& request) = 0;
+  virtual std::string name() const = 0;
+};
+
+}  // namespace kevo::proposer
