@@ -1,0 +1,71 @@
+// Loading and checking native kevo tasks: a folder holding task.textproto
+// (protobuf text format of kevo.v1.Task) and the C++ reference it names.
+//
+// Every error a user can cause by writing a task file is an absl::Status whose
+// message starts with "<path>:<line>:<column>: " where the place is known (or
+// "<path>: " where it is not) and then says what is wrong, e.g.
+//   tasks/foo/task.textproto:12:5: unknown field 'shpe' in kevo.v1.TensorSpec
+// Lines and columns are 1-based. docs/task-format.md lists the checks.
+//
+// All functions are thread-safe (they share no state).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "google/protobuf/text_format.h"
+#include "kevo/v1/task.pb.h"
+
+namespace kevo::task {
+
+// The name of the file that makes a folder a task folder.
+inline constexpr char kTaskFileName[] = "task.textproto";
+// Seeds per validation binding when a task leaves `seeds` unset (0).
+inline constexpr int kDefaultSeeds = 3;
+// The op families a task may name.
+const std::vector<std::string>& KnownOpFamilies();
+
+// Where a task's fields were written, so that ValidateTask can name the line.
+// `tree` may be null (a task that arrived over the wire); `path` may be empty.
+struct TaskSource {
+  std::string path;
+  const google::protobuf::TextFormat::ParseInfoTree* tree = nullptr;
+};
+
+// Reads DIR/task.textproto, fills in defaults (ApplyTaskDefaults), checks it
+// with ValidateTask, and reads the reference file (task.reference().file,
+// relative to DIR) into task.reference().source.
+// Returns NotFound naming the path when DIR, its task.textproto or the
+// reference file does not exist; InvalidArgument naming file, line, column
+// and problem for a syntax error, an unknown field or enum value, or any
+// semantic problem ValidateTask finds; FailedPrecondition when DIR is not a
+// folder; Unknown naming the path for any other read failure.
+absl::StatusOr<v1::Task> LoadTaskDir(const std::string& dir);
+
+// Parses task text (the contents of a task.textproto) without touching the
+// disk or validating. `path` is only used in error messages. When `tree` is
+// not null it receives the locations of the parsed fields.
+// Returns InvalidArgument "<path>:<line>:<col>: <problem>" on a parse error.
+absl::StatusOr<v1::Task> ParseTaskText(const std::string& text, const std::string& path,
+                                       google::protobuf::TextFormat::ParseInfoTree* tree = nullptr);
+
+// Fills in what a task may leave unset: seeds 0 becomes kDefaultSeeds.
+void ApplyTaskDefaults(v1::Task* task);
+
+// Checks that `task` is complete and consistent (see docs/task-format.md):
+// name, op family, signature, tensors, shape expressions, bindings (at least
+// two validation bindings, one odd-sized, and a time binding, all binding
+// every symbol used), bytes_moved/flops, seeds (0 = default, else >= 3),
+// reference, tolerances. Returns OK, or InvalidArgument for the first problem
+// found, prefixed by source.path and the line/column when `source` knows them.
+absl::Status ValidateTask(const v1::Task& task, const TaskSource& source = {});
+
+// The task folders under `root`, sorted: `root` itself when it holds
+// task.textproto, else every folder below it that does (task folders are not
+// searched further). Returns NotFound when `root` does not exist, and an empty
+// list when it holds no task.
+absl::StatusOr<std::vector<std::string>> FindTaskDirs(const std::string& root);
+
+}  // namespace kevo::task

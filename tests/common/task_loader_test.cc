@@ -1,0 +1,399 @@
+#include "common/task/task_loader.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "common/tensor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kevo::task {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// A valid task; the tests below break one line of it at a time. Line numbers
+// matter: the tests assert them.
+constexpr char kValidTask[] = R"pb(name: "t"
+op_family: "softmax"
+signature { function: "f" params: ["x", "y", "rows", "cols"] }
+inputs {
+  name: "x"
+  dtype: F32
+  shape: ["rows", "cols"]
+}
+outputs {
+  name: "y"
+  dtype: F32
+  shape: ["rows", "cols"]
+}
+validate { name: "small" values: [{ key: "rows" value: 4 }, { key: "cols" value: 8 }] }
+validate { name: "odd" values: [{ key: "rows" value: 3 }, { key: "cols" value: 9 }] }
+time { name: "timed" values: [{ key: "rows" value: 64 }, { key: "cols" value: 64 }] }
+bytes_moved: "8*rows*cols"
+flops: "3*rows*cols"
+reference { language: "c++" file: "reference.cc" }
+)pb";
+
+constexpr char kReference[] = "extern \"C\" void f() {}\n";
+
+// The repository root: KEVO_SOURCE_DIR, else the working directory (ctest
+// runs kevo_cc_test binaries in the repository root).
+fs::path SourceDir() {
+  const char* dir = std::getenv("KEVO_SOURCE_DIR");
+  return dir != nullptr ? fs::path(dir) : fs::current_path();
+}
+
+class TaskLoaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::path(::testing::TempDir()) /
+           absl::StrCat("kevo_task_loader_", info->name(), "_", ::getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Writes `text` as the task file (and the reference unless told not to).
+  void WriteTask(const std::string& text, bool with_reference = true) {
+    std::ofstream(dir_ / "task.textproto") << text;
+    if (with_reference) std::ofstream(dir_ / "reference.cc") << kReference;
+  }
+  // Writes kValidTask with `from` replaced by `to` (which must occur).
+  void WriteTaskWith(const std::string& from, const std::string& to) {
+    std::string text = kValidTask;
+    ASSERT_NE(text.find(from), std::string::npos) << from;
+    WriteTask(absl::StrReplaceAll(text, {{from, to}}));
+  }
+  std::string TaskPath() const { return (dir_ / "task.textproto").string(); }
+  // "<task path>:<line>:" — the prefix of an error on that line.
+  std::string At(int line) const { return absl::StrCat(TaskPath(), ":", line, ":"); }
+
+  fs::path dir_;
+};
+
+TEST_F(TaskLoaderTest, LoadsValidTaskReadsReferenceAndDefaultsSeeds) {
+  WriteTask(kValidTask);
+  auto task = LoadTaskDir(dir_.string());
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_EQ(task->name(), "t");
+  EXPECT_EQ(task->seeds(), 3);
+  EXPECT_EQ(task->reference().source(), kReference);
+  EXPECT_EQ(task->validate_size(), 2);
+}
+
+TEST_F(TaskLoaderTest, KeepsExplicitSeeds) {
+  WriteTask(absl::StrCat(kValidTask, "seeds: 5\n"));
+  auto task = LoadTaskDir(dir_.string());
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_EQ(task->seeds(), 5);
+}
+
+TEST_F(TaskLoaderTest, MissingFolderIsNotFound) {
+  auto task = LoadTaskDir((dir_ / "nope").string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(task.status().message()), HasSubstr((dir_ / "nope").string()));
+}
+
+TEST_F(TaskLoaderTest, MissingTaskFileIsNotFound) {
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(task.status().message()), HasSubstr(TaskPath()));
+}
+
+TEST_F(TaskLoaderTest, MissingReferenceFileIsNotFoundNamingIt) {
+  WriteTask(kValidTask, /*with_reference=*/false);
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kNotFound);
+  const std::string msg(task.status().message());
+  EXPECT_THAT(msg, StartsWith(At(19)));
+  EXPECT_THAT(msg, HasSubstr((dir_ / "reference.cc").string()));
+}
+
+TEST_F(TaskLoaderTest, SyntaxErrorNamesFileLineAndProblem) {
+  WriteTaskWith("op_family: \"softmax\"", "op_family \"softmax\"");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string msg(task.status().message());
+  EXPECT_THAT(msg, StartsWith(At(2)));
+  EXPECT_THAT(msg, HasSubstr("Expected \":\""));
+}
+
+TEST_F(TaskLoaderTest, UnknownFieldNamesFieldAndMessageType) {
+  WriteTaskWith("  shape: [\"rows\", \"cols\"]\n}\noutputs", "  shpe: [\"rows\", \"cols\"]\n}\noutputs");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(task.status().message()),
+            absl::StrCat(At(7), "3: unknown field 'shpe' in kevo.v1.TensorSpec"));
+}
+
+TEST_F(TaskLoaderTest, UnknownDTypeListsTheKnownOnes) {
+  WriteTaskWith("  dtype: F32\n  shape: [\"rows\", \"cols\"]\n}\noutputs",
+                "  dtype: F33\n  shape: [\"rows\", \"cols\"]\n}\noutputs");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string msg(task.status().message());
+  EXPECT_THAT(msg, StartsWith(At(6)));
+  EXPECT_THAT(msg, StartsWith(absl::StrCat(At(6), "10: unknown value 'F33' for field 'dtype'")));
+  EXPECT_THAT(msg, HasSubstr("F32, F64"));
+}
+
+TEST_F(TaskLoaderTest, BadShapeExpressionNamesTensorAndLine) {
+  WriteTaskWith("  shape: [\"rows\", \"cols\"]\n}\noutputs", "  shape: [\"rows\", \"cols*\"]\n}\noutputs");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string msg(task.status().message());
+  EXPECT_THAT(msg, StartsWith(At(7)));
+  EXPECT_THAT(msg, HasSubstr("tensor 'x' dimension 1: bad shape expression \"cols*\""));
+}
+
+TEST_F(TaskLoaderTest, SymbolUnboundByOneBindingNamesBindingAndSymbol) {
+  WriteTaskWith("{ key: \"rows\" value: 3 }, { key: \"cols\" value: 9 }", "{ key: \"rows\" value: 3 }");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string msg(task.status().message());
+  EXPECT_THAT(msg, StartsWith(At(15)));
+  EXPECT_THAT(msg, HasSubstr("validate binding 'odd' gives no value for symbol 'cols'"));
+}
+
+TEST_F(TaskLoaderTest, SymbolUnboundByTimeBinding) {
+  WriteTaskWith("{ key: \"rows\" value: 64 }, { key: \"cols\" value: 64 }", "{ key: \"rows\" value: 64 }");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string msg(task.status().message());
+  EXPECT_THAT(msg, StartsWith(At(16)));
+  EXPECT_THAT(msg, HasSubstr("time binding gives no value for symbol 'cols'"));
+}
+
+TEST_F(TaskLoaderTest, MisspelledBindingKeyIsReported) {
+  WriteTaskWith("{ key: \"cols\" value: 8 }", "{ key: \"cols\" value: 8 }, { key: \"colz\" value: 8 }");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(task.status().message()), HasSubstr("sets 'colz'"));
+}
+
+TEST_F(TaskLoaderTest, OnlyOneValidateBindingIsRejected) {
+  WriteTaskWith(
+      "validate { name: \"odd\" values: [{ key: \"rows\" value: 3 }, { key: \"cols\" value: 9 }] }\n",
+      "");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string msg(task.status().message());
+  EXPECT_THAT(msg, StartsWith(At(14)));
+  EXPECT_THAT(msg, HasSubstr("at least two validate bindings"));
+  EXPECT_THAT(msg, HasSubstr("found 1"));
+}
+
+TEST_F(TaskLoaderTest, NoOddValidateBindingIsRejected) {
+  WriteTaskWith("{ key: \"rows\" value: 3 }, { key: \"cols\" value: 9 }",
+                "{ key: \"rows\" value: 2 }, { key: \"cols\" value: 10 }");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string msg(task.status().message());
+  EXPECT_THAT(msg, StartsWith(At(14)));
+  EXPECT_THAT(msg, HasSubstr("no validate binding is odd-sized"));
+}
+
+TEST_F(TaskLoaderTest, MissingTimeBindingIsRejected) {
+  WriteTaskWith(
+      "time { name: \"timed\" values: [{ key: \"rows\" value: 64 }, { key: \"cols\" value: 64 }] }\n",
+      "");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(task.status().message()), HasSubstr("field 'time' is missing"));
+}
+
+TEST_F(TaskLoaderTest, UnknownOpFamilyNamesLine) {
+  WriteTaskWith("op_family: \"softmax\"", "op_family: \"softmaxx\"");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string msg(task.status().message());
+  EXPECT_THAT(msg, StartsWith(At(2)));
+  EXPECT_THAT(msg, HasSubstr("unknown op_family 'softmaxx'"));
+}
+
+TEST_F(TaskLoaderTest, MissingNameIsRejected) {
+  WriteTaskWith("name: \"t\"", "");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(task.status().message()), HasSubstr("field 'name' is missing"));
+}
+
+TEST_F(TaskLoaderTest, FunctionMustBeACIdentifier) {
+  WriteTaskWith("function: \"f\"", "function: \"2f\"");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string msg(task.status().message());
+  EXPECT_THAT(msg, StartsWith(At(3)));
+  EXPECT_THAT(msg, HasSubstr("'2f' is not a valid C identifier"));
+}
+
+TEST_F(TaskLoaderTest, ParamNamingNothingIsRejected) {
+  WriteTaskWith("params: [\"x\", \"y\", \"rows\", \"cols\"]",
+                "params: [\"x\", \"y\", \"rows\", \"cols\", \"depth\"]");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string msg(task.status().message());
+  EXPECT_THAT(msg, StartsWith(At(3)));
+  EXPECT_THAT(msg, HasSubstr("parameter 'depth' names no input, output or shape symbol"));
+}
+
+TEST_F(TaskLoaderTest, TensorMissingFromParamsIsRejected) {
+  WriteTaskWith("params: [\"x\", \"y\", ", "params: [\"x\", ");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(task.status().message()),
+              HasSubstr("tensor 'y' is not a signature parameter"));
+}
+
+TEST_F(TaskLoaderTest, TensorWithoutDTypeIsRejected) {
+  WriteTaskWith("  name: \"y\"\n  dtype: F32\n", "  name: \"y\"\n");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string msg(task.status().message());
+  EXPECT_THAT(msg, StartsWith(At(9)));
+  EXPECT_THAT(msg, HasSubstr("tensor 'y' has no dtype"));
+}
+
+TEST_F(TaskLoaderTest, TensorWithoutShapeIsRejected) {
+  WriteTaskWith("  dtype: F32\n  shape: [\"rows\", \"cols\"]\n}\nvalidate",
+                "  dtype: F32\n}\nvalidate");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(task.status().message()), HasSubstr("tensor 'y' has no shape"));
+}
+
+TEST_F(TaskLoaderTest, DuplicateTensorNamesAreRejected) {
+  WriteTaskWith("  name: \"y\"", "  name: \"x\"");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string msg(task.status().message());
+  EXPECT_THAT(msg, StartsWith(At(10)));
+  EXPECT_THAT(msg, HasSubstr("tensor name 'x' is used twice"));
+}
+
+TEST_F(TaskLoaderTest, BadBytesMovedExpressionNamesLine) {
+  WriteTaskWith("bytes_moved: \"8*rows*cols\"", "bytes_moved: \"8*rows*(cols\"");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string msg(task.status().message());
+  EXPECT_THAT(msg, StartsWith(At(17)));
+  EXPECT_THAT(msg, HasSubstr("bad bytes_moved expression"));
+}
+
+TEST_F(TaskLoaderTest, FlopsDividingByZeroIsRejected) {
+  WriteTaskWith("flops: \"3*rows*cols\"", "flops: \"rows/(cols-cols)\"");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string msg(task.status().message());
+  EXPECT_THAT(msg, StartsWith(At(18)));
+  EXPECT_THAT(msg, HasSubstr("division by zero"));
+}
+
+TEST_F(TaskLoaderTest, TooFewSeedsAreRejected) {
+  WriteTask(absl::StrCat(kValidTask, "seeds: 2\n"));
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string msg(task.status().message());
+  EXPECT_THAT(msg, StartsWith(At(20)));
+  EXPECT_THAT(msg, HasSubstr("at least 3"));
+}
+
+TEST_F(TaskLoaderTest, NegativeToleranceIsRejected) {
+  WriteTask(absl::StrCat(kValidTask, "tolerances { dtype: F32 atol: -1e-5 rtol: 1e-5 }\n"));
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string msg(task.status().message());
+  EXPECT_THAT(msg, StartsWith(At(20)));
+  EXPECT_THAT(msg, HasSubstr("non-negative"));
+}
+
+TEST_F(TaskLoaderTest, ReferenceLanguageMustBeCpp) {
+  WriteTaskWith("language: \"c++\"", "language: \"python\"");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string msg(task.status().message());
+  EXPECT_THAT(msg, StartsWith(At(19)));
+  EXPECT_THAT(msg, HasSubstr("reference language 'python'"));
+}
+
+TEST_F(TaskLoaderTest, ReferenceMayNotLeaveTheTaskFolder) {
+  WriteTaskWith("file: \"reference.cc\"", "file: \"../reference.cc\"");
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(task.status().message()), HasSubstr("stay inside"));
+}
+
+TEST(ValidateTaskTest, TaskWithoutSourceHasNoLineInMessages) {
+  auto parsed = ParseTaskText(kValidTask, "");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(ValidateTask(*parsed).ok());
+  v1::Task task = *parsed;
+  task.mutable_validate()->RemoveLast();
+  absl::Status status = ValidateTask(task);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), StartsWith("task: needs at least two"));
+}
+
+TEST(ValidateTaskTest, ZeroSeedsMeansDefaultAndIsAccepted) {
+  auto parsed = ParseTaskText(kValidTask, "x");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed->seeds(), 0);
+  EXPECT_TRUE(ValidateTask(*parsed).ok());
+  ApplyTaskDefaults(&*parsed);
+  EXPECT_EQ(parsed->seeds(), kDefaultSeeds);
+}
+
+TEST_F(TaskLoaderTest, FindTaskDirsListsTaskFoldersSortedWithoutDescendingIntoThem) {
+  for (const char* d : {"b/c", "a", "a/nested", "empty"}) fs::create_directories(dir_ / d);
+  for (const char* d : {"b/c", "a", "a/nested"}) std::ofstream(dir_ / d / "task.textproto") << "";
+  auto dirs = FindTaskDirs(dir_.string());
+  ASSERT_TRUE(dirs.ok()) << dirs.status();
+  EXPECT_THAT(*dirs, ::testing::ElementsAre((dir_ / "a").string(), (dir_ / "b/c").string()));
+
+  auto self = FindTaskDirs((dir_ / "a").string());
+  ASSERT_TRUE(self.ok());
+  EXPECT_THAT(*self, ::testing::ElementsAre((dir_ / "a").string()));
+
+  auto none = FindTaskDirs((dir_ / "empty").string());
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+
+  auto missing = FindTaskDirs((dir_ / "missing").string());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr((dir_ / "missing").string()));
+}
+
+// Every task shipped under tasks/ loads, validates, and renders a signature
+// whose function the reference defines.
+TEST(ShippedTasksTest, EveryTaskLoadsAndValidates) {
+  auto dirs = FindTaskDirs((SourceDir() / "tasks").string());
+  ASSERT_TRUE(dirs.ok()) << dirs.status();
+  std::vector<std::string> names;
+  for (const std::string& dir : *dirs) {
+    SCOPED_TRACE(dir);
+    auto task = LoadTaskDir(dir);
+    ASSERT_TRUE(task.ok()) << task.status();
+    EXPECT_EQ(task->name(), fs::path(dir).filename().string());
+    EXPECT_GE(task->seeds(), 3);
+    auto signature = RenderSignature(*task);
+    ASSERT_TRUE(signature.ok()) << signature.status();
+    EXPECT_THAT(task->reference().source(),
+                HasSubstr(absl::StrCat("extern \"C\" void ", task->signature().function(), "(")));
+    names.push_back(task->name());
+  }
+  EXPECT_THAT(names, ::testing::IsSupersetOf({"vector_add"}));
+}
+
+}  // namespace
+}  // namespace kevo::task
