@@ -1,0 +1,246 @@
+#include "coordinator/proposer/builtin/builtin_proposer.h"
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace kevo::proposer {
+namespace {
+
+// Attempts per wanted proposal before giving up on finding new genomes.
+constexpr int kAttemptsPerProposal = 30;
+// Probability that a mutation switches the algorithm variant.
+constexpr double kVariantProbability = 0.2;
+// Probability that a parameter mutation moves to a neighbouring value.
+constexpr double kNeighbourProbability = 0.7;
+
+double Prior(const ProposeRequest& request, const Recipe& recipe) {
+  auto it = request.priors.find(recipe.name());
+  return it == request.priors.end() ? 1.0 : std::max(0.0, it->second);
+}
+
+// Picks an index with probability proportional to `weights`; -1 when all are 0.
+int PickWeighted(const std::vector<double>& weights, std::mt19937_64& rng) {
+  double total = 0;
+  for (double w : weights) total += w;
+  if (total <= 0) return -1;
+  double x = std::uniform_real_distribution<double>(0, total)(rng);
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (x < weights[i]) return static_cast<int>(i);
+    x -= weights[i];
+  }
+  for (size_t i = weights.size(); i-- > 0;) {
+    if (weights[i] > 0) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// `params` brought into `space`: unknown keys dropped, missing or disallowed
+// values replaced by the default. Shared parameters keep their values.
+std::map<std::string, std::string> Repair(const SearchSpace& space,
+                                          const std::map<std::string, std::string>& params) {
+  std::map<std::string, std::string> out = space.Defaults();
+  for (const ParamSpec& p : space.params()) {
+    auto it = params.find(p.name);
+    if (it != params.end() && SearchSpace::IndexOf(p, it->second) >= 0) out[p.name] = it->second;
+  }
+  return out;
+}
+
+class Batch {
+ public:
+  Batch(const ProposeRequest& request, std::set<std::string> seen)
+      : request_(request), seen_(std::move(seen)) {}
+
+  bool full() const { return static_cast<int>(out_.size()) >= request_.count; }
+
+  // Adds the proposal unless its genome was seen or it fails to generate.
+  bool Add(const Recipe& recipe, Genome genome, std::string mutation,
+           std::vector<std::string> parent_ids) {
+    if (full() || !seen_.insert(genome.ToString()).second) return false;
+    absl::StatusOr<v1::Candidate> candidate = recipe.Generate(*request_.task, genome);
+    if (!candidate.ok()) return false;
+    Proposal p;
+    p.candidate = *std::move(candidate);
+    p.genome = std::move(genome);
+    p.mutation = std::move(mutation);
+    p.parent_ids = std::move(parent_ids);
+    p.proposer = "builtin";
+    out_.push_back(std::move(p));
+    return true;
+  }
+
+  std::vector<Proposal> Take() { return std::move(out_); }
+
+ private:
+  const ProposeRequest& request_;
+  std::set<std::string> seen_;
+  std::vector<Proposal> out_;
+};
+
+void ProposeSeeds(const ProposeRequest& request, const std::vector<const Recipe*>& recipes,
+                  std::mt19937_64& rng, Batch& batch) {
+  std::vector<double> weights;
+  for (const Recipe* r : recipes) weights.push_back(Prior(request, *r));
+  // Defaults first, favoured recipes first (stable: ties keep recipe order).
+  std::vector<size_t> order(recipes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return weights[a] > weights[b]; });
+  for (size_t i : order) {
+    if (weights[i] <= 0) continue;
+    batch.Add(*recipes[i], Genome{recipes[i]->name(), recipes[i]->space().Defaults()}, "seed", {});
+  }
+  for (int attempt = 0; attempt < kAttemptsPerProposal * request.count && !batch.full();
+       ++attempt) {
+    int i = PickWeighted(weights, rng);
+    if (i < 0) break;
+    batch.Add(*recipes[i], Genome{recipes[i]->name(), recipes[i]->space().Random(rng)}, "seed",
+              {});
+  }
+}
+
+// One parameter of `genome` changed; false when the space has no parameter
+// with two values.
+bool MutateParam(const SearchSpace& space, Genome& genome, std::mt19937_64& rng,
+                 std::string* mutation) {
+  std::vector<const ParamSpec*> mutable_params;
+  for (const ParamSpec& p : space.params()) {
+    if (p.values.size() > 1) mutable_params.push_back(&p);
+  }
+  if (mutable_params.empty()) return false;
+  const ParamSpec& p = *mutable_params[std::uniform_int_distribution<size_t>(
+      0, mutable_params.size() - 1)(rng)];
+  const std::string old = genome.params[p.name];
+  const int at = SearchSpace::IndexOf(p, old);
+  const int n = static_cast<int>(p.values.size());
+  int next;
+  if (std::uniform_real_distribution<double>(0, 1)(rng) < kNeighbourProbability) {
+    if (at <= 0) {
+      next = 1;
+    } else if (at >= n - 1) {
+      next = n - 2;
+    } else {
+      next = std::uniform_int_distribution<int>(0, 1)(rng) ? at + 1 : at - 1;
+    }
+  } else {
+    next = std::uniform_int_distribution<int>(0, n - 2)(rng);
+    if (next >= at) ++next;  // any value but the current one
+  }
+  genome.params[p.name] = p.values[next];
+  *mutation = absl::StrCat("param:", p.name, " ", old, "->", p.values[next]);
+  return true;
+}
+
+void ProposeMutations(const ProposeRequest& request, const std::vector<const Recipe*>& recipes,
+                      const ParentInfo& parent, const Recipe& recipe, const Genome& genome,
+                      std::mt19937_64& rng, Batch& batch) {
+  std::vector<double> variant_weights;
+  bool has_variant = false;
+  for (const Recipe* r : recipes) {
+    double w = r == &recipe ? 0 : Prior(request, *r) * (r->family() == recipe.family() ? 4 : 1);
+    variant_weights.push_back(w);
+    has_variant |= w > 0;
+  }
+  for (int attempt = 0; attempt < kAttemptsPerProposal * request.count && !batch.full();
+       ++attempt) {
+    if (has_variant && std::uniform_real_distribution<double>(0, 1)(rng) < kVariantProbability) {
+      const Recipe& to = *recipes[PickWeighted(variant_weights, rng)];
+      Genome child{to.name(), Repair(to.space(), genome.params)};
+      batch.Add(to, std::move(child), absl::StrCat("variant:", recipe.name(), "->", to.name()),
+                {parent.node_id});
+      continue;
+    }
+    Genome child = genome;
+    std::string mutation;
+    if (!MutateParam(recipe.space(), child, rng, &mutation)) continue;
+    batch.Add(recipe, std::move(child), std::move(mutation), {parent.node_id});
+  }
+}
+
+void ProposeCrossovers(const ProposeRequest& request, const Recipe& recipe, const Genome& a,
+                       const Genome& b, int wanted, std::mt19937_64& rng, Batch& batch) {
+  int made = 0;
+  for (int attempt = 0; attempt < kAttemptsPerProposal * wanted && made < wanted && !batch.full();
+       ++attempt) {
+    Genome child{recipe.name(), {}};
+    for (const ParamSpec& p : recipe.space().params()) {
+      const bool from_a = std::uniform_int_distribution<int>(0, 1)(rng) == 0;
+      child.params[p.name] = (from_a ? a : b).params.at(p.name);
+    }
+    made += batch.Add(recipe, std::move(child), "crossover",
+                      {request.parents[0].node_id, request.parents[1].node_id});
+  }
+}
+
+}  // namespace
+
+std::vector<const Recipe*> BuiltinProposer::ApplicableRecipes(const v1::Task& task,
+                                                              std::string_view platform) {
+  std::vector<const Recipe*> out;
+  for (const auto& r : AllRecipes()) {
+    if (r->Applies(task, platform)) out.push_back(r.get());
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<Proposal>> BuiltinProposer::Propose(const ProposeRequest& request) {
+  if (request.task == nullptr) return absl::InvalidArgumentError("ProposeRequest.task is null");
+  if (request.count < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ProposeRequest.count is ", request.count, "; want at least 1"));
+  }
+  const std::vector<const Recipe*> recipes = ApplicableRecipes(*request.task, request.platform);
+  if (recipes.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no built-in recipe applies to task '", request.task->name(), "' on '",
+                     request.platform,
+                     "': give the task hints (docs/search.md) or a C++ reference defining '",
+                     request.task->signature().function(), "'"));
+  }
+  std::mt19937_64 rng(request.seed ^ 0x6b65766f2d627569ULL);  // "kevo-bui"
+
+  std::set<std::string> seen;
+  for (const ParentInfo& p : request.parents) {
+    if (!p.genome.recipe.empty()) seen.insert(p.genome.ToString());
+  }
+  Batch batch(request, std::move(seen));
+  if (request.parents.empty()) {
+    ProposeSeeds(request, recipes, rng, batch);
+    return batch.Take();
+  }
+
+  const ParentInfo& first = request.parents[0];
+  const Recipe* recipe = nullptr;
+  for (const Recipe* r : recipes) {
+    if (r->name() == first.genome.recipe) recipe = r;
+  }
+  if (recipe == nullptr) {
+    // Not built-in (or a recipe that no longer applies): the generic mutator's
+    // seeds, else the seeds of every applicable recipe.
+    std::vector<const Recipe*> generic;
+    for (const Recipe* r : recipes) {
+      if (r->family() == "generic") generic.push_back(r);
+    }
+    ProposeSeeds(request, generic.empty() ? recipes : generic, rng, batch);
+    std::vector<Proposal> out = batch.Take();
+    for (Proposal& p : out) {
+      p.mutation = absl::StrCat("generic:", p.genome.recipe);
+      p.parent_ids = {first.node_id};
+    }
+    return out;
+  }
+  const Genome genome{recipe->name(), Repair(recipe->space(), first.genome.params)};
+  if (request.parents.size() >= 2 && request.parents[1].genome.recipe == recipe->name()) {
+    const Genome other{recipe->name(), Repair(recipe->space(), request.parents[1].genome.params)};
+    ProposeCrossovers(request, *recipe, genome, other, (request.count + 1) / 2, rng, batch);
+  }
+  ProposeMutations(request, recipes, first, *recipe, genome, rng, batch);
+  return batch.Take();
+}
+
+}  // namespace kevo::proposer

@@ -1,0 +1,135 @@
+#include "coordinator/proposer/builtin/codegen.h"
+
+#include <cctype>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "common/tensor.h"
+
+namespace kevo::proposer {
+
+const char kPrelude[] = R"(#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <cmath>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+static inline int64_t kevo_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t kevo_max(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t kevo_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+)";
+
+std::string Hint(const v1::Task& task, std::string_view key, std::string_view fallback) {
+  auto it = task.hints().find(std::string(key));
+  if (it == task.hints().end()) return std::string(fallback);
+  return it->second;
+}
+
+const v1::TensorSpec* FindInput(const v1::Task& task, std::string_view name) {
+  for (const auto& t : task.inputs()) {
+    if (t.name() == name) return &t;
+  }
+  return nullptr;
+}
+
+const v1::TensorSpec* FindOutput(const v1::Task& task, std::string_view name) {
+  for (const auto& t : task.outputs()) {
+    if (t.name() == name) return &t;
+  }
+  return nullptr;
+}
+
+bool IsSignatureParam(const v1::Task& task, std::string_view name) {
+  for (const auto& p : task.signature().params()) {
+    if (p == name) return true;
+  }
+  return false;
+}
+
+bool IsSymbolParam(const v1::Task& task, std::string_view name) {
+  return !name.empty() && IsSignatureParam(task, name) && FindInput(task, name) == nullptr &&
+         FindOutput(task, name) == nullptr;
+}
+
+absl::StatusOr<std::string> DefinitionLine(const v1::Task& task, bool restrict_pointers) {
+  // Validates the signature the same way the worker will.
+  absl::StatusOr<std::string> declaration = RenderSignature(task);
+  if (!declaration.ok()) return declaration.status();
+  std::vector<std::string> params;
+  for (const std::string& p : task.signature().params()) {
+    const v1::TensorSpec* in = FindInput(task, p);
+    const v1::TensorSpec* out = in == nullptr ? FindOutput(task, p) : nullptr;
+    const char* restrict_kw = restrict_pointers ? " __restrict" : "";
+    if (in != nullptr) {
+      params.push_back(absl::StrCat("const ", std::string(CTypeName(in->dtype())), "*",
+                                    restrict_kw, " ", p));
+    } else if (out != nullptr) {
+      params.push_back(absl::StrCat(std::string(CTypeName(out->dtype())), "*", restrict_kw, " ", p));
+    } else {
+      params.push_back(absl::StrCat("int64_t ", p));
+    }
+  }
+  return absl::StrCat("extern \"C\" void ", task.signature().function(), "(",
+                      absl::StrJoin(params, ", "), ")");
+}
+
+std::string ElementCountExpr(const v1::TensorSpec& spec) {
+  if (spec.shape().empty()) return "(int64_t)1";
+  std::vector<std::string> dims;
+  for (const std::string& d : spec.shape()) {
+    std::string e = ReplaceWord(d, "min", "kevo_min");
+    e = ReplaceWord(e, "max", "kevo_max");
+    e = ReplaceWord(e, "ceil_div", "kevo_ceil_div");
+    dims.push_back(absl::StrCat("(int64_t)(", e, ")"));
+  }
+  return absl::StrCat("(", absl::StrJoin(dims, " * "), ")");
+}
+
+absl::Status CheckGenerate(const Recipe& recipe, const v1::Task& task, const Genome& genome,
+                           std::string_view platform) {
+  if (genome.recipe != recipe.name()) {
+    return absl::InvalidArgumentError(absl::StrCat("genome '", genome.ToString(),
+                                                   "' is not for recipe ", recipe.name()));
+  }
+  absl::Status in_space = recipe.space().Check(genome.params);
+  if (!in_space.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("genome '", genome.ToString(), "': ", std::string(in_space.message())));
+  }
+  if (!recipe.Applies(task, platform)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "recipe ", recipe.name(), " does not apply to task ", task.name(), " on ", std::string(platform)));
+  }
+  return absl::OkStatus();
+}
+
+int64_t IntParam(const Genome& genome, const std::string& key) {
+  return std::stoll(genome.params.at(key));
+}
+
+const std::string& StrParam(const Genome& genome, const std::string& key) {
+  return genome.params.at(key);
+}
+
+std::string ReplaceWord(const std::string& text, const std::string& word,
+                        const std::string& with) {
+  auto is_ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text.compare(i, word.size(), word) == 0 && (i == 0 || !is_ident(text[i - 1])) &&
+        (i + word.size() >= text.size() || !is_ident(text[i + word.size()]))) {
+      out += with;
+      i += word.size();
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
+
+}  // namespace kevo::proposer

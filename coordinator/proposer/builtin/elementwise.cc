@@ -1,0 +1,279 @@
+// Recipe "elementwise": out[i] = expr(inputs[i]) over every element, for
+// tasks with hints {pattern: elementwise, expr: <C expression over input
+// names>, out: <output name>}. Vectorised with GCC vector extensions (or an
+// `omp simd` loop when the expression calls functions), threaded with OpenMP,
+// optionally with nontemporal (streaming) stores.
+#include <cctype>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/tensor.h"
+#include "coordinator/proposer/builtin/codegen.h"
+#include "coordinator/proposer/builtin/recipe.h"
+
+namespace kevo::proposer {
+namespace {
+
+struct ExprInfo {
+  std::vector<std::string> inputs;  // inputs the expression reads, in task order
+  bool calls_functions = false;
+  bool ok = false;
+};
+
+// Finds the identifiers of `expr`: each is an input name or a function name
+// (followed by '('); anything else makes the expression unusable.
+ExprInfo AnalyzeExpr(const v1::Task& task, const std::string& expr) {
+  ExprInfo info;
+  std::set<std::string> used;
+  size_t i = 0;
+  while (i < expr.size()) {
+    unsigned char c = expr[i];
+    if (std::isdigit(c) || (c == '.' && i + 1 < expr.size() && std::isdigit(expr[i + 1]))) {
+      while (i < expr.size() &&
+             (std::isalnum(static_cast<unsigned char>(expr[i])) || expr[i] == '.' ||
+              ((expr[i] == '+' || expr[i] == '-') && (expr[i - 1] == 'e' || expr[i - 1] == 'E')))) {
+        ++i;
+      }
+      continue;
+    }
+    if (std::isalpha(c) || c == '_') {
+      size_t start = i;
+      while (i < expr.size() && (std::isalnum(static_cast<unsigned char>(expr[i])) || expr[i] == '_')) ++i;
+      std::string id = expr.substr(start, i - start);
+      size_t j = i;
+      while (j < expr.size() && std::isspace(static_cast<unsigned char>(expr[j]))) ++j;
+      if (j < expr.size() && expr[j] == '(') {
+        info.calls_functions = true;
+      } else if (FindInput(task, id) != nullptr) {
+        used.insert(id);
+      } else {
+        return info;  // an unknown name
+      }
+      continue;
+    }
+    if (std::string_view("+-*/()<>=!?:&|^%~, \t").find(static_cast<char>(c)) == std::string_view::npos) {
+      return info;  // e.g. ';', '{', '[': not a plain expression
+    }
+    ++i;
+  }
+  for (const auto& t : task.inputs()) {
+    if (used.count(t.name())) info.inputs.push_back(t.name());
+  }
+  info.ok = !info.inputs.empty();
+  return info;
+}
+
+std::string OutputName(const v1::Task& task) {
+  std::string out = Hint(task, "out");
+  if (out.empty() && task.outputs_size() == 1) out = task.outputs(0).name();
+  return out;
+}
+
+bool SameShape(const v1::TensorSpec& a, const v1::TensorSpec& b) {
+  if (a.shape_size() != b.shape_size()) return false;
+  for (int i = 0; i < a.shape_size(); ++i) {
+    if (a.shape(i) != b.shape(i)) return false;
+  }
+  return true;
+}
+
+class ElementwiseRecipe final : public Recipe {
+ public:
+  ElementwiseRecipe()
+      : space_({
+            {"style", {"vector_ext", "omp_simd"}, "vector_ext",
+             "explicit GCC vector types, or an omp simd loop the compiler vectorises"},
+            {"width", {"8", "16", "32"}, "16", "elements per vector"},
+            {"unroll", {"1", "2", "4", "8"}, "4", "vectors per loop iteration"},
+            {"threads", {"1", "all"}, "all", "OpenMP threads"},
+            {"split", {"block", "chunk_16k", "dynamic_64k"}, "block",
+             "work split: one aligned block per thread, static 16k chunks, dynamic 64k chunks"},
+            {"store", {"normal", "nontemporal"}, "nontemporal",
+             "nontemporal stores bypass the cache (no read-for-ownership)"},
+        }) {}
+
+  std::string name() const override { return "elementwise"; }
+  std::string family() const override { return "elementwise"; }
+  std::string description() const override {
+    return "out[i] = expr(inputs[i]): vectorised, unrolled, OpenMP-threaded, optional "
+           "streaming stores";
+  }
+  const SearchSpace& space() const override { return space_; }
+
+  bool Applies(const v1::Task& task, std::string_view platform) const override {
+    if (platform != "cpu" || Hint(task, "pattern") != "elementwise") return false;
+    const v1::TensorSpec* out = FindOutput(task, OutputName(task));
+    if (out == nullptr || !IsSignatureParam(task, out->name())) return false;
+    if (out->dtype() != v1::F32 && out->dtype() != v1::F64 && out->dtype() != v1::I32 &&
+        out->dtype() != v1::I64) {
+      return false;
+    }
+    ExprInfo info = AnalyzeExpr(task, Hint(task, "expr"));
+    if (!info.ok) return false;
+    for (const std::string& name : info.inputs) {
+      const v1::TensorSpec* in = FindInput(task, name);
+      if (!IsSignatureParam(task, name) || in->dtype() != out->dtype() || !SameShape(*in, *out)) {
+        return false;
+      }
+    }
+    return DefinitionLine(task).ok();
+  }
+
+  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task,
+                                         const Genome& genome) const override {
+    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome));
+    const std::string out = OutputName(task);
+    const v1::TensorSpec* out_spec = FindOutput(task, out);
+    const std::string type(CTypeName(out_spec->dtype()));
+    const size_t elem = DTypeSize(out_spec->dtype());
+    const std::string expr = Hint(task, "expr");
+    ExprInfo info = AnalyzeExpr(task, expr);
+    const bool vector_ext = StrParam(genome, "style") == "vector_ext" && !info.calls_functions;
+    const int64_t width = IntParam(genome, "width");
+    const int64_t unroll = IntParam(genome, "unroll");
+    const int64_t step = width * unroll;
+    const bool threaded = StrParam(genome, "threads") == "all";
+    const std::string& split = StrParam(genome, "split");
+    const bool nontemporal = StrParam(genome, "store") == "nontemporal";
+    KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
+
+    std::vector<std::string> scalar_args, vector_args, ptr_params, ptr_args, loads_i;
+    for (const std::string& in : info.inputs) {
+      scalar_args.push_back(absl::StrCat(type, " ", in));
+      vector_args.push_back(absl::StrCat("kevo_v ", in));
+      ptr_params.push_back(absl::StrCat("const ", type, "* __restrict ", in));
+      ptr_args.push_back(in);
+    }
+    ptr_params.push_back(absl::StrCat(type, "* __restrict ", out));
+    ptr_args.push_back(out);
+
+    std::string s = kPrelude;
+    absl::StrAppend(&s, "#include <omp.h>\n\n");
+    absl::StrAppend(&s, "// Generated by kevo builtin recipe ", genome.ToString(), "\n");
+    absl::StrAppend(&s, "typedef ", type, " kevo_v __attribute__((vector_size(", width * elem,
+                    ")));\n");
+    absl::StrAppend(&s, "static inline ", type, " kevo_op(", absl::StrJoin(scalar_args, ", "),
+                    ") { return (", type, ")(", expr, "); }\n");
+    if (vector_ext) {
+      absl::StrAppend(&s, "static inline kevo_v kevo_vop(", absl::StrJoin(vector_args, ", "),
+                      ") { return ", expr, "; }\n");
+    }
+    absl::StrAppend(&s, R"(static inline kevo_v kevo_load(const )", type, R"(* p) {
+  kevo_v v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+static inline void kevo_store()", type, R"(* p, kevo_v v) { __builtin_memcpy(p, &v, sizeof v); }
+)");
+    if (nontemporal) {
+      absl::StrAppend(&s, R"(// p is aligned to 64 bytes.
+static inline void kevo_stream()", type, R"(* p, kevo_v v) {
+#if defined(__AVX512F__)
+  if (sizeof(v) % 64 == 0) {
+    for (unsigned k = 0; k < sizeof(v) / 64; ++k) {
+      __m512i w;
+      __builtin_memcpy(&w, (const char*)&v + 64 * k, 64);
+      _mm512_stream_si512((__m512i*)((char*)p + 64 * k), w);
+    }
+    return;
+  }
+#endif
+#if defined(__AVX__)
+  if (sizeof(v) % 32 == 0) {
+    for (unsigned k = 0; k < sizeof(v) / 32; ++k) {
+      __m256i w;
+      __builtin_memcpy(&w, (const char*)&v + 32 * k, 32);
+      _mm256_stream_si256((__m256i*)((char*)p + 32 * k), w);
+    }
+    return;
+  }
+#endif
+  kevo_store(p, v);
+}
+)");
+    }
+    const std::string put = nontemporal ? "kevo_stream" : "kevo_store";
+    // The range kernel.
+    absl::StrAppend(&s, "\nstatic void kevo_range(", absl::StrJoin(ptr_params, ", "),
+                    ", int64_t kevo_begin, int64_t kevo_end) {\n  int64_t kevo_i = kevo_begin;\n");
+    std::vector<std::string> at_i;
+    for (const std::string& in : info.inputs) at_i.push_back(absl::StrCat(in, "[kevo_i]"));
+    const std::string scalar_stmt =
+        absl::StrCat(out, "[kevo_i] = kevo_op(", absl::StrJoin(at_i, ", "), ");");
+    if (nontemporal) {
+      absl::StrAppend(&s, "  for (; kevo_i < kevo_end && ((uintptr_t)(", out, " + kevo_i) & 63) != 0; ++kevo_i) ",
+                      scalar_stmt, "\n");
+    }
+    absl::StrAppend(&s, "  for (; kevo_i + ", step, " <= kevo_end; kevo_i += ", step, ") {\n");
+    if (vector_ext) {
+      for (int64_t u = 0; u < unroll; ++u) {
+        std::vector<std::string> loads;
+        for (const std::string& in : info.inputs) {
+          loads.push_back(absl::StrCat("kevo_load(", in, " + kevo_i + ", u * width, ")"));
+        }
+        absl::StrAppend(&s, "    kevo_v r", u, " = kevo_vop(", absl::StrJoin(loads, ", "), ");\n");
+      }
+    } else {
+      std::vector<std::string> at_ij;
+      for (const std::string& in : info.inputs) at_ij.push_back(absl::StrCat(in, "[kevo_i + kevo_j]"));
+      absl::StrAppend(&s, "    ", type, " kevo_t[", step, "] __attribute__((aligned(64)));\n",
+                      "#pragma omp simd\n    for (int64_t kevo_j = 0; kevo_j < ", step,
+                      "; ++kevo_j) kevo_t[kevo_j] = kevo_op(", absl::StrJoin(at_ij, ", "), ");\n");
+      for (int64_t u = 0; u < unroll; ++u) {
+        absl::StrAppend(&s, "    kevo_v r", u, " = kevo_load(kevo_t + ", u * width, ");\n");
+      }
+    }
+    for (int64_t u = 0; u < unroll; ++u) {
+      absl::StrAppend(&s, "    ", put, "(", out, " + kevo_i + ", u * width, ", r", u, ");\n");
+    }
+    absl::StrAppend(&s, "  }\n  for (; kevo_i < kevo_end; ++kevo_i) ", scalar_stmt, "\n");
+    if (nontemporal) absl::StrAppend(&s, "#if defined(__SSE2__)\n  _mm_sfence();\n#endif\n");
+    absl::StrAppend(&s, "}\n\n");
+
+    // The exported function.
+    const std::string args = absl::StrJoin(ptr_args, ", ");
+    absl::StrAppend(&s, definition, " {\n  const int64_t kevo_n = ", ElementCountExpr(*out_spec),
+                    ";\n");
+    if (!threaded) {
+      absl::StrAppend(&s, "  kevo_range(", args, ", 0, kevo_n);\n}\n");
+    } else if (split == "block") {
+      absl::StrAppend(&s, R"(#pragma omp parallel
+  {
+    const int64_t kevo_nt = omp_get_num_threads(), kevo_t = omp_get_thread_num();
+    // Blocks of whole 256-byte lines so that streaming stores stay aligned.
+    const int64_t kevo_align = 256 / (int64_t)sizeof(*)", out, R"();
+    const int64_t kevo_per =
+        ((kevo_n + kevo_nt - 1) / kevo_nt + kevo_align - 1) / kevo_align * kevo_align;
+    const int64_t kevo_b = kevo_min(kevo_t * kevo_per, kevo_n);
+    const int64_t kevo_e = kevo_min(kevo_b + kevo_per, kevo_n);
+    kevo_range()", args, R"(, kevo_b, kevo_e);
+  }
+}
+)");
+    } else {
+      const int64_t chunk = split == "chunk_16k" ? 16384 : 65536;
+      const char* schedule = split == "chunk_16k" ? "static" : "dynamic";
+      absl::StrAppend(&s, "  const int64_t kevo_chunks = (kevo_n + ", chunk - 1, ") / ", chunk,
+                      ";\n#pragma omp parallel for schedule(", schedule,
+                      ")\n  for (int64_t kevo_c = 0; kevo_c < kevo_chunks; ++kevo_c) {\n",
+                      "    kevo_range(", args, ", kevo_c * ", chunk, ", kevo_min((kevo_c + 1) * ",
+                      chunk, ", kevo_n));\n  }\n}\n");
+    }
+    v1::Candidate candidate;
+    candidate.set_language("c++");
+    candidate.set_source(std::move(s));
+    return candidate;
+  }
+
+ private:
+  SearchSpace space_;
+};
+
+}  // namespace
+
+std::unique_ptr<Recipe> NewElementwiseRecipe() { return std::make_unique<ElementwiseRecipe>(); }
+
+}  // namespace kevo::proposer

@@ -1,0 +1,94 @@
+#include "coordinator/proposer/builtin/recipe.h"
+
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace kevo::proposer {
+
+const ParamSpec* SearchSpace::Find(std::string_view name) const {
+  for (const ParamSpec& p : params_) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+int SearchSpace::IndexOf(const ParamSpec& param, std::string_view value) {
+  for (size_t i = 0; i < param.values.size(); ++i) {
+    if (param.values[i] == value) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::map<std::string, std::string> SearchSpace::Defaults() const {
+  std::map<std::string, std::string> out;
+  for (const ParamSpec& p : params_) out[p.name] = p.default_value;
+  return out;
+}
+
+std::map<std::string, std::string> SearchSpace::Random(std::mt19937_64& rng) const {
+  std::map<std::string, std::string> out;
+  for (const ParamSpec& p : params_) {
+    std::uniform_int_distribution<size_t> pick(0, p.values.size() - 1);
+    out[p.name] = p.values[pick(rng)];
+  }
+  return out;
+}
+
+absl::Status SearchSpace::Check(const std::map<std::string, std::string>& params) const {
+  for (const ParamSpec& p : params_) {
+    auto it = params.find(p.name);
+    if (it == params.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "' is missing"));
+    }
+    if (IndexOf(p, it->second) < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "' has value '",
+                                                     it->second, "'; allowed: ",
+                                                     absl::StrJoin(p.values, "|")));
+    }
+  }
+  for (const auto& [key, value] : params) {
+    if (Find(key) == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown parameter '", key, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+uint64_t SearchSpace::Size() const {
+  uint64_t size = 1;
+  for (const ParamSpec& p : params_) {
+    if (size > std::numeric_limits<uint64_t>::max() / p.values.size()) {
+      return std::numeric_limits<uint64_t>::max();
+    }
+    size *= p.values.size();
+  }
+  return size;
+}
+
+const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
+  static const auto* recipes = [] {
+    auto* v = new std::vector<std::unique_ptr<Recipe>>();
+    v->push_back(NewElementwiseRecipe());
+    v->push_back(NewRowReduceRecipe());
+    v->push_back(NewSoftmaxThreePassRecipe());
+    v->push_back(NewSoftmaxOnlineRecipe());
+    v->push_back(NewGemmPackedRecipe());
+    v->push_back(NewBucketizeSearchRecipe());
+    v->push_back(NewBucketizeLutRecipe());
+    v->push_back(NewGenericRecipe());
+    return v;
+  }();
+  return *recipes;
+}
+
+const Recipe* FindRecipe(std::string_view name) {
+  for (const auto& r : AllRecipes()) {
+    if (r->name() == name) return r.get();
+  }
+  return nullptr;
+}
+
+}  // namespace kevo::proposer

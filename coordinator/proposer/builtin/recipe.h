@@ -1,0 +1,100 @@
+// Recipes of the built-in proposer: parameterised, hand-written kernel
+// templates for one computational pattern on one platform. A recipe declares a
+// search space (an ordered list of parameters, each with its allowed values
+// and a default), says whether it applies to a task (from the task's hints,
+// see docs/search.md) and turns a task and a genome (a point of its space)
+// into candidate source.
+//
+// Recipes are stateless after construction: every method is const and
+// thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/proposer/proposer.h"
+#include "kevo/v1/evaluation.pb.h"
+#include "kevo/v1/task.pb.h"
+
+namespace kevo::proposer {
+
+// One tunable parameter: its name, the values it may take (in a meaningful
+// order, so that neighbouring values are similar) and the default.
+struct ParamSpec {
+  std::string name;
+  std::vector<std::string> values;
+  std::string default_value;
+  std::string doc;  // one line, for docs/search.md and error messages
+};
+
+// The ordered parameters of a recipe.
+class SearchSpace {
+ public:
+  SearchSpace() = default;
+  explicit SearchSpace(std::vector<ParamSpec> params) : params_(std::move(params)) {}
+
+  const std::vector<ParamSpec>& params() const { return params_; }
+  // Null when the space has no parameter `name`.
+  const ParamSpec* Find(std::string_view name) const;
+  // Index of `value` among the parameter's values, or -1.
+  static int IndexOf(const ParamSpec& param, std::string_view value);
+
+  // Every parameter at its default.
+  std::map<std::string, std::string> Defaults() const;
+  // Every parameter uniformly at random.
+  std::map<std::string, std::string> Random(std::mt19937_64& rng) const;
+  // OK when `params` names exactly this space's parameters, each with an
+  // allowed value; InvalidArgument naming the first offending parameter.
+  absl::Status Check(const std::map<std::string, std::string>& params) const;
+  // Number of points in the space (saturates at UINT64_MAX).
+  uint64_t Size() const;
+
+ private:
+  std::vector<ParamSpec> params_;
+};
+
+class Recipe {
+ public:
+  virtual ~Recipe() = default;
+
+  // Unique among all recipes, e.g. "softmax_online".
+  virtual std::string name() const = 0;
+  // The pattern family it implements, e.g. "softmax"; recipes of one family
+  // are algorithm variants of each other (a mutation may switch between them).
+  virtual std::string family() const = 0;
+  // One line saying what the generated kernel does.
+  virtual std::string description() const = 0;
+  // Whether this recipe can generate a kernel for `task` on `platform`
+  // ("cpu", "nvidia", ...): the task's hints name its pattern and the hints'
+  // tensor and symbol names exist in the task with supported dtypes.
+  virtual bool Applies(const v1::Task& task, std::string_view platform) const = 0;
+  virtual const SearchSpace& space() const = 0;
+  // The candidate (source, language, extra flags) for `genome`. Returns
+  // InvalidArgument when the genome is outside the space or names another
+  // recipe, FailedPrecondition when the recipe does not apply to `task`.
+  virtual absl::StatusOr<v1::Candidate> Generate(const v1::Task& task,
+                                                 const Genome& genome) const = 0;
+};
+
+// Every built-in recipe, in a fixed order (the generic mutator last).
+const std::vector<std::unique_ptr<Recipe>>& AllRecipes();
+// The recipe named `name`, or null.
+const Recipe* FindRecipe(std::string_view name);
+
+// Factories, one per recipe (defined next to each recipe).
+std::unique_ptr<Recipe> NewElementwiseRecipe();
+std::unique_ptr<Recipe> NewRowReduceRecipe();
+std::unique_ptr<Recipe> NewSoftmaxThreePassRecipe();
+std::unique_ptr<Recipe> NewSoftmaxOnlineRecipe();
+std::unique_ptr<Recipe> NewGemmPackedRecipe();
+std::unique_ptr<Recipe> NewBucketizeSearchRecipe();
+std::unique_ptr<Recipe> NewBucketizeLutRecipe();
+std::unique_ptr<Recipe> NewGenericRecipe();
+
+}  // namespace kevo::proposer

@@ -1,0 +1,431 @@
+// Row-wise recipes for float32 matrices x[rows, cols] (row-major):
+//   row_reduce          y[r] = sum | max | mean of x[r, :]
+//       hints {pattern: row_reduce, op: sum|max|mean, in, out, rows, cols}
+//   softmax_three_pass  y[r, :] = softmax(x[r, :]) as max, exp+sum, scale
+//   softmax_online      the same with a running (max, sum) per lane
+//       hints {pattern: row_softmax, in, out, rows, cols}
+// Rows are split across OpenMP threads; each row is processed with 16-lane
+// GCC vector types (one AVX-512 register) and several independent
+// accumulators. exp is a vectorised range reduction + polynomial (degree 5, or
+// Cephes' degree 7), or glibc's vector expf (needs -ffast-math).
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/proposer/builtin/codegen.h"
+#include "coordinator/proposer/builtin/recipe.h"
+
+namespace kevo::proposer {
+namespace {
+
+// The names a row recipe binds to.
+struct RowBinding {
+  std::string in, out, rows, cols;
+};
+
+// Binds the hints (defaults: the single input and output, "rows", "cols") and
+// checks them against the task: f32 tensors, x of shape [rows, cols], y of
+// shape [rows] (reductions, [rows, 1] accepted) or [rows, cols] (softmax).
+bool BindRows(const v1::Task& task, bool reduction, RowBinding* b) {
+  b->in = Hint(task, "in", task.inputs_size() == 1 ? task.inputs(0).name() : "");
+  b->out = Hint(task, "out", task.outputs_size() == 1 ? task.outputs(0).name() : "");
+  b->rows = Hint(task, "rows", "rows");
+  b->cols = Hint(task, "cols", "cols");
+  const v1::TensorSpec* x = FindInput(task, b->in);
+  const v1::TensorSpec* y = FindOutput(task, b->out);
+  if (x == nullptr || y == nullptr || x->dtype() != v1::F32 || y->dtype() != v1::F32) return false;
+  if (!IsSignatureParam(task, b->in) || !IsSignatureParam(task, b->out) ||
+      !IsSymbolParam(task, b->rows) || !IsSymbolParam(task, b->cols)) {
+    return false;
+  }
+  if (x->shape_size() != 2 || x->shape(0) != b->rows || x->shape(1) != b->cols) return false;
+  if (reduction) {
+    bool ok = (y->shape_size() == 1 && y->shape(0) == b->rows) ||
+              (y->shape_size() == 2 && y->shape(0) == b->rows && y->shape(1) == "1");
+    if (!ok) return false;
+  } else if (y->shape_size() != 2 || y->shape(0) != b->rows || y->shape(1) != b->cols) {
+    return false;
+  }
+  return DefinitionLine(task).ok();
+}
+
+// 16-lane float vectors and helpers.
+constexpr char kVectorHelpers[] = R"(
+typedef float kevo_vf __attribute__((vector_size(64)));
+typedef int32_t kevo_vi __attribute__((vector_size(64)));
+static inline kevo_vf kevo_splat(float v) { return kevo_vf{} + v; }
+static inline kevo_vf kevo_load(const float* p) {
+  kevo_vf v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+// Loads n < 16 floats; the other lanes are `pad`.
+static inline kevo_vf kevo_load_part(const float* p, int64_t n, float pad) {
+  kevo_vf v = kevo_splat(pad);
+  __builtin_memcpy(&v, p, n * sizeof(float));
+  return v;
+}
+static inline void kevo_store(float* p, kevo_vf v) { __builtin_memcpy(p, &v, sizeof v); }
+static inline kevo_vf kevo_vmax(kevo_vf a, kevo_vf b) { return a > b ? a : b; }
+static inline kevo_vf kevo_add(kevo_vf a, kevo_vf b) { return a + b; }
+static inline float kevo_hsum(kevo_vf v) {
+  float s = 0;
+  for (int l = 0; l < 16; ++l) s += v[l];
+  return s;
+}
+static inline float kevo_hmax(kevo_vf v) {
+  float m = v[0];
+  for (int l = 1; l < 16; ++l) m = v[l] > m ? v[l] : m;
+  return m;
+}
+)";
+
+// exp(x) for 16 lanes: n = round(x / ln 2), r = x - n ln 2 (two-constant
+// Cody-Waite), exp(r) by a polynomial, times 2^n built in the exponent bits.
+// Lanes below -87 (including -inf) give 0.
+std::string VectorExp(const std::string& kind) {
+  std::string poly;
+  if (kind == "poly5") {
+    // Taylor to degree 5: relative error < 2.5e-6 on |r| <= ln2/2.
+    poly = "  kevo_vf p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f + r * 8.3333333e-3f))));\n";
+  } else {
+    // Cephes expf: relative error ~1e-7.
+    poly =
+        "  kevo_vf p = ((((1.9875691500E-4f * r + 1.3981999507E-3f) * r + 8.3334519073E-3f) * r +\n"
+        "               4.1665795894E-2f) * r + 1.6666665459E-1f) * r + 5.0000001201E-1f;\n"
+        "  p = p * (r * r) + r + 1.0f;\n";
+  }
+  return absl::StrCat(R"(static inline kevo_vf kevo_vexp(kevo_vf x) {
+  const kevo_vf zero = {};
+  const kevo_vi under = x < kevo_splat(-87.0f);
+  x = under ? kevo_splat(-87.0f) : x;
+  x = x > kevo_splat(88.0f) ? kevo_splat(88.0f) : x;
+  const kevo_vf t = x * 1.44269504088896341f;
+  const kevo_vi n = __builtin_convertvector(t + (t < zero ? kevo_splat(-0.5f) : kevo_splat(0.5f)), kevo_vi);
+  const kevo_vf nf = __builtin_convertvector(n, kevo_vf);
+  kevo_vf r = x - nf * 0.693359375f;
+  r = r - nf * -2.12194440e-4f;
+)",
+                      poly, R"(  const kevo_vi bits = (n + 127) << 23;
+  kevo_vf scale;
+  __builtin_memcpy(&scale, &bits, sizeof scale);
+  return under ? zero : p * scale;
+}
+)");
+}
+
+std::string ParallelFor(const Genome& genome, const std::string& rows) {
+  if (StrParam(genome, "threads") == "1") return "";
+  return absl::StrCat("#pragma omp parallel for schedule(",
+                      StrParam(genome, "schedule") == "static" ? "static" : "dynamic, 4", ")\n");
+}
+
+v1::Candidate MakeCandidate(std::string source) {
+  v1::Candidate c;
+  c.set_language("c++");
+  c.set_source(std::move(source));
+  return c;
+}
+
+// `count` statements `text` with every "#" replaced by 0..count-1.
+std::string Repeat(int64_t count, const std::string& text) {
+  std::string out;
+  for (int64_t a = 0; a < count; ++a) {
+    std::string line = text;
+    for (size_t p; (p = line.find('#')) != std::string::npos;) line.replace(p, 1, std::to_string(a));
+    out += line;
+  }
+  return out;
+}
+
+// acc0 = op(acc0, acc1), ... folded pairwise into acc0.
+std::string Fold(int64_t count, const std::string& var, const std::string& op) {
+  std::string out;
+  for (int64_t stride = 1; stride < count; stride *= 2) {
+    for (int64_t a = 0; a + stride < count; a += 2 * stride) {
+      absl::StrAppend(&out, "    ", var, a, " = ", op, "(", var, a, ", ", var, a + stride, ");\n");
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- row_reduce
+
+class RowReduceRecipe final : public Recipe {
+ public:
+  RowReduceRecipe()
+      : space_({
+            {"accumulators", {"1", "2", "4", "8"}, "4", "independent 16-lane accumulators"},
+            {"threads", {"1", "all"}, "all", "OpenMP threads over rows"},
+            {"schedule", {"static", "dynamic"}, "static", "OpenMP schedule over rows"},
+        }) {}
+
+  std::string name() const override { return "row_reduce"; }
+  std::string family() const override { return "row_reduce"; }
+  std::string description() const override {
+    return "per-row sum/max/mean with several vector accumulators, rows over threads";
+  }
+  const SearchSpace& space() const override { return space_; }
+
+  bool Applies(const v1::Task& task, std::string_view platform) const override {
+    RowBinding b;
+    const std::string op = Hint(task, "op");
+    return platform == "cpu" && Hint(task, "pattern") == "row_reduce" &&
+           (op == "sum" || op == "max" || op == "mean") && BindRows(task, true, &b);
+  }
+
+  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task,
+                                         const Genome& genome) const override {
+    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome));
+    RowBinding b;
+    BindRows(task, true, &b);
+    KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
+    const std::string op = Hint(task, "op");
+    const bool is_max = op == "max";
+    const int64_t acc = IntParam(genome, "accumulators");
+    const std::string init = is_max ? "kevo_splat(-3.402823466e38f)" : "kevo_vf{}";
+    const std::string combine = is_max ? "kevo_vmax" : "kevo_add";
+
+    std::string s = kPrelude;
+    absl::StrAppend(&s, "// Generated by kevo builtin recipe ", genome.ToString(), "\n",
+                    kVectorHelpers, "\n");
+    absl::StrAppend(&s, definition, " {\n", ParallelFor(genome, b.rows), "  for (int64_t kevo_r = 0; kevo_r < ",
+                    b.rows, "; ++kevo_r) {\n    const float* kevo_x = ", b.in, " + kevo_r * ", b.cols,
+                    ";\n    int64_t kevo_c = 0;\n");
+    absl::StrAppend(&s, Repeat(acc, absl::StrCat("    kevo_vf kevo_a# = ", init, ";\n")));
+    absl::StrAppend(&s, "    for (; kevo_c + ", 16 * acc, " <= ", b.cols, "; kevo_c += ", 16 * acc,
+                    ") {\n",
+                    Repeat(acc, absl::StrCat("      kevo_a# = ", combine,
+                                             "(kevo_a#, kevo_load(kevo_x + kevo_c + 16 * #));\n")),
+                    "    }\n");
+    absl::StrAppend(&s, "    for (; kevo_c + 16 <= ", b.cols, "; kevo_c += 16) kevo_a0 = ", combine,
+                    "(kevo_a0, kevo_load(kevo_x + kevo_c));\n");
+    absl::StrAppend(&s, Fold(acc, "kevo_a", combine));
+    if (is_max) {
+      absl::StrAppend(&s, "    float kevo_s = kevo_hmax(kevo_a0);\n    for (; kevo_c < ", b.cols,
+                      "; ++kevo_c) kevo_s = kevo_x[kevo_c] > kevo_s ? kevo_x[kevo_c] : kevo_s;\n");
+    } else {
+      absl::StrAppend(&s, "    float kevo_s = kevo_hsum(kevo_a0);\n    for (; kevo_c < ", b.cols,
+                      "; ++kevo_c) kevo_s += kevo_x[kevo_c];\n");
+    }
+    if (op == "mean") absl::StrAppend(&s, "    kevo_s = kevo_s / (float)", b.cols, ";\n");
+    absl::StrAppend(&s, "    ", b.out, "[kevo_r] = kevo_s;\n  }\n}\n");
+    return MakeCandidate(std::move(s));
+  }
+
+ private:
+  SearchSpace space_;
+};
+
+// ---------------------------------------------------------------- softmax
+
+std::vector<ParamSpec> SoftmaxParams(bool three_pass) {
+  std::vector<ParamSpec> p = {
+      {"exp", {"poly5", "cephes", "libm"}, "poly5",
+       "exp: degree-5 polynomial, Cephes degree-7 polynomial, or glibc vector expf "
+       "(-ffast-math)"},
+      {"accumulators", {"1", "2", "4", "8"}, "4", "16-lane vectors per loop iteration"},
+      {"threads", {"1", "all"}, "all", "OpenMP threads over rows"},
+      {"schedule", {"static", "dynamic"}, "static", "OpenMP schedule over rows"},
+  };
+  if (three_pass) {
+    p.push_back({"pass3", {"rescale", "recompute"}, "rescale",
+                 "last pass: scale the stored exps, or recompute exp from x"});
+  }
+  return p;
+}
+
+class SoftmaxRecipe final : public Recipe {
+ public:
+  explicit SoftmaxRecipe(bool three_pass)
+      : three_pass_(three_pass), space_(SoftmaxParams(three_pass)) {}
+
+  std::string name() const override {
+    return three_pass_ ? "softmax_three_pass" : "softmax_online";
+  }
+  std::string family() const override { return "softmax"; }
+  std::string description() const override {
+    return three_pass_ ? "row max, then exp + sum (stored), then scale; vectorised exp"
+                       : "one pass with a running max and rescaled sum per lane, then exp "
+                         "and scale";
+  }
+  const SearchSpace& space() const override { return space_; }
+
+  bool Applies(const v1::Task& task, std::string_view platform) const override {
+    RowBinding b;
+    return platform == "cpu" && Hint(task, "pattern") == "row_softmax" &&
+           BindRows(task, false, &b);
+  }
+
+  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task,
+                                         const Genome& genome) const override {
+    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome));
+    RowBinding b;
+    BindRows(task, false, &b);
+    KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
+    const std::string& exp = StrParam(genome, "exp");
+    const bool libm = exp == "libm";
+    const int64_t acc = IntParam(genome, "accumulators");
+
+    std::string s = kPrelude;
+    absl::StrAppend(&s, "// Generated by kevo builtin recipe ", genome.ToString(), "\n",
+                    kVectorHelpers);
+    if (!libm) absl::StrAppend(&s, VectorExp(exp));
+    absl::StrAppend(&s, "\nstatic void kevo_row(const float* __restrict x, float* __restrict y, "
+                        "int64_t cols) {\n");
+    if (libm) {
+      absl::StrAppend(&s, three_pass_ ? RowThreePassLibm(StrParam(genome, "pass3") == "rescale")
+                                      : RowOnlineLibm());
+    } else {
+      absl::StrAppend(&s, three_pass_ ? RowThreePass(acc, StrParam(genome, "pass3") == "rescale")
+                                      : RowOnline(acc));
+    }
+    absl::StrAppend(&s, "}\n\n", definition, " {\n", ParallelFor(genome, b.rows),
+                    "  for (int64_t kevo_r = 0; kevo_r < ", b.rows, "; ++kevo_r) kevo_row(", b.in,
+                    " + kevo_r * ", b.cols, ", ", b.out, " + kevo_r * ", b.cols, ", ", b.cols,
+                    ");\n}\n");
+    v1::Candidate c = MakeCandidate(std::move(s));
+    if (libm) {
+      // glibc declares its vector expf variants only under __FAST_MATH__.
+      c.add_extra_flags("-ffast-math");
+      c.add_extra_flags("-mprefer-vector-width=512");
+    }
+    return c;
+  }
+
+ private:
+  // Pass 1 (max) shared by the vector variants: leaves `float m` and `mv`.
+  static std::string MaxPass(int64_t acc) {
+    return absl::StrCat(
+        "  int64_t c = 0;\n", Repeat(acc, "  kevo_vf m# = kevo_splat(-3.402823466e38f);\n"),
+        "  for (; c + ", 16 * acc, " <= cols; c += ", 16 * acc, ") {\n",
+        Repeat(acc, "    m# = kevo_vmax(m#, kevo_load(x + c + 16 * #));\n"), "  }\n",
+        "  for (; c + 16 <= cols; c += 16) m0 = kevo_vmax(m0, kevo_load(x + c));\n",
+        "  if (c < cols) m0 = kevo_vmax(m0, kevo_load_part(x + c, cols - c, -__builtin_inff()));\n",
+        Fold(acc, "m", "kevo_vmax"),
+        "  const float m = kevo_hmax(m0);\n  const kevo_vf mv = kevo_splat(m);\n");
+  }
+
+  // The final pass writing y = exp(x - m) * inv from x.
+  static std::string RecomputePass(int64_t acc) {
+    return absl::StrCat(
+        "  for (c = 0; c + ", 16 * acc, " <= cols; c += ", 16 * acc, ") {\n",
+        Repeat(acc, "    kevo_store(y + c + 16 * #, kevo_vexp(kevo_load(x + c + 16 * #) - mv) * inv);\n"),
+        "  }\n",
+        "  for (; c + 16 <= cols; c += 16) kevo_store(y + c, kevo_vexp(kevo_load(x + c) - mv) * inv);\n",
+        "  if (c < cols) {\n"
+        "    const kevo_vf e = kevo_vexp(kevo_load_part(x + c, cols - c, -__builtin_inff()) - mv) * inv;\n"
+        "    __builtin_memcpy(y + c, &e, (cols - c) * sizeof(float));\n  }\n");
+  }
+
+  static std::string RowThreePass(int64_t acc, bool rescale) {
+    std::string s = MaxPass(acc);
+    absl::StrAppend(
+        &s, Repeat(acc, "  kevo_vf s# = {};\n"), "  for (c = 0; c + ", 16 * acc,
+        " <= cols; c += ", 16 * acc, ") {\n",
+        Repeat(acc,
+               "    const kevo_vf e# = kevo_vexp(kevo_load(x + c + 16 * #) - mv);\n"
+               "    kevo_store(y + c + 16 * #, e#);\n    s# += e#;\n"),
+        "  }\n",
+        "  for (; c + 16 <= cols; c += 16) {\n"
+        "    const kevo_vf e = kevo_vexp(kevo_load(x + c) - mv);\n"
+        "    kevo_store(y + c, e);\n    s0 += e;\n  }\n"
+        "  if (c < cols) {\n"
+        "    const kevo_vf e = kevo_vexp(kevo_load_part(x + c, cols - c, -__builtin_inff()) - mv);\n"
+        "    __builtin_memcpy(y + c, &e, (cols - c) * sizeof(float));\n    s0 += e;\n  }\n",
+        Fold(acc, "s", "kevo_add"), "  const kevo_vf inv = kevo_splat(1.0f / kevo_hsum(s0));\n");
+    if (rescale) {
+      absl::StrAppend(&s, "  for (c = 0; c + ", 16 * acc, " <= cols; c += ", 16 * acc, ") {\n",
+                      Repeat(acc, "    kevo_store(y + c + 16 * #, kevo_load(y + c + 16 * #) * inv);\n"),
+                      "  }\n  for (; c < cols; ++c) y[c] *= inv[0];\n");
+    } else {
+      absl::StrAppend(&s, RecomputePass(acc));
+    }
+    return s;
+  }
+
+  static std::string RowOnline(int64_t acc) {
+    // Per lane a running max m and sum s of exp(x - m); each iteration takes
+    // `acc` vectors, rescales s once and adds their exps.
+    std::string s = absl::StrCat(
+        "  int64_t c = 0;\n  kevo_vf m = kevo_splat(-3.402823466e38f), s = {};\n",
+        "  for (; c + ", 16 * acc, " <= cols; c += ", 16 * acc, ") {\n",
+        Repeat(acc, "    const kevo_vf v# = kevo_load(x + c + 16 * #);\n"), "    kevo_vf mn = m;\n",
+        Repeat(acc, "    mn = kevo_vmax(mn, v#);\n"), "    s = s * kevo_vexp(m - mn)",
+        Repeat(acc, " + kevo_vexp(v# - mn)"), ";\n    m = mn;\n  }\n",
+        "  for (; c < cols; c += 16) {\n"
+        "    const kevo_vf v = c + 16 <= cols ? kevo_load(x + c)\n"
+        "                                     : kevo_load_part(x + c, cols - c, -__builtin_inff());\n"
+        "    const kevo_vf mn = kevo_vmax(m, v);\n"
+        "    s = s * kevo_vexp(m - mn) + kevo_vexp(v - mn);\n    m = mn;\n  }\n",
+        "  const float mmax = kevo_hmax(m);\n  const kevo_vf mv = kevo_splat(mmax);\n",
+        "  const kevo_vf inv = kevo_splat(1.0f / kevo_hsum(s * kevo_vexp(m - mv)));\n");
+    absl::StrAppend(&s, RecomputePass(acc));
+    return s;
+  }
+
+  static std::string RowThreePassLibm(bool rescale) {
+    std::string s = R"(  float m = -3.402823466e38f;
+#pragma omp simd reduction(max : m)
+  for (int64_t c = 0; c < cols; ++c) m = x[c] > m ? x[c] : m;
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t c = 0; c < cols; ++c) {
+    const float e = expf(x[c] - m);
+    y[c] = e;
+    sum += e;
+  }
+  const float inv = 1.0f / sum;
+)";
+    if (rescale) {
+      absl::StrAppend(&s, "#pragma omp simd\n  for (int64_t c = 0; c < cols; ++c) y[c] *= inv;\n");
+    } else {
+      absl::StrAppend(&s, "#pragma omp simd\n  for (int64_t c = 0; c < cols; ++c) y[c] = expf(x[c] - m) * inv;\n");
+    }
+    return s;
+  }
+
+  static std::string RowOnlineLibm() {
+    return R"(  float ml[16], sl[16];
+  for (int l = 0; l < 16; ++l) ml[l] = -3.402823466e38f, sl[l] = 0;
+  int64_t c = 0;
+  for (; c + 16 <= cols; c += 16) {
+#pragma omp simd
+    for (int l = 0; l < 16; ++l) {
+      const float v = x[c + l];
+      const float mn = v > ml[l] ? v : ml[l];
+      sl[l] = sl[l] * expf(ml[l] - mn) + expf(v - mn);
+      ml[l] = mn;
+    }
+  }
+  for (int l = 0; c + l < cols; ++l) {
+    const float v = x[c + l];
+    const float mn = v > ml[l] ? v : ml[l];
+    sl[l] = sl[l] * expf(ml[l] - mn) + expf(v - mn);
+    ml[l] = mn;
+  }
+  float m = ml[0];
+  for (int l = 1; l < 16; ++l) m = ml[l] > m ? ml[l] : m;
+  float sum = 0;
+  for (int l = 0; l < 16; ++l) sum += sl[l] * expf(ml[l] - m);
+  const float inv = 1.0f / sum;
+#pragma omp simd
+  for (int64_t k = 0; k < cols; ++k) y[k] = expf(x[k] - m) * inv;
+)";
+  }
+
+  bool three_pass_;
+  SearchSpace space_;
+};
+
+}  // namespace
+
+std::unique_ptr<Recipe> NewRowReduceRecipe() { return std::make_unique<RowReduceRecipe>(); }
+std::unique_ptr<Recipe> NewSoftmaxThreePassRecipe() {
+  return std::make_unique<SoftmaxRecipe>(/*three_pass=*/true);
+}
+std::unique_ptr<Recipe> NewSoftmaxOnlineRecipe() {
+  return std::make_unique<SoftmaxRecipe>(/*three_pass=*/false);
+}
+
+}  // namespace kevo::proposer

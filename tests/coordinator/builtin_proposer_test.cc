@@ -1,0 +1,532 @@
+// Tests for the built-in recipe proposer (coordinator/proposer/builtin): the
+// genome text form, the proposer's seeds, mutations and crossovers, the
+// generic mutator's source edits, and — most important — that every recipe's
+// default genome and random genomes compile and match each starter task's
+// reference on all of the task's validation bindings.
+#include "coordinator/proposer/builtin/builtin_proposer.h"
+
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/task/task_loader.h"
+#include "coordinator/proposer/builtin/generic_source.h"
+#include "coordinator/proposer/builtin/recipe.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/coordinator/kernel_harness.h"
+
+namespace kevo::proposer {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::UnorderedElementsAreArray;
+
+std::string SourceDir() {
+  const char* dir = std::getenv("KEVO_SOURCE_DIR");
+  return dir != nullptr && *dir ? dir : ".";
+}
+
+// The hints docs/search.md documents for each starter task; used only when
+// the task file does not (yet) carry them, so the recipes can be tested.
+void AddDefaultHints(v1::Task& task) {
+  if (!task.hints().empty()) return;
+  auto& h = *task.mutable_hints();
+  if (task.name() == "vector_add") {
+    h["pattern"] = "elementwise", h["expr"] = "x + y", h["out"] = "z";
+  } else if (task.name() == "softmax") {
+    h["pattern"] = "row_softmax", h["in"] = "x", h["out"] = "y", h["rows"] = "rows",
+    h["cols"] = "cols";
+  } else if (task.name() == "row_sum") {
+    h["pattern"] = "row_reduce", h["op"] = "sum", h["in"] = "x", h["out"] = "y",
+    h["rows"] = "rows", h["cols"] = "cols";
+  } else if (task.name() == "matmul") {
+    h["pattern"] = "gemm", h["a"] = "A", h["b"] = "B", h["c"] = "C", h["m"] = "M", h["n"] = "N",
+    h["k"] = "K";
+  } else if (task.name() == "bucketize") {
+    h["pattern"] = "bucketize", h["values"] = "values", h["boundaries"] = "boundaries",
+    h["out"] = "index", h["n"] = "n", h["nb"] = "nb", h["side"] = "right";
+  }
+}
+
+v1::Task LoadStarterTask(const std::string& name) {
+  absl::StatusOr<v1::Task> task = task::LoadTaskDir(absl::StrCat(SourceDir(), "/tasks/", name));
+  EXPECT_TRUE(task.ok()) << task.status();
+  if (!task.ok()) return v1::Task();
+  AddDefaultHints(*task);
+  return *task;
+}
+
+std::vector<std::string> RecipeNames(const std::vector<const Recipe*>& recipes) {
+  std::vector<std::string> out;
+  for (const Recipe* r : recipes) out.push_back(r->name());
+  return out;
+}
+
+// Parameters whose values differ between two genomes of one recipe.
+std::vector<std::string> ChangedParams(const Genome& a, const Genome& b) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : a.params) {
+    auto it = b.params.find(k);
+    if (it == b.params.end() || it->second != v) out.push_back(k);
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ Genome
+
+TEST(GenomeTest, RoundTripsThroughTextSortedByKey) {
+  Genome g{"gemm_packed", {{"mr", "8"}, {"kc", "256"}, {"flags", "-O3,x=1{}%"}}};
+  const std::string text = g.ToString();
+  EXPECT_EQ(text.rfind("gemm_packed{flags=", 0), 0u) << text;
+  EXPECT_THAT(text, HasSubstr(",kc=256,mr=8}"));
+  absl::StatusOr<Genome> back = Genome::FromString(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->recipe, g.recipe);
+  EXPECT_EQ(back->params, g.params);
+  absl::StatusOr<Genome> empty = Genome::FromString("generic{}");
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(empty->recipe, "generic");
+  EXPECT_THAT(empty->params, IsEmpty());
+}
+
+TEST(GenomeTest, RejectsMalformedTextAsInvalidArgument) {
+  for (const std::string bad : {"", "gemm", "gemm{", "{mr=8}", "gemm{mr}", "gemm{mr=8,}",
+                                "gemm{mr=8,mr=16}", "gemm{mr=8}x", "gemm{mr=%G1}"}) {
+    absl::StatusOr<Genome> g = Genome::FromString(bad);
+    EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument) << "'" << bad << "'";
+  }
+}
+
+// ------------------------------------------------------------- SearchSpace
+
+TEST(SearchSpaceTest, CheckNamesMissingUnknownAndDisallowedParameters) {
+  SearchSpace space({{"a", {"1", "2"}, "1", ""}, {"b", {"x", "y"}, "y", ""}});
+  EXPECT_TRUE(space.Check(space.Defaults()).ok());
+  EXPECT_EQ(space.Size(), 4u);
+  absl::Status missing = space.Check({{"a", "1"}});
+  EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(missing.message()), HasSubstr("'b'"));
+  absl::Status bad = space.Check({{"a", "3"}, {"b", "x"}});
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.message()), HasSubstr("'a'"));
+  EXPECT_EQ(space.Check({{"a", "1"}, {"b", "x"}, {"c", "0"}}).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RecipeTest, EveryRecipeDeclaresAValidSpaceWithDefaults) {
+  std::set<std::string> names;
+  for (const auto& r : AllRecipes()) {
+    EXPECT_TRUE(names.insert(r->name()).second) << "duplicate recipe " << r->name();
+    EXPECT_THAT(r->space().params(), Not(IsEmpty())) << r->name();
+    EXPECT_TRUE(r->space().Check(r->space().Defaults()).ok()) << r->name();
+    EXPECT_EQ(FindRecipe(r->name()), r.get());
+  }
+  EXPECT_EQ(FindRecipe("no_such_recipe"), nullptr);
+}
+
+TEST(RecipeTest, GenerateRejectsGenomesOutsideTheSpaceAndTasksItDoesNotFit) {
+  const v1::Task softmax = LoadStarterTask("softmax");
+  const v1::Task matmul = LoadStarterTask("matmul");
+  const Recipe* recipe = FindRecipe("softmax_online");
+  ASSERT_NE(recipe, nullptr);
+  Genome g{recipe->name(), recipe->space().Defaults()};
+  ASSERT_TRUE(recipe->Generate(softmax, g).ok());
+  g.params["accumulators"] = "3";
+  EXPECT_EQ(recipe->Generate(softmax, g).status().code(), absl::StatusCode::kInvalidArgument);
+  Genome other{"softmax_three_pass", FindRecipe("softmax_three_pass")->space().Defaults()};
+  EXPECT_EQ(recipe->Generate(softmax, other).status().code(), absl::StatusCode::kInvalidArgument);
+  Genome defaults{recipe->name(), recipe->space().Defaults()};
+  EXPECT_EQ(recipe->Generate(matmul, defaults).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(RecipeTest, StarterTasksGetTheirPatternRecipesAndTheGenericMutator) {
+  const std::map<std::string, std::vector<std::string>> want = {
+      {"vector_add", {"elementwise", "generic"}},
+      {"softmax", {"softmax_three_pass", "softmax_online", "generic"}},
+      {"row_sum", {"row_reduce", "generic"}},
+      {"matmul", {"gemm_packed", "generic"}},
+      {"bucketize", {"bucketize_search", "bucketize_lut", "generic"}},
+  };
+  for (const auto& [name, recipes] : want) {
+    const v1::Task task = LoadStarterTask(name);
+    EXPECT_THAT(RecipeNames(BuiltinProposer::ApplicableRecipes(task, "cpu")),
+                UnorderedElementsAreArray(recipes))
+        << name;
+    EXPECT_THAT(BuiltinProposer::ApplicableRecipes(task, "nvidia"), IsEmpty()) << name;
+  }
+}
+
+TEST(RecipeTest, HintsBindToTheTasksOwnNames) {
+  // vector_add with its tensors renamed: the recipe follows the hints.
+  v1::Task task = LoadStarterTask("vector_add");
+  task.mutable_inputs(0)->set_name("lhs");
+  task.mutable_inputs(1)->set_name("rhs");
+  task.mutable_outputs(0)->set_name("sum");
+  task.mutable_signature()->clear_params();
+  for (const char* p : {"lhs", "rhs", "sum", "n"}) task.mutable_signature()->add_params(p);
+  (*task.mutable_hints())["expr"] = "lhs + rhs";
+  (*task.mutable_hints())["out"] = "sum";
+  const Recipe* recipe = FindRecipe("elementwise");
+  EXPECT_TRUE(recipe->Applies(task, "cpu"));
+  absl::StatusOr<v1::Candidate> c =
+      recipe->Generate(task, Genome{recipe->name(), recipe->space().Defaults()});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->source(), HasSubstr("return (float)(lhs + rhs);"));
+  // An expression naming a tensor the task lacks does not apply.
+  (*task.mutable_hints())["expr"] = "x + y";
+  EXPECT_FALSE(recipe->Applies(task, "cpu"));
+}
+
+// ---------------------------------------------------------- generic source
+
+TEST(GenericSourceTest, AddsRestrictOuterOmpAndInnerUnrollIgnoringComments) {
+  const std::string src = R"(#include <cstdint>
+// matmul(const float* A) is declared below; for (x) in a comment is ignored.
+extern "C" void matmul(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K);
+extern "C" void matmul(const float* A, const float* B, float* C, int64_t M, int64_t N,
+                       int64_t K) {
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      float sum = 0.0f;  /* for (;;) */
+      for (int64_t k = 0; k < K; ++k) sum += A[i * K + k] * B[k * N + j];
+      C[i * N + j] = sum;
+    }
+  }
+  const char* s = "for (;;) {";
+  (void)s;
+}
+)";
+  absl::StatusOr<FunctionSpan> fn = FindFunction(src, "matmul");
+  ASSERT_TRUE(fn.ok()) << fn.status();
+  std::vector<LoopSpan> loops = FindLoops(src, *fn);
+  ASSERT_EQ(loops.size(), 3u);
+  EXPECT_TRUE(loops[0].outermost);
+  EXPECT_FALSE(loops[0].innermost);
+  EXPECT_FALSE(loops[1].outermost);
+  EXPECT_FALSE(loops[1].innermost);
+  EXPECT_TRUE(loops[2].innermost);
+
+  SourceEdits edits;
+  edits.restrict_pointers = true;
+  edits.outer_pragma = "#pragma omp parallel for schedule(static)";
+  edits.inner_pragma = "#pragma GCC unroll 4";
+  absl::StatusOr<std::string> out = EditFunction(src, "matmul", edits);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(*out, HasSubstr("const float* __restrict  A, const float* __restrict  B, "
+                              "float* __restrict  C, int64_t M"));
+  // The declaration is left alone.
+  EXPECT_THAT(*out, HasSubstr("void matmul(const float* A, const float* B, float* C, int64_t M, "
+                              "int64_t N, int64_t K);"));
+  EXPECT_THAT(*out, HasSubstr("#pragma omp parallel for schedule(static)\nfor (int64_t i = 0;"));
+  EXPECT_THAT(*out, HasSubstr("#pragma GCC unroll 4\nfor (int64_t k = 0;"));
+  EXPECT_THAT(*out, Not(HasSubstr("#pragma GCC unroll 4\nfor (int64_t j")));
+  EXPECT_EQ(FindFunction(src, "softmax").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(FindFunction("void f(int a) { if (a) {", "f").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// ---------------------------------------------------------------- proposer
+
+ProposeRequest Request(const v1::Task& task, int count, uint64_t seed) {
+  ProposeRequest r;
+  r.task = &task;
+  r.platform = "cpu";
+  r.count = count;
+  r.seed = seed;
+  return r;
+}
+
+ParentInfo Parent(const std::string& id, Genome genome) {
+  ParentInfo p;
+  p.node_id = id;
+  p.genome = std::move(genome);
+  p.fitness = 2.0;
+  return p;
+}
+
+void ExpectInSpace(const Proposal& p) {
+  const Recipe* recipe = FindRecipe(p.genome.recipe);
+  ASSERT_NE(recipe, nullptr) << p.genome.ToString();
+  EXPECT_TRUE(recipe->space().Check(p.genome.params).ok()) << p.genome.ToString();
+  EXPECT_EQ(p.proposer, "builtin");
+  EXPECT_EQ(p.candidate.language(), "c++");
+  EXPECT_THAT(p.candidate.source(), HasSubstr(p.genome.ToString()));
+}
+
+TEST(BuiltinProposerTest, FirstGenerationStartsWithEachApplicableDefault) {
+  const v1::Task task = LoadStarterTask("softmax");
+  BuiltinProposer proposer;
+  absl::StatusOr<std::vector<Proposal>> out = proposer.Propose(Request(task, 8, 1));
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 8u);
+  std::set<std::string> genomes;
+  for (size_t i = 0; i < out->size(); ++i) {
+    const Proposal& p = (*out)[i];
+    ExpectInSpace(p);
+    EXPECT_EQ(p.mutation, "seed");
+    EXPECT_THAT(p.parent_ids, IsEmpty());
+    EXPECT_TRUE(genomes.insert(p.genome.ToString()).second) << "duplicate " << p.genome.ToString();
+    if (i < 3) {
+      const Recipe* r = FindRecipe(p.genome.recipe);
+      EXPECT_EQ(p.genome.params, r->space().Defaults()) << p.genome.ToString();
+    }
+  }
+  EXPECT_EQ((*out)[0].genome.recipe, "softmax_three_pass");
+  EXPECT_EQ((*out)[1].genome.recipe, "softmax_online");
+  EXPECT_EQ((*out)[2].genome.recipe, "generic");
+}
+
+TEST(BuiltinProposerTest, ProposalsAreDeterministicForASeed) {
+  const v1::Task task = LoadStarterTask("matmul");
+  BuiltinProposer proposer;
+  auto genomes = [&](uint64_t seed, std::vector<ParentInfo> parents) {
+    ProposeRequest r = Request(task, 12, seed);
+    r.parents = std::move(parents);
+    absl::StatusOr<std::vector<Proposal>> out = proposer.Propose(r);
+    EXPECT_TRUE(out.ok()) << out.status();
+    std::vector<std::string> g;
+    for (const Proposal& p : *out) g.push_back(p.genome.ToString() + " " + p.mutation + " " +
+                                               std::to_string(std::hash<std::string>()(p.candidate.source())));
+    return g;
+  };
+  EXPECT_EQ(genomes(7, {}), genomes(7, {}));
+  EXPECT_NE(genomes(7, {}), genomes(8, {}));
+  const Recipe* gemm = FindRecipe("gemm_packed");
+  ParentInfo parent = Parent("n1", Genome{gemm->name(), gemm->space().Defaults()});
+  EXPECT_EQ(genomes(3, {parent}), genomes(3, {parent}));
+  EXPECT_NE(genomes(3, {parent}), genomes(4, {parent}));
+}
+
+TEST(BuiltinProposerTest, ParamMutationsChangeExactlyOneParameterWithinTheSpace) {
+  const v1::Task task = LoadStarterTask("matmul");
+  const Recipe* gemm = FindRecipe("gemm_packed");
+  Genome parent_genome{gemm->name(), gemm->space().Defaults()};
+  BuiltinProposer proposer;
+  int param_mutations = 0, neighbours = 0;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    ProposeRequest r = Request(task, 6, seed);
+    r.parents = {Parent("p", parent_genome)};
+    absl::StatusOr<std::vector<Proposal>> out = proposer.Propose(r);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->size(), 6u);
+    for (const Proposal& p : *out) {
+      ExpectInSpace(p);
+      EXPECT_EQ(p.parent_ids, std::vector<std::string>{"p"});
+      if (p.genome.recipe != gemm->name()) {
+        EXPECT_EQ(p.mutation, absl::StrCat("variant:gemm_packed->", p.genome.recipe));
+        continue;
+      }
+      ++param_mutations;
+      std::vector<std::string> changed = ChangedParams(parent_genome, p.genome);
+      ASSERT_EQ(changed.size(), 1u) << p.genome.ToString();
+      const std::string& key = changed[0];
+      EXPECT_EQ(p.mutation, absl::StrCat("param:", key, " ", parent_genome.params.at(key), "->",
+                                         p.genome.params.at(key)));
+      const ParamSpec* spec = gemm->space().Find(key);
+      int from = SearchSpace::IndexOf(*spec, parent_genome.params.at(key));
+      int to = SearchSpace::IndexOf(*spec, p.genome.params.at(key));
+      neighbours += std::abs(from - to) == 1;
+    }
+  }
+  EXPECT_GT(param_mutations, 60);
+  // Neighbouring values are favoured (70% + a share of the uniform picks).
+  EXPECT_GT(neighbours, param_mutations * 6 / 10);
+}
+
+TEST(BuiltinProposerTest, VariantSwitchKeepsSharedParameters) {
+  const v1::Task task = LoadStarterTask("softmax");
+  const Recipe* three = FindRecipe("softmax_three_pass");
+  Genome parent{three->name(), three->space().Defaults()};
+  parent.params["exp"] = "cephes";
+  parent.params["accumulators"] = "8";
+  parent.params["pass3"] = "recompute";
+  BuiltinProposer proposer;
+  int variants = 0;
+  for (uint64_t seed = 0; seed < 30; ++seed) {
+    ProposeRequest r = Request(task, 4, seed);
+    r.parents = {Parent("p", parent)};
+    r.priors = {{"generic", 0.0}};  // only softmax variants
+    absl::StatusOr<std::vector<Proposal>> out = proposer.Propose(r);
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (const Proposal& p : *out) {
+      if (p.genome.recipe == three->name()) continue;
+      ++variants;
+      EXPECT_EQ(p.genome.recipe, "softmax_online");
+      EXPECT_EQ(p.mutation, "variant:softmax_three_pass->softmax_online");
+      EXPECT_EQ(p.genome.params.at("exp"), "cephes");
+      EXPECT_EQ(p.genome.params.at("accumulators"), "8");
+      EXPECT_EQ(p.genome.params.count("pass3"), 0u);
+      ExpectInSpace(p);
+    }
+  }
+  EXPECT_GT(variants, 0);
+}
+
+TEST(BuiltinProposerTest, CrossoverMixesTheParentsParameters) {
+  const v1::Task task = LoadStarterTask("matmul");
+  const Recipe* gemm = FindRecipe("gemm_packed");
+  Genome a{gemm->name(), {}}, b{gemm->name(), {}};
+  for (const ParamSpec& p : gemm->space().params()) {
+    a.params[p.name] = p.values.front();
+    b.params[p.name] = p.values.back();
+  }
+  ProposeRequest r = Request(task, 8, 11);
+  r.parents = {Parent("a", a), Parent("b", b)};
+  BuiltinProposer proposer;
+  absl::StatusOr<std::vector<Proposal>> out = proposer.Propose(r);
+  ASSERT_TRUE(out.ok()) << out.status();
+  int crossovers = 0;
+  for (const Proposal& p : *out) {
+    ExpectInSpace(p);
+    if (p.mutation != "crossover") continue;
+    ++crossovers;
+    EXPECT_EQ(p.parent_ids, (std::vector<std::string>{"a", "b"}));
+    int from_a = 0, from_b = 0;
+    for (const auto& [k, v] : p.genome.params) {
+      ASSERT_TRUE(v == a.params.at(k) || v == b.params.at(k)) << k << "=" << v;
+      (v == a.params.at(k) ? from_a : from_b)++;
+    }
+    EXPECT_GT(from_a, 0) << p.genome.ToString();
+    EXPECT_GT(from_b, 0) << p.genome.ToString();
+  }
+  EXPECT_EQ(crossovers, 4);
+}
+
+TEST(BuiltinProposerTest, PriorsOrderAndExcludeRecipes) {
+  const v1::Task task = LoadStarterTask("bucketize");
+  ProposeRequest r = Request(task, 10, 5);
+  r.priors = {{"bucketize_lut", 5.0}, {"generic", 0.0}};
+  BuiltinProposer proposer;
+  absl::StatusOr<std::vector<Proposal>> out = proposer.Propose(r);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 10u);
+  EXPECT_EQ((*out)[0].genome.recipe, "bucketize_lut");
+  int lut = 0;
+  for (const Proposal& p : *out) {
+    EXPECT_NE(p.genome.recipe, "generic");
+    lut += p.genome.recipe == "bucketize_lut";
+  }
+  EXPECT_GE(lut, 6);
+}
+
+TEST(BuiltinProposerTest, NonBuiltinParentGetsGenericMutatorProposals) {
+  const v1::Task task = LoadStarterTask("row_sum");
+  ParentInfo llm;
+  llm.node_id = "llm-node";
+  llm.candidate.set_source("// written by a model");
+  ProposeRequest r = Request(task, 3, 2);
+  r.parents = {llm};
+  BuiltinProposer proposer;
+  absl::StatusOr<std::vector<Proposal>> out = proposer.Propose(r);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 3u);
+  for (const Proposal& p : *out) {
+    ExpectInSpace(p);
+    EXPECT_EQ(p.genome.recipe, "generic");
+    EXPECT_EQ(p.mutation, "generic:generic");
+    EXPECT_EQ(p.parent_ids, std::vector<std::string>{"llm-node"});
+  }
+}
+
+TEST(BuiltinProposerTest, RejectsBadRequestsWithSpecificCodes) {
+  BuiltinProposer proposer;
+  ProposeRequest null_task;
+  EXPECT_EQ(proposer.Propose(null_task).status().code(), absl::StatusCode::kInvalidArgument);
+  const v1::Task softmax = LoadStarterTask("softmax");
+  EXPECT_EQ(proposer.Propose(Request(softmax, 0, 1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  v1::Task bare = softmax;
+  bare.clear_hints();
+  bare.mutable_reference()->set_source("int unrelated() { return 0; }");
+  EXPECT_EQ(proposer.Propose(Request(bare, 4, 1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ProposeRequest gpu = Request(softmax, 4, 1);
+  gpu.platform = "nvidia";
+  EXPECT_EQ(proposer.Propose(gpu).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(BuiltinProposerTest, ExhaustedSpaceReturnsFewerProposals) {
+  // row_reduce has 4*2*2 = 16 points; generic is excluded by its prior.
+  const v1::Task task = LoadStarterTask("row_sum");
+  ProposeRequest r = Request(task, 40, 3);
+  r.priors = {{"generic", 0.0}};
+  BuiltinProposer proposer;
+  absl::StatusOr<std::vector<Proposal>> out = proposer.Propose(r);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_LE(out->size(), 16u);
+  EXPECT_GE(out->size(), 12u);
+}
+
+// ------------------------------------------------ generated kernels are right
+
+class RecipeCorrectnessTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RecipeCorrectnessTest, DefaultAndRandomGenomesMatchTheReference) {
+  const v1::Task task = LoadStarterTask(GetParam());
+  ASSERT_FALSE(task.name().empty());
+  auto dir = harness::TempDir::Create("kevo_recipes_");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  auto reference = harness::CompiledKernel::Compile(task.reference().source(),
+                                                    harness::ReferenceFlags(),
+                                                    task.signature().function(), (*dir)->path(), "ref");
+  ASSERT_TRUE(reference.ok()) << reference.status();
+
+  // Reference outputs per validation binding (seed 1).
+  std::vector<std::unique_ptr<harness::TaskCall>> want;
+  for (const v1::Binding& b : task.validate()) {
+    auto call = harness::MakeTaskCall(task, b, /*seed=*/1);
+    ASSERT_TRUE(call.ok()) << call.status();
+    (*reference)->Call((*call)->args);
+    want.push_back(*std::move(call));
+  }
+
+  const std::vector<const Recipe*> recipes = BuiltinProposer::ApplicableRecipes(task, "cpu");
+  ASSERT_GE(recipes.size(), 2u);
+  std::mt19937_64 rng(std::hash<std::string>()(task.name()));
+  int index = 0;
+  for (const Recipe* recipe : recipes) {
+    std::vector<Genome> genomes = {Genome{recipe->name(), recipe->space().Defaults()}};
+    const int random = recipe->family() == "gemm" ? 5 : 3;
+    for (int i = 0; i < random; ++i) genomes.push_back(Genome{recipe->name(), recipe->space().Random(rng)});
+    for (const Genome& genome : genomes) {
+      SCOPED_TRACE(genome.ToString());
+      absl::StatusOr<v1::Candidate> candidate = recipe->Generate(task, genome);
+      ASSERT_TRUE(candidate.ok()) << candidate.status();
+      auto kernel = harness::CompiledKernel::Compile(
+          candidate->source(), harness::CandidateFlags(*candidate), task.signature().function(),
+          (*dir)->path(), absl::StrCat("k", index++));
+      ASSERT_TRUE(kernel.ok()) << kernel.status() << "\n" << candidate->source();
+      for (int b = 0; b < task.validate_size(); ++b) {
+        auto got = harness::MakeTaskCall(task, task.validate(b), /*seed=*/1);
+        ASSERT_TRUE(got.ok()) << got.status();
+        (*kernel)->Call((*got)->args);
+        absl::Status same = harness::CompareOutputs(task, **got, *want[b]);
+        EXPECT_TRUE(same.ok()) << "binding " << task.validate(b).name() << ": " << same;
+        // Inputs must be left alone.
+        auto fresh = harness::MakeTaskCall(task, task.validate(b), /*seed=*/1);
+        for (size_t i = 0; i < (*got)->inputs.size(); ++i) {
+          EXPECT_EQ(std::memcmp((*got)->inputs[i]->data, (*fresh)->inputs[i]->data,
+                                (*got)->inputs[i]->size),
+                    0)
+              << "input " << i << " changed";
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(StarterTasks, RecipeCorrectnessTest,
+                         ::testing::Values("vector_add", "softmax", "row_sum", "matmul",
+                                           "bucketize"));
+
+}  // namespace
+}  // namespace kevo::proposer

@@ -1,0 +1,173 @@
+#include "tests/coordinator/kernel_harness.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status.h"
+
+namespace kevo::harness {
+
+absl::StatusOr<std::unique_ptr<TempDir>> TempDir::Create(const std::string& prefix) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp", "/", prefix, "XXXXXX");
+  if (mkdtemp(pattern.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat("mkdtemp ", pattern, " failed"));
+  }
+  return std::unique_ptr<TempDir>(new TempDir(pattern));
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::vector<std::string> CandidateFlags(const v1::Candidate& candidate) {
+  std::vector<std::string> flags = {"-O3", "-march=native", "-fopenmp", "-fPIC", "-shared"};
+  for (const std::string& f : candidate.extra_flags()) flags.push_back(f);
+  return flags;
+}
+
+std::vector<std::string> ReferenceFlags() { return {"-O2", "-fPIC", "-shared"}; }
+
+absl::StatusOr<std::unique_ptr<CompiledKernel>> CompiledKernel::Compile(
+    const std::string& source, const std::vector<std::string>& flags, const std::string& function,
+    const std::string& dir, const std::string& name) {
+  const std::string src = absl::StrCat(dir, "/", name, ".cc");
+  const std::string so = absl::StrCat(dir, "/", name, ".so");
+  {
+    std::ofstream out(src);
+    out << source;
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", src));
+  }
+  const std::string cmd =
+      absl::StrCat("g++ ", absl::StrJoin(flags, " "), " -o '", so, "' '", src, "' 2>&1");
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return absl::InternalError(absl::StrCat("popen failed: ", cmd));
+  std::string output;
+  char buf[4096];
+  size_t got;
+  while ((got = fread(buf, 1, sizeof buf, pipe)) > 0) output.append(buf, got);
+  const int rc = pclose(pipe);
+  if (rc != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("compile failed (", cmd, "):\n", output.substr(0, 4000)));
+  }
+  // RTLD_NODELETE: unloading a kernel would unload libgomp under its idle
+  // worker threads, which then crash.
+  void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (handle == nullptr) return absl::InternalError(absl::StrCat("dlopen: ", dlerror()));
+  void* fn = dlsym(handle, function.c_str());
+  if (fn == nullptr) {
+    dlclose(handle);
+    return absl::NotFoundError(absl::StrCat(so, " exports no '", function, "'"));
+  }
+  return std::unique_ptr<CompiledKernel>(new CompiledKernel(handle, fn));
+}
+
+CompiledKernel::~CompiledKernel() { dlclose(handle_); }
+
+void CompiledKernel::Call(const std::vector<intptr_t>& a) const {
+  using I = intptr_t;
+  switch (a.size()) {
+    case 1: return reinterpret_cast<void (*)(I)>(fn_)(a[0]);
+    case 2: return reinterpret_cast<void (*)(I, I)>(fn_)(a[0], a[1]);
+    case 3: return reinterpret_cast<void (*)(I, I, I)>(fn_)(a[0], a[1], a[2]);
+    case 4: return reinterpret_cast<void (*)(I, I, I, I)>(fn_)(a[0], a[1], a[2], a[3]);
+    case 5: return reinterpret_cast<void (*)(I, I, I, I, I)>(fn_)(a[0], a[1], a[2], a[3], a[4]);
+    case 6:
+      return reinterpret_cast<void (*)(I, I, I, I, I, I)>(fn_)(a[0], a[1], a[2], a[3], a[4], a[5]);
+    case 7:
+      return reinterpret_cast<void (*)(I, I, I, I, I, I, I)>(fn_)(a[0], a[1], a[2], a[3], a[4],
+                                                                  a[5], a[6]);
+    case 8:
+      return reinterpret_cast<void (*)(I, I, I, I, I, I, I, I)>(fn_)(a[0], a[1], a[2], a[3], a[4],
+                                                                     a[5], a[6], a[7]);
+    default: std::abort();  // MakeTaskCall refuses more than 8 parameters
+  }
+}
+
+AlignedBuffer::AlignedBuffer(size_t bytes) : size(bytes) {
+  data = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+}
+
+AlignedBuffer::~AlignedBuffer() { std::free(data); }
+
+void TaskCall::PoisonOutputs(const v1::Task& task) {
+  for (int i = 0; i < task.outputs_size(); ++i) {
+    PoisonTensor(task.outputs(i).dtype(), output_counts[i], outputs[i]->data);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<TaskCall>> MakeTaskCall(const v1::Task& task,
+                                                       const v1::Binding& binding, uint64_t seed) {
+  auto call = std::make_unique<TaskCall>();
+  const SymbolValues symbols = BindingValues(binding);
+  for (const auto& spec : task.inputs()) {
+    KEVO_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ResolveShape(spec, symbols));
+    auto buf = std::make_unique<AlignedBuffer>(NumElements(shape) * DTypeSize(spec.dtype()));
+    FillTensor(spec, shape, seed, buf->data);
+    call->inputs.push_back(std::move(buf));
+  }
+  for (const auto& spec : task.outputs()) {
+    KEVO_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ResolveShape(spec, symbols));
+    const int64_t count = NumElements(shape);
+    call->outputs.push_back(std::make_unique<AlignedBuffer>(count * DTypeSize(spec.dtype())));
+    call->output_counts.push_back(count);
+  }
+  call->PoisonOutputs(task);
+  if (task.signature().params_size() > 8) {
+    return absl::InvalidArgumentError("the harness calls functions of at most 8 parameters");
+  }
+  for (const std::string& p : task.signature().params()) {
+    bool found = false;
+    for (int i = 0; i < task.inputs_size() && !found; ++i) {
+      if (task.inputs(i).name() == p) {
+        call->args.push_back(reinterpret_cast<intptr_t>(call->inputs[i]->data));
+        found = true;
+      }
+    }
+    for (int i = 0; i < task.outputs_size() && !found; ++i) {
+      if (task.outputs(i).name() == p) {
+        call->args.push_back(reinterpret_cast<intptr_t>(call->outputs[i]->data));
+        found = true;
+      }
+    }
+    if (found) continue;
+    auto it = symbols.find(p);
+    if (it == symbols.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("binding '", binding.name(), "' gives no value for '", p, "'"));
+    }
+    call->args.push_back(static_cast<intptr_t>(it->second));
+  }
+  return call;
+}
+
+absl::Status CompareOutputs(const v1::Task& task, const TaskCall& got, const TaskCall& want) {
+  for (int i = 0; i < task.outputs_size(); ++i) {
+    const v1::DType dtype = task.outputs(i).dtype();
+    CompareResult r = CompareTensors(dtype, got.outputs[i]->data, want.outputs[i]->data,
+                                     got.output_counts[i], ToleranceFor(task, dtype));
+    if (!r.ok) {
+      const int64_t at = r.first_bad_index;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "output '", task.outputs(i).name(), "': ", r.bad_count, " bad of ",
+          got.output_counts[i], ", first at ", at, " (got ",
+          at >= 0 ? ElementAsDouble(dtype, got.outputs[i]->data, at) : 0.0, ", want ",
+          at >= 0 ? ElementAsDouble(dtype, want.outputs[i]->data, at) : 0.0,
+          "), max abs err ", r.max_abs_err, ", max rel err ", r.max_rel_err,
+          r.nonfinite ? ", non-finite values" : ""));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kevo::harness
