@@ -1,0 +1,411 @@
+// End-to-end tests of the CPU backend with the real compiler, the real
+// kevo-runner-cpu and the real sandbox: every bad example candidate of
+// tasks/vector_add/examples/ gets its specific status, the raw-syscall ones
+// are stopped by seccomp even without the symbol check, and afterwards the
+// same backend still evaluates the fast candidate correctly.
+//
+// KEVO_SOURCE_DIR and KEVO_BIN_DIR (set by kevo_cc_test) locate the task and
+// the runner. The build cache lives in the build tree and is shared between
+// test processes, so ctest's one-process-per-test runs stay quick.
+#include "worker/backends/cpu/cpu_backend.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <google/protobuf/text_format.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kevo::worker {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Env(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+std::string SourceDir() { return Env("KEVO_SOURCE_DIR", "."); }
+std::string BinDir() { return Env("KEVO_BIN_DIR", "build/bin"); }
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The task as the official loader would give it: the text proto plus the
+// reference source read into reference.source.
+v1::Task LoadVectorAdd() {
+  const std::string dir = SourceDir() + "/tasks/vector_add";
+  v1::Task task;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(ReadText(dir + "/task.textproto"), &task));
+  task.mutable_reference()->set_source(ReadText(dir + "/" + task.reference().file()));
+  EXPECT_FALSE(task.reference().source().empty());
+  return task;
+}
+
+v1::Candidate Example(const std::string& name) {
+  v1::Candidate c;
+  c.set_language("c++");
+  c.set_source(ReadText(SourceDir() + "/tasks/vector_add/examples/" + name));
+  EXPECT_FALSE(c.source().empty()) << name;
+  return c;
+}
+
+v1::Candidate Inline(const std::string& body) {
+  v1::Candidate c;
+  c.set_language("c++");
+  c.set_source(absl::StrCat("#include <cstdint>\n#include <cstdlib>\n#include <cstring>\n#include <ctime>\n", body));
+  return c;
+}
+
+CpuBackendOptions TestOptions() {
+  CpuBackendOptions o;
+  o.work_dir = BinDir() + "/../tests/cpu_backend_test.work";
+  o.runner_path = BinDir() + "/kevo-runner-cpu";
+  o.compile_timeout = absl::Seconds(60);
+  o.run_timeout = absl::Seconds(3);
+  o.memory_limit_bytes = int64_t{2} << 30;
+  o.profile_time_cap_s = 0.3;
+  return o;
+}
+
+class CpuBackendTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    task_ = new v1::Task(LoadVectorAdd());
+    auto backend = CreateCpuBackend(TestOptions());
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    backend_ = backend->release();
+    CpuBackendOptions no_check = TestOptions();
+    no_check.skip_symbol_check = true;
+    no_check.calibrate = false;
+    auto unchecked = CreateCpuBackend(no_check);
+    ASSERT_TRUE(unchecked.ok()) << unchecked.status();
+    unchecked_ = unchecked->release();
+  }
+  static void TearDownTestSuite() {
+    delete backend_;
+    delete unchecked_;
+    delete task_;
+  }
+
+  static v1::Evaluation Eval(Backend* backend, const v1::Candidate& candidate) {
+    return backend->Evaluate(*task_, candidate, nullptr);
+  }
+  static std::string Explain(const v1::Evaluation& ev) {
+    return absl::StrCat(v1::EvalStatus_Name(ev.status()), ": ", ev.diagnostics().message(),
+                        " | violation=", ev.diagnostics().violation(),
+                        " | compiler=", ev.diagnostics().compiler_output().substr(0, 500));
+  }
+  // Checks the fast candidate end to end.
+  static void ExpectFastIsOk(Backend* backend) {
+    std::vector<v1::StageEvent> sunk;
+    absl::Mutex mu;
+    v1::Evaluation ev = backend->Evaluate(*task_, Example("fast.cc"), [&](const v1::StageEvent& e) {
+      absl::MutexLock l(&mu);
+      sunk.push_back(e);
+    });
+    ASSERT_EQ(ev.status(), v1::OK) << Explain(ev);
+    const int cases = task_->validate_size() * std::max(3, task_->seeds());
+    ASSERT_EQ(ev.validation_size(), cases);
+    for (const v1::CaseResult& c : ev.validation()) {
+      EXPECT_EQ(c.status(), v1::OK) << c.binding() << "/" << c.seed() << ": " << c.detail();
+    }
+    EXPECT_GT(ev.speedup(), 0);
+    EXPECT_GT(ev.timing().median_s(), 0);
+    EXPECT_GT(ev.baseline().median_s(), 0);
+    EXPECT_GE(ev.timing().samples_s_size(), 3);
+    EXPECT_EQ(ev.binding_timed(), "timed");
+    EXPECT_EQ(ev.platform(), "cpu");
+    ASSERT_EQ(ev.events_size(), 3);
+    EXPECT_EQ(ev.events(0).stage(), v1::STAGE_COMPILE);
+    EXPECT_EQ(ev.events(1).stage(), v1::STAGE_VALIDATE);
+    EXPECT_EQ(ev.events(2).stage(), v1::STAGE_PROFILE);
+    for (const auto& e : ev.events()) EXPECT_TRUE(e.ok()) << e.message();
+    EXPECT_EQ(sunk.size(), 3u);
+  }
+
+  static v1::Task* task_;
+  static Backend* backend_;
+  static Backend* unchecked_;  // skip_symbol_check = true
+};
+
+v1::Task* CpuBackendTest::task_ = nullptr;
+Backend* CpuBackendTest::backend_ = nullptr;
+Backend* CpuBackendTest::unchecked_ = nullptr;
+
+TEST_F(CpuBackendTest, DescribesTheHostAndItsMeasuredCeilings) {
+  auto hello = backend_->Describe();
+  ASSERT_TRUE(hello.ok()) << hello.status();
+  EXPECT_EQ(hello->platform(), "cpu");
+  EXPECT_FALSE(hello->device().empty());
+  ASSERT_EQ(hello->languages_size(), 1);
+  EXPECT_EQ(hello->languages(0), "c++");
+  ASSERT_GE(hello->toolchains_size(), 1);
+  EXPECT_THAT(hello->toolchains(0), HasSubstr("g++"));
+  EXPECT_GT(hello->mem_bandwidth_gbs(), 0.5);
+  EXPECT_GT(hello->fp32_peak_gflops(), 0.5);
+  EXPECT_THAT(hello->fingerprint().sandbox(), HasSubstr("seccomp+rlimits"));
+  EXPECT_THAT(hello->fingerprint().flags(), ::testing::Contains("-march=native"));
+  EXPECT_FALSE(hello->fingerprint().os().empty());
+}
+
+TEST_F(CpuBackendTest, FastCandidateIsCorrectAndTimedAgainstTheBaseline) {
+  ExpectFastIsOk(backend_);
+  v1::Evaluation ev = Eval(backend_, Example("fast.cc"));
+  EXPECT_GT(ev.roofline_fraction(), 0);
+  EXPECT_GT(ev.profile().at("copies"), 0);
+}
+
+TEST_F(CpuBackendTest, ReferenceAsCandidateMatchesItself) {
+  v1::Candidate c;
+  c.set_source(task_->reference().source());
+  v1::Evaluation ev = Eval(backend_, c);
+  EXPECT_EQ(ev.status(), v1::OK) << Explain(ev);
+}
+
+struct BadCase {
+  const char* file;
+  v1::EvalStatus status;
+  const char* violation;  // substring of diagnostics.violation, or ""
+};
+
+class BadCandidateTest : public CpuBackendTest, public ::testing::WithParamInterface<BadCase> {};
+
+TEST_P(BadCandidateTest, GetsItsSpecificStatus) {
+  const BadCase& bad = GetParam();
+  v1::Evaluation ev = Eval(backend_, Example(bad.file));
+  ASSERT_EQ(ev.status(), bad.status) << Explain(ev);
+  EXPECT_THAT(ev.diagnostics().violation(), HasSubstr(bad.violation));
+  EXPECT_FALSE(ev.diagnostics().message().empty());
+  ASSERT_GE(ev.events_size(), 1);
+  EXPECT_FALSE(ev.events(ev.events_size() - 1).ok());
+  EXPECT_EQ(ev.speedup(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    VectorAddExamples, BadCandidateTest,
+    ::testing::Values(BadCase{"wrong.cc", v1::WRONG_ANSWER, ""},
+                      BadCase{"nan.cc", v1::NONFINITE, ""},
+                      BadCase{"modifies_input.cc", v1::INPUT_MODIFIED, ""},
+                      BadCase{"segfault.cc", v1::RUNTIME_ERROR, ""},
+                      BadCase{"infinite_loop.cc", v1::RUN_TIMEOUT, ""},
+                      BadCase{"fork_bomb.cc", v1::SANDBOX_VIOLATION, "fork"},
+                      BadCase{"socket.cc", v1::SANDBOX_VIOLATION, "socket"},
+                      BadCase{"nondeterministic.cc", v1::NONDETERMINISTIC, ""},
+                      BadCase{"no_compile.cc", v1::COMPILE_ERROR, ""},
+                      BadCase{"alloc_50gb.cc", v1::RESOURCE_EXHAUSTED, ""},
+                      BadCase{"raw_fork.cc", v1::SANDBOX_VIOLATION, "fork"},
+                      BadCase{"raw_socket.cc", v1::SANDBOX_VIOLATION, "socket"}),
+    [](const ::testing::TestParamInfo<BadCase>& info) {
+      std::string name = info.param.file;
+      name = name.substr(0, name.find('.'));
+      return name;
+    });
+
+TEST_F(CpuBackendTest, WrongAnswerNamesOutputIndexAndError) {
+  v1::Evaluation ev = Eval(backend_, Example("wrong.cc"));
+  ASSERT_EQ(ev.status(), v1::WRONG_ANSWER) << Explain(ev);
+  ASSERT_EQ(ev.validation_size(), task_->validate_size() * 3);
+  const v1::CaseResult& c = ev.validation(0);
+  EXPECT_EQ(c.status(), v1::WRONG_ANSWER);
+  EXPECT_EQ(c.output(), "z");
+  EXPECT_GE(c.first_bad_index(), 0);
+  EXPECT_GT(c.max_abs_err(), 1e-3);
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("z["));
+}
+
+TEST_F(CpuBackendTest, SegfaultReportsTheSignal) {
+  v1::Evaluation ev = Eval(backend_, Example("segfault.cc"));
+  ASSERT_EQ(ev.status(), v1::RUNTIME_ERROR) << Explain(ev);
+  EXPECT_EQ(ev.diagnostics().signal(), SIGSEGV);
+}
+
+TEST_F(CpuBackendTest, CompileErrorCarriesTrimmedCompilerOutput) {
+  v1::Evaluation ev = Eval(backend_, Example("no_compile.cc"));
+  ASSERT_EQ(ev.status(), v1::COMPILE_ERROR) << Explain(ev);
+  EXPECT_THAT(ev.diagnostics().compiler_output(), HasSubstr("error"));
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("error"));
+  EXPECT_LT(ev.diagnostics().compiler_output().size(), 9000u);
+}
+
+TEST_F(CpuBackendTest, Alloc50GbByMallocAndMemsetIsResourceExhausted) {
+  // malloc returns NULL under the address-space limit (recorded by the
+  // runner's allocator hook) and memset then crashes on it.
+  v1::Evaluation ev = Eval(backend_, Inline(R"(
+extern "C" void vector_add(const float* x, const float* y, float* z, int64_t n) {
+  char* big = static_cast<char*>(malloc(size_t{50} << 30));
+  memset(big, 1, size_t{50} << 30);
+  for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i] + (big[i] - 1);
+  free(big);
+})"));
+  ASSERT_EQ(ev.status(), v1::RESOURCE_EXHAUSTED) << Explain(ev);
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("alloc failed 53687091200 bytes"));
+}
+
+TEST_F(CpuBackendTest, ImportingClockGettimeIsAViolationNamingIt) {
+  v1::Evaluation ev = Eval(backend_, Inline(R"(
+extern "C" void vector_add(const float* x, const float* y, float* z, int64_t n) {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i] + 0.0f * ts.tv_nsec;
+})"));
+  ASSERT_EQ(ev.status(), v1::SANDBOX_VIOLATION) << Explain(ev);
+  EXPECT_EQ(ev.diagnostics().violation(), "clock_gettime");
+  EXPECT_EQ(ev.events(0).stage(), v1::STAGE_COMPILE);
+}
+
+// The second layer: with the symbol check off, seccomp alone stops them.
+TEST_F(CpuBackendTest, SeccompStopsRawForkWithoutTheSymbolCheck) {
+  v1::Evaluation ev = Eval(unchecked_, Example("raw_fork.cc"));
+  ASSERT_EQ(ev.status(), v1::SANDBOX_VIOLATION) << Explain(ev);
+  EXPECT_EQ(ev.diagnostics().violation(), "fork");
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("(57)"));
+  EXPECT_EQ(ev.events(ev.events_size() - 1).stage(), v1::STAGE_VALIDATE);
+}
+
+TEST_F(CpuBackendTest, SeccompStopsRawSocketWithoutTheSymbolCheck) {
+  v1::Evaluation ev = Eval(unchecked_, Example("raw_socket.cc"));
+  ASSERT_EQ(ev.status(), v1::SANDBOX_VIOLATION) << Explain(ev);
+  EXPECT_EQ(ev.diagnostics().violation(), "socket");
+}
+
+TEST_F(CpuBackendTest, SeccompStopsLibcForkAndSocketWithoutTheSymbolCheck) {
+  v1::Evaluation ev = Eval(unchecked_, Example("fork_bomb.cc"));
+  ASSERT_EQ(ev.status(), v1::SANDBOX_VIOLATION) << Explain(ev);
+  EXPECT_EQ(ev.diagnostics().violation(), "clone");  // glibc forks with clone()
+  ev = Eval(unchecked_, Example("socket.cc"));
+  ASSERT_EQ(ev.status(), v1::SANDBOX_VIOLATION) << Explain(ev);
+  EXPECT_EQ(ev.diagnostics().violation(), "socket");
+}
+
+TEST_F(CpuBackendTest, SeccompStopsReplacingTheSigsysHandler) {
+  // rt_sigaction through a raw syscall: the handler must not be replaceable.
+  v1::Evaluation ev = Eval(unchecked_, Inline(R"(
+extern "C" void vector_add(const float* x, const float* y, float* z, int64_t n) {
+  long ret;
+  long act[4] = {1 /* SIG_IGN */, 0, 0, 0};
+  register long sigset_size __asm__("r10") = 8;
+  __asm__ volatile("syscall"
+                   : "=a"(ret)
+                   : "0"(13L /* rt_sigaction */), "D"(31L /* SIGSYS */), "S"(act), "d"(0L),
+                     "r"(sigset_size)
+                   : "rcx", "r11", "memory");
+  for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i];
+})"));
+  ASSERT_EQ(ev.status(), v1::SANDBOX_VIOLATION) << Explain(ev);
+  EXPECT_EQ(ev.diagnostics().violation(), "rt_sigaction");
+}
+
+TEST_F(CpuBackendTest, WritingPastTheOutputIsARuntimeError) {
+  v1::Evaluation ev = Eval(backend_, Inline(R"(
+extern "C" void vector_add(const float* x, const float* y, float* z, int64_t n) {
+  for (int64_t i = 0; i <= n; ++i) z[i] = i < n ? x[i] + y[i] : 0.0f;
+})"));
+  ASSERT_EQ(ev.status(), v1::RUNTIME_ERROR) << Explain(ev);
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("past the end"));
+}
+
+TEST_F(CpuBackendTest, MissingFunctionIsACompileError) {
+  v1::Evaluation ev = Eval(backend_, Inline("extern \"C\" void other(float*) {}\n"));
+  ASSERT_EQ(ev.status(), v1::COMPILE_ERROR) << Explain(ev);
+  EXPECT_THAT(ev.diagnostics().compiler_output(), HasSubstr("vector_add"));
+}
+
+TEST_F(CpuBackendTest, RefusedExtraFlagIsACompileErrorNamingIt) {
+  v1::Candidate c = Example("fast.cc");
+  c.add_extra_flags("-funroll-loops");
+  c.add_extra_flags("-fplugin=/tmp/evil.so");
+  v1::Evaluation ev = Eval(backend_, c);
+  ASSERT_EQ(ev.status(), v1::COMPILE_ERROR) << Explain(ev);
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("-fplugin=/tmp/evil.so"));
+  c.clear_extra_flags();
+  c.add_extra_flags("-funroll-loops");
+  ev = Eval(backend_, c);
+  EXPECT_EQ(ev.status(), v1::OK) << Explain(ev);
+}
+
+TEST_F(CpuBackendTest, CompileBombHitsTheCompileTimeout) {
+  CpuBackendOptions o = TestOptions();
+  o.compile_timeout = absl::Seconds(2);
+  o.calibrate = false;
+  auto backend = CreateCpuBackend(o);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  // Nested template recursion that the compiler evaluates for minutes.
+  v1::Candidate c = Inline(R"(
+template <long N> struct Spin {
+  static constexpr long value = [] {
+    long s = 0;
+    for (long i = 0; i < 200000; ++i)
+      for (long j = 0; j < 200000; ++j) s += (i ^ j) & N;
+    return s;
+  }();
+};
+template <int D> struct Tree { static constexpr long value = Tree<D - 1>::value + Spin<D>::value; };
+template <> struct Tree<0> { static constexpr long value = 0; };
+static_assert(Tree<64>::value != 1);
+extern "C" void vector_add(const float* x, const float* y, float* z, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i];
+})");
+  c.add_extra_flags("-fconstexpr-ops-limit=4000000000000");
+  c.add_extra_flags("-fconstexpr-loop-limit=2000000000");
+  absl::Time start = absl::Now();
+  v1::Evaluation ev = (*backend)->Evaluate(*task_, c, nullptr);
+  ASSERT_EQ(ev.status(), v1::COMPILE_TIMEOUT) << Explain(ev);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+}
+
+TEST_F(CpuBackendTest, ConcurrentEvaluationsDoNotInterfere) {
+  v1::Evaluation good, bad;
+  std::thread a([&] { good = Eval(backend_, Example("fast.cc")); });
+  std::thread b([&] { bad = Eval(backend_, Example("nan.cc")); });
+  a.join();
+  b.join();
+  EXPECT_EQ(good.status(), v1::OK) << Explain(good);
+  EXPECT_EQ(bad.status(), v1::NONFINITE) << Explain(bad);
+}
+
+TEST_F(CpuBackendTest, KeepsServingAfterEveryBadCandidate) {
+  for (const char* file : {"segfault.cc", "alloc_50gb.cc", "raw_fork.cc", "raw_socket.cc",
+                           "infinite_loop.cc", "modifies_input.cc", "nondeterministic.cc"}) {
+    v1::Evaluation ev = Eval(backend_, Example(file));
+    EXPECT_NE(ev.status(), v1::OK) << file;
+    EXPECT_NE(ev.status(), v1::INFRA_ERROR) << file << ": " << Explain(ev);
+  }
+  for (const char* file : {"fork_bomb.cc", "socket.cc", "raw_fork.cc"}) {
+    v1::Evaluation ev = Eval(unchecked_, Example(file));
+    EXPECT_EQ(ev.status(), v1::SANDBOX_VIOLATION) << file << ": " << Explain(ev);
+  }
+  ExpectFastIsOk(backend_);
+}
+
+TEST(CpuBackendCreateTest, RejectsUnusableOptions) {
+  CpuBackendOptions o = TestOptions();
+  o.work_dir = "";
+  EXPECT_EQ(CreateCpuBackend(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = TestOptions();
+  o.runner_path = "/nonexistent/kevo-runner-cpu";
+  o.calibrate = false;
+  EXPECT_EQ(CreateCpuBackend(o).status().code(), absl::StatusCode::kFailedPrecondition);
+  o = TestOptions();
+  o.compiler = "/nonexistent/g++";
+  o.calibrate = false;
+  EXPECT_EQ(CreateCpuBackend(o).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace kevo::worker

@@ -1,0 +1,110 @@
+#include "worker/backends/cpu/calibration.h"
+
+#include <filesystem>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/status.h"
+
+namespace kevo::worker {
+namespace {
+
+// Prints "bandwidth_gbs <x>" and "fp32_peak_gflops <y>".
+constexpr char kBenchmark[] = R"CPP(
+#include <omp.h>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+typedef float v16 __attribute__((vector_size(64)));
+
+static double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int main() {
+  // STREAM triad a = b + s*c over arrays well past the last-level cache.
+  const long n = 32L << 20;  // 3 x 128 MiB
+  float* a = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+  float* b = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+  float* c = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+  if (!a || !b || !c) return 1;
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < n; ++i) a[i] = 0, b[i] = 1, c[i] = 2;  // first touch by the owning thread
+  double best = 1e30;
+  for (int rep = 0; rep < 8; ++rep) {
+    double t0 = Now();
+#pragma omp parallel for simd schedule(static)
+    for (long i = 0; i < n; ++i) a[i] = b[i] + 3.0f * c[i];
+    double t = Now() - t0;
+    if (t < best) best = t;
+  }
+  volatile float sink = a[n / 2];
+  (void)sink;
+  double bandwidth = 3.0 * n * sizeof(float) / best / 1e9;
+
+  // FP32 peak: 12 independent FMA chains per thread, 16 lanes each.
+  const long iters = 4L << 20;
+  double peak_best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    double t0 = Now();
+    float total = 0;
+#pragma omp parallel reduction(+ : total)
+    {
+      v16 acc[12];
+      for (int k = 0; k < 12; ++k) acc[k] = (v16){} + 0.001f * (k + omp_get_thread_num());
+      const v16 m = (v16){} + 0.999999f, add = (v16){} + 1e-7f;
+      for (long i = 0; i < iters; ++i) {
+        for (int k = 0; k < 12; ++k) acc[k] = acc[k] * m + add;
+        __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[5]), "+v"(acc[11]));
+      }
+      v16 s = {};
+      for (int k = 0; k < 12; ++k) s += acc[k];
+      for (int l = 0; l < 16; ++l) total += s[l];
+    }
+    double t = Now() - t0;
+    double gflops = 2.0 * 12 * 16 * iters * omp_get_max_threads() / t / 1e9;
+    if (gflops > peak_best) peak_best = gflops;
+    if (total == 12345.f) std::puts("");  // keep the result alive
+  }
+  std::printf("bandwidth_gbs %.3f\nfp32_peak_gflops %.3f\n", bandwidth, peak_best);
+  return 0;
+}
+)CPP";
+
+}  // namespace
+
+absl::StatusOr<Ceilings> MeasureCeilings(const KernelBuilder& builder, const sandbox::Sandbox& sandbox,
+                                         const std::string& scratch_dir) {
+  KEVO_ASSIGN_OR_RETURN(std::string program,
+                        builder.BuildProgram(kBenchmark, {"-O3", "-march=native", "-fopenmp"}));
+  std::error_code ec;
+  std::filesystem::create_directories(scratch_dir, ec);
+  sandbox::Command cmd;
+  cmd.argv = {program};
+  cmd.env = {"PATH=/usr/bin:/bin"};
+  cmd.cwd = scratch_dir;
+  cmd.writable_dirs = {scratch_dir};
+  cmd.limits.wall_timeout = absl::Seconds(60);
+  cmd.limits.address_space_bytes = int64_t{2} << 30;
+  KEVO_ASSIGN_OR_RETURN(sandbox::Result run, sandbox.Run(cmd));
+  if (!run.Succeeded()) {
+    return absl::InternalError(absl::StrCat("calibration benchmark failed: ", run.Summary(), ": ",
+                                            run.stderr_data));
+  }
+  Ceilings ceilings;
+  for (absl::string_view line : absl::StrSplit(run.stdout_data, '\n', absl::SkipEmpty())) {
+    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(line, ' ');
+    double value = 0;
+    if (!absl::SimpleAtod(kv.second, &value)) continue;
+    if (kv.first == "bandwidth_gbs") ceilings.mem_bandwidth_gbs = value;
+    if (kv.first == "fp32_peak_gflops") ceilings.fp32_peak_gflops = value;
+  }
+  if (ceilings.mem_bandwidth_gbs <= 0 || ceilings.fp32_peak_gflops <= 0) {
+    return absl::DataLossError(absl::StrCat("calibration output does not parse: ", run.stdout_data));
+  }
+  return ceilings;
+}
+
+}  // namespace kevo::worker

@@ -1,0 +1,27 @@
+// Measures a CPU worker's ceilings once at start-up, for the roofline: memory
+// bandwidth with a STREAM-style triad on all cores, and FP32 peak with
+// independent vector FMA chains on all cores. The benchmark is compiled with
+// the candidates' flags (g++ -O3 -march=native -fopenmp) and run in the
+// sandbox; it takes about a second.
+//
+// Thread-safe.
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "common/sandbox/sandbox.h"
+#include "worker/backends/cpu/kernel_builder.h"
+
+namespace kevo::worker {
+
+struct Ceilings {
+  double mem_bandwidth_gbs = 0;  // 1e9 bytes/s
+  double fp32_peak_gflops = 0;
+};
+
+// Returns Internal when the benchmark cannot be compiled or run, DataLoss
+// when its output does not parse.
+absl::StatusOr<Ceilings> MeasureCeilings(const KernelBuilder& builder,
+                                         const sandbox::Sandbox& sandbox,
+                                         const std::string& scratch_dir);
+
+}  // namespace kevo::worker

@@ -1,0 +1,130 @@
+// The contract between the CPU backend (trusted, in the worker) and
+// kevo-runner-cpu (the sandboxed process that loads candidate code):
+//
+//   kevo-runner-cpu run --task=T --kernel=K.so --seeds=1,2,3
+//                       --outputs=O --result=R.json --report=P
+//   kevo-runner-cpu profile --task=T --kernel=K.so --baseline=B.so [--inputs=I]
+//                       --result=R.json --report=P --time_cap_s=3 --mem_budget_bytes=N
+//
+// I (optional) holds the inputs of the timed binding, generated with
+// FillTensor(seed 1), raw bytes in signature order; without it the runner
+// generates them itself.
+// T is a binary-serialised kevo.v1.Task. Every .so exports the generated
+// `extern "C" void kevo_entry(void** args)` (GenerateWrapperSource): args[i]
+// points at the tensor data of the i-th signature parameter, or at an int64_t
+// for a shape symbol. The runner opens all its files before it installs the
+// seccomp filter and writes:
+//   - P (report): one line per event, written with raw write(2) so it works
+//     from a signal handler or a failing malloc: "sigsys <nr>",
+//     "alloc_failed <bytes>", "bad_alloc <what>", "exception <what>",
+//     "load_error <dlerror>", "error <infra message>".
+//   - O (run): the outputs of the first call of every case, raw bytes, in the
+//     order binding (task.validate) x seed x output tensor (OutputLayout).
+//   - R (run): {"cases":[CaseReport...]}; (profile): ProfileReport.
+// The exit status says how it ended (kExit*); a signal means it crashed.
+//
+// All functions here are pure and thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kevo/v1/task.pb.h"
+
+namespace kevo::runner {
+
+// Runner exit codes (kept below 64 so bubblewrap's 128+signal never collides).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitInfra = 2;             // bad arguments, unreadable files, seccomp set-up
+inline constexpr int kExitSandboxViolation = 3;  // SIGSYS from the seccomp filter
+inline constexpr int kExitResourceExhausted = 4; // std::bad_alloc escaped the candidate
+inline constexpr int kExitCandidateException = 5;
+inline constexpr int kExitLoadFailed = 6;        // dlopen/dlsym of a kernel failed
+
+// Name of the function every kernel .so exports.
+inline constexpr char kEntrySymbol[] = "kevo_entry";
+
+enum class ParamKind { kInput, kOutput, kSymbol };
+struct Param {
+  std::string name;
+  ParamKind kind;
+  const v1::TensorSpec* spec = nullptr;  // null for symbols; points into the task
+};
+// The signature's parameters, classified like RenderSignature does. Returns
+// InvalidArgument when a parameter names nothing in the task.
+absl::StatusOr<std::vector<Param>> ClassifyParams(const v1::Task& task);
+
+// C++ source of the wrapper TU linked into every kernel .so: declares the
+// task's function (RenderSignature) and defines kevo_entry. Returns
+// InvalidArgument for a malformed signature.
+absl::StatusOr<std::string> GenerateWrapperSource(const v1::Task& task);
+
+// Seeds validated per binding: 1..max(3, task.seeds()), the same on every host.
+std::vector<uint64_t> ValidationSeeds(const v1::Task& task);
+
+// One output tensor of one case inside the outputs file.
+struct OutputSlot {
+  std::string binding;
+  uint64_t seed = 0;
+  std::string output;
+  v1::DType dtype = v1::DTYPE_UNSPECIFIED;
+  int64_t count = 0;   // elements
+  int64_t offset = 0;  // bytes from the start of the file
+  int64_t bytes = 0;
+};
+// The layout of the outputs file for `seeds`. Returns the shape-resolution
+// error when a binding does not give every symbol.
+absl::StatusOr<std::vector<OutputSlot>> OutputLayout(const v1::Task& task,
+                                                     const std::vector<uint64_t>& seeds);
+
+// What the runner observed in one (binding, seed) case; correctness against the
+// reference is judged by the worker, outside the sandbox.
+struct CaseReport {
+  std::string binding;
+  uint64_t seed = 0;
+  std::string modified_input;   // first input whose hash changed, empty if none
+  std::string nondet_output;    // first output that differed bitwise between two calls
+  int64_t nondet_index = -1;    // first differing element
+  std::string overflowed;       // tensor whose guard bytes past the end were written
+};
+
+struct TimingSeries {
+  std::vector<double> samples_s;
+  double median_s = 0;
+  double spread = 0;  // (p75 - p25) / median
+  int64_t calls_per_sample = 1;
+};
+
+struct ProfileReport {
+  TimingSeries candidate;
+  TimingSeries baseline;
+  int64_t copies = 1;          // input sets rotated to defeat the caches
+  int64_t working_set_bytes = 0;
+  double elapsed_s = 0;
+  bool converged = false;      // spread under target for both before the cap
+};
+
+// (Median, spread) of `samples` (unsorted); zeros when empty.
+void Summarise(TimingSeries& series);
+
+std::string CasesToJson(const std::vector<CaseReport>& cases);
+absl::StatusOr<std::vector<CaseReport>> CasesFromJson(std::string_view json);
+std::string ProfileToJson(const ProfileReport& report);
+absl::StatusOr<ProfileReport> ProfileFromJson(std::string_view json);
+
+// The report file, parsed. Unknown lines are ignored.
+struct Report {
+  std::optional<int> sigsys_nr;
+  std::vector<int64_t> alloc_failures;
+  std::string bad_alloc;
+  std::string exception;
+  std::string load_error;
+  std::string error;
+};
+Report ParseReport(std::string_view text);
+
+}  // namespace kevo::runner

@@ -1,0 +1,490 @@
+// kevo-runner-cpu: the only process that executes candidate code on a CPU
+// worker. It is started by the CPU backend inside the sandbox (rlimits,
+// bubblewrap), opens every file it needs, installs its seccomp filter, and
+// only then dlopens the kernels. See worker/runner/protocol.h for the
+// command line and the files it writes.
+//
+//   run:     validation -- for each binding x seed: deterministic inputs,
+//            NaN-poisoned outputs, input hashes before/after, guard bytes past
+//            every buffer, and a second call on fresh buffers for determinism.
+//   profile: the candidate and the baseline timed in one process, interleaved,
+//            on rotating input copies larger than the last-level cache.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/tensor.h"
+#include "kevo/v1/task.pb.h"
+#include "worker/runner/alloc_hooks.h"
+#include "worker/runner/protocol.h"
+#include "worker/runner/seccomp_policy.h"
+
+namespace kevo::runner {
+namespace {
+
+using EntryFn = void (*)(void**);
+
+int g_report_fd = 2;
+
+void WriteAll(int fd, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = write(fd, p, size);
+    if (n <= 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+void ReportLine(absl::string_view key, absl::string_view value) {
+  std::string line = absl::StrCat(std::string(key), " ", std::string(value));
+  std::replace(line.begin(), line.end(), '\n', ' ');
+  line.push_back('\n');
+  WriteAll(g_report_fd, line.data(), line.size());
+}
+
+[[noreturn]] void Fail(int code, absl::string_view key, absl::string_view message) {
+  ReportLine(key, message);
+  _exit(code);
+}
+
+// Bytes written past the end of every buffer: a kernel that overruns its
+// output is caught even when the write lands in mapped memory.
+constexpr size_t kGuardBytes = 256;
+constexpr unsigned char kGuardByte = 0xA5;
+
+// A 64-byte aligned tensor buffer followed by guard bytes.
+class Buffer {
+ public:
+  explicit Buffer(size_t bytes) : bytes_(bytes) {
+    size_t total = (bytes + kGuardBytes + 63) / 64 * 64;
+    data_ = static_cast<unsigned char*>(aligned_alloc(64, total));
+    if (data_ == nullptr) {
+      // The alloc hook has recorded the failure; the task does not fit the
+      // memory limit.
+      Fail(kExitResourceExhausted, "bad_alloc",
+           absl::StrCat("runner could not allocate a ", bytes, "-byte tensor"));
+    }
+    std::memset(data_ + bytes_, kGuardByte, total - bytes_);
+    guard_end_ = total;
+  }
+  ~Buffer() { free(data_); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  bool GuardIntact() const {
+    for (size_t i = bytes_; i < guard_end_; ++i) {
+      if (data_[i] != kGuardByte) return false;
+    }
+    return true;
+  }
+
+ private:
+  size_t bytes_;
+  size_t guard_end_ = 0;
+  unsigned char* data_ = nullptr;
+};
+
+// A fast 64-bit content hash (not cryptographic: it only has to notice a
+// kernel writing into its inputs).
+uint64_t HashBytes(const void* data, size_t n) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ (w * 0xBF58476D1CE4E5B9ULL)) * 0x94D049BB133111EBULL;
+    h ^= h >> 29;
+  }
+  for (; i < n; ++i) h = (h ^ p[i]) * 0x100000001B3ULL;
+  return h;
+}
+
+// Calls a kernel; exceptions that escape it end the runner with a report.
+void Call(EntryFn fn, void** args) {
+  try {
+    fn(args);
+  } catch (const std::bad_alloc& e) {
+    Fail(kExitResourceExhausted, "bad_alloc", e.what());
+  } catch (const std::exception& e) {
+    Fail(kExitCandidateException, "exception", e.what());
+  } catch (...) {
+    Fail(kExitCandidateException, "exception", "a non-std exception");
+  }
+}
+
+EntryFn LoadKernel(const std::string& path) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* err = dlerror();
+    Fail(kExitLoadFailed, "load_error", err ? err : path);
+  }
+  void* sym = dlsym(handle, kEntrySymbol);
+  if (sym == nullptr) Fail(kExitLoadFailed, "load_error", absl::StrCat(path, ": no ", kEntrySymbol));
+  return reinterpret_cast<EntryFn>(sym);
+}
+
+// The tensors and argument array of one call at one binding.
+struct CallFrame {
+  std::vector<std::unique_ptr<Buffer>> inputs;   // in signature order
+  std::vector<std::unique_ptr<Buffer>> outputs;  // in signature order
+  std::vector<const v1::TensorSpec*> input_specs, output_specs;
+  std::vector<std::vector<int64_t>> input_shapes, output_shapes;
+  std::vector<int64_t> symbol_values;  // storage for int64_t params
+  std::vector<void*> args;
+};
+
+// Resolves shapes and allocates buffers (inputs unfilled, outputs unpoisoned).
+CallFrame MakeFrame(const v1::Task& task, const std::vector<Param>& params,
+                    const v1::Binding& binding) {
+  CallFrame f;
+  SymbolValues symbols = BindingValues(binding);
+  f.symbol_values.reserve(params.size());
+  for (const Param& p : params) {
+    if (p.kind == ParamKind::kSymbol) {
+      auto it = symbols.find(p.name);
+      if (it == symbols.end()) {
+        Fail(kExitInfra, "error", absl::StrCat("binding ", binding.name(), " has no value for ", p.name));
+      }
+      f.symbol_values.push_back(it->second);
+      f.args.push_back(&f.symbol_values.back());
+      continue;
+    }
+    auto shape = ResolveShape(*p.spec, symbols);
+    if (!shape.ok()) Fail(kExitInfra, "error", shape.status().message());
+    size_t bytes = static_cast<size_t>(NumElements(*shape)) * DTypeSize(p.spec->dtype());
+    auto buffer = std::make_unique<Buffer>(bytes);
+    f.args.push_back(buffer->data());
+    if (p.kind == ParamKind::kInput) {
+      f.inputs.push_back(std::move(buffer));
+      f.input_specs.push_back(p.spec);
+      f.input_shapes.push_back(*shape);
+    } else {
+      f.outputs.push_back(std::move(buffer));
+      f.output_specs.push_back(p.spec);
+      f.output_shapes.push_back(*shape);
+    }
+  }
+  return f;
+}
+
+void FillInputs(CallFrame& f, uint64_t seed) {
+  for (size_t i = 0; i < f.inputs.size(); ++i) {
+    FillTensor(*f.input_specs[i], f.input_shapes[i], seed, f.inputs[i]->data());
+  }
+}
+
+void PoisonOutputs(CallFrame& f) {
+  for (size_t i = 0; i < f.outputs.size(); ++i) {
+    PoisonTensor(f.output_specs[i]->dtype(), NumElements(f.output_shapes[i]), f.outputs[i]->data());
+  }
+}
+
+std::string FirstOverflow(const CallFrame& f) {
+  for (size_t i = 0; i < f.inputs.size(); ++i) {
+    if (!f.inputs[i]->GuardIntact()) return f.input_specs[i]->name();
+  }
+  for (size_t i = 0; i < f.outputs.size(); ++i) {
+    if (!f.outputs[i]->GuardIntact()) return f.output_specs[i]->name();
+  }
+  return "";
+}
+
+int RunMode(const v1::Task& task, EntryFn fn, const std::vector<uint64_t>& seeds, int outputs_fd,
+            int result_fd) {
+  auto params = ClassifyParams(task);
+  if (!params.ok()) Fail(kExitInfra, "error", params.status().message());
+  std::vector<CaseReport> cases;
+  for (const v1::Binding& binding : task.validate()) {
+    for (uint64_t seed : seeds) {
+      CaseReport report;
+      report.binding = binding.name();
+      report.seed = seed;
+      CallFrame first = MakeFrame(task, *params, binding);
+      FillInputs(first, seed);
+      std::vector<uint64_t> hashes;
+      for (const auto& in : first.inputs) hashes.push_back(HashBytes(in->data(), in->bytes()));
+      PoisonOutputs(first);
+      Call(fn, first.args.data());
+      bool refill = false;
+      for (size_t i = 0; i < first.inputs.size(); ++i) {
+        if (HashBytes(first.inputs[i]->data(), first.inputs[i]->bytes()) != hashes[i]) {
+          if (report.modified_input.empty()) report.modified_input = first.input_specs[i]->name();
+          refill = true;
+        }
+      }
+      report.overflowed = FirstOverflow(first);
+      for (const auto& out : first.outputs) WriteAll(outputs_fd, out->data(), out->bytes());
+
+      // Same inputs, fresh poisoned outputs: the results must match bitwise.
+      CallFrame second = MakeFrame(task, *params, binding);
+      if (refill) {
+        FillInputs(second, seed);
+      } else {
+        for (size_t i = 0; i < first.inputs.size(); ++i) {
+          std::memcpy(second.inputs[i]->data(), first.inputs[i]->data(), first.inputs[i]->bytes());
+        }
+      }
+      PoisonOutputs(second);
+      Call(fn, second.args.data());
+      for (size_t i = 0; i < first.outputs.size() && report.nondet_output.empty(); ++i) {
+        const auto* a = static_cast<const unsigned char*>(first.outputs[i]->data());
+        const auto* b = static_cast<const unsigned char*>(second.outputs[i]->data());
+        size_t n = first.outputs[i]->bytes();
+        if (std::memcmp(a, b, n) == 0) continue;
+        size_t elem = DTypeSize(first.output_specs[i]->dtype());
+        for (size_t k = 0; k < n; ++k) {
+          if (a[k] != b[k]) {
+            report.nondet_output = first.output_specs[i]->name();
+            report.nondet_index = static_cast<int64_t>(k / elem);
+            break;
+          }
+        }
+      }
+      if (report.overflowed.empty()) report.overflowed = FirstOverflow(second);
+      cases.push_back(std::move(report));
+    }
+  }
+  std::string json = CasesToJson(cases);
+  WriteAll(result_fd, json.data(), json.size());
+  return kExitOk;
+}
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct ProfileOptions {
+  double time_cap_s = 3.0;
+  int64_t mem_budget_bytes = int64_t{1} << 30;
+  int64_t llc_bytes = 32 << 20;
+  double target_spread = 0.01;
+};
+
+int ProfileMode(const v1::Task& task, EntryFn candidate, EntryFn baseline,
+                const ProfileOptions& opts, int inputs_fd, int result_fd) {
+  auto params = ClassifyParams(task);
+  if (!params.ok()) Fail(kExitInfra, "error", params.status().message());
+  ProfileReport report;
+
+  // One set of inputs and outputs, copied until the working set exceeds the
+  // last-level cache (twice over), within the memory budget.
+  std::vector<CallFrame> frames;
+  frames.push_back(MakeFrame(task, *params, task.time()));
+  int64_t set_bytes = 0;
+  for (const auto& b : frames[0].inputs) set_bytes += static_cast<int64_t>(b->bytes());
+  for (const auto& b : frames[0].outputs) set_bytes += static_cast<int64_t>(b->bytes());
+  set_bytes = std::max<int64_t>(set_bytes, 1);
+  // Some VMs report absurd LLC sizes; beyond 256 MiB the rotation buys nothing.
+  int64_t target = 2 * std::min<int64_t>(opts.llc_bytes, int64_t{256} << 20);
+  int64_t copies = std::clamp<int64_t>((target + set_bytes - 1) / set_bytes, 1, 256);
+  copies = std::max<int64_t>(1, std::min(copies, opts.mem_budget_bytes / set_bytes));
+  if (inputs_fd >= 0) {
+    // Inputs generated once per task by the worker (FillTensor, seed 1):
+    // generating 10^7 elements here would cost seconds per evaluation.
+    for (auto& in : frames[0].inputs) {
+      size_t done = 0;
+      auto* p = static_cast<char*>(in->data());
+      while (done < in->bytes()) {
+        ssize_t n = read(inputs_fd, p + done, in->bytes() - done);
+        if (n <= 0) Fail(kExitInfra, "error", "the timed-inputs file is shorter than the inputs");
+        done += static_cast<size_t>(n);
+      }
+    }
+  } else {
+    FillInputs(frames[0], /*seed=*/1);
+  }
+  PoisonOutputs(frames[0]);
+  for (int64_t c = 1; c < copies; ++c) {
+    frames.push_back(MakeFrame(task, *params, task.time()));
+    for (size_t i = 0; i < frames[0].inputs.size(); ++i) {
+      std::memcpy(frames[c].inputs[i]->data(), frames[0].inputs[i]->data(), frames[0].inputs[i]->bytes());
+    }
+    PoisonOutputs(frames[c]);
+  }
+  report.copies = copies;
+  report.working_set_bytes = copies * set_bytes;
+  // The time cap covers warm-up and sampling, not generating the inputs.
+  const double start = Now();
+
+  size_t next = 0;
+  auto time_calls = [&](EntryFn fn, int64_t calls) {
+    double t0 = Now();
+    for (int64_t k = 0; k < calls; ++k) {
+      Call(fn, frames[next].args.data());
+      next = (next + 1) % frames.size();
+    }
+    return (Now() - t0) / static_cast<double>(calls);
+  };
+
+  // Warm-up: page in, spin up the OpenMP pool, and estimate one call.
+  double t_cand = 1e9, t_base = 1e9;
+  for (int i = 0; i < 3 || (Now() - start < 0.05 * opts.time_cap_s && i < 50); ++i) {
+    t_cand = std::min(t_cand, time_calls(candidate, 1));
+    t_base = std::min(t_base, time_calls(baseline, 1));
+    if (Now() - start > 0.25 * opts.time_cap_s && i >= 2) break;
+  }
+  // Short kernels are timed in batches so each sample is well above the
+  // clock's resolution and the loop overhead.
+  constexpr double kMinSample = 200e-6;
+  auto batch = [&](double t) {
+    return std::clamp<int64_t>(static_cast<int64_t>(kMinSample / std::max(t, 1e-9)) + 1, 1, 100000);
+  };
+  report.candidate.calls_per_sample = batch(t_cand);
+  report.baseline.calls_per_sample = batch(t_base);
+
+  constexpr size_t kMinSamples = 10;
+  constexpr size_t kMaxSamples = 20000;
+  for (size_t round = 0;; ++round) {
+    // Alternate the order so neither side always runs on a just-warmed core.
+    if (round % 2 == 0) {
+      report.candidate.samples_s.push_back(time_calls(candidate, report.candidate.calls_per_sample));
+      report.baseline.samples_s.push_back(time_calls(baseline, report.baseline.calls_per_sample));
+    } else {
+      report.baseline.samples_s.push_back(time_calls(baseline, report.baseline.calls_per_sample));
+      report.candidate.samples_s.push_back(time_calls(candidate, report.candidate.calls_per_sample));
+    }
+    size_t n = report.candidate.samples_s.size();
+    if (n >= kMinSamples && (n % 5 == 0 || Now() - start > opts.time_cap_s)) {
+      Summarise(report.candidate);
+      Summarise(report.baseline);
+      if (report.candidate.spread < opts.target_spread && report.baseline.spread < opts.target_spread) {
+        report.converged = true;
+        break;
+      }
+    }
+    if ((Now() - start > opts.time_cap_s && n >= 3) || n >= kMaxSamples) break;
+  }
+  Summarise(report.candidate);
+  Summarise(report.baseline);
+  report.elapsed_s = Now() - start;
+  std::string json = ProfileToJson(report);
+  WriteAll(result_fd, json.data(), json.size());
+  return kExitOk;
+}
+
+int OpenOut(const std::string& path) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) Fail(kExitInfra, "error", absl::StrCat("cannot create ", path, ": ", strerror(errno)));
+  return fd;
+}
+
+int Main(int argc, char** argv) {
+  std::map<std::string, std::string> flags;
+  std::string mode = argc > 1 ? argv[1] : "";
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0) Fail(kExitInfra, "error", absl::StrCat("unexpected argument ", arg));
+    size_t eq = arg.find('=');
+    flags[arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2)] =
+        eq == std::string::npos ? "true" : arg.substr(eq + 1);
+  }
+  if (flags.count("report")) {
+    g_report_fd = open(flags["report"].c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (g_report_fd < 0) {
+      g_report_fd = 2;
+      Fail(kExitInfra, "error", absl::StrCat("cannot open report ", flags["report"]));
+    }
+  }
+  SetAllocReportFd(g_report_fd);
+  if (mode != "run" && mode != "profile") {
+    Fail(kExitInfra, "error", "usage: kevo-runner-cpu run|profile --task=... (see protocol.h)");
+  }
+  for (const char* required : {"task", "kernel", "result"}) {
+    if (!flags.count(required)) Fail(kExitInfra, "error", absl::StrCat("missing --", required));
+  }
+
+  v1::Task task;
+  {
+    int fd = open(flags["task"].c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) Fail(kExitInfra, "error", absl::StrCat("cannot open task ", flags["task"]));
+    if (!task.ParseFromFileDescriptor(fd)) Fail(kExitInfra, "error", "task file does not parse");
+    close(fd);
+  }
+  int result_fd = OpenOut(flags["result"]);
+  int outputs_fd = -1;
+  int inputs_fd = -1;
+  std::vector<uint64_t> seeds;
+  ProfileOptions profile;
+  if (mode == "run") {
+    if (!flags.count("outputs")) Fail(kExitInfra, "error", "missing --outputs");
+    outputs_fd = OpenOut(flags["outputs"]);
+    for (absl::string_view s : absl::StrSplit(flags["seeds"], ',', absl::SkipEmpty())) {
+      uint64_t seed;
+      if (!absl::SimpleAtoi(s, &seed)) Fail(kExitInfra, "error", "bad --seeds");
+      seeds.push_back(seed);
+    }
+    if (seeds.empty()) Fail(kExitInfra, "error", "missing --seeds");
+  } else {
+    if (!flags.count("baseline")) Fail(kExitInfra, "error", "missing --baseline");
+    if (flags.count("time_cap_s") && !absl::SimpleAtod(flags["time_cap_s"], &profile.time_cap_s)) {
+      Fail(kExitInfra, "error", "bad --time_cap_s");
+    }
+    if (flags.count("mem_budget_bytes") &&
+        !absl::SimpleAtoi(flags["mem_budget_bytes"], &profile.mem_budget_bytes)) {
+      Fail(kExitInfra, "error", "bad --mem_budget_bytes");
+    }
+    if (flags.count("inputs")) {
+      inputs_fd = open(flags["inputs"].c_str(), O_RDONLY | O_CLOEXEC);
+      if (inputs_fd < 0) Fail(kExitInfra, "error", absl::StrCat("cannot open ", flags["inputs"]));
+    }
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (llc > 0) profile.llc_bytes = llc;
+  }
+
+  // Absolute kernel paths: dlopen of a relative one searches the library path
+  // or calls getcwd, which the filter does not allow.
+  for (const char* key : {"kernel", "baseline"}) {
+    if (!flags.count(key)) continue;
+    char* resolved = realpath(flags[key].c_str(), nullptr);
+    if (resolved == nullptr) Fail(kExitInfra, "error", absl::StrCat("no kernel at ", flags[key]));
+    flags[key] = resolved;
+    free(resolved);
+  }
+
+  // glibc installs its SIGSETXID handler lazily at the first pthread_create;
+  // do that now, while rt_sigaction is still allowed (OpenMP creates threads).
+  std::thread([] {}).join();
+
+  // From here on only the seccomp policy's system calls are possible.
+  if (auto s = InstallSigsysHandler(g_report_fd); !s.ok()) Fail(kExitInfra, "error", s.message());
+  if (auto s = InstallRunnerFilter(); !s.ok()) Fail(kExitInfra, "error", s.message());
+  EntryFn kernel = LoadKernel(flags["kernel"]);
+  EntryFn baseline = mode == "profile" ? LoadKernel(flags["baseline"]) : nullptr;
+  if (auto s = InstallPostLoadFilter(); !s.ok()) Fail(kExitInfra, "error", s.message());
+
+  if (mode == "run") return RunMode(task, kernel, seeds, outputs_fd, result_fd);
+  return ProfileMode(task, kernel, baseline, profile, inputs_fd, result_fd);
+}
+
+}  // namespace
+}  // namespace kevo::runner
+
+int main(int argc, char** argv) {
+  int code = kevo::runner::Main(argc, argv);
+  // Skip static destructors and atexit handlers the candidate may have
+  // registered: results are already written.
+  _exit(code);
+}
