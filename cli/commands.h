@@ -12,6 +12,17 @@ namespace kevo::cli {
 
 int EvalCommand(const std::vector<std::string>& args);
 int WorkersCommand(const std::vector<std::string>& args);
+int RunCommand(const std::vector<std::string>& args);
+int SubmitCommand(const std::vector<std::string>& args);
+int WatchCommand(const std::vector<std::string>& args);
+int BestCommand(const std::vector<std::string>& args);
+int JobsCommand(const std::vector<std::string>& args);
+int CancelCommand(const std::vector<std::string>& args);
+
+// Streams a job's progress (a bar on a terminal, plain lines otherwise, on
+// stderr) until it ends; returns the final Job or the RPC's error.
+absl::StatusOr<v1::Job> WatchJobStream(const std::string& address, const std::string& job_id,
+                                       bool quiet);
 
 // Streams one evaluation through a coordinator's JobService, printing stage
 // lines on stderr unless `quiet`. Returns the final Evaluation, or the RPC's

@@ -13,6 +13,12 @@ constexpr char kUsage[] =
     "usage: kevo COMMAND [ARGS]\n"
     "commands:\n"
     "  eval TASK_DIR CANDIDATE_FILE   compile, validate and profile one candidate\n"
+    "  run TASK_DIR                   search for the fastest correct kernel (embedded)\n"
+    "  submit TASK_DIR                submit a search job to a coordinator; prints its id\n"
+    "  watch JOB                      stream a job's progress until it ends\n"
+    "  best JOB [-o FILE]             the best kernel of a job\n"
+    "  jobs                           list jobs\n"
+    "  cancel JOB                     stop a job (in-flight evaluations finish)\n"
     "  workers                        list the workers connected to a coordinator\n"
     "Run `kevo COMMAND --help` for a command's flags.\n";
 
@@ -28,6 +34,12 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "eval") return kevo::cli::EvalCommand(args);
   if (command == "workers") return kevo::cli::WorkersCommand(args);
+  if (command == "run") return kevo::cli::RunCommand(args);
+  if (command == "submit") return kevo::cli::SubmitCommand(args);
+  if (command == "watch") return kevo::cli::WatchCommand(args);
+  if (command == "best") return kevo::cli::BestCommand(args);
+  if (command == "jobs") return kevo::cli::JobsCommand(args);
+  if (command == "cancel") return kevo::cli::CancelCommand(args);
   std::fprintf(stderr, "kevo: unknown command '%s'\n%s", command.c_str(), kUsage);
   return 2;
 }

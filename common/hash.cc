@@ -1,5 +1,8 @@
 #include "common/hash.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/message.h>
 #include <openssl/sha.h>
 
 namespace kevo {
@@ -13,6 +16,17 @@ std::string Sha256Hex(std::string_view data) {
   for (unsigned char b : digest) {
     out.push_back(kHex[b >> 4]);
     out.push_back(kHex[b & 15]);
+  }
+  return out;
+}
+
+std::string DeterministicBytes(const google::protobuf::Message& message) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    message.SerializeToCodedStream(&coded);
   }
   return out;
 }

@@ -1,7 +1,5 @@
 #include "coordinator/scheduler/scheduler.h"
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
@@ -26,17 +24,6 @@ std::string NewId(std::string_view prefix) {
   absl::MutexLock l(&mu);
   return absl::StrFormat("%s-%x-%08x", std::string(prefix), absl::ToUnixSeconds(absl::Now()),
                          static_cast<uint32_t>((*rng)()));
-}
-
-std::string Deterministic(const google::protobuf::Message& m) {
-  std::string out;
-  {
-    google::protobuf::io::StringOutputStream stream(&out);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    m.SerializeToCodedStream(&coded);
-  }
-  return out;
 }
 
 std::string EvalKey(const std::string& id) { return absl::StrCat("eval/", id); }
@@ -138,15 +125,20 @@ absl::Status Scheduler::Recover() {
       continue;
     }
     bool was_leased = r.state() == v1::EVAL_LEASED;
-    r.set_state(v1::EVAL_QUEUED);
-    r.clear_lease_worker();
-    r.set_lease_deadline_unix_ms(0);
-    queue_[r.platform()][r.sequence()] = r.eval_id();
+    if (was_leased) {
+      // The worker may still be running it and will reconnect: give it one
+      // lease period to report (or to renew through heartbeats) before the
+      // evaluation returns to the queue. This avoids evaluating it twice.
+      r.set_lease_deadline_unix_ms(NowMs() + absl::ToInt64Milliseconds(options_.lease));
+    } else {
+      queue_[r.platform()][r.sequence()] = r.eval_id();
+    }
     a.record = r;
     std::string id = r.eval_id();
     active_[id] = std::move(a);
-    KEVO_RETURN_IF_ERROR(PersistLocked(active_[id].record));
-    LogInfo("recovered evaluation ", id, was_leased ? " (was leased; requeued)" : " (queued)");
+    LogInfo("recovered evaluation ", id,
+            was_leased ? absl::StrCat(" (leased to ", r.lease_worker(), "; awaiting it)")
+                       : std::string(" (queued)"));
   }
   if (metrics_->queued) metrics_->queued->Set(static_cast<double>(active_.size()));
   return absl::OkStatus();
@@ -179,6 +171,11 @@ std::string Scheduler::AddWorker(const v1::Hello& hello, SendFn send) {
   w.hello.set_worker_id(id);
   w.send = std::move(send);
   w.connected_unix_micros = absl::ToUnixMicros(absl::Now());
+  // A worker reconnecting under its old id (e.g. after a coordinator
+  // restart) still holds the leases it had.
+  for (const auto& [eval_id, a] : active_) {
+    if (a.record.state() == v1::EVAL_LEASED && a.record.lease_worker() == id) w.busy.insert(eval_id);
+  }
   workers_[id] = std::move(w);
   if (metrics_->workers) metrics_->workers->Set(static_cast<double>(workers_.size()));
   LogInfo("worker connected id=", id, " platform=", hello.platform(), " device=\"",
@@ -365,13 +362,25 @@ void Scheduler::OnResultLocked(const std::string& worker_id, const v1::EvalResul
   DispatchLocked();
 }
 
+std::string Scheduler::NewEvalId() { return NewId("e"); }
+
+int Scheduler::SlotsFor(const std::string& platform) {
+  absl::MutexLock l(&mu_);
+  int slots = 0;
+  for (const auto& [id, w] : workers_) {
+    if (w.hello.platform() == platform) slots += std::max(1, w.hello.slots());
+  }
+  return slots;
+}
+
 absl::StatusOr<std::string> Scheduler::Submit(const v1::Task& task, const v1::Candidate& candidate,
                                               const std::string& platform,
-                                              const std::string& job_id) {
-  std::string task_bytes = Deterministic(task);
-  std::string cand_bytes = Deterministic(candidate);
+                                              SubmitOptions options) {
+  const std::string& job_id = options.job_id;
+  std::string task_bytes = DeterministicBytes(task);
+  std::string cand_bytes = DeterministicBytes(candidate);
   v1::EvalRecord r;
-  r.set_eval_id(NewId("e"));
+  r.set_eval_id(options.eval_id.empty() ? NewId("e") : options.eval_id);
   r.set_task_hash(Sha256Hex(task_bytes));
   r.set_candidate_hash(Sha256Hex(cand_bytes));
   r.set_platform(platform);
@@ -380,7 +389,7 @@ absl::StatusOr<std::string> Scheduler::Submit(const v1::Task& task, const v1::Ca
   r.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
   absl::MutexLock l(&mu_);
   r.set_sequence(next_sequence_++);
-  store::Batch batch;
+  store::Batch batch = std::move(options.extra);
   batch.Put(store::Family::kTasks, r.task_hash(), task_bytes);
   batch.Put(store::Family::kBlobs, r.candidate_hash(), cand_bytes);
   batch.Put(store::Family::kEvals, EvalKey(r.eval_id()), r.SerializeAsString());

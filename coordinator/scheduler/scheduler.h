@@ -70,11 +70,21 @@ class Scheduler {
   void RemoveWorker(const std::string& worker_id);
   void OnWorkerMessage(const std::string& worker_id, const v1::WorkerMessage& message);
 
-  // Stores and queues one evaluation; returns its id. FailedPrecondition
-  // when no connected worker has ever served `platform` is NOT an error: the
-  // evaluation waits for one. Returns the store's error if it cannot persist.
+  struct SubmitOptions {
+    std::string job_id;   // the job the evaluation belongs to, if any
+    std::string eval_id;  // preassigned id (NewEvalId()); empty: a new one
+    // Written in the same atomic batch as the evaluation record (e.g. the
+    // job's tree node), so that neither exists without the other.
+    store::Batch extra;
+  };
+  // Stores and queues one evaluation; returns its id. With no worker of
+  // `platform` connected the evaluation simply waits for one. Returns the
+  // store's error if it cannot persist.
   absl::StatusOr<std::string> Submit(const v1::Task& task, const v1::Candidate& candidate,
-                                     const std::string& platform, const std::string& job_id);
+                                     const std::string& platform, SubmitOptions options);
+  static std::string NewEvalId();
+  // Number of slots of connected workers serving `platform`.
+  int SlotsFor(const std::string& platform);
 
   // Registers `listener` for `eval_id`. If the evaluation is already done,
   // OnFinal is called at once. NotFound for an unknown id.

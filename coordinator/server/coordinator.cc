@@ -10,11 +10,22 @@
 #include "absl/synchronization/notification.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "coordinator/proposer/builtin/builtin_proposer.h"
 #include "coordinator/server/services.h"
 #include "coordinator/store/store.h"
 
 namespace kevo::coordinator {
 namespace {
+
+jobs::ProposerFactory MakeProposerFactory(const CoordinatorOptions& options) {
+  return [](const v1::JobSpec& spec) -> absl::StatusOr<std::unique_ptr<proposer::Proposer>> {
+    if (spec.proposer().empty() || spec.proposer() == "builtin") {
+      return std::unique_ptr<proposer::Proposer>(new proposer::BuiltinProposer());
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown proposer '", spec.proposer(), "' (known: builtin)"));
+  };
+}
 
 class CoordinatorImpl final : public Coordinator {
  public:
@@ -43,10 +54,14 @@ class CoordinatorImpl final : public Coordinator {
     }
     scheduler_ = std::make_unique<scheduler::Scheduler>(store_.get(), options.scheduler, registry_);
     KEVO_RETURN_IF_ERROR(scheduler_->Recover());
+    jobs_ = std::make_unique<jobs::JobManager>(store_.get(), scheduler_.get(),
+                                               MakeProposerFactory(options), registry_);
+    KEVO_RETURN_IF_ERROR(jobs_->Recover());
     scheduler_->Start();
+    jobs_->Start();
 
     worker_service_ = std::make_unique<WorkerServiceImpl>(scheduler_.get());
-    job_service_ = std::make_unique<JobServiceImpl>(scheduler_.get());
+    job_service_ = std::make_unique<JobServiceImpl>(scheduler_.get(), jobs_.get());
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
@@ -74,9 +89,11 @@ class CoordinatorImpl final : public Coordinator {
   void Shutdown() override {
     if (shut_down_.exchange(true)) return;
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    if (jobs_) jobs_->Stop();
     if (scheduler_) scheduler_->Stop();
     if (server_) server_->Wait();
     server_.reset();
+    jobs_.reset();
     scheduler_.reset();
     store_.reset();
     LogInfo("coordinator stopped");
@@ -88,6 +105,7 @@ class CoordinatorImpl final : public Coordinator {
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;
+  std::unique_ptr<jobs::JobManager> jobs_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<grpc::Server> server_;

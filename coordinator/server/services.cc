@@ -124,7 +124,7 @@ class EvaluateReactor final : public grpc::ServerWriteReactor<v1::EvaluateEvent>
           grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the candidate's source is empty"));
       return;
     }
-    auto id = scheduler_->Submit(request.task(), request.candidate(), request.platform(), "");
+    auto id = scheduler_->Submit(request.task(), request.candidate(), request.platform(), {});
     if (!id.ok()) {
       writes_.FinishAfterWrites(ToGrpcStatus(id.status()));
       return;
@@ -168,7 +168,96 @@ class EvaluateReactor final : public grpc::ServerWriteReactor<v1::EvaluateEvent>
   WriteQueue<EvaluateReactor, v1::EvaluateEvent> writes_;
 };
 
+class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent>, public jobs::JobWatcher {
+ public:
+  WatchReactor(jobs::JobManager* jobs, const std::string& job_id)
+      : jobs_(jobs), job_id_(job_id), writes_(this) {
+    absl::Status s = jobs_->Watch(job_id_, this);
+    if (!s.ok()) writes_.FinishAfterWrites(ToGrpcStatus(s));
+  }
+  void OnEvent(const v1::JobEvent& event) override { writes_.Push(event); }
+  void OnEnd(const v1::Job& job) override { writes_.FinishAfterWrites(grpc::Status::OK); }
+  void OnWriteDone(bool ok) override { writes_.OnWriteDone(ok); }
+  void OnCancel() override { writes_.FinishAfterWrites(grpc::Status::CANCELLED); }
+  void OnDone() override {
+    jobs_->Unwatch(job_id_, this);
+    delete this;
+  }
+
+ private:
+  jobs::JobManager* jobs_;
+  std::string job_id_;
+  WriteQueue<WatchReactor, v1::JobEvent> writes_;
+};
+
+// Finishes a unary call with `result`'s status, copying its value on success.
+template <typename T>
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
+                                      absl::StatusOr<T> result, T* response) {
+  auto* reactor = context->DefaultReactor();
+  if (result.ok()) *response = std::move(*result);
+  reactor->Finish(ToGrpcStatus(result.status()));
+  return reactor;
+}
+
 }  // namespace
+
+grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
+                                                    const v1::SubmitJobRequest* request,
+                                                    v1::SubmitJobResponse* response) {
+  auto id = jobs_->Submit(request->spec());
+  absl::StatusOr<v1::SubmitJobResponse> result = id.status();
+  if (id.ok()) {
+    v1::SubmitJobResponse r;
+    r.set_job_id(*id);
+    result = r;
+  }
+  return FinishUnary(context, std::move(result), response);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* context,
+                                                 const v1::GetJobRequest* request,
+                                                 v1::Job* response) {
+  return FinishUnary(context, jobs_->Get(request->job_id()), response);
+}
+
+grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::WatchJob(
+    grpc::CallbackServerContext* context, const v1::WatchJobRequest* request) {
+  return new WatchReactor(jobs_, request->job_id());
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* context,
+                                                   const v1::ListJobsRequest* request,
+                                                   v1::ListJobsResponse* response) {
+  v1::ListJobsResponse r;
+  for (auto& j : jobs_->List()) *r.add_jobs() = std::move(j);
+  return FinishUnary(context, absl::StatusOr<v1::ListJobsResponse>(std::move(r)), response);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* context,
+                                                    const v1::CancelJobRequest* request,
+                                                    v1::Job* response) {
+  return FinishUnary(context, jobs_->Cancel(request->job_id()), response);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::GetBest(grpc::CallbackServerContext* context,
+                                                  const v1::GetBestRequest* request,
+                                                  v1::GetBestResponse* response) {
+  return FinishUnary(context, jobs_->GetBest(request->job_id()), response);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::ListNodes(grpc::CallbackServerContext* context,
+                                                    const v1::ListNodesRequest* request,
+                                                    v1::ListNodesResponse* response) {
+  auto nodes = jobs_->Nodes(request->job_id());
+  absl::StatusOr<v1::ListNodesResponse> result = nodes.status();
+  if (nodes.ok()) {
+    v1::ListNodesResponse r;
+    for (auto& n : *nodes) *r.add_nodes() = std::move(n);
+    result = std::move(r);
+  }
+  return FinishUnary(context, std::move(result), response);
+}
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerServiceImpl::Connect(
     grpc::CallbackServerContext* context) {

@@ -42,8 +42,12 @@ struct Daemon::Impl {
   Stream* stream ABSL_GUARDED_BY(mu) = nullptr;
   grpc::ClientContext* context ABSL_GUARDED_BY(mu) = nullptr;
   absl::Mutex write_mu;  // one Write at a time on the stream
+  // Results that could not be sent; delivered after the next Hello (the
+  // coordinator keeps their leases for a while after it restarts).
+  std::vector<v1::WorkerMessage> undelivered ABSL_GUARDED_BY(write_mu);
 
-  // Sends on the current stream; dropped (with a log line) when disconnected.
+  // Sends on the current stream. Events are dropped when disconnected;
+  // results are kept for the next connection.
   void Send(const v1::WorkerMessage& m) {
     absl::MutexLock w(&write_mu);
     Stream* s;
@@ -53,8 +57,21 @@ struct Daemon::Impl {
     }
     if (s == nullptr || !s->Write(m)) {
       if (m.has_result()) {
-        LogWarning("result for ", m.result().eval_id(), " not sent: no connection");
+        LogWarning("result for ", m.result().eval_id(), " kept: no connection");
+        undelivered.push_back(m);
       }
+    }
+  }
+
+  void FlushUndelivered() {
+    std::vector<v1::WorkerMessage> pending;
+    {
+      absl::MutexLock w(&write_mu);
+      pending.swap(undelivered);
+    }
+    for (const auto& m : pending) {
+      LogInfo("delivering kept result for ", m.result().eval_id());
+      Send(m);
     }
   }
 
@@ -130,6 +147,7 @@ struct Daemon::Impl {
       stream = s.get();
       context = &ctx;
     }
+    FlushUndelivered();
     absl::Notification session_over;
     std::thread heartbeat([&] {
       while (!session_over.WaitForNotificationWithTimeout(absl::Seconds(heartbeat_s))) {
@@ -164,7 +182,9 @@ struct Daemon::Impl {
       absl::MutexLock l(&mu);
       stream = nullptr;
       context = nullptr;
-      queue.clear();  // their leases return to the coordinator's queue
+      // Assignments not started yet stay queued: if the coordinator restarted
+      // it still holds their leases for us; if it is the same coordinator, it
+      // re-queued them and a duplicate result is simply dropped there.
     }
     grpc::Status st = s->Finish();
     LogWarning("disconnected from ", options.coordinator, ": ",

@@ -1,0 +1,359 @@
+// Search-job commands: run (embedded), submit, watch, best, jobs, cancel.
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "cli/commands.h"
+#include "cli/embedded.h"
+#include "cli/flags.h"
+#include "cli/report.h"
+#include "common/grpc_status.h"
+#include "common/task/task_loader.h"
+#include "common/status.h"
+#include "kevo/v1/job.grpc.pb.h"
+
+namespace kevo::cli {
+namespace {
+
+constexpr char kDefaultCoordinator[] = "127.0.0.1:50051";
+
+std::unique_ptr<v1::JobService::Stub> Stub(const std::string& address) {
+  return v1::JobService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+}
+
+void Deadline(grpc::ClientContext* ctx, int seconds = 30) {
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+}
+
+std::string Failures(const v1::Job& job) {
+  std::vector<std::string> parts;
+  for (const auto& [status, n] : job.by_status()) {
+    if (status != "OK") parts.push_back(absl::StrCat(status, " ", n));
+  }
+  return parts.empty() ? "none" : absl::StrJoin(parts, ", ");
+}
+
+std::string ByStatus(const v1::Job& job) {
+  std::vector<std::string> parts;
+  for (const auto& [status, n] : job.by_status()) parts.push_back(absl::StrCat(status, " ", n));
+  return parts.empty() ? "none" : absl::StrJoin(parts, ", ");
+}
+
+std::string Eta(const v1::Job& job) {
+  int done = job.evaluations_done();
+  int budget = job.spec().budget().max_evaluations();
+  if (done == 0 || budget <= done) return "-";
+  double elapsed = static_cast<double>(absl::ToUnixMicros(absl::Now()) - job.created_unix_micros()) / 1e6;
+  double left = elapsed / done * (budget - done);
+  return absl::FormatDuration(absl::Seconds(static_cast<int64_t>(left)));
+}
+
+std::string ProgressLine(const v1::Job& job, bool bar) {
+  int done = job.evaluations_done();
+  int budget = std::max(1, job.spec().budget().max_evaluations());
+  std::string prefix;
+  if (bar) {
+    int width = 24;
+    int filled = std::min(width, done * width / budget);
+    prefix = absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'), "] ");
+  }
+  return absl::StrFormat("%s%d/%d evaluated, %d in flight | best %.2fx | failures: %s | ETA %s",
+                         prefix, done, budget, job.evaluations_in_flight(), job.best_speedup(),
+                         Failures(job), Eta(job));
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Job> WatchJobStream(const std::string& address, const std::string& job_id,
+                                       bool quiet) {
+  auto stub = Stub(address);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::hours(48));
+  v1::WatchJobRequest req;
+  req.set_job_id(job_id);
+  auto reader = stub->WatchJob(&ctx, req);
+  bool tty = isatty(STDERR_FILENO);
+  v1::JobEvent event;
+  v1::Job last;
+  int printed_done = -1;
+  while (reader->Read(&event)) {
+    last = event.job();
+    if (quiet) continue;
+    if (tty) {
+      std::fprintf(stderr, "\r\033[K%s", ProgressLine(last, /*bar=*/true).c_str());
+      std::fflush(stderr);
+    } else if (last.evaluations_done() != printed_done) {
+      // Plain lines, one per finished evaluation, when not on a terminal.
+      printed_done = last.evaluations_done();
+      std::fprintf(stderr, "%s\n", ProgressLine(last, /*bar=*/false).c_str());
+    }
+  }
+  if (tty && !quiet) std::fprintf(stderr, "\n");
+  grpc::Status st = reader->Finish();
+  if (!st.ok()) return FromGrpcStatus(st);
+  return last;
+}
+
+absl::StatusOr<v1::JobSpec> SpecFromArgs(const ParsedArgs& args) {
+  if (args.positional.size() != 1) return absl::InvalidArgumentError("expected one TASK_DIR");
+  v1::JobSpec spec;
+  KEVO_ASSIGN_OR_RETURN(*spec.mutable_task(), task::LoadTaskDir(args.positional[0]));
+  spec.set_platform(args.Get("platform", "cpu"));
+  KEVO_ASSIGN_OR_RETURN(int64_t budget, ParseIntFlag(args, "budget", 60));
+  KEVO_ASSIGN_OR_RETURN(int64_t stall, ParseIntFlag(args, "stall", 0));
+  KEVO_ASSIGN_OR_RETURN(int64_t seed, ParseIntFlag(args, "seed", 1));
+  KEVO_ASSIGN_OR_RETURN(int64_t wall, ParseIntFlag(args, "max-wall", 0));
+  KEVO_ASSIGN_OR_RETURN(int64_t in_flight, ParseIntFlag(args, "max-in-flight", 0));
+  if (budget < 1) return absl::InvalidArgumentError("--budget must be at least 1");
+  spec.mutable_budget()->set_max_evaluations(static_cast<int32_t>(budget));
+  spec.mutable_budget()->set_stall_evaluations(static_cast<int32_t>(stall));
+  spec.mutable_budget()->set_max_wall_seconds(static_cast<double>(wall));
+  if (args.Has("target-speedup")) {
+    spec.mutable_budget()->set_target_speedup(std::stod(args.Get("target-speedup")));
+  }
+  spec.set_policy(args.Get("policy"));
+  spec.set_proposer(args.Get("proposer", "builtin"));
+  spec.set_warm_start(args.Has("warm-start"));
+  spec.set_seed(static_cast<uint64_t>(seed));
+  spec.set_max_in_flight(static_cast<int32_t>(in_flight));
+  return spec;
+}
+
+const std::set<std::string> kSpecFlags = {"platform", "budget",      "stall",         "seed",
+                                          "max-wall", "policy",      "proposer",      "target-speedup",
+                                          "max-in-flight"};
+
+std::set<std::string> With(std::set<std::string> base, std::initializer_list<std::string> more) {
+  for (const auto& m : more) base.insert(m);
+  return base;
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& data) {
+  std::filesystem::path p(path);
+  std::error_code ec;
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
+  out << data;
+  return out ? absl::OkStatus() : absl::DataLossError(absl::StrCat("short write to ", path));
+}
+
+int Fail(const char* command, const absl::Status& s) {
+  std::fprintf(stderr, "kevo %s: %s\n", command, std::string(s.message()).c_str());
+  return s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+constexpr char kRunUsage[] =
+    "usage: kevo run TASK_DIR [--platform cpu] [--budget N] [--db DIR] [--json] [--out FILE]\n"
+    "                [--policy greedy|uct|evolution] [--seed S] [--stall K] [--max-wall S]\n"
+    "                [--target-speedup X] [--slots N] [--warm-start]\n"
+    "Searches for the fastest correct kernel for a task, embedded: a coordinator and a local\n"
+    "worker in this process tree, state in --db (a temporary folder when not given).\n"
+    "Writes the best kernel to --out (default kevo-out/TASK/best.cc).\n";
+
+int RunCommand(const std::vector<std::string>& argv) {
+  auto args = ParseArgs(argv, With(kSpecFlags, {"db", "out", "slots"}),
+                        {"json", "warm-start", "help"});
+  if (!args.ok()) return Fail("run", args.status());
+  if (args->Has("help")) {
+    std::fputs(kRunUsage, stdout);
+    return 0;
+  }
+  auto spec = SpecFromArgs(*args);
+  if (!spec.ok()) {
+    std::fprintf(stderr, "kevo run: %s\n%s", std::string(spec.status().message()).c_str(),
+                 spec.status().code() == absl::StatusCode::kInvalidArgument ? kRunUsage : "");
+    return spec.status().code() == absl::StatusCode::kNotFound ? 1 : 2;
+  }
+  auto slots = ParseIntFlag(*args, "slots", 1);
+  if (!slots.ok()) return Fail("run", slots.status());
+  EmbeddedOptions eo;
+  eo.db_dir = args->Get("db");
+  eo.platform = spec->platform();
+  eo.slots = static_cast<int>(*slots);
+  auto embedded = Embedded::Start(eo);
+  if (!embedded.ok()) return Fail("run", embedded.status());
+  std::string address = (*embedded)->address();
+  auto stub = Stub(address);
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  v1::SubmitJobRequest req;
+  *req.mutable_spec() = *spec;
+  v1::SubmitJobResponse resp;
+  grpc::Status st = stub->SubmitJob(&ctx, req, &resp);
+  if (!st.ok()) return Fail("run", FromGrpcStatus(st));
+  bool json = args->Has("json");
+  std::fprintf(stderr, "job %s: searching %s on %s, budget %d evaluations\n", resp.job_id().c_str(),
+               spec->task().name().c_str(), spec->platform().c_str(),
+               spec->budget().max_evaluations());
+  auto job = WatchJobStream(address, resp.job_id(), /*quiet=*/false);
+  if (!job.ok()) return Fail("run", job.status());
+
+  std::string out_path = args->Get("out", absl::StrCat("kevo-out/", spec->task().name(), "/best.cc"));
+  v1::GetBestResponse best;
+  bool have_best = false;
+  {
+    grpc::ClientContext bctx;
+    Deadline(&bctx);
+    v1::GetBestRequest breq;
+    breq.set_job_id(resp.job_id());
+    grpc::Status bst = stub->GetBest(&bctx, breq, &best);
+    have_best = bst.ok();
+    if (have_best) {
+      absl::Status w = WriteFile(out_path, best.candidate().source());
+      if (!w.ok()) return Fail("run", w);
+    }
+  }
+  if (json) {
+    nlohmann::json j;
+    j["job_id"] = job->job_id();
+    j["task"] = spec->task().name();
+    j["platform"] = spec->platform();
+    j["status"] = have_best ? "OK" : "NO_CORRECT_KERNEL";
+    j["job_state"] = v1::JobState_Name(job->state());
+    j["stop_reason"] = job->stop_reason();
+    j["speedup"] = job->best_speedup();
+    j["best_time_s"] = job->best_time_s();
+    j["baseline_time_s"] = job->baseline_time_s();
+    j["roofline_fraction"] = job->best_roofline_fraction();
+    nlohmann::json by_status = nlohmann::json::object();
+    for (const auto& [s, n] : job->by_status()) by_status[s] = n;
+    j["evaluations"] = by_status;
+    j["evaluations_total"] = job->evaluations_done();
+    j["best_kernel_path"] = have_best ? out_path : "";
+    if (have_best) {
+      j["best_node"] = best.node().node_id();
+      j["best_genome"] = best.node().genome();
+      j["best_evaluation"] = EvaluationJson(best.evaluation());
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("task          %s (%s, policy %s)\n", spec->task().name().c_str(),
+                spec->platform().c_str(), job->spec().policy().c_str());
+    std::printf("baseline      %s (the reference compiled -O2)\n",
+                FormatSeconds(job->baseline_time_s()).c_str());
+    if (have_best) {
+      std::printf("best          %s (node %s, %s)\n", FormatSeconds(job->best_time_s()).c_str(),
+                  best.node().node_id().c_str(),
+                  best.node().genome().empty() ? best.node().mutation().c_str()
+                                               : best.node().genome().c_str());
+      std::printf("speedup       %.2fx\n", job->best_speedup());
+      std::printf("roofline      %.1f%% of the worker's measured limits\n",
+                  100 * job->best_roofline_fraction());
+    } else {
+      std::printf("best          no correct kernel found\n");
+    }
+    std::printf("evaluations   %d: %s\n", job->evaluations_done(), ByStatus(*job).c_str());
+    std::printf("stopped       %s\n", job->stop_reason().c_str());
+    if (have_best) std::printf("best kernel   %s\n", out_path.c_str());
+  }
+  return have_best ? 0 : 3;
+}
+
+int SubmitCommand(const std::vector<std::string>& argv) {
+  auto args = ParseArgs(argv, With(kSpecFlags, {"coordinator"}), {"warm-start"});
+  if (!args.ok()) return Fail("submit", args.status());
+  auto spec = SpecFromArgs(*args);
+  if (!spec.ok()) return Fail("submit", spec.status());
+  auto stub = Stub(args->Get("coordinator", kDefaultCoordinator));
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  v1::SubmitJobRequest req;
+  *req.mutable_spec() = *spec;
+  v1::SubmitJobResponse resp;
+  grpc::Status st = stub->SubmitJob(&ctx, req, &resp);
+  if (!st.ok()) return Fail("submit", FromGrpcStatus(st));
+  std::printf("%s\n", resp.job_id().c_str());
+  return 0;
+}
+
+int WatchCommand(const std::vector<std::string>& argv) {
+  auto args = ParseArgs(argv, {"coordinator"}, {});
+  if (!args.ok()) return Fail("watch", args.status());
+  if (args->positional.size() != 1) return Fail("watch", absl::InvalidArgumentError("expected JOB_ID"));
+  auto job = WatchJobStream(args->Get("coordinator", kDefaultCoordinator), args->positional[0],
+                            /*quiet=*/false);
+  if (!job.ok()) return Fail("watch", job.status());
+  std::printf("job %s %s: %s; best %.2fx after %d evaluations\n", job->job_id().c_str(),
+              v1::JobState_Name(job->state()).c_str(), job->stop_reason().c_str(),
+              job->best_speedup(), job->evaluations_done());
+  return 0;
+}
+
+int BestCommand(const std::vector<std::string>& argv) {
+  auto args = ParseArgs(argv, {"coordinator", "o", "out"}, {"json"});
+  if (!args.ok()) return Fail("best", args.status());
+  if (args->positional.size() != 1) return Fail("best", absl::InvalidArgumentError("expected JOB_ID"));
+  auto stub = Stub(args->Get("coordinator", kDefaultCoordinator));
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  v1::GetBestRequest req;
+  req.set_job_id(args->positional[0]);
+  v1::GetBestResponse resp;
+  grpc::Status st = stub->GetBest(&ctx, req, &resp);
+  if (!st.ok()) return Fail("best", FromGrpcStatus(st));
+  std::string out = args->Get("o", args->Get("out"));
+  if (!out.empty()) {
+    absl::Status w = WriteFile(out, resp.candidate().source());
+    if (!w.ok()) return Fail("best", w);
+  }
+  if (args->Has("json")) {
+    nlohmann::json j = EvaluationJson(resp.evaluation());
+    j["node"] = resp.node().node_id();
+    j["genome"] = resp.node().genome();
+    j["path"] = out;
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("node %s (%s): %.2fx, %s\n", resp.node().node_id().c_str(),
+                resp.node().genome().c_str(), resp.node().fitness(),
+                FormatSeconds(resp.node().time_s()).c_str());
+    if (out.empty()) std::printf("%s", resp.candidate().source().c_str());
+    else std::printf("written to %s\n", out.c_str());
+  }
+  return 0;
+}
+
+int JobsCommand(const std::vector<std::string>& argv) {
+  auto args = ParseArgs(argv, {"coordinator"}, {"json"});
+  if (!args.ok()) return Fail("jobs", args.status());
+  auto stub = Stub(args->Get("coordinator", kDefaultCoordinator));
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  v1::ListJobsResponse resp;
+  grpc::Status st = stub->ListJobs(&ctx, v1::ListJobsRequest(), &resp);
+  if (!st.ok()) return Fail("jobs", FromGrpcStatus(st));
+  std::printf("%-16s %-14s %-9s %-14s %-9s %-8s %s\n", "JOB", "TASK", "PLATFORM", "STATE", "EVALS",
+              "BEST", "REASON");
+  for (const auto& j : resp.jobs()) {
+    std::printf("%-16s %-14s %-9s %-14s %4d/%-4d %6.2fx  %s\n", j.job_id().c_str(),
+                j.spec().task().name().c_str(), j.spec().platform().c_str(),
+                v1::JobState_Name(j.state()).c_str(), j.evaluations_done(),
+                j.spec().budget().max_evaluations(), j.best_speedup(), j.stop_reason().c_str());
+  }
+  return 0;
+}
+
+int CancelCommand(const std::vector<std::string>& argv) {
+  auto args = ParseArgs(argv, {"coordinator"}, {});
+  if (!args.ok()) return Fail("cancel", args.status());
+  if (args->positional.size() != 1) return Fail("cancel", absl::InvalidArgumentError("expected JOB_ID"));
+  auto stub = Stub(args->Get("coordinator", kDefaultCoordinator));
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  v1::CancelJobRequest req;
+  req.set_job_id(args->positional[0]);
+  v1::Job job;
+  grpc::Status st = stub->CancelJob(&ctx, req, &job);
+  if (!st.ok()) return Fail("cancel", FromGrpcStatus(st));
+  std::printf("cancelling %s (evaluations in flight finish and are recorded)\n", job.job_id().c_str());
+  return 0;
+}
+
+}  // namespace kevo::cli

@@ -1,0 +1,647 @@
+#include "coordinator/jobs/manager.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/hash.h"
+#include "common/log.h"
+#include "common/status.h"
+
+namespace kevo::jobs {
+namespace {
+
+constexpr int kDefaultBudget = 60;
+constexpr int kMaxEmptyRounds = 40;     // proposals that were all duplicates
+constexpr int kMaxProposerErrors = 20;
+
+std::string JobKey(const std::string& id) { return absl::StrCat("job/", id); }
+std::string NodeKey(const std::string& job, const std::string& node) {
+  return absl::StrCat(job, "/n/", node);
+}
+std::string SourceKey(const std::string& job, const std::string& hash) {
+  return absl::StrCat(job, "/src/", hash);
+}
+std::string EvalIndexKey(const std::string& job, const std::string& eval) {
+  return absl::StrCat(job, "/e/", eval);
+}
+std::string BestKey(const std::string& task_hash, const std::string& platform,
+                    const std::string& job) {
+  return absl::StrCat("best/", task_hash, "/", platform, "/", job);
+}
+
+std::string NewJobId() {
+  static absl::Mutex mu(absl::kConstInit);
+  static std::mt19937_64* rng = new std::mt19937_64(std::random_device{}());
+  absl::MutexLock l(&mu);
+  return absl::StrFormat("j-%x-%04x", absl::ToUnixSeconds(absl::Now()),
+                         static_cast<uint32_t>((*rng)() & 0xFFFF));
+}
+
+std::string SourceHash(const v1::Candidate& c) { return Sha256Hex(DeterministicBytes(c)); }
+
+}  // namespace
+
+struct JobManager::Metrics {
+  prometheus::Counter* submitted = nullptr;
+  prometheus::Counter* nodes = nullptr;
+  prometheus::Counter* duplicates = nullptr;
+  prometheus::Gauge* running = nullptr;
+  prometheus::Gauge* best_speedup = nullptr;
+  prometheus::Family<prometheus::Gauge>* job_best = nullptr;
+
+  explicit Metrics(prometheus::Registry* r) {
+    if (r == nullptr) return;
+    submitted = &prometheus::BuildCounter().Name("kevo_coordinator_jobs_submitted_total")
+                     .Help("Search jobs submitted").Register(*r).Add({});
+    nodes = &prometheus::BuildCounter().Name("kevo_coordinator_nodes_total")
+                 .Help("Tree nodes created (candidates sent for evaluation)").Register(*r).Add({});
+    duplicates = &prometheus::BuildCounter().Name("kevo_coordinator_duplicate_proposals_total")
+                      .Help("Proposals dropped because the job had evaluated the same source")
+                      .Register(*r).Add({});
+    running = &prometheus::BuildGauge().Name("kevo_coordinator_jobs_running")
+                   .Help("Jobs running").Register(*r).Add({});
+    job_best = &prometheus::BuildGauge().Name("kevo_coordinator_job_best_speedup")
+                    .Help("Best speedup found so far, by job and task").Register(*r);
+  }
+};
+
+struct JobManager::Running {
+  v1::Job job;
+  search::Tree tree;
+  std::unique_ptr<search::Policy> policy;
+  std::unique_ptr<proposer::Proposer> proposer;
+  std::set<std::string> sources;
+  std::map<std::string, std::string> node_by_eval;
+  std::mt19937_64 rng;
+  int in_flight = 0;
+  bool stopping = false;
+  bool cancelled = false;
+  int empty_rounds = 0;
+  int proposer_errors = 0;
+  absl::Time started = absl::Now();
+};
+
+JobManager::JobManager(store::Store* store, scheduler::Scheduler* scheduler,
+                       ProposerFactory proposers, std::shared_ptr<prometheus::Registry> registry)
+    : store_(store),
+      scheduler_(scheduler),
+      proposers_(std::move(proposers)),
+      registry_(std::move(registry)),
+      metrics_(std::make_unique<Metrics>(registry_.get())) {}
+
+JobManager::~JobManager() { Stop(); }
+
+void JobManager::Post(Work work) {
+  absl::MutexLock l(&mu_);
+  work_.push_back(std::move(work));
+}
+
+void JobManager::Start() {
+  loop_ = std::thread([this] { Loop(); });
+}
+
+void JobManager::Stop() {
+  {
+    absl::MutexLock l(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  if (loop_.joinable()) loop_.join();
+}
+
+void JobManager::Loop() {
+  absl::Time next_tick = absl::Now();
+  while (true) {
+    std::deque<Work> batch;
+    {
+      absl::MutexLock l(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !work_.empty(); };
+      mu_.AwaitWithTimeout(absl::Condition(&ready), std::max(absl::ZeroDuration(), next_tick - absl::Now()));
+      if (stopping_) return;
+      batch.swap(work_);
+    }
+    for (auto& w : batch) w();
+    if (absl::Now() >= next_tick) {
+      // New workers may have connected, wall-time limits may have passed.
+      std::vector<std::string> ids;
+      for (const auto& [id, job] : running_) ids.push_back(id);
+      for (const auto& id : ids) {
+        auto it = running_.find(id);
+        if (it != running_.end()) Pump(*it->second);
+      }
+      next_tick = absl::Now() + absl::Seconds(1);
+    }
+  }
+}
+
+absl::Status JobManager::PersistJob(const v1::Job& job) {
+  return store_->Put(store::Family::kJobs, JobKey(job.job_id()), job.SerializeAsString(),
+                     /*sync=*/true);
+}
+
+void JobManager::Publish(const Running& r, const v1::Node* node) {
+  v1::JobEvent event;
+  *event.mutable_job() = r.job;
+  if (node != nullptr) *event.mutable_node() = *node;
+  if (metrics_->job_best != nullptr) {
+    metrics_->job_best->Add({{"job", r.job.job_id()}, {"task", r.job.spec().task().name()}})
+        .Set(r.job.best_speedup());
+  }
+  absl::MutexLock l(&mu_);
+  jobs_[r.job.job_id()] = r.job;
+  auto range = watchers_.equal_range(r.job.job_id());
+  for (auto it = range.first; it != range.second; ++it) it->second->OnEvent(event);
+  if (r.job.state() != v1::JOB_RUNNING) {
+    for (auto it = range.first; it != range.second; ++it) it->second->OnEnd(r.job);
+  }
+}
+
+absl::StatusOr<std::string> JobManager::Submit(v1::JobSpec spec) {
+  if (spec.task().name().empty()) return absl::InvalidArgumentError("the job has no task");
+  if (spec.platform().empty()) return absl::InvalidArgumentError("the job names no platform");
+  if (spec.budget().max_evaluations() < 0 || spec.budget().max_wall_seconds() < 0 ||
+      spec.budget().stall_evaluations() < 0) {
+    return absl::InvalidArgumentError("budget limits must not be negative");
+  }
+  if (spec.budget().max_evaluations() == 0) spec.mutable_budget()->set_max_evaluations(kDefaultBudget);
+  if (spec.policy().empty()) spec.set_policy(search::kDefaultPolicy);
+  if (spec.proposer().empty()) spec.set_proposer("builtin");
+  KEVO_RETURN_IF_ERROR(search::CreatePolicy(spec.policy()).status());
+  KEVO_RETURN_IF_ERROR(proposers_(spec).status());
+  v1::Job job;
+  job.set_job_id(NewJobId());
+  *job.mutable_spec() = spec;
+  job.set_state(v1::JOB_RUNNING);
+  job.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
+  job.set_task_hash(Sha256Hex(DeterministicBytes(spec.task())));
+  KEVO_RETURN_IF_ERROR(PersistJob(job));
+  {
+    absl::MutexLock l(&mu_);
+    jobs_[job.job_id()] = job;
+  }
+  if (metrics_->submitted) metrics_->submitted->Increment();
+  LogInfo("job ", job.job_id(), " submitted: task=", spec.task().name(), " platform=",
+          spec.platform(), " budget=", spec.budget().max_evaluations(), " policy=", spec.policy(),
+          " proposer=", spec.proposer());
+  Post([this, job] {
+    auto r = LoadRunning(job);
+    if (!r.ok()) {
+      LogError("job ", job.job_id(), " cannot start: ", r.status().ToString());
+      v1::Job failed = job;
+      failed.set_state(v1::JOB_FAILED);
+      failed.set_stop_reason(std::string(r.status().message()));
+      (void)PersistJob(failed);
+      absl::MutexLock l(&mu_);
+      jobs_[job.job_id()] = failed;
+      return;
+    }
+    Running& running = *(running_[job.job_id()] = std::move(*r));
+    if (metrics_->running) metrics_->running->Set(static_cast<double>(running_.size()));
+    if (running.job.spec().warm_start()) WarmStart(running);
+    Pump(running);
+  });
+  return job.job_id();
+}
+
+absl::StatusOr<std::unique_ptr<JobManager::Running>> JobManager::LoadRunning(const v1::Job& job) {
+  auto r = std::make_unique<Running>();
+  r->job = job;
+  KEVO_ASSIGN_OR_RETURN(r->policy, search::CreatePolicy(job.spec().policy()));
+  KEVO_ASSIGN_OR_RETURN(r->proposer, proposers_(job.spec()));
+  r->rng.seed(job.spec().seed() ^ std::hash<std::string>()(job.job_id()));
+  r->started = absl::FromUnixMicros(job.created_unix_micros());
+  KEVO_RETURN_IF_ERROR(store_->Scan(
+      store::Family::kNodes, absl::StrCat(job.job_id(), "/n/"),
+      [&](std::string_view, std::string_view value) {
+        v1::Node n;
+        if (n.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+          r->tree.Upsert(n);
+          r->sources.insert(n.source_hash());
+          r->node_by_eval[n.eval_id()] = n.node_id();
+        }
+        return true;
+      }));
+  return r;
+}
+
+absl::Status JobManager::Recover() {
+  std::vector<v1::Job> jobs;
+  KEVO_RETURN_IF_ERROR(store_->Scan(store::Family::kJobs, "job/",
+                                    [&](std::string_view, std::string_view value) {
+                                      v1::Job j;
+                                      if (j.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+                                        jobs.push_back(std::move(j));
+                                      }
+                                      return true;
+                                    }));
+  for (const v1::Job& job : jobs) {
+    {
+      absl::MutexLock l(&mu_);
+      jobs_[job.job_id()] = job;
+    }
+    if (job.state() != v1::JOB_RUNNING) continue;
+    KEVO_ASSIGN_OR_RETURN(auto r, LoadRunning(job));
+    Running& running = *(running_[job.job_id()] = std::move(r));
+    // Apply results the scheduler recorded while the job loop was down.
+    std::vector<v1::Node> evaluating;
+    for (const auto& [id, n] : running.tree.nodes()) {
+      if (n.state() == v1::NODE_EVALUATING) evaluating.push_back(n);
+    }
+    running.in_flight = static_cast<int>(evaluating.size());
+    for (const v1::Node& n : evaluating) {
+      auto record = scheduler_->GetRecord(n.eval_id());
+      if (record.ok() && record->state() == v1::EVAL_DONE) {
+        ApplyResult(running, n, record->evaluation());
+      } else if (!record.ok()) {
+        LogError("job ", job.job_id(), " node ", n.node_id(), ": ", record.status().ToString());
+      }
+    }
+    LogInfo("recovered job ", job.job_id(), ": ", running.tree.size(), " nodes, ",
+            running.job.evaluations_done(), " evaluated, ", running.in_flight, " in flight");
+  }
+  if (metrics_->running) metrics_->running->Set(static_cast<double>(running_.size()));
+  scheduler_->SetCompletionHook([this](const v1::EvalRecord& record) {
+    if (record.job_id().empty()) return;
+    v1::EvalRecord copy = record;
+    Post([this, copy] { OnEvaluationDone(copy); });
+  });
+  // Resume proposing once the loop runs.
+  Post([this] {
+    std::vector<std::string> ids;
+    for (const auto& [id, job] : running_) ids.push_back(id);
+    for (const auto& id : ids) {
+      auto it = running_.find(id);
+      if (it != running_.end()) Pump(*it->second);
+    }
+  });
+  return absl::OkStatus();
+}
+
+void JobManager::OnEvaluationDone(const v1::EvalRecord& record) {
+  auto it = running_.find(record.job_id());
+  if (it == running_.end()) return;
+  Running& r = *it->second;
+  auto n = r.node_by_eval.find(record.eval_id());
+  if (n == r.node_by_eval.end()) return;
+  const v1::Node* node = r.tree.Get(n->second);
+  if (node == nullptr || node->state() == v1::NODE_DONE) return;  // already applied
+  ApplyResult(r, *node, record.evaluation());
+  Pump(r);
+}
+
+void JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e) {
+  node.set_state(v1::NODE_DONE);
+  node.set_status(e.status());
+  node.set_fitness(e.status() == v1::OK ? e.speedup() : 0.0);
+  node.set_time_s(e.timing().median_s());
+  node.set_baseline_time_s(e.baseline().median_s());
+  node.set_roofline_fraction(e.roofline_fraction());
+  v1::Job& job = r.job;
+  job.set_evaluations_done(job.evaluations_done() + 1);
+  (*job.mutable_by_status())[v1::EvalStatus_Name(e.status())] += 1;
+  r.in_flight = std::max(0, r.in_flight - 1);
+  if (node.fitness() > job.best_speedup()) {
+    job.set_best_speedup(node.fitness());
+    job.set_best_node_id(node.node_id());
+    job.set_best_time_s(node.time_s());
+    job.set_baseline_time_s(node.baseline_time_s());
+    job.set_best_roofline_fraction(node.roofline_fraction());
+    job.set_last_gain_at(job.evaluations_done());
+  }
+  job.set_evaluations_in_flight(r.in_flight);
+  store::Batch batch;
+  batch.Put(store::Family::kNodes, NodeKey(job.job_id(), node.node_id()), node.SerializeAsString());
+  batch.Put(store::Family::kJobs, JobKey(job.job_id()), job.SerializeAsString());
+  absl::Status s = store_->Write(batch, /*sync=*/true);
+  if (!s.ok()) LogError("job ", job.job_id(), ": persist result: ", s.ToString());
+  r.tree.Upsert(node);
+  LogInfo("job ", job.job_id(), " node ", node.node_id(), " ", v1::EvalStatus_Name(e.status()),
+          " fitness=", absl::StrFormat("%.2f", node.fitness()), " [", node.mutation(), "] (",
+          job.evaluations_done(), "/", job.spec().budget().max_evaluations(), ", best ",
+          absl::StrFormat("%.2fx", job.best_speedup()), ")");
+  Publish(r, &node);
+  std::string reason = StopReason(r);
+  if (!reason.empty() && !r.stopping) {
+    r.stopping = true;
+    r.job.set_stop_reason(reason);
+  }
+}
+
+std::string JobManager::StopReason(const Running& r) const {
+  const v1::Job& job = r.job;
+  const v1::Budget& b = job.spec().budget();
+  if (r.cancelled) return "cancelled";
+  if (b.max_evaluations() > 0 && job.evaluations_done() >= b.max_evaluations()) {
+    return "evaluation budget spent";
+  }
+  if (b.max_wall_seconds() > 0 &&
+      absl::ToDoubleSeconds(absl::Now() - r.started) >= b.max_wall_seconds()) {
+    return "wall-time budget spent";
+  }
+  if (b.stall_evaluations() > 0 && job.best_speedup() > 0 &&
+      job.evaluations_done() - job.last_gain_at() >= b.stall_evaluations()) {
+    return absl::StrCat("no gain in ", b.stall_evaluations(), " evaluations");
+  }
+  if (b.target_speedup() > 0 && job.best_speedup() >= b.target_speedup()) {
+    return "target speedup reached";
+  }
+  if (b.target_roofline() > 0 && job.best_roofline_fraction() >= b.target_roofline()) {
+    return "target roofline fraction reached";
+  }
+  return "";
+}
+
+std::vector<proposer::ParentInfo> JobManager::ParentsFor(const Running& r,
+                                                         const std::vector<std::string>& ids) {
+  std::vector<proposer::ParentInfo> parents;
+  for (const std::string& id : ids) {
+    const v1::Node* n = r.tree.Get(id);
+    if (n == nullptr) continue;
+    proposer::ParentInfo p;
+    p.node_id = id;
+    p.fitness = n->fitness();
+    if (!n->genome().empty()) {
+      auto g = proposer::Genome::FromString(n->genome());
+      if (g.ok()) p.genome = *g;
+    }
+    auto record = scheduler_->GetRecord(n->eval_id());
+    if (record.ok()) {
+      p.evaluation = record->evaluation();
+      auto blob = store_->Get(store::Family::kBlobs, record->candidate_hash());
+      if (blob.ok() && blob->has_value()) p.candidate.ParseFromString(**blob);
+    }
+    parents.push_back(std::move(p));
+  }
+  return parents;
+}
+
+void JobManager::Pump(Running& r) {
+  if (!r.stopping) {
+    std::string reason = StopReason(r);
+    if (!reason.empty()) {
+      r.stopping = true;
+      r.job.set_stop_reason(reason);
+    }
+  }
+  const v1::JobSpec& spec = r.job.spec();
+  int target = spec.max_in_flight() > 0 ? spec.max_in_flight()
+                                        : std::max(1, scheduler_->SlotsFor(spec.platform()));
+  for (int round = 0; !r.stopping && round < 16 && r.in_flight < target; ++round) {
+    int budget_left = spec.budget().max_evaluations() - r.job.evaluations_done() - r.in_flight;
+    if (budget_left <= 0) break;
+    search::Selection sel = r.policy->Select(r.tree, r.rng);
+    proposer::ProposeRequest req;
+    req.task = &spec.task();
+    req.platform = spec.platform();
+    req.parents = ParentsFor(r, sel.parents);
+    req.count = std::min(budget_left, target - r.in_flight);
+    req.seed = r.rng();
+    auto proposals = r.proposer->Propose(req);
+    if (!proposals.ok()) {
+      LogWarning("job ", r.job.job_id(), ": proposer ", r.proposer->name(), ": ",
+                 proposals.status().ToString());
+      if (++r.proposer_errors >= kMaxProposerErrors) {
+        r.stopping = true;
+        r.job.set_stop_reason(absl::StrCat("proposer failed: ", proposals.status().message()));
+      }
+      continue;
+    }
+    bool any = false;
+    for (proposer::Proposal& p : *proposals) {
+      if (r.in_flight >= target || budget_left <= 0) break;
+      std::string hash = SourceHash(p.candidate);
+      if (r.sources.contains(hash)) {
+        if (metrics_->duplicates) metrics_->duplicates->Increment();
+        continue;
+      }
+      v1::Node node;
+      int seq = static_cast<int>(r.tree.size());
+      node.set_node_id(absl::StrFormat("n%05d", seq));
+      node.set_job_id(r.job.job_id());
+      for (const auto& pid : p.parent_ids) node.add_parent_ids(pid);
+      node.set_source_hash(hash);
+      node.set_proposer(p.proposer.empty() ? r.proposer->name() : p.proposer);
+      node.set_mutation(p.mutation);
+      node.set_genome(p.genome.recipe.empty() ? "" : p.genome.ToString());
+      node.set_state(v1::NODE_EVALUATING);
+      node.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
+      node.set_sequence(seq);
+      int depth = 0;
+      if (!p.parent_ids.empty()) {
+        const v1::Node* parent = r.tree.Get(p.parent_ids.front());
+        if (parent != nullptr) depth = parent->depth() + 1;
+      }
+      node.set_depth(depth);
+      scheduler::Scheduler::SubmitOptions so;
+      so.job_id = r.job.job_id();
+      so.eval_id = scheduler::Scheduler::NewEvalId();
+      node.set_eval_id(so.eval_id);
+      so.extra.Put(store::Family::kNodes, NodeKey(r.job.job_id(), node.node_id()),
+                   node.SerializeAsString());
+      so.extra.Put(store::Family::kNodes, SourceKey(r.job.job_id(), hash), node.node_id());
+      so.extra.Put(store::Family::kNodes, EvalIndexKey(r.job.job_id(), so.eval_id), node.node_id());
+      auto id = scheduler_->Submit(spec.task(), p.candidate, spec.platform(), std::move(so));
+      if (!id.ok()) {
+        LogError("job ", r.job.job_id(), ": submit: ", id.status().ToString());
+        break;
+      }
+      r.tree.Upsert(node);
+      r.sources.insert(hash);
+      r.node_by_eval[node.eval_id()] = node.node_id();
+      ++r.in_flight;
+      --budget_left;
+      any = true;
+      r.job.set_nodes(static_cast<int32_t>(r.tree.size()));
+      r.job.set_evaluations_in_flight(r.in_flight);
+      if (metrics_->nodes) metrics_->nodes->Increment();
+      Publish(r, &node);
+    }
+    if (any) {
+      r.empty_rounds = 0;
+    } else if (++r.empty_rounds >= kMaxEmptyRounds) {
+      r.stopping = true;
+      r.job.set_stop_reason("search space exhausted (every proposal was already evaluated)");
+    }
+  }
+  MaybeFinish(r);
+}
+
+void JobManager::WarmStart(Running& r) {
+  std::vector<std::pair<std::string, std::string>> earlier;  // job id, node id
+  absl::Status s = store_->Scan(
+      store::Family::kJobs,
+      absl::StrCat("best/", r.job.task_hash(), "/", r.job.spec().platform(), "/"),
+      [&](std::string_view key, std::string_view value) {
+        std::string k(key);
+        earlier.emplace_back(k.substr(k.rfind('/') + 1), std::string(value));
+        return true;
+      });
+  if (!s.ok()) return;
+  // The most recent three jobs' best nodes.
+  std::reverse(earlier.begin(), earlier.end());
+  if (earlier.size() > 3) earlier.resize(3);
+  for (const auto& [job_id, node_id] : earlier) {
+    auto value = store_->Get(store::Family::kNodes, NodeKey(job_id, node_id));
+    if (!value.ok() || !value->has_value()) continue;
+    v1::Node old;
+    if (!old.ParseFromString(**value)) continue;
+    auto record = scheduler_->GetRecord(old.eval_id());
+    if (!record.ok()) continue;
+    auto blob = store_->Get(store::Family::kBlobs, record->candidate_hash());
+    if (!blob.ok() || !blob->has_value()) continue;
+    v1::Candidate c;
+    if (!c.ParseFromString(**blob)) continue;
+    std::string hash = SourceHash(c);
+    if (r.sources.contains(hash)) continue;
+    v1::Node node;
+    int seq = static_cast<int>(r.tree.size());
+    node.set_node_id(absl::StrFormat("n%05d", seq));
+    node.set_job_id(r.job.job_id());
+    node.set_source_hash(hash);
+    node.set_proposer("warm-start");
+    node.set_mutation(absl::StrCat("best of job ", job_id, " (", node_id, ")"));
+    node.set_genome(old.genome());
+    node.set_state(v1::NODE_EVALUATING);
+    node.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
+    node.set_sequence(seq);
+    scheduler::Scheduler::SubmitOptions so;
+    so.job_id = r.job.job_id();
+    so.eval_id = scheduler::Scheduler::NewEvalId();
+    node.set_eval_id(so.eval_id);
+    so.extra.Put(store::Family::kNodes, NodeKey(r.job.job_id(), node.node_id()), node.SerializeAsString());
+    so.extra.Put(store::Family::kNodes, SourceKey(r.job.job_id(), hash), node.node_id());
+    so.extra.Put(store::Family::kNodes, EvalIndexKey(r.job.job_id(), so.eval_id), node.node_id());
+    if (!scheduler_->Submit(r.job.spec().task(), c, r.job.spec().platform(), std::move(so)).ok()) {
+      continue;
+    }
+    r.tree.Upsert(node);
+    r.sources.insert(hash);
+    r.node_by_eval[node.eval_id()] = node.node_id();
+    ++r.in_flight;
+    LogInfo("job ", r.job.job_id(), " warm-starts from job ", job_id, " node ", node_id);
+    Publish(r, &node);
+  }
+}
+
+void JobManager::MaybeFinish(Running& r) {
+  if (!r.stopping || r.in_flight > 0) {
+    Publish(r, nullptr);
+    return;
+  }
+  v1::Job& job = r.job;
+  job.set_state(r.cancelled ? v1::JOB_CANCELLED : v1::JOB_DONE);
+  job.set_finished_unix_micros(absl::ToUnixMicros(absl::Now()));
+  job.set_evaluations_in_flight(0);
+  store::Batch batch;
+  batch.Put(store::Family::kJobs, JobKey(job.job_id()), job.SerializeAsString());
+  if (!job.best_node_id().empty()) {
+    batch.Put(store::Family::kJobs, BestKey(job.task_hash(), job.spec().platform(), job.job_id()),
+              job.best_node_id());
+  }
+  absl::Status s = store_->Write(batch, /*sync=*/true);
+  if (!s.ok()) LogError("job ", job.job_id(), ": persist end: ", s.ToString());
+  LogInfo("job ", job.job_id(), " ", v1::JobState_Name(job.state()), ": ", job.stop_reason(),
+          "; best ", absl::StrFormat("%.2fx", job.best_speedup()), " (node ", job.best_node_id(),
+          ") after ", job.evaluations_done(), " evaluations");
+  std::string id = job.job_id();
+  Publish(r, nullptr);
+  running_.erase(id);
+  if (metrics_->running) metrics_->running->Set(static_cast<double>(running_.size()));
+}
+
+absl::StatusOr<v1::Job> JobManager::Get(const std::string& job_id) {
+  absl::MutexLock l(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", job_id));
+  return it->second;
+}
+
+std::vector<v1::Job> JobManager::List() {
+  absl::MutexLock l(&mu_);
+  std::vector<v1::Job> out;
+  for (const auto& [id, j] : jobs_) out.push_back(j);
+  return out;
+}
+
+absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& job_id) {
+  KEVO_ASSIGN_OR_RETURN(v1::Job job, Get(job_id));
+  if (job.state() != v1::JOB_RUNNING) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id, " is already ", v1::JobState_Name(job.state())));
+  }
+  Post([this, job_id] {
+    auto it = running_.find(job_id);
+    if (it == running_.end()) return;
+    it->second->cancelled = true;
+    it->second->stopping = true;
+    it->second->job.set_stop_reason("cancelled");
+    LogInfo("job ", job_id, " cancelled; ", it->second->in_flight, " evaluations still finishing");
+    MaybeFinish(*it->second);
+  });
+  return job;
+}
+
+absl::StatusOr<std::vector<v1::Node>> JobManager::Nodes(const std::string& job_id) {
+  KEVO_RETURN_IF_ERROR(Get(job_id).status());
+  std::vector<v1::Node> nodes;
+  KEVO_RETURN_IF_ERROR(store_->Scan(store::Family::kNodes, absl::StrCat(job_id, "/n/"),
+                                    [&](std::string_view, std::string_view value) {
+                                      v1::Node n;
+                                      if (n.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+                                        nodes.push_back(std::move(n));
+                                      }
+                                      return true;
+                                    }));
+  return nodes;
+}
+
+absl::StatusOr<v1::GetBestResponse> JobManager::GetBest(const std::string& job_id) {
+  KEVO_ASSIGN_OR_RETURN(v1::Job job, Get(job_id));
+  if (job.best_node_id().empty()) {
+    return absl::NotFoundError(absl::StrCat("job ", job_id, " has no correct kernel yet"));
+  }
+  v1::GetBestResponse resp;
+  KEVO_ASSIGN_OR_RETURN(auto value,
+                        store_->Get(store::Family::kNodes, NodeKey(job_id, job.best_node_id())));
+  if (!value.has_value() || !resp.mutable_node()->ParseFromString(*value)) {
+    return absl::DataLossError(absl::StrCat("job ", job_id, ": best node record missing"));
+  }
+  KEVO_ASSIGN_OR_RETURN(v1::EvalRecord record, scheduler_->GetRecord(resp.node().eval_id()));
+  *resp.mutable_evaluation() = record.evaluation();
+  KEVO_ASSIGN_OR_RETURN(auto blob, store_->Get(store::Family::kBlobs, record.candidate_hash()));
+  if (!blob.has_value() || !resp.mutable_candidate()->ParseFromString(*blob)) {
+    return absl::DataLossError(absl::StrCat("job ", job_id, ": best kernel source missing"));
+  }
+  return resp;
+}
+
+absl::Status JobManager::Watch(const std::string& job_id, JobWatcher* watcher) {
+  absl::MutexLock l(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", job_id));
+  v1::JobEvent event;
+  *event.mutable_job() = it->second;
+  watcher->OnEvent(event);
+  if (it->second.state() != v1::JOB_RUNNING) {
+    watcher->OnEnd(it->second);
+    return absl::OkStatus();
+  }
+  watchers_.emplace(job_id, watcher);
+  return absl::OkStatus();
+}
+
+void JobManager::Unwatch(const std::string& job_id, JobWatcher* watcher) {
+  absl::MutexLock l(&mu_);
+  auto range = watchers_.equal_range(job_id);
+  for (auto it = range.first; it != range.second;) {
+    it = it->second == watcher ? watchers_.erase(it) : std::next(it);
+  }
+}
+
+}  // namespace kevo::jobs

@@ -1,0 +1,122 @@
+// Search jobs: each job is a tree of candidate kernels in RocksDB, grown by a
+// selection policy (coordinator/search) and a proposer
+// (coordinator/proposer), evaluated through the scheduler on matching
+// workers, as many at a time as those workers have slots.
+//
+// All job state changes happen on one job-loop thread: evaluation results
+// (from the scheduler's completion hook), submissions and cancellations are
+// queued to it. A node and its evaluation record are written in one atomic
+// batch, and a node's result and the job's counters in another, so a
+// coordinator killed at any moment resumes every job with no node lost and
+// none evaluated twice.
+//
+// Public methods are thread-safe and never block on evaluations.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "coordinator/proposer/proposer.h"
+#include "coordinator/scheduler/scheduler.h"
+#include "coordinator/search/policy.h"
+#include "coordinator/search/tree.h"
+#include "coordinator/store/store.h"
+#include "kevo/v1/job.pb.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace kevo::jobs {
+
+// Creates the proposer a job names ("builtin", "llm"). InvalidArgument for
+// an unknown or unconfigured one.
+using ProposerFactory =
+    std::function<absl::StatusOr<std::unique_ptr<proposer::Proposer>>(const v1::JobSpec&)>;
+
+// Receives a job's events; OnEnd is the last call. Called on the job loop
+// thread with the manager's lock held: must be quick (e.g. queue a gRPC
+// write) and must not call back into the manager.
+class JobWatcher {
+ public:
+  virtual ~JobWatcher() = default;
+  virtual void OnEvent(const v1::JobEvent& event) = 0;
+  virtual void OnEnd(const v1::Job& job) = 0;
+};
+
+class JobManager {
+ public:
+  JobManager(store::Store* store, scheduler::Scheduler* scheduler, ProposerFactory proposers,
+             std::shared_ptr<prometheus::Registry> registry);
+  ~JobManager();
+
+  // Loads running jobs and their trees, applies results recorded while the
+  // job loop was down, and installs the scheduler's completion hook. Call
+  // once before Start(). Returns the store's error.
+  absl::Status Recover();
+  void Start();
+  void Stop();
+
+  // Validates and stores a new job; returns its id. InvalidArgument for a bad
+  // spec (no task, unknown policy or proposer, negative budget).
+  absl::StatusOr<std::string> Submit(v1::JobSpec spec);
+  absl::StatusOr<v1::Job> Get(const std::string& job_id);
+  std::vector<v1::Job> List();
+  // Stops proposing; evaluations in flight still finish and are recorded.
+  absl::StatusOr<v1::Job> Cancel(const std::string& job_id);
+  absl::StatusOr<v1::GetBestResponse> GetBest(const std::string& job_id);
+  absl::StatusOr<std::vector<v1::Node>> Nodes(const std::string& job_id);
+
+  // Registers a watcher; it first gets the job's current state. A job that
+  // has ended gets OnEnd at once. NotFound for an unknown job.
+  absl::Status Watch(const std::string& job_id, JobWatcher* watcher);
+  // After this returns the watcher is never called again.
+  void Unwatch(const std::string& job_id, JobWatcher* watcher);
+
+ private:
+  struct Running;
+  using Work = std::function<void()>;
+
+  void Post(Work work);
+  void Loop();
+  void OnEvaluationDone(const v1::EvalRecord& record);  // job loop
+  void ApplyResult(Running& job, v1::Node node, const v1::Evaluation& evaluation);  // job loop
+  void Pump(Running& job);  // job loop: keep the job's slots busy
+  void MaybeFinish(Running& job);  // job loop
+  std::string StopReason(const Running& job) const;
+  absl::Status PersistJob(const v1::Job& job);
+  void Publish(const Running& job, const v1::Node* node);
+  std::vector<proposer::ParentInfo> ParentsFor(const Running& job,
+                                               const std::vector<std::string>& ids);
+  absl::StatusOr<std::unique_ptr<Running>> LoadRunning(const v1::Job& job);
+  void WarmStart(Running& job);
+
+  store::Store* const store_;
+  scheduler::Scheduler* const scheduler_;
+  ProposerFactory proposers_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  struct Metrics;
+  std::unique_ptr<Metrics> metrics_;
+
+  // Running jobs: owned and touched by the job loop only.
+  std::map<std::string, std::unique_ptr<Running>> running_;
+
+  absl::Mutex mu_;
+  std::deque<Work> work_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Snapshot of every job's summary, for readers on gRPC threads.
+  std::map<std::string, v1::Job> jobs_ ABSL_GUARDED_BY(mu_);
+  std::multimap<std::string, JobWatcher*> watchers_ ABSL_GUARDED_BY(mu_);
+  std::thread loop_;
+};
+
+}  // namespace kevo::jobs

@@ -1,0 +1,153 @@
+#include "coordinator/search/policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+
+namespace kevo::search {
+namespace {
+
+double Uniform(std::mt19937_64& rng) { return std::uniform_real_distribution<double>(0, 1)(rng); }
+
+// Greedy best-first: expand the fittest node, discounted by how often it has
+// been expanded already so that one node is not mutated forever; sometimes
+// a random node of the top five, sometimes a crossover of the top two.
+class GreedyPolicy final : public Policy {
+ public:
+  std::string name() const override { return "greedy"; }
+  Selection Select(const Tree& tree, std::mt19937_64& rng) override {
+    auto ranked = tree.Ranked();
+    if (ranked.empty()) return {};
+    if (ranked.size() >= 2 && Uniform(rng) < 0.15) {
+      return {{ranked[0]->node_id(), ranked[1]->node_id()}};
+    }
+    if (Uniform(rng) < 0.2) {
+      size_t k = std::min<size_t>(5, ranked.size());
+      return {{ranked[std::uniform_int_distribution<size_t>(0, k - 1)(rng)]->node_id()}};
+    }
+    const v1::Node* best = nullptr;
+    double best_score = -1;
+    for (const v1::Node* n : ranked) {
+      double score = n->fitness() * std::pow(0.93, tree.Children(n->node_id()).size());
+      if (score > best_score) best_score = score, best = n;
+    }
+    return {{best->node_id()}};
+  }
+};
+
+// UCT with progressive widening over the tree (a virtual root above the seed
+// generation). A node may have at most ceil(kWiden * visits^kAlpha) children;
+// while it may widen, it is expanded; otherwise the walk descends to the child
+// maximising value + c * sqrt(ln N / n), value being the subtree's best
+// fitness normalised by the job's best.
+class UctPolicy final : public Policy {
+ public:
+  std::string name() const override { return "uct"; }
+  Selection Select(const Tree& tree, std::mt19937_64& rng) override {
+    const v1::Node* best = tree.Best();
+    if (best == nullptr) return {};
+    double norm = best->fitness();
+    std::string at;  // "" = the virtual root
+    for (int depth = 0; depth < 64; ++depth) {
+      int visits = std::max(1, at.empty() ? tree.evaluated() : tree.SubtreeEvaluations(at));
+      const auto& children = tree.Children(at);
+      size_t allowed = static_cast<size_t>(std::ceil(kWiden * std::pow(visits, kAlpha)));
+      if (children.size() < allowed) {
+        if (at.empty()) return {};
+        return {{at}};
+      }
+      std::string pick;
+      double pick_score = -1;
+      for (const auto& c : children) {
+        const v1::Node* n = tree.Get(c);
+        if (n == nullptr || n->state() != v1::NODE_DONE || n->fitness() <= 0) continue;
+        int nc = std::max(1, tree.SubtreeEvaluations(c));
+        double score = tree.SubtreeBest(c) / norm +
+                       kExplore * std::sqrt(std::log(static_cast<double>(visits)) / nc) +
+                       1e-9 * Uniform(rng);
+        if (score > pick_score) pick_score = score, pick = c;
+      }
+      if (pick.empty()) return at.empty() ? Selection{} : Selection{{at}};
+      at = pick;
+    }
+    return {{at}};
+  }
+
+ private:
+  static constexpr double kWiden = 1.5;
+  static constexpr double kAlpha = 0.5;
+  static constexpr double kExplore = 0.7;
+};
+
+// An evolutionary population split into islands. Seeds are dealt to islands
+// in turn; children live on their first parent's island. Each selection
+// visits the next island and runs a tournament among its fittest members;
+// some selections cross two members; every kMigrateEvery selections the
+// island's tournament winner is crossed with another island's best.
+class EvolutionPolicy final : public Policy {
+ public:
+  std::string name() const override { return "evolution"; }
+  Selection Select(const Tree& tree, std::mt19937_64& rng) override {
+    auto ranked = tree.Ranked();
+    if (ranked.empty()) return {};
+    std::map<int, std::vector<const v1::Node*>> islands;
+    for (const v1::Node* n : ranked) islands[IslandOf(tree, *n)].push_back(n);
+    int island = static_cast<int>(selections_++ % kIslands);
+    if (!islands.contains(island)) {
+      // Fill an empty island with a fresh seed.
+      return {};
+    }
+    auto& members = islands[island];
+    if (members.size() > kPopulation) members.resize(kPopulation);
+    auto tournament = [&]() {
+      const v1::Node* winner = nullptr;
+      for (int i = 0; i < 3; ++i) {
+        const v1::Node* c = members[std::uniform_int_distribution<size_t>(0, members.size() - 1)(rng)];
+        if (winner == nullptr || c->fitness() > winner->fitness()) winner = c;
+      }
+      return winner;
+    };
+    const v1::Node* a = tournament();
+    if (selections_ % kMigrateEvery == 0 && islands.size() > 1) {
+      for (const auto& [other, others] : islands) {
+        if (other != island) return {{a->node_id(), others.front()->node_id()}};
+      }
+    }
+    if (members.size() >= 2 && Uniform(rng) < 0.3) {
+      const v1::Node* b = tournament();
+      if (b != a) return {{a->node_id(), b->node_id()}};
+    }
+    return {{a->node_id()}};
+  }
+
+ private:
+  static int IslandOf(const Tree& tree, const v1::Node& node) {
+    const v1::Node* n = &node;
+    while (!n->parent_ids().empty()) {
+      const v1::Node* p = tree.Get(n->parent_ids(0));
+      if (p == nullptr) break;
+      n = p;
+    }
+    return n->sequence() % kIslands;
+  }
+
+  static constexpr int kIslands = 3;
+  static constexpr size_t kPopulation = 6;
+  static constexpr uint64_t kMigrateEvery = 7;
+  uint64_t selections_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(const std::string& name) {
+  std::string n = name.empty() ? kDefaultPolicy : name;
+  if (n == "greedy") return std::unique_ptr<Policy>(new GreedyPolicy());
+  if (n == "uct") return std::unique_ptr<Policy>(new UctPolicy());
+  if (n == "evolution") return std::unique_ptr<Policy>(new EvolutionPolicy());
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown search policy '", n, "' (known: greedy, uct, evolution)"));
+}
+
+}  // namespace kevo::search

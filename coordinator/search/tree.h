@@ -1,0 +1,40 @@
+// The in-memory view of one job's search tree, rebuilt from RocksDB on
+// recovery: nodes by id, parent -> children edges, and the best node. The
+// durable copy lives in the store (coordinator/jobs writes it); this class
+// only indexes. Not thread-safe: owned by the job loop.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kevo/v1/job.pb.h"
+
+namespace kevo::search {
+
+class Tree {
+ public:
+  // Adds a node or replaces the node with the same id.
+  void Upsert(const v1::Node& node);
+  const v1::Node* Get(const std::string& node_id) const;
+  // Children of `node_id`; "" gives the roots (nodes without parents).
+  const std::vector<std::string>& Children(const std::string& node_id) const;
+  // Evaluated nodes with fitness > 0, best first.
+  std::vector<const v1::Node*> Ranked() const;
+  // The evaluated node with the highest fitness, or null.
+  const v1::Node* Best() const;
+  // Evaluated nodes (any status) in the subtree of `node_id`, itself included.
+  int SubtreeEvaluations(const std::string& node_id) const;
+  // Highest fitness in the subtree of `node_id`, itself included.
+  double SubtreeBest(const std::string& node_id) const;
+  size_t size() const { return nodes_.size(); }
+  int evaluated() const { return evaluated_; }
+  const std::map<std::string, v1::Node>& nodes() const { return nodes_; }
+
+ private:
+  std::map<std::string, v1::Node> nodes_;
+  std::map<std::string, std::vector<std::string>> children_;
+  int evaluated_ = 0;
+};
+
+}  // namespace kevo::search

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# `make demo`: search for a fast softmax kernel on this CPU with the embedded
+# coordinator and a local worker (about two minutes on 2 cores after the build).
+set -euo pipefail
+build_dir="${1:-build}"
+budget="${KEVO_DEMO_BUDGET:-24}"
+exec "$build_dir/bin/kevo" run tasks/softmax --platform cpu --budget "$budget"
