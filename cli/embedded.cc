@@ -8,7 +8,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +25,23 @@ std::string SelfDir() {
   if (ec) return ".";
   return exe.parent_path().string();
 }
+
+namespace {
+
+// The last lines of a log file, for error messages.
+std::string LogTail(const std::string& path) {
+  std::ifstream in(path);
+  std::deque<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(line);
+    if (lines.size() > 15) lines.pop_front();
+  }
+  std::string out;
+  for (const auto& l : lines) out += "  " + l + "\n";
+  return out;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Embedded>> Embedded::Start(const EmbeddedOptions& options) {
   std::unique_ptr<Embedded> e(new Embedded());
@@ -81,7 +100,8 @@ absl::StatusOr<std::unique_ptr<Embedded>> Embedded::Start(const EmbeddedOptions&
     if (waitpid(pid, &status, WNOHANG) == pid) {
       e->worker_pid_ = -1;
       return absl::UnavailableError(
-          absl::StrCat("kevo-worker exited before connecting; see its log ", log));
+          absl::StrCat("kevo-worker exited before connecting; its log (", log, ") ends:\n",
+                       LogTail(log)));
     }
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError(

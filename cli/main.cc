@@ -1,6 +1,7 @@
 // kevo: the command line. `kevo eval` and `kevo run` work embedded; the
 // other commands talk to a coordinator.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ constexpr char kUsage[] =
 
 int main(int argc, char** argv) {
   kevo::SetLogComponent("kevo");
+  // The embedded coordinator's one-line-per-event log goes to stderr only when
+  // asked for (KEVO_LOG_LEVEL=info|debug); the CLI prints its own progress.
+  if (std::getenv("KEVO_LOG_LEVEL") == nullptr) kevo::SetLogLevel(kevo::LogLevel::kWarning);
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
