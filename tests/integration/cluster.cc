@@ -10,8 +10,9 @@
 namespace kevo::testing {
 
 absl::Status Cluster::StartCoordinator(const std::vector<std::string>& extra_flags) {
-  std::vector<std::string> argv = {BinDir() + "/kevo-coordinator", "--listen", "127.0.0.1:0",
-                                   "--db", dir_ + "/db"};
+  std::vector<std::string> argv = {BinDir() + "/kevo-coordinator", "--listen",
+                                   address_.empty() ? "127.0.0.1:0" : address_, "--db",
+                                   dir_ + "/db"};
   for (const auto& f : extra_flags) argv.push_back(f);
   KEVO_ASSIGN_OR_RETURN(coordinator_, ChildProcess::Start(argv, dir_ + "/coordinator.log"));
   KEVO_ASSIGN_OR_RETURN(address_, coordinator_->WaitForLine("listening ", absl::Seconds(30)));
@@ -19,10 +20,12 @@ absl::Status Cluster::StartCoordinator(const std::vector<std::string>& extra_fla
   return absl::OkStatus();
 }
 
-absl::Status Cluster::StartWorker(const std::string& id) {
+absl::Status Cluster::StartWorker(const std::string& id,
+                                  const std::vector<std::string>& extra_flags) {
   std::vector<std::string> argv = {BinDir() + "/kevo-worker", "--coordinator", address_,
                                    "--worker-id", id, "--work-dir", dir_ + "/work-" + id,
                                    "--profile-cap", "0.3"};
+  for (const auto& f : extra_flags) argv.push_back(f);
   KEVO_ASSIGN_OR_RETURN(auto child, ChildProcess::Start(argv, dir_ + "/worker-" + id + ".log"));
   workers_.emplace_back(id, std::move(child));
   return absl::OkStatus();

@@ -16,10 +16,11 @@ class Cluster {
  public:
   explicit Cluster(std::string dir) : dir_(std::move(dir)) {}
 
-  // Starts (or restarts) the coordinator on a fresh port over dir/db.
+  // Starts the coordinator over dir/db: on a fresh port the first time, on
+  // the same port when restarted (so workers reconnect).
   absl::Status StartCoordinator(const std::vector<std::string>& extra_flags = {});
   // Starts a cpu worker with the given id; quick profiling for tests.
-  absl::Status StartWorker(const std::string& id);
+  absl::Status StartWorker(const std::string& id, const std::vector<std::string>& extra_flags = {});
   // Polls ListWorkers until `n` workers are connected or `timeout` passes.
   absl::Status WaitForWorkers(int n, absl::Duration timeout);
 

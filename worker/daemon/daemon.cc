@@ -45,6 +45,11 @@ struct Daemon::Impl {
   // Results that could not be sent; delivered after the next Hello (the
   // coordinator keeps their leases for a while after it restarts).
   std::vector<v1::WorkerMessage> undelivered ABSL_GUARDED_BY(write_mu);
+  // The last results sent. A coordinator killed after our Write but before
+  // its sync would lose them, so they are sent again on every new connection;
+  // the coordinator drops the ones it already recorded.
+  std::deque<v1::WorkerMessage> recent ABSL_GUARDED_BY(write_mu);
+  static constexpr size_t kRecentResults = 64;
 
   // Sends on the current stream. Events are dropped when disconnected;
   // results are kept for the next connection.
@@ -60,6 +65,11 @@ struct Daemon::Impl {
         LogWarning("result for ", m.result().eval_id(), " kept: no connection");
         undelivered.push_back(m);
       }
+      return;
+    }
+    if (m.has_result()) {
+      recent.push_back(m);
+      if (recent.size() > kRecentResults) recent.pop_front();
     }
   }
 
@@ -67,10 +77,13 @@ struct Daemon::Impl {
     std::vector<v1::WorkerMessage> pending;
     {
       absl::MutexLock w(&write_mu);
-      pending.swap(undelivered);
+      pending.assign(recent.begin(), recent.end());
+      recent.clear();
+      pending.insert(pending.end(), undelivered.begin(), undelivered.end());
+      undelivered.clear();
     }
     for (const auto& m : pending) {
-      LogInfo("delivering kept result for ", m.result().eval_id());
+      LogDebug("re-sending result for ", m.result().eval_id());
       Send(m);
     }
   }

@@ -1,0 +1,136 @@
+// kill -9 of the coordinator, several times during one search job: on each
+// restart the job resumes; at the end no node is lost, none is evaluated
+// twice, and every evaluation is recorded exactly once.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/task/task_loader.h"
+#include "coordinator/store/store.h"
+#include "kevo/v1/store.pb.h"
+#include "tests/integration/cluster.h"
+
+namespace kevo::testing {
+namespace {
+
+absl::StatusOr<v1::Job> GetJob(Cluster& cluster, const std::string& job_id) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::GetJobRequest req;
+  req.set_job_id(job_id);
+  v1::Job job;
+  grpc::Status st = cluster.stub()->GetJob(&ctx, req, &job);
+  if (!st.ok()) return absl::UnavailableError(st.error_message());
+  return job;
+}
+
+TEST(CrashResumeTest, JobSurvivesRepeatedKillNineOfTheCoordinator) {
+  constexpr int kBudget = 14;
+  Cluster cluster(MakeTempDir("kevo-crash"));
+  ASSERT_TRUE(cluster.StartCoordinator({"--lease-seconds", "10"}).ok());
+  ASSERT_TRUE(cluster.StartWorker("worker-a").ok());
+  ASSERT_TRUE(cluster.WaitForWorkers(1, absl::Seconds(90)).ok());
+
+  auto task = task::LoadTaskDir(SourceDir() + "/tasks/vector_add");
+  ASSERT_TRUE(task.ok()) << task.status();
+  v1::SubmitJobRequest req;
+  *req.mutable_spec()->mutable_task() = *task;
+  req.mutable_spec()->set_platform("cpu");
+  req.mutable_spec()->mutable_budget()->set_max_evaluations(kBudget);
+  req.mutable_spec()->set_seed(7);
+  std::string job_id;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::SubmitJobResponse resp;
+    grpc::Status st = cluster.stub()->SubmitJob(&ctx, req, &resp);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    job_id = resp.job_id();
+  }
+
+  // Kill the coordinator three times while the job runs, at different points.
+  std::mt19937 rng(42);
+  int kills = 0;
+  int last_done = -1;
+  absl::Time deadline = absl::Now() + absl::Minutes(8);
+  v1::Job job;
+  while (absl::Now() < deadline) {
+    auto j = GetJob(cluster, job_id);
+    if (j.ok()) {
+      job = *j;
+      if (job.state() != v1::JOB_RUNNING) break;
+      if (kills < 3 && job.evaluations_done() > last_done &&
+          job.evaluations_done() >= 2 + 4 * kills) {
+        absl::SleepFor(absl::Milliseconds(std::uniform_int_distribution<int>(0, 1500)(rng)));
+        cluster.StopCoordinator(SIGKILL);
+        ++kills;
+        last_done = job.evaluations_done();
+        ASSERT_TRUE(cluster.StartCoordinator({"--lease-seconds", "10"}).ok());
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_EQ(kills, 3);
+  ASSERT_EQ(job.state(), v1::JOB_DONE) << job.stop_reason();
+  EXPECT_EQ(job.evaluations_done(), kBudget);
+  int by_status = 0;
+  for (const auto& [s, n] : job.by_status()) by_status += n;
+  EXPECT_EQ(by_status, kBudget);
+  EXPECT_GT(job.best_speedup(), 0);
+
+  // The tree in RocksDB: one node per evaluation, distinct sources, each node
+  // DONE with exactly one DONE evaluation record of this job.
+  cluster.StopCoordinator(SIGTERM);
+  auto store = store::Store::Open(cluster.dir() + "/db");
+  ASSERT_TRUE(store.ok()) << store.status();
+  std::map<std::string, v1::Node> nodes;
+  std::set<std::string> sources;
+  ASSERT_TRUE((*store)->Scan(store::Family::kNodes, job_id + "/n/",
+                             [&](std::string_view, std::string_view v) {
+                               v1::Node n;
+                               n.ParseFromArray(v.data(), static_cast<int>(v.size()));
+                               nodes[n.node_id()] = n;
+                               sources.insert(n.source_hash());
+                               return true;
+                             }).ok());
+  EXPECT_EQ(static_cast<int>(nodes.size()), kBudget);
+  EXPECT_EQ(sources.size(), nodes.size()) << "a source was evaluated twice in one job";
+  std::map<std::string, int> records_per_eval;
+  ASSERT_TRUE((*store)->Scan(store::Family::kEvals, "eval/",
+                             [&](std::string_view, std::string_view v) {
+                               v1::EvalRecord r;
+                               r.ParseFromArray(v.data(), static_cast<int>(v.size()));
+                               if (r.job_id() == job_id) {
+                                 EXPECT_EQ(r.state(), v1::EVAL_DONE) << r.eval_id();
+                                 ++records_per_eval[r.eval_id()];
+                               }
+                               return true;
+                             }).ok());
+  EXPECT_EQ(records_per_eval.size(), nodes.size());
+  for (const auto& [id, n] : nodes) {
+    EXPECT_EQ(n.state(), v1::NODE_DONE) << id;
+    EXPECT_EQ(records_per_eval[n.eval_id()], 1) << id;
+  }
+
+  // The worker ran each evaluation once: count its "finished" log lines.
+  std::ifstream log(cluster.dir() + "/worker-worker-a.log");
+  std::map<std::string, int> runs;
+  for (std::string line; std::getline(log, line);) {
+    auto at = line.find(" finished e-");
+    if (at == std::string::npos) continue;
+    std::string id = line.substr(at + 10, line.find(' ', at + 10) - (at + 10));
+    ++runs[id];
+  }
+  for (const auto& [id, n] : nodes) EXPECT_EQ(runs[n.eval_id()], 1) << n.eval_id();
+}
+
+}  // namespace
+}  // namespace kevo::testing
