@@ -94,10 +94,15 @@ class ProcessSandbox final : public Sandbox {
 
 std::vector<std::string> BwrapPrefix(const std::string& bwrap_path,
                                      const std::vector<std::string>& writable_dirs,
-                                     const std::string& cwd) {
-  std::vector<std::string> argv = {bwrap_path, "--ro-bind", "/",     "/",      "--dev",
-                                   "/dev",     "--proc",    "/proc", "--tmpfs", "/tmp"};
+                                     const std::string& cwd,
+                                     const std::vector<std::string>& visible_paths = {}) {
+  std::vector<std::string> argv = {bwrap_path};
+  if (visible_paths.empty()) argv.insert(argv.end(), {"--ro-bind", "/", "/"});
+  argv.insert(argv.end(), {"--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"});
   // Binds come after --tmpfs /tmp so that folders under /tmp stay visible.
+  for (const std::string& path : visible_paths) {
+    argv.insert(argv.end(), {"--ro-bind-try", path, path});
+  }
   for (const std::string& dir : writable_dirs) {
     argv.insert(argv.end(), {"--bind", dir, dir});
   }
@@ -123,7 +128,15 @@ std::vector<std::string> ProcessSandbox::BuildArgv(const Command& command) const
       auto canonical = std::filesystem::weakly_canonical(cwd, ec);
       if (!ec) cwd = canonical.string();
     }
-    argv = BwrapPrefix(bwrap_path_, dirs, cwd);
+    std::vector<std::string> visible;
+    for (const std::string& p : command.visible_paths) {
+      std::error_code ec;
+      auto canonical = std::filesystem::weakly_canonical(p, ec);
+      // Symlinked roots (/lib -> usr/lib) keep their own name: bwrap binds
+      // the target under the link's path.
+      visible.push_back(ec || std::filesystem::is_symlink(p, ec) ? p : canonical.string());
+    }
+    argv = BwrapPrefix(bwrap_path_, dirs, cwd, visible);
   }
   argv.push_back(ResolveProgram(command.argv[0], command.env));
   argv.insert(argv.end(), command.argv.begin() + 1, command.argv.end());

@@ -43,6 +43,11 @@ struct Command {
   // Folders the command may write (bound read-write inside bubblewrap; the rest
   // of the file system is read-only there). `cwd` is not writable unless listed.
   std::vector<std::string> writable_dirs;
+  // With bubblewrap: when non-empty, only these paths (read-only; missing ones
+  // are skipped), the writable folders, /dev, /proc and a private /tmp are
+  // visible, instead of the whole root file system read-only. Ignored without
+  // bubblewrap.
+  std::vector<std::string> visible_paths;
   Limits limits;
   // At most this many bytes of stdout and of stderr are kept; the rest is read
   // and dropped so the child never blocks on a full pipe.

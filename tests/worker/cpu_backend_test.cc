@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/sandbox/sandbox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -309,6 +310,50 @@ extern "C" void vector_add(const float* x, const float* y, float* z, int64_t n) 
 })"));
   ASSERT_EQ(ev.status(), v1::SANDBOX_VIOLATION) << Explain(ev);
   EXPECT_EQ(ev.diagnostics().violation(), "rt_sigaction");
+}
+
+TEST_F(CpuBackendTest, CandidateCannotOpenFilesOnceLoaded) {
+  // The kernel call runs after the post-load filter: openat fails, so this
+  // candidate computes the right answer only if it cannot read the file.
+  v1::Evaluation ev = Eval(unchecked_, Inline(R"(
+#include <cstdio>
+extern "C" void vector_add(const float* x, const float* y, float* z, int64_t n) {
+  FILE* f = std::fopen("/usr/include/stdio.h", "r");
+  const float bump = f != nullptr ? 1.0f : 0.0f;
+  for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i] + bump;
+})"));
+  EXPECT_EQ(ev.status(), v1::OK) << Explain(ev);
+}
+
+TEST_F(CpuBackendTest, HostFilesAreInvisibleEvenWhileLoading) {
+  if (!sandbox::BwrapWorks("/usr/bin/bwrap")) GTEST_SKIP() << "needs bubblewrap";
+  // A static constructor runs inside dlopen, before the post-load filter; it
+  // still must not see the host's files outside /usr, the runner and the
+  // kernels. The secret lives next to the test's build tree.
+  const std::string secret = BinDir() + "/../tests/cpu_backend_test.secret";
+  std::ofstream(secret) << "secret";
+  const v1::Candidate snoop = Inline(absl::StrCat(R"(
+#include <cstdio>
+static const bool saw_secret = [] {
+  FILE* f = std::fopen(")", secret, R"(", "r");
+  return f != nullptr;
+}();
+extern "C" void vector_add(const float* x, const float* y, float* z, int64_t n) {
+  const float bump = saw_secret ? 1.0f : 0.0f;
+  for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i] + bump;
+})"));
+  v1::Evaluation ev = Eval(unchecked_, snoop);
+  EXPECT_EQ(ev.status(), v1::OK) << Explain(ev);
+  // Without bubblewrap the same candidate does see it: the check is real.
+  CpuBackendOptions o = TestOptions();
+  o.skip_symbol_check = true;
+  o.calibrate = false;
+  o.use_bwrap = sandbox::SandboxOptions::Bwrap::kNever;
+  auto plain = CreateCpuBackend(o);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ev = Eval(plain->get(), snoop);
+  EXPECT_EQ(ev.status(), v1::WRONG_ANSWER) << Explain(ev);
+  std::filesystem::remove(secret);
 }
 
 TEST_F(CpuBackendTest, WritingPastTheOutputIsARuntimeError) {

@@ -87,10 +87,17 @@ TEST(SandboxTest, WallTimeoutKillsTheWholeProcessGroup) {
   pid_t bg = 0;
   in >> bg;
   ASSERT_GT(bg, 0);
-  // Reaped by init after the kill; give it a moment.
+  // Dead means gone or a zombie waiting for init to reap it.
+  auto dead = [](pid_t pid) {
+    std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+    std::string line;
+    if (!std::getline(stat, line)) return true;
+    size_t paren = line.rfind(')');
+    return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
+  };
   bool gone = false;
   for (int i = 0; i < 100 && !gone; ++i) {
-    gone = kill(bg, 0) != 0;
+    gone = dead(bg);
     if (!gone) usleep(20000);
   }
   EXPECT_TRUE(gone) << "background child " << bg << " survived the timeout";
@@ -189,6 +196,22 @@ TEST_F(BwrapSandboxTest, OnlyTheListedFoldersAreWritable) {
   EXPECT_NE(r->exit_code, 0);
   EXPECT_TRUE(std::filesystem::exists(writable_ + "/a"));
   EXPECT_FALSE(std::filesystem::exists(readonly_ + "/b"));
+}
+
+TEST_F(BwrapSandboxTest, VisiblePathsHideTheRestOfTheHost) {
+  Command c = Shell(absl::StrCat("test -e /etc/passwd && echo seen; ",
+                                 "test -e /usr/bin/env && echo usr; echo ok > ", writable_, "/w"));
+  c.writable_dirs = {writable_};
+  c.visible_paths = {"/usr", "/bin", "/lib", "/lib64"};
+  auto r = sandbox_->Run(c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->stdout_data, "usr\n") << r->stderr_data;
+  EXPECT_TRUE(std::filesystem::exists(writable_ + "/w"));
+  // Without visible_paths the whole root is visible (read-only).
+  c.visible_paths.clear();
+  r = sandbox_->Run(c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->stdout_data, "seen\nusr\n") << r->stderr_data;
 }
 
 TEST_F(BwrapSandboxTest, HasNoNetworkAndItsOwnPidNamespace) {

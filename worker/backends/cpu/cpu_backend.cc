@@ -213,16 +213,35 @@ struct Golden {
 class CpuBackend final : public Backend {
  public:
   CpuBackend(CpuBackendOptions options, std::unique_ptr<sandbox::Sandbox> sandbox,
-             std::string compiler_version, std::string cpu_model)
+             std::string compiler_version, std::string cpu_model, std::string runner_hash,
+             std::vector<std::string> compiler_visible)
       : options_(std::move(options)),
         sandbox_(std::move(sandbox)),
         compiler_version_(std::move(compiler_version)),
         cpu_model_(std::move(cpu_model)),
+        runner_hash_(std::move(runner_hash)),
         builder_(sandbox_.get(), options_.compiler,
                  absl::StrCat(compiler_version_, "\n", cpu_model_, "\n",
                               Sha256Hex(ProcField("/proc/cpuinfo", "flags"))),
                  options_.work_dir + "/build", options_.compile_timeout,
-                 std::max<int64_t>(options_.memory_limit_bytes, int64_t{4} << 30)) {}
+                 std::max<int64_t>(options_.memory_limit_bytes, int64_t{4} << 30),
+                 std::move(compiler_visible)) {
+    // What the runner may see inside bubblewrap: shared libraries, the
+    // runner, the built kernels and the timed inputs; not the rest of the
+    // host (a candidate's static constructor runs before the post-load
+    // filter forbids openat).
+    runner_visible_ = SystemPaths();
+    runner_visible_.push_back("/sys/devices/system/cpu");
+    runner_visible_.push_back(fs::path(options_.runner_path).parent_path().string());
+    runner_visible_.push_back(options_.work_dir + "/build");
+    runner_visible_.push_back(options_.work_dir + "/inputs");
+  }
+
+  // The read-only system folders every sandboxed command sees.
+  static std::vector<std::string> SystemPaths() {
+    return {"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache",
+            "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives"};
+  }
 
   absl::Status Init();
   absl::StatusOr<v1::Hello> Describe() override;
@@ -246,7 +265,9 @@ class CpuBackend final : public Backend {
   const std::unique_ptr<sandbox::Sandbox> sandbox_;
   const std::string compiler_version_;
   const std::string cpu_model_;
+  const std::string runner_hash_;
   const KernelBuilder builder_;
+  std::vector<std::string> runner_visible_;  // set by the constructor
   Ceilings ceilings_;  // written once by Init()
   mutable std::atomic<uint64_t> scratch_counter_{0};
 };
@@ -303,6 +324,7 @@ absl::StatusOr<CpuBackend::RunnerRun> CpuBackend::RunRunner(const std::vector<st
   cmd.env = {"PATH=/usr/bin:/bin", "LC_ALL=C", "LIBC_FATAL_STDERR_=1"};
   cmd.cwd = dir;
   cmd.writable_dirs = {dir};
+  cmd.visible_paths = runner_visible_;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   cmd.limits.wall_timeout = timeout;
   cmd.limits.cpu_seconds = absl::ToDoubleSeconds(timeout) * cores + 1;
@@ -321,7 +343,8 @@ absl::StatusOr<CpuBackend::RunnerRun> CpuBackend::RunRunner(const std::vector<st
 absl::StatusOr<Golden> CpuBackend::GetGolden(const v1::Task& task, const BuildResult& reference,
                                              const std::vector<uint64_t>& seeds,
                                              int64_t output_bytes) const {
-  const std::string key = Sha256Hex(absl::StrCat("kevo-golden-v1\n", reference.library_path, "\n",
+  const std::string key = Sha256Hex(absl::StrCat("kevo-golden-v1\n", runner_hash_, "\n",
+                                                 reference.library_path, "\n",
                                                  absl::StrJoin(seeds, ","), "\n",
                                                  DeterministicBytes(task)));
   const std::string dir = absl::StrCat(options_.work_dir, "/golden/", key);
@@ -741,7 +764,26 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const CpuBackendOption
   }
   std::string cpu_model = ProcField("/proc/cpuinfo", "model name");
   if (cpu_model.empty()) cpu_model = "unknown CPU";
-  auto backend = std::make_unique<CpuBackend>(opts, std::move(sb), FirstLineOf(v->stdout_data), cpu_model);
+  auto runner_bytes = ReadFile(opts.runner_path);
+  if (!runner_bytes.ok()) return absl::FailedPreconditionError(std::string(runner_bytes.status().message()));
+  // The compiler sees the system folders, plus its own installation when it
+  // lives elsewhere (e.g. /opt/gcc-13/bin/g++ -> /opt/gcc-13).
+  std::vector<std::string> compiler_visible = CpuBackend::SystemPaths();
+  std::string compiler_path = opts.compiler;
+  if (compiler_path.find('/') == std::string::npos) {
+    for (absl::string_view dir : {"/usr/local/bin", "/usr/bin", "/bin"}) {
+      std::string p = absl::StrCat(dir, "/", compiler_path);
+      if (access(p.c_str(), X_OK) == 0) {
+        compiler_path = p;
+        break;
+      }
+    }
+  }
+  fs::path real = fs::weakly_canonical(compiler_path, ec);
+  if (!ec && real.has_parent_path()) compiler_visible.push_back(real.parent_path().parent_path().string());
+  auto backend = std::make_unique<CpuBackend>(opts, std::move(sb), FirstLineOf(v->stdout_data),
+                                              cpu_model, Sha256Hex(*runner_bytes),
+                                              std::move(compiler_visible));
   KEVO_RETURN_IF_ERROR(backend->Init());
   return backend;
 }

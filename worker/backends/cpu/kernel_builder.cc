@@ -119,13 +119,15 @@ std::string TrimCompilerOutput(const std::string& output, size_t max_bytes) {
 
 KernelBuilder::KernelBuilder(const sandbox::Sandbox* sandbox, std::string compiler,
                              std::string compiler_identity, std::string cache_dir,
-                             absl::Duration timeout, int64_t memory_limit_bytes)
+                             absl::Duration timeout, int64_t memory_limit_bytes,
+                             std::vector<std::string> visible_paths)
     : sandbox_(sandbox),
       compiler_(std::move(compiler)),
       identity_(std::move(compiler_identity)),
       cache_dir_(std::move(cache_dir)),
       timeout_(timeout),
-      memory_limit_bytes_(memory_limit_bytes) {}
+      memory_limit_bytes_(memory_limit_bytes),
+      visible_paths_(std::move(visible_paths)) {}
 
 absl::StatusOr<sandbox::Result> KernelBuilder::RunCompiler(const std::vector<std::string>& args,
                                                            const std::string& dir,
@@ -137,6 +139,7 @@ absl::StatusOr<sandbox::Result> KernelBuilder::RunCompiler(const std::vector<std
              absl::StrCat("HOME=", dir)};
   cmd.cwd = dir;
   cmd.writable_dirs = {dir};
+  cmd.visible_paths = visible_paths_;
   cmd.limits.wall_timeout = std::max(deadline - absl::Now(), absl::Milliseconds(1));
   cmd.limits.cpu_seconds = absl::ToDoubleSeconds(timeout_) + 1;
   cmd.limits.address_space_bytes = memory_limit_bytes_;

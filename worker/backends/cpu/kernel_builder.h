@@ -47,9 +47,11 @@ struct BuildResult {
 class KernelBuilder {
  public:
   // `compiler_identity` (version, target CPU) goes into every cache key.
+  // `visible_paths`: what the compiler may see of the file system (see
+  // sandbox::Command::visible_paths); empty: everything, read-only.
   KernelBuilder(const sandbox::Sandbox* sandbox, std::string compiler,
                 std::string compiler_identity, std::string cache_dir, absl::Duration timeout,
-                int64_t memory_limit_bytes);
+                int64_t memory_limit_bytes, std::vector<std::string> visible_paths = {});
 
   // Builds (or finds in the cache) `spec`. A compile error or timeout is an
   // OK StatusOr with that status in the result; returns Internal only for the
@@ -72,6 +74,7 @@ class KernelBuilder {
   const std::string cache_dir_;
   const absl::Duration timeout_;
   const int64_t memory_limit_bytes_;
+  const std::vector<std::string> visible_paths_;
 };
 
 // Keeps the first `max_bytes` of compiler output and says how much was cut.
