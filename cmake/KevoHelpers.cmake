@@ -27,9 +27,13 @@ function(kevo_cc_test)
   if(NOT K_TIMEOUT)
     set(K_TIMEOUT 300)
   endif()
-  gtest_discover_tests(${K_NAME}
-    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
-    PROPERTIES LABELS "${K_LABELS}" TIMEOUT ${K_TIMEOUT}
-               ENVIRONMENT "KEVO_BIN_DIR=${CMAKE_BINARY_DIR}/bin;KEVO_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
-    DISCOVERY_TIMEOUT 60)
+  # ENVIRONMENT takes one value here: a second variable goes through
+  # ENVIRONMENT_MODIFICATION so that no ';' splits the property list.
+  set(props TIMEOUT ${K_TIMEOUT} ENVIRONMENT "KEVO_BIN_DIR=${CMAKE_BINARY_DIR}/bin"
+            ENVIRONMENT_MODIFICATION "KEVO_SOURCE_DIR=set:${PROJECT_SOURCE_DIR}")
+  if(K_LABELS)
+    list(APPEND props LABELS "${K_LABELS}")
+  endif()
+  gtest_discover_tests(${K_NAME} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
+    PROPERTIES ${props} DISCOVERY_TIMEOUT 60)
 endfunction()
