@@ -121,23 +121,6 @@ void PrintRow(const Row& r) {
   std::fflush(stdout);
 }
 
-void AddDefaultHints(v1::Task& task) {
-  if (!task.hints().empty()) return;
-  auto& h = *task.mutable_hints();
-  if (task.name() == "vector_add") {
-    h["pattern"] = "elementwise", h["expr"] = "x + y", h["out"] = "z";
-  } else if (task.name() == "softmax") {
-    h["pattern"] = "row_softmax", h["in"] = "x", h["out"] = "y", h["rows"] = "rows", h["cols"] = "cols";
-  } else if (task.name() == "row_sum") {
-    h["pattern"] = "row_reduce", h["op"] = "sum", h["in"] = "x", h["out"] = "y", h["rows"] = "rows",
-    h["cols"] = "cols";
-  } else if (task.name() == "matmul") {
-    h["pattern"] = "gemm", h["a"] = "A", h["b"] = "B", h["c"] = "C", h["m"] = "M", h["n"] = "N", h["k"] = "K";
-  } else if (task.name() == "bucketize") {
-    h["pattern"] = "bucketize", h["values"] = "values", h["boundaries"] = "boundaries", h["out"] = "index",
-    h["n"] = "n", h["nb"] = "nb", h["side"] = "right";
-  }
-}
 
 class TaskBench {
  public:
@@ -311,7 +294,6 @@ int Main(int argc, char** argv) {
       continue;
     }
     v1::Task task = *loaded;
-    AddDefaultHints(task);
     TaskBench bench(task, opt, (*dir)->path(), triad);
     if (!bench.Setup()) continue;
     std::vector<Genome> genomes;

@@ -34,33 +34,11 @@ std::string SourceDir() {
   return dir != nullptr && *dir ? dir : ".";
 }
 
-// The hints docs/search.md documents for each starter task; used only when
-// the task file does not (yet) carry them, so the recipes can be tested.
-void AddDefaultHints(v1::Task& task) {
-  if (!task.hints().empty()) return;
-  auto& h = *task.mutable_hints();
-  if (task.name() == "vector_add") {
-    h["pattern"] = "elementwise", h["expr"] = "x + y", h["out"] = "z";
-  } else if (task.name() == "softmax") {
-    h["pattern"] = "row_softmax", h["in"] = "x", h["out"] = "y", h["rows"] = "rows",
-    h["cols"] = "cols";
-  } else if (task.name() == "row_sum") {
-    h["pattern"] = "row_reduce", h["op"] = "sum", h["in"] = "x", h["out"] = "y",
-    h["rows"] = "rows", h["cols"] = "cols";
-  } else if (task.name() == "matmul") {
-    h["pattern"] = "gemm", h["a"] = "A", h["b"] = "B", h["c"] = "C", h["m"] = "M", h["n"] = "N",
-    h["k"] = "K";
-  } else if (task.name() == "bucketize") {
-    h["pattern"] = "bucketize", h["values"] = "values", h["boundaries"] = "boundaries",
-    h["out"] = "index", h["n"] = "n", h["nb"] = "nb", h["side"] = "right";
-  }
-}
-
+// A starter task as committed (with its hints).
 v1::Task LoadStarterTask(const std::string& name) {
   absl::StatusOr<v1::Task> task = task::LoadTaskDir(absl::StrCat(SourceDir(), "/tasks/", name));
   EXPECT_TRUE(task.ok()) << task.status();
   if (!task.ok()) return v1::Task();
-  AddDefaultHints(*task);
   return *task;
 }
 
