@@ -38,7 +38,11 @@ std::string Env(const char* name, const std::string& fallback) {
 }
 
 std::string SourceDir() { return Env("KEVO_SOURCE_DIR", "."); }
-std::string BinDir() { return Env("KEVO_BIN_DIR", "build/bin"); }
+// Test binaries live in <build>/tests, the others in <build>/bin.
+std::string BinDir() {
+  return Env("KEVO_BIN_DIR",
+             (std::filesystem::read_symlink("/proc/self/exe").parent_path() / ".." / "bin").string());
+}
 
 std::string ReadText(const std::string& path) {
   std::ifstream in(path);

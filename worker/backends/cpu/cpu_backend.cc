@@ -746,6 +746,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const CpuBackendOption
   if (opts.runner_path.empty()) {
     opts.runner_path = (fs::read_symlink("/proc/self/exe", ec).parent_path() / "kevo-runner-cpu").string();
   }
+  opts.runner_path = fs::absolute(opts.runner_path, ec).lexically_normal().string();
   if (access(opts.runner_path.c_str(), X_OK) != 0) {
     return absl::FailedPreconditionError(absl::StrCat("cpu backend: runner ", opts.runner_path,
                                                       " is missing or not executable"));
