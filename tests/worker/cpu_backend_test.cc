@@ -369,6 +369,42 @@ extern "C" void vector_add(const float* x, const float* y, float* z, int64_t n) 
   EXPECT_THAT(ev.diagnostics().message(), HasSubstr("past the end"));
 }
 
+TEST_F(CpuBackendTest, KernelRightOnlyAtValidatedSizesFailsAtTheTimedBinding) {
+  // Skips half the work at the timed size only (a hard-coded fast path).
+  v1::Evaluation ev = Eval(backend_, Inline(R"(
+extern "C" void vector_add(const float* x, const float* y, float* z, int64_t n) {
+  const int64_t end = n == 16777216 ? n / 2 : n;
+  for (int64_t i = 0; i < end; ++i) z[i] = x[i] + y[i];
+  for (int64_t i = end; i < n; ++i) z[i] = 0.0f;
+})"));
+  ASSERT_EQ(ev.status(), v1::WRONG_ANSWER) << Explain(ev);
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("timed binding 'timed'"));
+  EXPECT_EQ(ev.events(ev.events_size() - 1).stage(), v1::STAGE_PROFILE);
+  EXPECT_EQ(ev.speedup(), 0);
+}
+
+TEST_F(CpuBackendTest, ZeroingInputsAtTheTimedBindingIsCaught) {
+  // Zeroes its inputs after use at the timed size, so a baseline run on the
+  // same buffers afterwards would agree with anything.
+  v1::Evaluation ev = Eval(backend_, Inline(R"(
+extern "C" void vector_add(const float* x, const float* y, float* z, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i];
+  if (n == 16777216) memset(const_cast<float*>(x), 0, n * sizeof(float));
+})"));
+  ASSERT_EQ(ev.status(), v1::INPUT_MODIFIED) << Explain(ev);
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("'x'"));
+}
+
+TEST_F(CpuBackendTest, CandidateEndingTheProcessIsARuntimeError) {
+  v1::Evaluation ev = Eval(backend_, Inline(R"(
+extern "C" void vector_add(const float* x, const float* y, float* z, int64_t n) {
+  long ret;
+  __asm__ volatile("syscall" : "=a"(ret) : "0"(231L /* exit_group */), "D"(0L) : "rcx", "r11", "memory");
+})"));
+  ASSERT_EQ(ev.status(), v1::RUNTIME_ERROR) << Explain(ev);
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("without writing its results"));
+}
+
 TEST_F(CpuBackendTest, MissingFunctionIsACompileError) {
   v1::Evaluation ev = Eval(backend_, Inline("extern \"C\" void other(float*) {}\n"));
   ASSERT_EQ(ev.status(), v1::COMPILE_ERROR) << Explain(ev);

@@ -64,12 +64,18 @@ std::vector<uint64_t> ValidationSeeds(const v1::Task& task) {
 
 absl::StatusOr<std::vector<OutputSlot>> OutputLayout(const v1::Task& task,
                                                      const std::vector<uint64_t>& seeds) {
+  KEVO_ASSIGN_OR_RETURN(std::vector<Param> params, ClassifyParams(task));
+  std::vector<const v1::TensorSpec*> outputs;  // signature order, as the runner writes them
+  for (const Param& p : params) {
+    if (p.kind == ParamKind::kOutput) outputs.push_back(p.spec);
+  }
   std::vector<OutputSlot> slots;
   int64_t offset = 0;
   for (const v1::Binding& binding : task.validate()) {
     SymbolValues symbols = BindingValues(binding);
     for (uint64_t seed : seeds) {
-      for (const v1::TensorSpec& out : task.outputs()) {
+      for (const v1::TensorSpec* spec : outputs) {
+        const v1::TensorSpec& out = *spec;
         KEVO_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ResolveShape(out, symbols));
         OutputSlot slot;
         slot.binding = binding.name();
@@ -165,7 +171,8 @@ std::string ProfileToJson(const ProfileReport& r) {
               {"copies", r.copies},
               {"working_set_bytes", r.working_set_bytes},
               {"elapsed_s", r.elapsed_s},
-              {"converged", r.converged}}
+              {"converged", r.converged},
+              {"modified_input", r.modified_input}}
       .dump();
 }
 
@@ -179,6 +186,7 @@ absl::StatusOr<ProfileReport> ProfileFromJson(std::string_view text) {
     r.working_set_bytes = j.at("working_set_bytes").get<int64_t>();
     r.elapsed_s = j.at("elapsed_s").get<double>();
     r.converged = j.at("converged").get<bool>();
+    r.modified_input = j.at("modified_input").get<std::string>();
     return r;
   } catch (const std::exception& e) {
     return absl::DataLossError(absl::StrCat("runner profile result is not valid: ", e.what()));

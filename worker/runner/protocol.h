@@ -4,11 +4,16 @@
 //   kevo-runner-cpu run --task=T --kernel=K.so --seeds=1,2,3
 //                       --outputs=O --result=R.json --report=P
 //   kevo-runner-cpu profile --task=T --kernel=K.so --baseline=B.so [--inputs=I]
-//                       --result=R.json --report=P --time_cap_s=3 --mem_budget_bytes=N
+//                       --outputs=O --result=R.json --report=P --time_cap_s=3
+//                       --mem_budget_bytes=N
 //
 // I (optional) holds the inputs of the timed binding, generated with
 // FillTensor(seed 1), raw bytes in signature order; without it the runner
-// generates them itself.
+// generates them itself. After timing, the profile mode calls the candidate
+// and then the baseline once more on fresh poisoned outputs and writes both
+// results to O (candidate outputs, then baseline outputs, each in signature
+// order), so the worker can check the timed binding too (a kernel that is
+// right only at the validated sizes must not win).
 // T is a binary-serialised kevo.v1.Task. Every .so exports the generated
 // `extern "C" void kevo_entry(void** args)` (GenerateWrapperSource): args[i]
 // points at the tensor data of the i-th signature parameter, or at an int64_t
@@ -76,8 +81,9 @@ struct OutputSlot {
   int64_t offset = 0;  // bytes from the start of the file
   int64_t bytes = 0;
 };
-// The layout of the outputs file for `seeds`. Returns the shape-resolution
-// error when a binding does not give every symbol.
+// The layout of the outputs file for `seeds` (outputs in signature order).
+// Returns the shape-resolution error when a binding does not give every
+// symbol, InvalidArgument for a malformed signature.
 absl::StatusOr<std::vector<OutputSlot>> OutputLayout(const v1::Task& task,
                                                      const std::vector<uint64_t>& seeds);
 
@@ -106,6 +112,9 @@ struct ProfileReport {
   int64_t working_set_bytes = 0;
   double elapsed_s = 0;
   bool converged = false;      // spread under target for both before the cap
+  // First input of the timed binding whose hash changed while timing or in
+  // the final check (a kernel that zeroes its inputs so the baseline agrees).
+  std::string modified_input;
 };
 
 // (Median, spread) of `samples` (unsorted); zeros when empty.

@@ -284,7 +284,7 @@ struct ProfileOptions {
 };
 
 int ProfileMode(const v1::Task& task, EntryFn candidate, EntryFn baseline,
-                const ProfileOptions& opts, int inputs_fd, int result_fd) {
+                const ProfileOptions& opts, int inputs_fd, int outputs_fd, int result_fd) {
   auto params = ClassifyParams(task);
   if (!params.ok()) Fail(kExitInfra, "error", params.status().message());
   ProfileReport report;
@@ -317,6 +317,8 @@ int ProfileMode(const v1::Task& task, EntryFn candidate, EntryFn baseline,
     FillInputs(frames[0], /*seed=*/1);
   }
   PoisonOutputs(frames[0]);
+  std::vector<uint64_t> input_hashes;
+  for (const auto& in : frames[0].inputs) input_hashes.push_back(HashBytes(in->data(), in->bytes()));
   for (int64_t c = 1; c < copies; ++c) {
     frames.push_back(MakeFrame(task, *params, task.time()));
     for (size_t i = 0; i < frames[0].inputs.size(); ++i) {
@@ -380,6 +382,27 @@ int ProfileMode(const v1::Task& task, EntryFn candidate, EntryFn baseline,
   Summarise(report.candidate);
   Summarise(report.baseline);
   report.elapsed_s = Now() - start;
+
+  // Check the timed binding too: both kernels once more on pristine inputs
+  // (unless the candidate changed them) and fresh poisoned outputs.
+  CallFrame& check = frames[0];
+  auto first_modified = [&]() -> std::string {
+    for (size_t i = 0; i < check.inputs.size(); ++i) {
+      if (HashBytes(check.inputs[i]->data(), check.inputs[i]->bytes()) != input_hashes[i]) {
+        return check.input_specs[i]->name();
+      }
+    }
+    return "";
+  };
+  report.modified_input = first_modified();
+  PoisonOutputs(check);
+  Call(candidate, check.args.data());
+  if (report.modified_input.empty()) report.modified_input = first_modified();
+  for (const auto& out : check.outputs) WriteAll(outputs_fd, out->data(), out->bytes());
+  PoisonOutputs(check);
+  Call(baseline, check.args.data());
+  for (const auto& out : check.outputs) WriteAll(outputs_fd, out->data(), out->bytes());
+
   std::string json = ProfileToJson(report);
   WriteAll(result_fd, json.data(), json.size());
   return kExitOk;
@@ -428,9 +451,9 @@ int Main(int argc, char** argv) {
   int inputs_fd = -1;
   std::vector<uint64_t> seeds;
   ProfileOptions profile;
+  if (!flags.count("outputs")) Fail(kExitInfra, "error", "missing --outputs");
+  outputs_fd = OpenOut(flags["outputs"]);
   if (mode == "run") {
-    if (!flags.count("outputs")) Fail(kExitInfra, "error", "missing --outputs");
-    outputs_fd = OpenOut(flags["outputs"]);
     for (absl::string_view s : absl::StrSplit(flags["seeds"], ',', absl::SkipEmpty())) {
       uint64_t seed;
       if (!absl::SimpleAtoi(s, &seed)) Fail(kExitInfra, "error", "bad --seeds");
@@ -476,7 +499,7 @@ int Main(int argc, char** argv) {
   if (auto s = InstallPostLoadFilter(); !s.ok()) Fail(kExitInfra, "error", s.message());
 
   if (mode == "run") return RunMode(task, kernel, seeds, outputs_fd, result_fd);
-  return ProfileMode(task, kernel, baseline, profile, inputs_fd, result_fd);
+  return ProfileMode(task, kernel, baseline, profile, inputs_fd, outputs_fd, result_fd);
 }
 
 }  // namespace

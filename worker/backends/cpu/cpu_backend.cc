@@ -628,7 +628,11 @@ v1::Evaluation CpuBackend::Evaluate(const v1::Task& task, const v1::Candidate& c
   auto result_json = ReadFile(scratch + "/result.json");
   auto outputs = ReadFile(scratch + "/outputs.bin");
   if (!result_json.ok() || !outputs.ok() || static_cast<int64_t>(outputs->size()) != output_bytes) {
-    return validate_failed(v1::INFRA_ERROR, "the runner exited normally without complete results");
+    // The runner writes its results last; only code inside it can end it
+    // early with a clean exit status.
+    return validate_failed(v1::RUNTIME_ERROR,
+                           "the runner ended without writing its results: the candidate ended "
+                           "the process (exit?) or wrote into the runner's files");
   }
   auto cases = runner::CasesFromJson(*result_json);
   if (!cases.ok()) return validate_failed(v1::INFRA_ERROR, std::string(cases.status().message()));
@@ -669,16 +673,31 @@ v1::Evaluation CpuBackend::Evaluate(const v1::Task& task, const v1::Candidate& c
     return profile_failed(v1::INFRA_ERROR, absl::StrCat("cannot generate the timed inputs: ",
                                                         timed_inputs.status().message()));
   }
+  // The outputs of both kernels at the timed binding, checked after timing.
+  std::vector<std::pair<const v1::TensorSpec*, int64_t>> timed_outputs;  // spec, elements
+  int64_t timed_output_bytes = 0;
+  {
+    auto params = runner::ClassifyParams(task);
+    if (!params.ok()) return profile_failed(v1::INFRA_ERROR, std::string(params.status().message()));
+    for (const runner::Param& p : *params) {
+      if (p.kind != runner::ParamKind::kOutput) continue;
+      auto shape = ResolveShape(*p.spec, BindingValues(task.time()));
+      if (!shape.ok()) return profile_failed(v1::INFRA_ERROR, std::string(shape.status().message()));
+      timed_outputs.emplace_back(p.spec, NumElements(*shape));
+      timed_output_bytes += NumElements(*shape) * static_cast<int64_t>(DTypeSize(p.spec->dtype()));
+    }
+  }
   auto prof_run = RunRunner(
       {"profile", "--task=" + scratch + "/task.pb", "--kernel=" + cand->library_path,
        "--baseline=" + ref->library_path, "--inputs=" + *timed_inputs,
-       "--result=" + scratch + "/profile.json",
+       "--outputs=" + scratch + "/timed_outputs.bin", "--result=" + scratch + "/profile.json",
        "--report=" + scratch + "/report.txt",
        absl::StrCat("--time_cap_s=", options_.profile_time_cap_s),
        absl::StrCat("--mem_budget_bytes=", options_.memory_limit_bytes / 3)},
       // Sampling stops at the cap; the rest is loading, copying inputs and
       // one slow call.
-      scratch, options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 5), 1 << 20);
+      scratch, options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 5),
+      2 * timed_output_bytes);
   if (!prof_run.ok()) return profile_failed(v1::INFRA_ERROR, std::string(prof_run.status().message()));
   if (prof_run->outcome.status != v1::OK) {
     ev.mutable_diagnostics()->set_signal(prof_run->outcome.signal);
@@ -688,9 +707,41 @@ v1::Evaluation CpuBackend::Evaluate(const v1::Task& task, const v1::Candidate& c
                                        "') ", prof_run->outcome.message));
   }
   auto prof_json = ReadFile(scratch + "/profile.json");
-  if (!prof_json.ok()) return profile_failed(v1::INFRA_ERROR, "the profiler wrote no result");
+  auto timed_bytes = ReadFile(scratch + "/timed_outputs.bin");
+  if (!prof_json.ok() || !timed_bytes.ok() ||
+      static_cast<int64_t>(timed_bytes->size()) != 2 * timed_output_bytes) {
+    return profile_failed(v1::RUNTIME_ERROR,
+                          "the profiler ended without writing its results: the candidate ended "
+                          "the process (exit?) or wrote into the runner's files");
+  }
   auto profile = runner::ProfileFromJson(*prof_json);
   if (!profile.ok()) return profile_failed(v1::INFRA_ERROR, std::string(profile.status().message()));
+  if (!profile->modified_input.empty()) {
+    return profile_failed(v1::INPUT_MODIFIED,
+                          absl::StrCat("input '", profile->modified_input,
+                                       "' changed while timing at binding '", task.time().name(), "'"));
+  }
+  {
+    // Candidate vs baseline at the timed binding, same tolerances as validation.
+    int64_t offset = 0;
+    for (const auto& [spec, count] : timed_outputs) {
+      const int64_t bytes = count * static_cast<int64_t>(DTypeSize(spec->dtype()));
+      const char* got = timed_bytes->data() + offset;
+      const char* want = timed_bytes->data() + timed_output_bytes + offset;
+      Tolerances tol = ToleranceFor(task, spec->dtype());
+      CompareResult cmp = CompareTensors(spec->dtype(), got, want, count, tol);
+      if (!cmp.ok) {
+        return profile_failed(
+            cmp.nonfinite ? v1::NONFINITE : v1::WRONG_ANSWER,
+            absl::StrCat("at the timed binding '", task.time().name(), "': ", spec->name(), "[",
+                         cmp.first_bad_index, "] = ", ElementAsDouble(spec->dtype(), got, cmp.first_bad_index),
+                         ", baseline ", ElementAsDouble(spec->dtype(), want, cmp.first_bad_index), "; ",
+                         cmp.bad_count, " of ", count, " elements outside atol ", tol.atol, " + rtol ",
+                         tol.rtol, " (max abs err ", cmp.max_abs_err, ")"));
+      }
+      offset += bytes;
+    }
+  }
   if (profile->candidate.median_s <= 0 || profile->baseline.median_s <= 0) {
     return profile_failed(v1::INFRA_ERROR, "the profiler measured no time");
   }
