@@ -126,6 +126,9 @@ absl::Status InstallRunnerFilter() {
 }
 
 absl::Status InstallPostLoadFilter() {
+#if !defined(__x86_64__)
+  return absl::UnimplementedError("the post-load seccomp filter is written for x86-64 only");
+#else
   // Hand-written BPF: libseccomp's loader makes system calls the main filter
   // does not allow (prctl), and this program is tiny.
   struct sock_filter filter[] = {
@@ -145,6 +148,7 @@ absl::Status InstallPostLoadFilter() {
     return absl::InternalError(absl::StrCat("seccomp(post-load): ", strerror(errno)));
   }
   return absl::OkStatus();
+#endif
 }
 
 }  // namespace kevo::runner

@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/expr.h"
 #include "common/hash.h"
@@ -270,6 +271,7 @@ class CpuBackend final : public Backend {
   std::vector<std::string> runner_visible_;  // set by the constructor
   Ceilings ceilings_;  // written once by Init()
   mutable std::atomic<uint64_t> scratch_counter_{0};
+  absl::Mutex profile_mu_;  // serialises the profile stage across slots
 };
 
 absl::Status CpuBackend::Init() {
@@ -687,6 +689,9 @@ v1::Evaluation CpuBackend::Evaluate(const v1::Task& task, const v1::Candidate& c
       timed_output_bytes += NumElements(*shape) * static_cast<int64_t>(DTypeSize(p.spec->dtype()));
     }
   }
+  // One profile at a time per worker: two slots timing at once on shared
+  // cores and memory bandwidth would disturb each other's samples.
+  absl::MutexLock profile_lock(&profile_mu_);
   auto prof_run = RunRunner(
       {"profile", "--task=" + scratch + "/task.pb", "--kernel=" + cand->library_path,
        "--baseline=" + ref->library_path, "--inputs=" + *timed_inputs,

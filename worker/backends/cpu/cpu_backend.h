@@ -51,6 +51,9 @@ struct CpuBackendOptions {
   bool keep_eval_dirs = false;
 };
 
+// Evaluate() is thread-safe; compile and validate stages of several slots run
+// in parallel, profile stages one at a time (timing needs a quiet machine).
+//
 // Creates the backend: checks the compiler and the runner, probes bubblewrap
 // and measures the ceilings. Returns InvalidArgument for unusable options,
 // FailedPrecondition when the compiler or runner is missing or bubblewrap is
