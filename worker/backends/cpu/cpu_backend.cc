@@ -211,6 +211,25 @@ struct Golden {
   std::string outputs;
 };
 
+// One evaluation on its way through the stages. A stage that ends the
+// evaluation calls Fail(), which records the failed stage's event and the
+// final status.
+struct EvalRun {
+  const v1::Task& task;
+  const v1::Candidate& candidate;
+  const EventSink& on_event;
+  v1::Evaluation ev;
+  absl::Time stage_start;
+  std::string scratch;  // this evaluation's folder, removed at the end
+  BuildResult cand;     // the candidate's .so, set by the compile stage
+  BuildResult ref;      // the reference's (baseline) .so
+
+  // Appends a stage event (seconds since stage_start) and passes it on.
+  void Emit(v1::Stage stage, bool ok, const std::string& message);
+  // Returns false, so a stage can `return run.Fail(...)`.
+  bool Fail(v1::Stage stage, v1::EvalStatus status, const std::string& message);
+};
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend(CpuBackendOptions options, std::unique_ptr<sandbox::Sandbox> sandbox,
@@ -258,6 +277,10 @@ class CpuBackend final : public Backend {
                                       absl::Duration timeout, int64_t output_bytes) const;
   absl::StatusOr<Golden> GetGolden(const v1::Task& task, const BuildResult& reference,
                                    const std::vector<uint64_t>& seeds, int64_t output_bytes) const;
+  // Each returns true when the evaluation goes on to the next stage.
+  bool CompileStage(EvalRun& run) const;
+  bool ValidateStage(EvalRun& run) const;
+  bool ProfileStage(EvalRun& run) const;
   absl::StatusOr<std::string> GetTimedInputs(const v1::Task& task) const;
   std::string NewScratchDir() const;
   v1::Fingerprint MakeFingerprint() const;
@@ -271,7 +294,7 @@ class CpuBackend final : public Backend {
   std::vector<std::string> runner_visible_;  // set by the constructor
   Ceilings ceilings_;  // written once by Init()
   mutable std::atomic<uint64_t> scratch_counter_{0};
-  absl::Mutex profile_mu_;  // serialises the profile stage across slots
+  mutable absl::Mutex profile_mu_;  // serialises the profile stage across slots
 };
 
 absl::Status CpuBackend::Init() {
@@ -502,9 +525,27 @@ v1::Timing ToTiming(const runner::TimingSeries& s) {
   return t;
 }
 
+void EvalRun::Emit(v1::Stage stage, bool ok, const std::string& message) {
+  v1::StageEvent* e = ev.add_events();
+  e->set_stage(stage);
+  e->set_ok(ok);
+  e->set_message(message);
+  e->set_unix_micros(UnixMicros());
+  e->set_seconds(absl::ToDoubleSeconds(absl::Now() - stage_start));
+  if (on_event) on_event(*e);
+}
+
+bool EvalRun::Fail(v1::Stage stage, v1::EvalStatus status, const std::string& message) {
+  Emit(stage, /*ok=*/false, message);
+  ev.set_status(status);
+  ev.mutable_diagnostics()->set_message(message);
+  return false;
+}
+
 v1::Evaluation CpuBackend::Evaluate(const v1::Task& task, const v1::Candidate& candidate,
                                     const EventSink& on_event) {
-  v1::Evaluation ev;
+  EvalRun run{task, candidate, on_event};
+  v1::Evaluation& ev = run.ev;
   ev.set_task_name(task.name());
   ev.set_platform("cpu");
   ev.set_created_unix_micros(UnixMicros());
@@ -512,179 +553,175 @@ v1::Evaluation CpuBackend::Evaluate(const v1::Task& task, const v1::Candidate& c
                                                absl::StrJoin(candidate.extra_flags(), "\x1f"))));
   ev.set_binding_timed(task.time().name());
   *ev.mutable_fingerprint() = MakeFingerprint();
+  if (CompileStage(run) && ValidateStage(run) && ProfileStage(run)) ev.set_status(v1::OK);
+  ev.set_finished_unix_micros(UnixMicros());
+  if (!options_.keep_eval_dirs && !run.scratch.empty()) {
+    std::error_code ec;
+    fs::remove_all(run.scratch, ec);
+  }
+  return std::move(ev);
+}
 
-  auto emit = [&](v1::Stage stage, bool ok, const std::string& message, absl::Time since) {
-    v1::StageEvent* e = ev.add_events();
-    e->set_stage(stage);
-    e->set_ok(ok);
-    e->set_message(message);
-    e->set_unix_micros(UnixMicros());
-    e->set_seconds(absl::ToDoubleSeconds(absl::Now() - since));
-    if (on_event) on_event(*e);
-  };
-  auto finish = [&](v1::EvalStatus status, const std::string& message) {
-    ev.set_status(status);
-    if (!message.empty()) ev.mutable_diagnostics()->set_message(message);
-    ev.set_finished_unix_micros(UnixMicros());
-    return ev;
-  };
-  std::string scratch;
-  struct Cleanup {
-    const std::string* dir;
-    bool keep;
-    ~Cleanup() {
-      std::error_code ec;
-      if (!keep && !dir->empty()) fs::remove_all(*dir, ec);
-    }
-  } cleanup{&scratch, options_.keep_eval_dirs};
-
-  // ---- compile ----
-  absl::Time stage_start = absl::Now();
-  auto compile_failed = [&](v1::EvalStatus status, const std::string& message) {
-    emit(v1::STAGE_COMPILE, false, message, stage_start);
-    return finish(status, message);
+bool CpuBackend::CompileStage(EvalRun& run) const {
+  const v1::Task& task = run.task;
+  const v1::Candidate& candidate = run.candidate;
+  run.stage_start = absl::Now();
+  auto fail = [&](v1::EvalStatus status, const std::string& message) {
+    return run.Fail(v1::STAGE_COMPILE, status, message);
   };
   const std::string language = absl::AsciiStrToLower(candidate.language());
   if (!language.empty() && language != "c++" && language != "cpp" && language != "cxx") {
-    return compile_failed(v1::COMPILE_ERROR, absl::StrCat("language '", candidate.language(),
-                                                          "' is not supported on cpu (use c++)"));
+    return fail(v1::COMPILE_ERROR, absl::StrCat("language '", candidate.language(),
+                                                "' is not supported on cpu (use c++)"));
   }
   std::vector<std::string> extra(candidate.extra_flags().begin(), candidate.extra_flags().end());
   if (absl::Status s = CheckExtraFlags(extra); !s.ok()) {
-    return compile_failed(v1::COMPILE_ERROR, std::string(s.message()));
+    return fail(v1::COMPILE_ERROR, std::string(s.message()));
   }
   if (task.validate_size() == 0 || task.outputs_size() == 0) {
-    return compile_failed(v1::INFRA_ERROR, "the task has no validate bindings or no outputs");
+    return fail(v1::INFRA_ERROR, "the task has no validate bindings or no outputs");
   }
   auto wrapper = runner::GenerateWrapperSource(task);
   if (!wrapper.ok()) {
-    return compile_failed(v1::INFRA_ERROR,
-                          absl::StrCat("the task's signature is malformed: ", wrapper.status().message()));
+    return fail(v1::INFRA_ERROR,
+                absl::StrCat("the task's signature is malformed: ", wrapper.status().message()));
   }
   BuildSpec cand_spec{candidate.source(), CandidateFlags(), *wrapper};
   cand_spec.flags.insert(cand_spec.flags.end(), extra.begin(), extra.end());
   auto cand = builder_.Build(cand_spec);
-  if (!cand.ok()) return compile_failed(v1::INFRA_ERROR, std::string(cand.status().message()));
+  if (!cand.ok()) return fail(v1::INFRA_ERROR, std::string(cand.status().message()));
   if (cand->status != v1::OK) {
-    ev.mutable_diagnostics()->set_compiler_output(cand->compiler_output);
-    return compile_failed(cand->status, cand->message);
+    run.ev.mutable_diagnostics()->set_compiler_output(cand->compiler_output);
+    return fail(cand->status, cand->message);
   }
   if (!options_.skip_symbol_check) {
     auto symbols = ReadElfSymbols(cand->object_path);
-    if (!symbols.ok()) return compile_failed(v1::INFRA_ERROR, std::string(symbols.status().message()));
+    if (!symbols.ok()) return fail(v1::INFRA_ERROR, std::string(symbols.status().message()));
     std::vector<std::string> forbidden = ForbiddenImports(UndefinedSymbolNames(*symbols));
     if (!forbidden.empty()) {
-      ev.mutable_diagnostics()->set_violation(absl::StrJoin(forbidden, ", "));
-      return compile_failed(
-          v1::SANDBOX_VIOLATION,
-          absl::StrCat("the candidate imports forbidden symbol(s): ", absl::StrJoin(forbidden, ", "),
-                       ". Kernels may use only math, memory (malloc/new, memcpy), OpenMP and the "
-                       "C++ runtime"));
+      run.ev.mutable_diagnostics()->set_violation(absl::StrJoin(forbidden, ", "));
+      return fail(v1::SANDBOX_VIOLATION,
+                  absl::StrCat("the candidate imports forbidden symbol(s): ",
+                               absl::StrJoin(forbidden, ", "),
+                               ". Kernels may use only math, memory (malloc/new, memcpy), OpenMP "
+                               "and the C++ runtime"));
     }
   }
   auto ref = builder_.Build(BuildSpec{task.reference().source(), ReferenceFlags(), *wrapper});
   if (!ref.ok() || ref->status != v1::OK) {
     std::string why = ref.ok() ? absl::StrCat(ref->message, "\n", ref->compiler_output)
                                : std::string(ref.status().message());
-    return compile_failed(v1::INFRA_ERROR, absl::StrCat("the task's reference does not compile: ", why));
+    return fail(v1::INFRA_ERROR, absl::StrCat("the task's reference does not compile: ", why));
   }
-  emit(v1::STAGE_COMPILE, true,
-       absl::StrCat("compiled", cand->cache_hit ? " (cached)" : "", "; reference",
-                    ref->cache_hit ? " (cached)" : ""),
-       stage_start);
+  run.cand = *std::move(cand);
+  run.ref = *std::move(ref);
+  run.Emit(v1::STAGE_COMPILE, /*ok=*/true,
+           absl::StrCat("compiled", run.cand.cache_hit ? " (cached)" : "", "; reference",
+                        run.ref.cache_hit ? " (cached)" : ""));
+  return true;
+}
 
-  // ---- validate ----
-  stage_start = absl::Now();
-  auto validate_failed = [&](v1::EvalStatus status, const std::string& message) {
-    emit(v1::STAGE_VALIDATE, false, message, stage_start);
-    return finish(status, message);
+bool CpuBackend::ValidateStage(EvalRun& run) const {
+  const v1::Task& task = run.task;
+  v1::Evaluation& ev = run.ev;
+  run.stage_start = absl::Now();
+  auto fail = [&](v1::EvalStatus status, const std::string& message) {
+    return run.Fail(v1::STAGE_VALIDATE, status, message);
   };
   const std::vector<uint64_t> seeds = runner::ValidationSeeds(task);
   auto layout = runner::OutputLayout(task, seeds);
   if (!layout.ok()) {
-    return validate_failed(v1::INFRA_ERROR, absl::StrCat("the task's shapes do not resolve: ",
-                                                         layout.status().message()));
+    return fail(v1::INFRA_ERROR,
+                absl::StrCat("the task's shapes do not resolve: ", layout.status().message()));
   }
   int64_t output_bytes = 0;
   for (const auto& slot : *layout) output_bytes += slot.bytes;
-  auto golden = GetGolden(task, *ref, seeds, output_bytes);
-  if (!golden.ok()) return validate_failed(v1::INFRA_ERROR, std::string(golden.status().message()));
+  auto golden = GetGolden(task, run.ref, seeds, output_bytes);
+  if (!golden.ok()) return fail(v1::INFRA_ERROR, std::string(golden.status().message()));
 
-  scratch = NewScratchDir();
+  run.scratch = NewScratchDir();
+  const std::string& scratch = run.scratch;
   std::error_code ec;
   fs::create_directories(scratch, ec);
-  if (ec) return validate_failed(v1::INFRA_ERROR, absl::StrCat("cannot create ", scratch));
+  if (ec) return fail(v1::INFRA_ERROR, absl::StrCat("cannot create ", scratch));
   if (absl::Status s = WriteFile(scratch + "/task.pb", task.SerializeAsString()); !s.ok()) {
-    return validate_failed(v1::INFRA_ERROR, std::string(s.message()));
+    return fail(v1::INFRA_ERROR, std::string(s.message()));
   }
-  auto run = RunRunner({"run", "--task=" + scratch + "/task.pb", "--kernel=" + cand->library_path,
-                        "--seeds=" + absl::StrJoin(seeds, ","), "--outputs=" + scratch + "/outputs.bin",
-                        "--result=" + scratch + "/result.json", "--report=" + scratch + "/report.txt"},
-                       scratch, options_.run_timeout, output_bytes);
-  if (!run.ok()) return validate_failed(v1::INFRA_ERROR, std::string(run.status().message()));
-  if (run->outcome.status != v1::OK) {
-    ev.mutable_diagnostics()->set_signal(run->outcome.signal);
-    ev.mutable_diagnostics()->set_violation(run->outcome.violation);
-    return validate_failed(run->outcome.status, absl::StrCat("candidate ", run->outcome.message));
+  auto result = RunRunner(
+      {"run", "--task=" + scratch + "/task.pb", "--kernel=" + run.cand.library_path,
+       "--seeds=" + absl::StrJoin(seeds, ","), "--outputs=" + scratch + "/outputs.bin",
+       "--result=" + scratch + "/result.json", "--report=" + scratch + "/report.txt"},
+      scratch, options_.run_timeout, output_bytes);
+  if (!result.ok()) return fail(v1::INFRA_ERROR, std::string(result.status().message()));
+  if (result->outcome.status != v1::OK) {
+    ev.mutable_diagnostics()->set_signal(result->outcome.signal);
+    ev.mutable_diagnostics()->set_violation(result->outcome.violation);
+    return fail(result->outcome.status, absl::StrCat("candidate ", result->outcome.message));
   }
   auto result_json = ReadFile(scratch + "/result.json");
   auto outputs = ReadFile(scratch + "/outputs.bin");
   if (!result_json.ok() || !outputs.ok() || static_cast<int64_t>(outputs->size()) != output_bytes) {
     // The runner writes its results last; only code inside it can end it
     // early with a clean exit status.
-    return validate_failed(v1::RUNTIME_ERROR,
-                           "the runner ended without writing its results: the candidate ended "
-                           "the process (exit?) or wrote into the runner's files");
+    return fail(v1::RUNTIME_ERROR,
+                "the runner ended without writing its results: the candidate ended the process "
+                "(exit?) or wrote into the runner's files");
   }
   auto cases = runner::CasesFromJson(*result_json);
-  if (!cases.ok()) return validate_failed(v1::INFRA_ERROR, std::string(cases.status().message()));
+  if (!cases.ok()) return fail(v1::INFRA_ERROR, std::string(cases.status().message()));
   if (cases->size() != static_cast<size_t>(task.validate_size()) * seeds.size()) {
-    return validate_failed(v1::INFRA_ERROR, "the runner reported the wrong number of cases");
+    return fail(v1::INFRA_ERROR, "the runner reported the wrong number of cases");
   }
-  const v1::CaseResult* first_bad = nullptr;
   for (const runner::CaseReport& c : *cases) {
-    v1::CaseResult* r = ev.add_validation();
-    JudgeCase(task, c, *layout, *outputs, golden->outputs, *r);
+    JudgeCase(task, c, *layout, *outputs, golden->outputs, *ev.add_validation());
   }
   int passed = 0;
+  const v1::CaseResult* first_bad = nullptr;
   for (const v1::CaseResult& r : ev.validation()) {
-    if (r.status() == v1::OK) ++passed;
-    else if (first_bad == nullptr) first_bad = &r;
+    if (r.status() == v1::OK) {
+      ++passed;
+    } else if (first_bad == nullptr) {
+      first_bad = &r;
+    }
   }
   if (first_bad != nullptr) {
-    std::string message = absl::StrCat(v1::EvalStatus_Name(first_bad->status()), " at binding '",
-                                       first_bad->binding(), "' seed ", first_bad->seed(), ": ",
-                                       first_bad->detail(), " (", passed, "/",
-                                       ev.validation_size(), " cases passed)");
-    return validate_failed(first_bad->status(), message);
+    return fail(first_bad->status(),
+                absl::StrCat(v1::EvalStatus_Name(first_bad->status()), " at binding '",
+                             first_bad->binding(), "' seed ", first_bad->seed(), ": ",
+                             first_bad->detail(), " (", passed, "/", ev.validation_size(),
+                             " cases passed)"));
   }
-  emit(v1::STAGE_VALIDATE, true,
-       absl::StrCat(passed, "/", ev.validation_size(), " cases passed (", task.validate_size(),
-                    " bindings x ", seeds.size(), " seeds)"),
-       stage_start);
+  run.Emit(v1::STAGE_VALIDATE, /*ok=*/true,
+           absl::StrCat(passed, "/", ev.validation_size(), " cases passed (", task.validate_size(),
+                        " bindings x ", seeds.size(), " seeds)"));
+  return true;
+}
 
-  // ---- profile ----
-  stage_start = absl::Now();
-  auto profile_failed = [&](v1::EvalStatus status, const std::string& message) {
-    emit(v1::STAGE_PROFILE, false, message, stage_start);
-    return finish(status, message);
+bool CpuBackend::ProfileStage(EvalRun& run) const {
+  const v1::Task& task = run.task;
+  v1::Evaluation& ev = run.ev;
+  const std::string& scratch = run.scratch;
+  run.stage_start = absl::Now();
+  auto fail = [&](v1::EvalStatus status, const std::string& message) {
+    return run.Fail(v1::STAGE_PROFILE, status, message);
   };
+  std::error_code ec;
   fs::remove(scratch + "/report.txt", ec);
   auto timed_inputs = GetTimedInputs(task);
   if (!timed_inputs.ok()) {
-    return profile_failed(v1::INFRA_ERROR, absl::StrCat("cannot generate the timed inputs: ",
-                                                        timed_inputs.status().message()));
+    return fail(v1::INFRA_ERROR, absl::StrCat("cannot generate the timed inputs: ",
+                                              timed_inputs.status().message()));
   }
   // The outputs of both kernels at the timed binding, checked after timing.
   std::vector<std::pair<const v1::TensorSpec*, int64_t>> timed_outputs;  // spec, elements
   int64_t timed_output_bytes = 0;
   {
     auto params = runner::ClassifyParams(task);
-    if (!params.ok()) return profile_failed(v1::INFRA_ERROR, std::string(params.status().message()));
+    if (!params.ok()) return fail(v1::INFRA_ERROR, std::string(params.status().message()));
     for (const runner::Param& p : *params) {
       if (p.kind != runner::ParamKind::kOutput) continue;
       auto shape = ResolveShape(*p.spec, BindingValues(task.time()));
-      if (!shape.ok()) return profile_failed(v1::INFRA_ERROR, std::string(shape.status().message()));
+      if (!shape.ok()) return fail(v1::INFRA_ERROR, std::string(shape.status().message()));
       timed_outputs.emplace_back(p.spec, NumElements(*shape));
       timed_output_bytes += NumElements(*shape) * static_cast<int64_t>(DTypeSize(p.spec->dtype()));
     }
@@ -693,8 +730,8 @@ v1::Evaluation CpuBackend::Evaluate(const v1::Task& task, const v1::Candidate& c
   // cores and memory bandwidth would disturb each other's samples.
   absl::MutexLock profile_lock(&profile_mu_);
   auto prof_run = RunRunner(
-      {"profile", "--task=" + scratch + "/task.pb", "--kernel=" + cand->library_path,
-       "--baseline=" + ref->library_path, "--inputs=" + *timed_inputs,
+      {"profile", "--task=" + scratch + "/task.pb", "--kernel=" + run.cand.library_path,
+       "--baseline=" + run.ref.library_path, "--inputs=" + *timed_inputs,
        "--outputs=" + scratch + "/timed_outputs.bin", "--result=" + scratch + "/profile.json",
        "--report=" + scratch + "/report.txt",
        absl::StrCat("--time_cap_s=", options_.profile_time_cap_s),
@@ -703,52 +740,50 @@ v1::Evaluation CpuBackend::Evaluate(const v1::Task& task, const v1::Candidate& c
       // one slow call.
       scratch, options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 5),
       2 * timed_output_bytes);
-  if (!prof_run.ok()) return profile_failed(v1::INFRA_ERROR, std::string(prof_run.status().message()));
+  if (!prof_run.ok()) return fail(v1::INFRA_ERROR, std::string(prof_run.status().message()));
   if (prof_run->outcome.status != v1::OK) {
     ev.mutable_diagnostics()->set_signal(prof_run->outcome.signal);
     ev.mutable_diagnostics()->set_violation(prof_run->outcome.violation);
-    return profile_failed(prof_run->outcome.status,
-                          absl::StrCat("candidate (at the timed binding '", task.time().name(),
-                                       "') ", prof_run->outcome.message));
+    return fail(prof_run->outcome.status,
+                absl::StrCat("candidate (at the timed binding '", task.time().name(), "') ",
+                             prof_run->outcome.message));
   }
   auto prof_json = ReadFile(scratch + "/profile.json");
   auto timed_bytes = ReadFile(scratch + "/timed_outputs.bin");
   if (!prof_json.ok() || !timed_bytes.ok() ||
       static_cast<int64_t>(timed_bytes->size()) != 2 * timed_output_bytes) {
-    return profile_failed(v1::RUNTIME_ERROR,
-                          "the profiler ended without writing its results: the candidate ended "
-                          "the process (exit?) or wrote into the runner's files");
+    return fail(v1::RUNTIME_ERROR,
+                "the profiler ended without writing its results: the candidate ended the "
+                "process (exit?) or wrote into the runner's files");
   }
   auto profile = runner::ProfileFromJson(*prof_json);
-  if (!profile.ok()) return profile_failed(v1::INFRA_ERROR, std::string(profile.status().message()));
+  if (!profile.ok()) return fail(v1::INFRA_ERROR, std::string(profile.status().message()));
   if (!profile->modified_input.empty()) {
-    return profile_failed(v1::INPUT_MODIFIED,
-                          absl::StrCat("input '", profile->modified_input,
-                                       "' changed while timing at binding '", task.time().name(), "'"));
+    return fail(v1::INPUT_MODIFIED, absl::StrCat("input '", profile->modified_input,
+                                                 "' changed while timing at binding '",
+                                                 task.time().name(), "'"));
   }
-  {
-    // Candidate vs baseline at the timed binding, same tolerances as validation.
-    int64_t offset = 0;
-    for (const auto& [spec, count] : timed_outputs) {
-      const int64_t bytes = count * static_cast<int64_t>(DTypeSize(spec->dtype()));
-      const char* got = timed_bytes->data() + offset;
-      const char* want = timed_bytes->data() + timed_output_bytes + offset;
-      Tolerances tol = ToleranceFor(task, spec->dtype());
-      CompareResult cmp = CompareTensors(spec->dtype(), got, want, count, tol);
-      if (!cmp.ok) {
-        return profile_failed(
-            cmp.nonfinite ? v1::NONFINITE : v1::WRONG_ANSWER,
-            absl::StrCat("at the timed binding '", task.time().name(), "': ", spec->name(), "[",
-                         cmp.first_bad_index, "] = ", ElementAsDouble(spec->dtype(), got, cmp.first_bad_index),
-                         ", baseline ", ElementAsDouble(spec->dtype(), want, cmp.first_bad_index), "; ",
-                         cmp.bad_count, " of ", count, " elements outside atol ", tol.atol, " + rtol ",
-                         tol.rtol, " (max abs err ", cmp.max_abs_err, ")"));
-      }
-      offset += bytes;
+  // Candidate vs baseline at the timed binding, same tolerances as validation.
+  int64_t offset = 0;
+  for (const auto& [spec, count] : timed_outputs) {
+    const char* got = timed_bytes->data() + offset;
+    const char* want = timed_bytes->data() + timed_output_bytes + offset;
+    Tolerances tol = ToleranceFor(task, spec->dtype());
+    CompareResult cmp = CompareTensors(spec->dtype(), got, want, count, tol);
+    if (!cmp.ok) {
+      return fail(cmp.nonfinite ? v1::NONFINITE : v1::WRONG_ANSWER,
+                  absl::StrCat("at the timed binding '", task.time().name(), "': ", spec->name(),
+                               "[", cmp.first_bad_index, "] = ",
+                               ElementAsDouble(spec->dtype(), got, cmp.first_bad_index),
+                               ", baseline ",
+                               ElementAsDouble(spec->dtype(), want, cmp.first_bad_index), "; ",
+                               cmp.bad_count, " of ", count, " elements outside atol ", tol.atol,
+                               " + rtol ", tol.rtol, " (max abs err ", cmp.max_abs_err, ")"));
     }
+    offset += count * static_cast<int64_t>(DTypeSize(spec->dtype()));
   }
   if (profile->candidate.median_s <= 0 || profile->baseline.median_s <= 0) {
-    return profile_failed(v1::INFRA_ERROR, "the profiler measured no time");
+    return fail(v1::INFRA_ERROR, "the profiler measured no time");
   }
   *ev.mutable_timing() = ToTiming(profile->candidate);
   *ev.mutable_baseline() = ToTiming(profile->baseline);
@@ -762,8 +797,12 @@ v1::Evaluation CpuBackend::Evaluate(const v1::Task& task, const v1::Candidate& c
     if (auto v = EvalExpr(task.flops(), timed); v.ok()) flops = static_cast<double>(*v);
   }
   double roofline_s = 0;
-  if (ceilings_.mem_bandwidth_gbs > 0) roofline_s = std::max(roofline_s, bytes / (ceilings_.mem_bandwidth_gbs * 1e9));
-  if (ceilings_.fp32_peak_gflops > 0) roofline_s = std::max(roofline_s, flops / (ceilings_.fp32_peak_gflops * 1e9));
+  if (ceilings_.mem_bandwidth_gbs > 0) {
+    roofline_s = std::max(roofline_s, bytes / (ceilings_.mem_bandwidth_gbs * 1e9));
+  }
+  if (ceilings_.fp32_peak_gflops > 0) {
+    roofline_s = std::max(roofline_s, flops / (ceilings_.fp32_peak_gflops * 1e9));
+  }
   ev.set_roofline_fraction(roofline_s / profile->candidate.median_s);
   auto& counters = *ev.mutable_profile();
   counters["copies"] = static_cast<double>(profile->copies);
@@ -774,13 +813,13 @@ v1::Evaluation CpuBackend::Evaluate(const v1::Task& task, const v1::Candidate& c
   counters["achieved_bandwidth_gbs"] = bytes / profile->candidate.median_s / 1e9;
   counters["achieved_gflops"] = flops / profile->candidate.median_s / 1e9;
   counters["peak_rss_bytes"] = static_cast<double>(prof_run->result.peak_rss_bytes);
-  emit(v1::STAGE_PROFILE, true,
-       absl::StrCat("median ", profile->candidate.median_s * 1e3, " ms (spread ",
-                    profile->candidate.spread * 100, "%), baseline ", profile->baseline.median_s * 1e3,
-                    " ms, speedup ", ev.speedup(), "x, ", ev.timing().samples_s_size(), " samples",
-                    profile->converged ? "" : " (time cap reached before 1% spread)"),
-       stage_start);
-  return finish(v1::OK, "");
+  run.Emit(v1::STAGE_PROFILE, /*ok=*/true,
+           absl::StrCat("median ", profile->candidate.median_s * 1e3, " ms (spread ",
+                        profile->candidate.spread * 100, "%), baseline ",
+                        profile->baseline.median_s * 1e3, " ms, speedup ", ev.speedup(), "x, ",
+                        ev.timing().samples_s_size(), " samples",
+                        profile->converged ? "" : " (time cap reached before 1% spread)"));
+  return true;
 }
 
 std::string FirstLineOf(const std::string& s) { return s.substr(0, s.find('\n')); }
