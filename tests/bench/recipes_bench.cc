@@ -14,6 +14,7 @@
 // against the reference on every validation binding and the timed binding,
 // and timed (median of --reps calls after a warm-up call).
 #include <cblas.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -67,11 +68,29 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-double TimeCalls(const std::function<void()>& fn, int reps) {
+double CpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+struct Timing {
+  double wall = 0;  // median wall-clock seconds per call
+  double cpu = 0;   // median process CPU seconds per call (all threads)
+};
+
+// On a shared machine wall time includes time the kernel's threads waited
+// for a core; CPU time does not, so a single-threaded kernel's CPU time is
+// its speed on an idle core.
+Timing TimeCalls(const std::function<void()>& fn, int reps) {
   fn();  // warm-up (page faults, thread pool start)
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) t.push_back(Seconds(fn));
-  return Median(t);
+  std::vector<double> wall, cpu;
+  for (int i = 0; i < reps; ++i) {
+    const double c0 = CpuSeconds();
+    wall.push_back(Seconds(fn));
+    cpu.push_back(CpuSeconds() - c0);
+  }
+  return Timing{Median(wall), Median(cpu)};
 }
 
 // STREAM triad a[i] = b[i] + s*c[i] on doubles, all cores, compiled like a
@@ -106,6 +125,7 @@ extern "C" void triad(double* __restrict a, const double* __restrict b,
 struct Row {
   std::string task, genome, note;
   double seconds = 0;
+  double cpu_seconds = 0;
   double speedup = 0;
   double rate = 0;       // GB/s or GFLOP/s
   std::string rate_unit;
@@ -115,8 +135,8 @@ struct Row {
 };
 
 void PrintRow(const Row& r) {
-  std::printf("| %-10s | %-88s | %9.3f | %8.1fx | %8.1f %-6s | %6.0f%% %-8s |%s\n", r.task.c_str(),
-              r.genome.c_str(), r.seconds * 1e3, r.speedup, r.rate, r.rate_unit.c_str(), r.percent,
+  std::printf("| %-10s | %-88s | %9.3f | %9.3f | %8.1fx | %8.1f %-6s | %6.0f%% %-8s |%s\n",
+              r.task.c_str(), r.genome.c_str(), r.seconds * 1e3, r.cpu_seconds * 1e3, r.speedup, r.rate, r.rate_unit.c_str(), r.percent,
               r.percent_of.c_str(), r.ok ? "" : (" FAIL: " + r.note).c_str());
   std::fflush(stdout);
 }
@@ -152,9 +172,12 @@ class TaskBench {
     // The reference is slow at some timed shapes (matmul: seconds): fewer reps.
     double once = Seconds([&] { reference_->Call(timed_want_->args); });
     int reps = once > 0.5 ? 1 : once > 0.05 ? 3 : opt_.reps;
-    ref_seconds_ = reps == 1 ? once : TimeCalls([&] { reference_->Call(timed_want_->args); }, reps);
+    Timing t = reps == 1 ? Timing{once, once}
+                         : TimeCalls([&] { reference_->Call(timed_want_->args); }, reps);
+    ref_seconds_ = t.wall;
     Row r{task_.name(), "reference (-O2)"};
     r.seconds = ref_seconds_;
+    r.cpu_seconds = t.cpu;
     r.speedup = 1;
     Fill(r);
     PrintRow(r);
@@ -172,12 +195,14 @@ class TaskBench {
     const float* a = reinterpret_cast<const float*>((*call)->args[0]);
     const float* b = reinterpret_cast<const float*>((*call)->args[1]);
     float* c = reinterpret_cast<float*>((*call)->args[2]);
-    blas_seconds_ = TimeCalls([&] {
+    Timing t = TimeCalls([&] {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
     }, opt_.reps);
+    blas_seconds_ = t.wall;
     Row r{task_.name(), absl::StrCat("OpenBLAS cblas_sgemm (core ", openblas_get_corename(), ", ",
                                      openblas_get_num_threads(), " threads)")};
     r.seconds = blas_seconds_;
+    r.cpu_seconds = t.cpu;
     r.speedup = ref_seconds_ / blas_seconds_;
     Fill(r);
     PrintRow(r);
@@ -220,7 +245,9 @@ class TaskBench {
       r.ok = false, r.note = absl::StrCat("timed: ", std::string(same.message()));
       return r;
     }
-    r.seconds = TimeCalls([&] { (*kernel)->Call(timed_got_->args); }, opt_.reps);
+    Timing t = TimeCalls([&] { (*kernel)->Call(timed_got_->args); }, opt_.reps);
+    r.seconds = t.wall;
+    r.cpu_seconds = t.cpu;
     r.speedup = ref_seconds_ / r.seconds;
     Fill(r);
     return r;
@@ -282,9 +309,9 @@ int Main(int argc, char** argv) {
   if (!dir.ok()) return 1;
   const double triad = TriadBandwidth((*dir)->path(), 10);
   std::printf("STREAM triad (double, %u threads): %.1f GB/s\n\n", std::thread::hardware_concurrency(), triad);
-  std::printf("| %-10s | %-88s | %9s | %9s | %15s | %16s |\n", "task", "genome", "ms", "vs ref", "rate",
-              "roofline");
-  std::printf("|------------|%s|-----------|-----------|-----------------|------------------|\n",
+  std::printf("| %-10s | %-88s | %9s | %9s | %9s | %15s | %16s |\n", "task", "genome", "ms",
+              "cpu ms", "vs ref", "rate", "roofline");
+  std::printf("|------------|%s|-----------|-----------|-----------|-----------------|------------------|\n",
               std::string(90, '-').c_str());
 
   for (const std::string& name : opt.tasks) {

@@ -1,11 +1,14 @@
 // Tests for the built-in recipe proposer (coordinator/proposer/builtin): the
 // genome text form, the proposer's seeds, mutations and crossovers, the
 // generic mutator's source edits, and — most important — that every recipe's
-// default genome and random genomes compile and match each starter task's
-// reference on all of the task's validation bindings.
+// default genome, genomes covering every value of every parameter, and a
+// random genome compile and match each starter task's reference on all of
+// the task's validation bindings.
 #include "coordinator/proposer/builtin/builtin_proposer.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <random>
 #include <set>
@@ -132,7 +135,7 @@ TEST(RecipeTest, StarterTasksGetTheirPatternRecipesAndTheGenericMutator) {
       {"softmax", {"softmax_three_pass", "softmax_online", "generic"}},
       {"row_sum", {"row_reduce", "generic"}},
       {"matmul", {"gemm_packed", "generic"}},
-      {"bucketize", {"bucketize_search", "bucketize_lut", "generic"}},
+      {"bucketize", {"bucketize_tree", "bucketize_search", "bucketize_lut", "generic"}},
   };
   for (const auto& [name, recipes] : want) {
     const v1::Task task = LoadStarterTask(name);
@@ -261,6 +264,14 @@ TEST(BuiltinProposerTest, FirstGenerationStartsWithEachApplicableDefault) {
   EXPECT_EQ((*out)[0].genome.recipe, "softmax_three_pass");
   EXPECT_EQ((*out)[1].genome.recipe, "softmax_online");
   EXPECT_EQ((*out)[2].genome.recipe, "generic");
+  // Then each default with its seed overrides: single-threaded variants.
+  for (size_t i = 3; i < 6; ++i) {
+    const Proposal& p = (*out)[i];
+    EXPECT_EQ(p.genome.recipe, (*out)[i - 3].genome.recipe);
+    EXPECT_EQ(ChangedParams(p.genome, (*out)[i - 3].genome).size(), 1u) << p.genome.ToString();
+  }
+  EXPECT_EQ((*out)[3].genome.params.at("threads"), "1");
+  EXPECT_EQ((*out)[5].genome.params.at("omp"), "off");
 }
 
 TEST(BuiltinProposerTest, ProposalsAreDeterministicForASeed) {
@@ -381,19 +392,20 @@ TEST(BuiltinProposerTest, CrossoverMixesTheParentsParameters) {
 
 TEST(BuiltinProposerTest, PriorsOrderAndExcludeRecipes) {
   const v1::Task task = LoadStarterTask("bucketize");
-  ProposeRequest r = Request(task, 10, 5);
+  ProposeRequest r = Request(task, 30, 5);
   r.priors = {{"bucketize_lut", 5.0}, {"generic", 0.0}};
   BuiltinProposer proposer;
   absl::StatusOr<std::vector<Proposal>> out = proposer.Propose(r);
   ASSERT_TRUE(out.ok()) << out.status();
-  ASSERT_EQ(out->size(), 10u);
+  ASSERT_EQ(out->size(), 30u);
   EXPECT_EQ((*out)[0].genome.recipe, "bucketize_lut");
   int lut = 0;
   for (const Proposal& p : *out) {
     EXPECT_NE(p.genome.recipe, "generic");
     lut += p.genome.recipe == "bucketize_lut";
   }
-  EXPECT_GE(lut, 6);
+  // 2 fixed seeds of each recipe, then 24 random ones, 5/7 of them expected lut.
+  EXPECT_GE(lut, 2 + 24 / 2);
 }
 
 TEST(BuiltinProposerTest, NonBuiltinParentGetsGenericMutatorProposals) {
@@ -448,7 +460,7 @@ TEST(BuiltinProposerTest, ExhaustedSpaceReturnsFewerProposals) {
 
 class RecipeCorrectnessTest : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(RecipeCorrectnessTest, DefaultAndRandomGenomesMatchTheReference) {
+TEST_P(RecipeCorrectnessTest, GenomesCoveringTheSpaceMatchTheReference) {
   const v1::Task task = LoadStarterTask(GetParam());
   ASSERT_FALSE(task.name().empty());
   auto dir = harness::TempDir::Create("kevo_recipes_");
@@ -472,9 +484,17 @@ TEST_P(RecipeCorrectnessTest, DefaultAndRandomGenomesMatchTheReference) {
   std::mt19937_64 rng(std::hash<std::string>()(task.name()));
   int index = 0;
   for (const Recipe* recipe : recipes) {
+    // The default, genomes that together use every value of every parameter
+    // (genome i takes value i mod count of each), and one random genome.
     std::vector<Genome> genomes = {Genome{recipe->name(), recipe->space().Defaults()}};
-    const int random = recipe->family() == "gemm" ? 5 : 3;
-    for (int i = 0; i < random; ++i) genomes.push_back(Genome{recipe->name(), recipe->space().Random(rng)});
+    size_t widest = 0;
+    for (const ParamSpec& p : recipe->space().params()) widest = std::max(widest, p.values.size());
+    for (size_t i = 0; i < widest; ++i) {
+      Genome g{recipe->name(), {}};
+      for (const ParamSpec& p : recipe->space().params()) g.params[p.name] = p.values[i % p.values.size()];
+      genomes.push_back(std::move(g));
+    }
+    genomes.push_back(Genome{recipe->name(), recipe->space().Random(rng)});
     for (const Genome& genome : genomes) {
       SCOPED_TRACE(genome.ToString());
       absl::StatusOr<v1::Candidate> candidate = recipe->Generate(task, genome);

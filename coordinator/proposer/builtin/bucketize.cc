@@ -387,11 +387,123 @@ static inline int32_t kevo_search(float x, const kevo_ctx& ctx) {
   SearchSpace space_;
 };
 
+// --------------------------------------------------------- bucketize_tree
+
+class BucketizeTreeRecipe final : public Recipe {
+ public:
+  BucketizeTreeRecipe()
+      : space_({
+            {"fanout", {"16", "32"}, "16", "keys per tree node (one or two 64-byte lines)"},
+            {"unroll", {"1", "2", "4", "8"}, "4", "values searched together per iteration"},
+            {"threads", {"1", "all"}, "all", "OpenMP threads over blocks of values"},
+        }) {}
+
+  std::string name() const override { return "bucketize_tree"; }
+  std::string family() const override { return "bucketize"; }
+  std::string description() const override {
+    return "static B-tree of the boundaries (node = 16/32 keys): per level one vector compare "
+           "and a popcount, no gathers";
+  }
+  const SearchSpace& space() const override { return space_; }
+
+  bool Applies(const v1::Task& task, std::string_view platform) const override {
+    BucketizeBinding g;
+    return platform == "cpu" && Hint(task, "pattern") == "bucketize" && BindBucketize(task, &g);
+  }
+
+  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task,
+                                         const Genome& genome) const override {
+    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome));
+    BucketizeBinding g;
+    BindBucketize(task, &g);
+    KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
+    const int64_t fanout = IntParam(genome, "fanout");
+    const int64_t unroll = IntParam(genome, "unroll");
+    std::string s = Header(genome, g.right);
+    // Level 0 is the boundaries padded with +inf to whole nodes; level L+1
+    // holds the last key of each node of level L. The count of keys <= x in
+    // a node says which child holds the answer.
+    absl::StrAppend(&s, "enum : int64_t { F = ", fanout, " };\n", R"(struct kevo_ctx {
+  const float* level[40];
+  int64_t entries[40];  // real (unpadded) keys per level
+  int64_t levels;
+  int64_t nb;
+};
+// Keys of node `node` at `level` that are <= x (or < x), 0..F.
+static inline int64_t kevo_count(const float* __restrict keys, float x) {
+#if defined(__AVX512F__)
+  const __m512 xv = _mm512_set1_ps(x);
+  int64_t c = __builtin_popcount(_mm512_cmp_ps_mask(_mm512_load_ps(keys), xv, KEVO_CMP));
+  if (F == 32) c += __builtin_popcount(_mm512_cmp_ps_mask(_mm512_load_ps(keys + 16), xv, KEVO_CMP));
+  return c;
+#else
+  int64_t c = 0;
+  for (int64_t j = 0; j < F; ++j) c += kevo_le(keys[j], x) ? 1 : 0;
+  return c;
+#endif
+}
+static void kevo_block(const float* __restrict v, int32_t* __restrict out, int64_t count,
+                       const kevo_ctx& ctx) {
+  int64_t i = 0;
+  for (; i + )", unroll, R"( <= count; i += )", unroll, R"() {
+)", Repeat(unroll, "    const float x# = v[i + #];\n    int64_t p# = 0;\n"),
+                    R"(    for (int64_t l = ctx.levels - 1; l > 0; --l) {
+      const float* keys = ctx.level[l];
+      const int64_t last = ctx.entries[l] - 1;
+)", Repeat(unroll, "      p# = p# * F + kevo_count(keys + p# * F, x#);\n      p# = p# < last ? p# : last;\n"),
+                    "    }\n",
+                    Repeat(unroll, "    p# = p# * F + kevo_count(ctx.level[0] + p# * F, x#);\n"
+                                   "    out[i + #] = (int32_t)(p# < ctx.nb ? p# : ctx.nb);\n"),
+                    R"(  }
+  for (; i < count; ++i) {
+    int64_t p = 0;
+    for (int64_t l = ctx.levels - 1; l > 0; --l) {
+      p = p * F + kevo_count(ctx.level[l] + p * F, v[i]);
+      p = p < ctx.entries[l] - 1 ? p : ctx.entries[l] - 1;
+    }
+    p = p * F + kevo_count(ctx.level[0] + p * F, v[i]);
+    out[i] = (int32_t)(p < ctx.nb ? p : ctx.nb);
+  }
+}
+)");
+    const std::string setup = absl::StrCat("  const float* b = ", g.boundaries, R"(;
+  ctx.nb = kevo_nb;
+  // Sizes first: level l has entries[l] keys in ceil(entries[l] / F) nodes.
+  int64_t total = 0;
+  ctx.levels = 0;
+  for (int64_t e = kevo_nb;; e = (e + F - 1) / F) {
+    ctx.entries[ctx.levels++] = e;
+    total += (e + F - 1) / F * F;
+    if (e <= F || ctx.levels == 40) break;
+  }
+  float* keys = (float*)aligned_alloc(64, total * sizeof(float));
+  if (keys == nullptr) return;
+  float* at = keys;
+  for (int64_t l = 0; l < ctx.levels; ++l) {
+    const int64_t e = ctx.entries[l], padded = (e + F - 1) / F * F;
+    for (int64_t j = 0; j < padded; ++j) {
+      // Level 0: the boundaries; above: the last key of each node below.
+      at[j] = j >= e ? __builtin_inff() : l == 0 ? b[j] : ctx.level[l - 1][j * F + F - 1];
+    }
+    ctx.level[l] = at;
+    at += padded;
+  }
+)");
+    absl::StrAppend(&s, "\n", Driver(g, definition, StrParam(genome, "threads") == "all", setup,
+                                     "  free(keys);\n"));
+    return MakeCandidate(std::move(s));
+  }
+
+ private:
+  SearchSpace space_;
+};
+
 }  // namespace
 
 std::unique_ptr<Recipe> NewBucketizeSearchRecipe() {
   return std::make_unique<BucketizeSearchRecipe>();
 }
 std::unique_ptr<Recipe> NewBucketizeLutRecipe() { return std::make_unique<BucketizeLutRecipe>(); }
+std::unique_ptr<Recipe> NewBucketizeTreeRecipe() { return std::make_unique<BucketizeTreeRecipe>(); }
 
 }  // namespace kevo::proposer

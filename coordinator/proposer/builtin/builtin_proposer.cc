@@ -95,6 +95,14 @@ void ProposeSeeds(const ProposeRequest& request, const std::vector<const Recipe*
     if (weights[i] <= 0) continue;
     batch.Add(*recipes[i], Genome{recipes[i]->name(), recipes[i]->space().Defaults()}, "seed", {});
   }
+  for (size_t i : order) {
+    if (weights[i] <= 0) continue;
+    for (const auto& overrides : recipes[i]->SeedOverrides()) {
+      Genome g{recipes[i]->name(), recipes[i]->space().Defaults()};
+      for (const auto& [k, v] : overrides) g.params[k] = v;
+      if (recipes[i]->space().Check(g.params).ok()) batch.Add(*recipes[i], std::move(g), "seed", {});
+    }
+  }
   for (int attempt = 0; attempt < kAttemptsPerProposal * request.count && !batch.full();
        ++attempt) {
     int i = PickWeighted(weights, rng);

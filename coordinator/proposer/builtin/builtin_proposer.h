@@ -1,7 +1,8 @@
 // The built-in recipe proposer: kevo's default proposer when no LLM is
 // configured. It searches the declared spaces of the recipes that apply to a
 // task (recipe.h, docs/search.md):
-//   - no parent: the default genome of each applicable recipe, then random
+//   - no parent: the default genome of each applicable recipe, then each
+//     recipe's seed overrides of it (e.g. single-threaded), then random
 //     points of their spaces ("seed");
 //   - one built-in parent: mutations that change exactly one parameter, a
 //     neighbouring value more likely ("param:mr 8->16"), or switch to another

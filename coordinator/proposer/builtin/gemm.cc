@@ -4,7 +4,8 @@
 // panels (shared by all threads), A into MC x KC blocks of MR-high row panels
 // (one per thread); a register-blocked MR x NR micro-kernel (16-lane GCC
 // vectors: AVX-512 FMA with the B row in registers and A broadcast) computes
-// each tile over KC. OpenMP splits the MC blocks. Edges (any m, n, k) are
+// each tile over KC. OpenMP threads take ranges of rows or columns (or share
+// the packed B and split the MC blocks). Edges (any m, n, k) are
 // zero-padded in the packs and written back through a temporary tile.
 #include <algorithm>
 #include <string>
@@ -50,8 +51,8 @@ class GemmPackedRecipe final : public Recipe {
  public:
   GemmPackedRecipe()
       : space_({
-            {"mr", {"4", "6", "8", "12", "14", "16"}, "14", "micro-tile rows (A broadcasts)"},
-            {"nr", {"16", "32", "48", "64"}, "32", "micro-tile columns (multiple of 16 lanes)"},
+            {"mr", {"4", "6", "8", "12", "14", "16"}, "6", "micro-tile rows (A broadcasts)"},
+            {"nr", {"16", "32", "48", "64"}, "64", "micro-tile columns (multiple of 16 lanes)"},
             {"kc", {"64", "128", "192", "256", "384", "512"}, "256", "k block (packed depth)"},
             {"mc", {"32", "64", "96", "128", "192", "256", "384"}, "128",
              "rows of A per packed block (rounded down to a multiple of mr)"},
@@ -61,8 +62,11 @@ class GemmPackedRecipe final : public Recipe {
              "inner loops: B panel outer (kept in L1) or A panel outer"},
             {"unroll_k", {"1", "2", "4", "8"}, "4", "unroll of the micro-kernel's k loop"},
             {"prefetch", {"off", "on"}, "on", "prefetch the C tile and packed A/B ahead"},
-            {"threads", {"1", "all"}, "all", "OpenMP threads over MC blocks"},
-            {"schedule", {"static", "dynamic"}, "static", "OpenMP schedule of MC blocks"},
+            {"threads", {"1", "all"}, "all", "OpenMP threads"},
+            {"split", {"rows", "cols", "dynamic", "shared_b"}, "dynamic",
+             "threads take row ranges or column ranges (each packing its own panels), or MC-row "
+             "blocks as they finish (B packed once up front), or share B packed per block and "
+             "split the A blocks (two barriers per block)"},
         }) {}
 
   std::string name() const override { return "gemm_packed"; }
@@ -215,34 +219,47 @@ static inline void kevo_kernel(int64_t kc, const float* __restrict a, const floa
                            "          for (int64_t jr = 0; jr < nc; jr += NR)\n            ",
                            kernel_call);
     }
-    const std::string omp_for =
-        threaded ? absl::StrCat("#pragma omp for schedule(", StrParam(genome, "schedule"), ")\n")
-                 : "";
-    absl::StrAppend(&s, R"(static void kevo_gemm(const float* __restrict a, const float* __restrict b,
-                      float* __restrict c, int64_t m, int64_t n, int64_t k) {
-  const int64_t lda = k, ldb = n, ldc = n;
+    const std::string& split = StrParam(genome, "split");
+    const bool shared_b = threaded && split == "shared_b";
+    // One block loop nest; with shared_b the threads pack B together and
+    // share out the A blocks (two barriers per (jc, pc) block), otherwise it
+    // runs per thread on that thread's rows or columns (no barriers: a
+    // sleeping OpenMP thread can take a scheduler tick to wake).
+    absl::StrAppend(&s, R"(// `packed`: null, or all of B already packed (block (jc, pc) at
+// packed + jc * k + pc * round_up(nc, NR)).
+static void kevo_gemm_blocks(const float* __restrict a, int64_t lda,
+                             const float* __restrict b, int64_t ldb, float* __restrict c,
+                             int64_t ldc, int64_t m, int64_t n, int64_t k,
+                             const float* __restrict packed) {
   if (m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    for (int64_t i = 0; i < m * n; ++i) c[i] = 0.0f;
-    return;
-  }
   const int64_t nc_max = kevo_min(NC, (n + NR - 1) / NR * NR);
   const int64_t kc_max = kevo_min(KC, k);
-  float* bp = (float*)aligned_alloc(64, (kc_max * nc_max * sizeof(float) + 63) / 64 * 64);
-  if (bp == nullptr) return;
-)", threaded ? "#pragma omp parallel\n" : "", R"(  {
-    const int64_t mc_max = kevo_min(MC, (m + MR - 1) / MR * MR);
+)", shared_b ? R"(  // A blocks: at most MC rows, a multiple of MR, and a number of blocks
+  // that is a multiple of the thread count, so no thread idles.
+  const int64_t threads = omp_get_max_threads();
+  int64_t blocks = (m + MC - 1) / MC;
+  blocks = (blocks + threads - 1) / threads * threads;
+  const int64_t mc_max = kevo_min(MC, ((m + blocks - 1) / blocks + MR - 1) / MR * MR);
+)" : R"(  const int64_t mc_max = kevo_min(MC, (m + MR - 1) / MR * MR);
+)", R"(  float* bp_own = packed != nullptr ? nullptr
+      : (float*)aligned_alloc(64, (kc_max * nc_max * sizeof(float) + 63) / 64 * 64);
+  if (packed == nullptr && bp_own == nullptr) return;
+)", shared_b ? "#pragma omp parallel\n" : "", R"(  {
     float* ap = (float*)aligned_alloc(64, (mc_max * kc_max * sizeof(float) + 63) / 64 * 64);
     for (int64_t jc = 0; jc < n; jc += NC) {
       const int64_t nc = kevo_min(NC, n - jc);
       for (int64_t pc = 0; pc < k; pc += KC) {
         const int64_t kc = kevo_min(KC, k - pc);
-)", threaded ? "#pragma omp for schedule(static)\n" : "", R"(        for (int64_t jp = 0; jp < (nc + NR - 1) / NR; ++jp) {
-          kevo_pack_b_panel(b + pc * ldb + jc + jp * NR, ldb, kc, kevo_min(NR, nc - jp * NR),
-                            bp + jp * NR * kc);
+        const float* __restrict bp =
+            packed != nullptr ? packed + jc * k + pc * ((nc + NR - 1) / NR * NR) : bp_own;
+        if (packed == nullptr) {
+)", shared_b ? "#pragma omp for schedule(static)\n" : "", R"(          for (int64_t jp = 0; jp < (nc + NR - 1) / NR; ++jp) {
+            kevo_pack_b_panel(b + pc * ldb + jc + jp * NR, ldb, kc, kevo_min(NR, nc - jp * NR),
+                              bp_own + jp * NR * kc);
+          }
         }
-)", omp_for, R"(        for (int64_t ib = 0; ib < (m + MC - 1) / MC; ++ib) {
-          const int64_t ic = ib * MC, mc = kevo_min(MC, m - ic);
+)", shared_b ? "#pragma omp for schedule(static)\n" : "", R"(        for (int64_t ib = 0; ib < (m + mc_max - 1) / mc_max; ++ib) {
+          const int64_t ic = ib * mc_max, mc = kevo_min(mc_max, m - ic);
           if (ap == nullptr) continue;
           kevo_pack_a(a + ic * lda + pc, lda, mc, kc, ap);
 )", tiles, R"(        }
@@ -250,10 +267,62 @@ static inline void kevo_kernel(int64_t kc, const float* __restrict a, const floa
     }
     free(ap);
   }
-  free(bp);
+  free(bp_own);
+}
+
+static void kevo_gemm(const float* __restrict a, const float* __restrict b, float* __restrict c,
+                      int64_t m, int64_t n, int64_t k) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (int64_t i = 0; i < m * n; ++i) c[i] = 0.0f;
+    return;
+  }
+)");
+    if (!threaded || shared_b) {
+      absl::StrAppend(&s, "  kevo_gemm_blocks(a, k, b, n, c, n, m, n, k, nullptr);\n}\n\n");
+    } else if (split == "dynamic") {
+      // B packed once up front; threads then take MC-row blocks as they
+      // finish, so a thread on a busy core does less of the work.
+      absl::StrAppend(&s, R"(  const int64_t npad = (n + NR - 1) / NR * NR;
+  float* packed = (float*)aligned_alloc(64, (k * npad * sizeof(float) + 63) / 64 * 64);
+  if (packed == nullptr) return;
+  for (int64_t jc = 0; jc < n; jc += NC) {
+    const int64_t nc = kevo_min(NC, n - jc), ncpad = (nc + NR - 1) / NR * NR;
+    for (int64_t pc = 0; pc < k; pc += KC) {
+      const int64_t kc = kevo_min(KC, k - pc);
+      for (int64_t jp = 0; jp < ncpad / NR; ++jp) {
+        kevo_pack_b_panel(b + pc * n + jc + jp * NR, n, kc, kevo_min(NR, nc - jp * NR),
+                          packed + jc * k + pc * ncpad + jp * NR * kc);
+      }
+    }
+  }
+  const int64_t mc = kevo_min(MC, (m + MR - 1) / MR * MR);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t ib = 0; ib < (m + mc - 1) / mc; ++ib) {
+    const int64_t ic = ib * mc;
+    kevo_gemm_blocks(a + ic * k, k, b, n, c + ic * n, n, kevo_min(mc, m - ic), n, k, packed);
+  }
+  free(packed);
 }
 
 )");
+    } else {
+      // Each thread takes a contiguous range of whole micro-tiles.
+      const bool rows = split == "rows";
+      absl::StrAppend(&s, "#pragma omp parallel\n  {\n",
+                      "    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();\n",
+                      "    const int64_t tiles = (", rows ? "m + MR - 1) / MR" : "n + NR - 1) / NR",
+                      ";\n    const int64_t lo = kevo_min(", rows ? "m" : "n",
+                      ", tiles * t / nt * ", rows ? "MR" : "NR", ");\n",
+                      "    const int64_t hi = kevo_min(", rows ? "m" : "n", ", tiles * (t + 1) / nt * ",
+                      rows ? "MR" : "NR", ");\n");
+      if (rows) {
+        absl::StrAppend(&s, "    kevo_gemm_blocks(a + lo * k, k, b, n, c + lo * n, n, hi - lo, n, k, nullptr);\n");
+      } else {
+        absl::StrAppend(&s, "    kevo_gemm_blocks(a, k, b + lo, n, c + lo, n, m, hi - lo, k, nullptr);\n");
+      }
+      absl::StrAppend(&s, "  }\n}\n\n");
+    }
     absl::StrAppend(&s, definition, " {\n  kevo_gemm(", g.a, ", ", g.b, ", ", g.c, ", ", g.m, ", ",
                     g.n, ", ", g.k, ");\n}\n");
     v1::Candidate candidate;

@@ -38,6 +38,9 @@ class GenericRecipe final : public Recipe {
     return "the C++ reference with __restrict, OpenMP and unroll pragmas and compiler flags";
   }
   const SearchSpace& space() const override { return space_; }
+  std::vector<std::map<std::string, std::string>> SeedOverrides() const override {
+    return {{{"omp", "off"}}};  // the reference's own loop nest, only better compiled
+  }
 
   bool Applies(const v1::Task& task, std::string_view platform) const override {
     if (platform != "cpu") return false;

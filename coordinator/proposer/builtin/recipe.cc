@@ -76,6 +76,7 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewSoftmaxThreePassRecipe());
     v->push_back(NewSoftmaxOnlineRecipe());
     v->push_back(NewGemmPackedRecipe());
+    v->push_back(NewBucketizeTreeRecipe());
     v->push_back(NewBucketizeSearchRecipe());
     v->push_back(NewBucketizeLutRecipe());
     v->push_back(NewGenericRecipe());

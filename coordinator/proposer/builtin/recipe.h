@@ -75,6 +75,13 @@ class Recipe {
   // tensor and symbol names exist in the task with supported dtypes.
   virtual bool Applies(const v1::Task& task, std::string_view platform) const = 0;
   virtual const SearchSpace& space() const = 0;
+  // Points the first generation should try right after the default, as
+  // overrides of the default's values (e.g. {threads: 1}: whether threads pay
+  // off depends on the host). Every override must lie in the space.
+  virtual std::vector<std::map<std::string, std::string>> SeedOverrides() const {
+    if (space().Find("threads") == nullptr) return {};
+    return {{{"threads", "1"}}};
+  }
   // The candidate (source, language, extra flags) for `genome`. Returns
   // InvalidArgument when the genome is outside the space or names another
   // recipe, FailedPrecondition when the recipe does not apply to `task`.
@@ -95,6 +102,7 @@ std::unique_ptr<Recipe> NewSoftmaxOnlineRecipe();
 std::unique_ptr<Recipe> NewGemmPackedRecipe();
 std::unique_ptr<Recipe> NewBucketizeSearchRecipe();
 std::unique_ptr<Recipe> NewBucketizeLutRecipe();
+std::unique_ptr<Recipe> NewBucketizeTreeRecipe();
 std::unique_ptr<Recipe> NewGenericRecipe();
 
 }  // namespace kevo::proposer
