@@ -206,13 +206,10 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
                                                     const v1::SubmitJobRequest* request,
                                                     v1::SubmitJobResponse* response) {
   auto id = jobs_->Submit(request->spec());
-  absl::StatusOr<v1::SubmitJobResponse> result = id.status();
-  if (id.ok()) {
-    v1::SubmitJobResponse r;
-    r.set_job_id(*id);
-    result = r;
-  }
-  return FinishUnary(context, std::move(result), response);
+  if (!id.ok()) return FinishUnary<v1::SubmitJobResponse>(context, id.status(), response);
+  v1::SubmitJobResponse r;
+  r.set_job_id(*id);
+  return FinishUnary<v1::SubmitJobResponse>(context, std::move(r), response);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* context,
@@ -250,13 +247,10 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListNodes(grpc::CallbackServerContext*
                                                     const v1::ListNodesRequest* request,
                                                     v1::ListNodesResponse* response) {
   auto nodes = jobs_->Nodes(request->job_id());
-  absl::StatusOr<v1::ListNodesResponse> result = nodes.status();
-  if (nodes.ok()) {
-    v1::ListNodesResponse r;
-    for (auto& n : *nodes) *r.add_nodes() = std::move(n);
-    result = std::move(r);
-  }
-  return FinishUnary(context, std::move(result), response);
+  if (!nodes.ok()) return FinishUnary<v1::ListNodesResponse>(context, nodes.status(), response);
+  v1::ListNodesResponse r;
+  for (auto& n : *nodes) *r.add_nodes() = std::move(n);
+  return FinishUnary<v1::ListNodesResponse>(context, std::move(r), response);
 }
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerServiceImpl::Connect(
