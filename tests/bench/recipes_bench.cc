@@ -7,9 +7,10 @@
 //   recipes_bench [--tasks=a,b] [--random=N] [--evolve=G] [--reps=N] [--seed=S]
 //                 [--genome=recipe{k=v,...}]...
 //
-// For each task: the default genome of every applicable recipe, N random
-// genomes, then G rounds of mutating the best so far (the proposer's own
-// mutations), plus any --genome given. Each genome is compiled as the worker
+// For each task: the proposer's first generation (the default genome of every
+// applicable recipe and its seed overrides, then N random genomes), any
+// --genome given, then G rounds of 4 mutations of the best so far (the
+// proposer's own operators). Each genome is compiled as the worker
 // would (g++ -O3 -march=native -fopenmp -fPIC -shared + extra flags), checked
 // against the reference on every validation binding and the timed binding,
 // and timed (median of --reps calls after a warm-up call).
@@ -323,11 +324,24 @@ int Main(int argc, char** argv) {
     v1::Task task = *loaded;
     TaskBench bench(task, opt, (*dir)->path(), triad);
     if (!bench.Setup()) continue;
+    // The proposer's own first generation: defaults, their seed overrides,
+    // then --random random points.
     std::vector<Genome> genomes;
-    std::mt19937_64 rng(opt.seed);
-    for (const Recipe* r : BuiltinProposer::ApplicableRecipes(task, "cpu")) {
-      genomes.push_back(Genome{r->name(), r->space().Defaults()});
-      for (int i = 0; i < opt.random; ++i) genomes.push_back(Genome{r->name(), r->space().Random(rng)});
+    BuiltinProposer proposer;
+    {
+      proposer::ProposeRequest req;
+      req.task = &task;
+      req.platform = "cpu";
+      int fixed = 0;
+      for (const Recipe* r : BuiltinProposer::ApplicableRecipes(task, "cpu")) {
+        fixed += 1 + static_cast<int>(r->SeedOverrides().size());
+      }
+      req.count = fixed + opt.random;
+      req.seed = opt.seed;
+      auto first = proposer.Propose(req);
+      if (first.ok()) {
+        for (const auto& p : *first) genomes.push_back(p.genome);
+      }
     }
     for (const std::string& text : opt.genomes) {
       auto g = Genome::FromString(text);
@@ -345,7 +359,6 @@ int Main(int argc, char** argv) {
       if (r.ok && (best.seconds == 0 || r.seconds < best.seconds)) best = r, best_genome = g;
     }
     // Evolve: mutate the best with the proposer's own operators.
-    BuiltinProposer proposer;
     for (int round = 0; round < opt.evolve && best.seconds > 0; ++round) {
       proposer::ProposeRequest req;
       req.task = &task;
