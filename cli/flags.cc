@@ -11,11 +11,13 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
   ParsedArgs out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a.size() < 3 || a.rfind("--", 0) != 0) {
+    // "-o FILE": a one-letter flag with a single dash.
+    bool short_flag = a.size() == 2 && a[0] == '-' && a[1] != '-';
+    if (!short_flag && (a.size() < 3 || a.rfind("--", 0) != 0)) {
       out.positional.push_back(a);
       continue;
     }
-    std::string name = a.substr(2);
+    std::string name = a.substr(short_flag ? 1 : 2);
     std::string value;
     bool has_value = false;
     if (auto eq = name.find('='); eq != std::string::npos) {

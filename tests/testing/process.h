@@ -55,3 +55,13 @@ std::string SourceDir();
 std::string MakeTempDir(const std::string& prefix);
 
 }  // namespace kevo::testing
+
+namespace kevo::testing {
+
+// A minimal HTTP/1.0 GET over a TCP socket to 127.0.0.1:`port`; returns the
+// body. Unavailable when the connection fails, Internal for a non-200 reply.
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
+// A TCP port that was free a moment ago (bind to 0, read, close).
+int FreePort();
+
+}  // namespace kevo::testing

@@ -7,6 +7,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <cstdio>
 #include <deque>
 #include <thread>
 #include <vector>
@@ -239,6 +240,13 @@ absl::Status Daemon::Run() {
     try {
       d.exposer = std::make_unique<prometheus::Exposer>(d.options.metrics_listen);
       d.exposer->RegisterCollectable(d.registry);
+      auto ports = d.exposer->GetListeningPorts();
+      if (!ports.empty()) {
+        // Machine-readable, like the coordinator's "listening" line.
+        std::printf("metrics %d\n", static_cast<int>(ports.front()));
+        std::fflush(stdout);
+        LogInfo("metrics on port ", ports.front());
+      }
     } catch (const std::exception& e) {
       return absl::UnavailableError(
           absl::StrCat("cannot serve metrics on ", d.options.metrics_listen, ": ", e.what()));
