@@ -227,6 +227,9 @@ int RunCommand(const std::vector<std::string>& argv) {
     for (const auto& [s, n] : job->by_status()) by_status[s] = n;
     j["evaluations"] = by_status;
     j["evaluations_total"] = job->evaluations_done();
+    // The evaluation count at which the final best was first reached.
+    j["first_best_at"] = job->last_gain_at();
+    j["policy"] = job->spec().policy();
     j["best_kernel_path"] = have_best ? out_path : "";
     if (have_best) {
       j["best_node"] = best.node().node_id();

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Compares the search policies on the starter tasks: for each (task, policy)
+# one embedded `kevo run` with the same budget and seed; prints a table of the
+# best speedup, the evaluation at which the final best was first reached, and
+# the wall time. Usage:
+#   tests/bench/policies.sh [BUILD_DIR] [BUDGET] [TASKS...]
+# Not run by ctest: it takes minutes per (task, policy) on 2 cores.
+set -euo pipefail
+build="${1:-build}"
+budget="${2:-20}"
+shift 2 || true
+tasks=("$@")
+if [[ ${#tasks[@]} -eq 0 ]]; then tasks=(vector_add row_sum softmax bucketize matmul); fi
+policies=(greedy uct evolution)
+out="$(mktemp -d "${TMPDIR:-/var/tmp}/kevo-policies-XXXXXX")"
+printf "%-12s %-10s %9s %12s %10s %8s\n" task policy best_x first_best_at roofline wall_s
+for task in "${tasks[@]}"; do
+  for policy in "${policies[@]}"; do
+    db="$out/$task-$policy"
+    start=$(date +%s)
+    "$build/bin/kevo" run "tasks/$task" --platform cpu --budget "$budget" --policy "$policy" \
+      --seed 1 --db "$db" --out "$db/best.cc" --json >"$db.json" 2>"$db.log" || true
+    wall=$(( $(date +%s) - start ))
+    python3 - "$db.json" "$task" "$policy" "$wall" <<'PY'
+import json, sys
+path, task, policy, wall = sys.argv[1:]
+try:
+    j = json.load(open(path))
+except Exception:
+    print(f"{task:<12} {policy:<10} {'failed':>9}")
+    sys.exit(0)
+print(f"{task:<12} {policy:<10} {j.get('speedup', 0):9.2f} {j.get('first_best_at', 0):12d} "
+      f"{100 * j.get('roofline_fraction', 0):9.1f}% {int(wall):8d}")
+PY
+  done
+done
+echo "raw results in $out"
