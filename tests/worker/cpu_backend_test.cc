@@ -478,6 +478,20 @@ TEST_F(CpuBackendTest, KeepsServingAfterEveryBadCandidate) {
   ExpectFastIsOk(backend_);
 }
 
+TEST(CpuBackendCreateTest, WorksWithItsWorkFolderUnderTmp) {
+  // Inside bubblewrap /tmp is private: everything the sandboxed commands need
+  // from the work folder must be bound explicitly.
+  char dir[] = "/tmp/kevo-cpu-backend-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  CpuBackendOptions o = TestOptions();
+  o.work_dir = dir;
+  auto backend = CreateCpuBackend(o);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  v1::Evaluation ev = (*backend)->Evaluate(LoadVectorAdd(), Example("fast.cc"), nullptr);
+  EXPECT_EQ(ev.status(), v1::OK) << ev.diagnostics().message();
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CpuBackendCreateTest, RejectsUnusableOptions) {
   CpuBackendOptions o = TestOptions();
   o.work_dir = "";

@@ -76,7 +76,8 @@ int main() {
 }  // namespace
 
 absl::StatusOr<Ceilings> MeasureCeilings(const KernelBuilder& builder, const sandbox::Sandbox& sandbox,
-                                         const std::string& scratch_dir) {
+                                         const std::string& scratch_dir,
+                                         std::vector<std::string> visible_paths) {
   KEVO_ASSIGN_OR_RETURN(std::string program,
                         builder.BuildProgram(kBenchmark, {"-O3", "-march=native", "-fopenmp"}));
   std::error_code ec;
@@ -86,6 +87,10 @@ absl::StatusOr<Ceilings> MeasureCeilings(const KernelBuilder& builder, const san
   cmd.env = {"PATH=/usr/bin:/bin"};
   cmd.cwd = scratch_dir;
   cmd.writable_dirs = {scratch_dir};
+  // The benchmark lives in the build cache, which may be under /tmp (private
+  // inside bubblewrap): make its folder visible explicitly.
+  visible_paths.push_back(std::filesystem::path(program).parent_path().string());
+  cmd.visible_paths = std::move(visible_paths);
   cmd.limits.wall_timeout = absl::Seconds(60);
   cmd.limits.address_space_bytes = int64_t{2} << 30;
   KEVO_ASSIGN_OR_RETURN(sandbox::Result run, sandbox.Run(cmd));

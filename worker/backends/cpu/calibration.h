@@ -7,6 +7,9 @@
 // Thread-safe.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "common/sandbox/sandbox.h"
 #include "worker/backends/cpu/kernel_builder.h"
@@ -20,8 +23,11 @@ struct Ceilings {
 
 // Returns Internal when the benchmark cannot be compiled or run, DataLoss
 // when its output does not parse.
+// `visible_paths` are the read-only system folders the benchmark may see
+// (the folder of the compiled benchmark is added).
 absl::StatusOr<Ceilings> MeasureCeilings(const KernelBuilder& builder,
                                          const sandbox::Sandbox& sandbox,
-                                         const std::string& scratch_dir);
+                                         const std::string& scratch_dir,
+                                         std::vector<std::string> visible_paths);
 
 }  // namespace kevo::worker

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -299,7 +300,7 @@ class CpuBackend final : public Backend {
 
 absl::Status CpuBackend::Init() {
   if (!options_.calibrate) return absl::OkStatus();
-  KEVO_ASSIGN_OR_RETURN(ceilings_, MeasureCeilings(builder_, *sandbox_, NewScratchDir()));
+  KEVO_ASSIGN_OR_RETURN(ceilings_, MeasureCeilings(builder_, *sandbox_, NewScratchDir(), SystemPaths()));
   LogInfo("cpu backend calibrated: bandwidth ", ceilings_.mem_bandwidth_gbs, " GB/s, fp32 peak ",
           ceilings_.fp32_peak_gflops, " GFLOP/s");
   return absl::OkStatus();
@@ -824,6 +825,25 @@ bool CpuBackend::ProfileStage(EvalRun& run) const {
 
 std::string FirstLineOf(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+// Removes scratch left behind by workers that died mid-evaluation. Only
+// entries older than an hour go: other processes may share the work folder.
+void RemoveStaleScratch(const std::string& work_dir) {
+  const auto cutoff = fs::file_time_type::clock::now() - std::chrono::hours(1);
+  std::error_code ec;
+  auto sweep = [&](const std::string& dir, std::string_view marker) {
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.find(marker) == std::string::npos) continue;
+      std::error_code stat_ec;
+      if (entry.last_write_time(stat_ec) < cutoff && !stat_ec) fs::remove_all(entry.path(), stat_ec);
+    }
+  };
+  sweep(work_dir + "/evals", "");
+  sweep(work_dir + "/build", "tmp-");
+  sweep(work_dir + "/golden", ".tmp-");
+  sweep(work_dir + "/inputs", ".tmp-");
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const CpuBackendOptions& options) {
@@ -838,6 +858,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const CpuBackendOption
   if (ec) return absl::InvalidArgumentError(absl::StrCat("cpu backend: cannot create ", opts.work_dir, ": ", ec.message()));
   opts.work_dir = fs::canonical(opts.work_dir, ec).string();
   for (const char* sub : {"build", "golden", "inputs", "evals"}) fs::create_directories(opts.work_dir + "/" + sub, ec);
+  RemoveStaleScratch(opts.work_dir);
   if (opts.runner_path.empty()) {
     opts.runner_path = (fs::read_symlink("/proc/self/exe", ec).parent_path() / "kevo-runner-cpu").string();
   }
