@@ -1,0 +1,106 @@
+#include "worker/mtia_sim/fiber.h"
+
+#include <sys/mman.h>
+
+#include <cstdint>
+#include <cstdlib>
+
+namespace kevo::mtia::internal {
+
+struct FiberPool::Fiber {
+  ucontext_t ctx{};
+  void* stack = nullptr;
+  bool started = false;
+  bool done = false;
+  std::function<bool()> can_resume;
+};
+
+FiberPool::FiberPool(int count, size_t stack_bytes) : stack_bytes_(stack_bytes) {
+  for (int i = 0; i < count; ++i) {
+    auto f = std::make_unique<Fiber>();
+    // MAP_NORESERVE: only the pages a kernel touches cost memory.
+    f->stack = mmap(nullptr, stack_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                    -1, 0);
+    if (f->stack == MAP_FAILED) std::abort();  // out of address space: nothing sensible to do
+    fibers_.push_back(std::move(f));
+  }
+}
+
+FiberPool::~FiberPool() {
+  for (auto& f : fibers_) munmap(f->stack, stack_bytes_);
+}
+
+void FiberPool::Trampoline(unsigned lo, unsigned hi) {
+  auto* pool = reinterpret_cast<FiberPool*>((static_cast<uintptr_t>(hi) << 32) | static_cast<uintptr_t>(lo));
+  int i = pool->current_;
+  (*pool->body_)(i);  // the body catches everything: nothing may unwind past here
+  pool->fibers_[i]->done = true;
+  swapcontext(&pool->fibers_[i]->ctx, &pool->main_);
+}
+
+void FiberPool::Resume(int i) {
+  Fiber& f = *fibers_[i];
+  current_ = i;
+  if (!f.started) {
+    f.started = true;
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = f.stack;
+    f.ctx.uc_stack.ss_size = stack_bytes_;
+    f.ctx.uc_link = &main_;
+    auto p = reinterpret_cast<uintptr_t>(this);
+    makecontext(&f.ctx, reinterpret_cast<void (*)()>(&FiberPool::Trampoline), 2,
+                static_cast<unsigned>(p & 0xFFFFFFFFu), static_cast<unsigned>(p >> 32));
+  }
+  f.can_resume = nullptr;
+  swapcontext(&main_, &f.ctx);
+  current_ = -1;
+}
+
+bool FiberPool::Run(const std::function<void(int)>& body, std::vector<int>* stuck) {
+  body_ = &body;
+  aborting_ = false;
+  for (auto& f : fibers_) {
+    f->started = false;
+    f->done = false;
+    f->can_resume = nullptr;
+  }
+  // First pass in index order, then sweep the blocked ones until all finish.
+  for (int i = 0; i < static_cast<int>(fibers_.size()); ++i) Resume(i);
+  while (true) {
+    bool all_done = true, progress = false;
+    for (int i = 0; i < static_cast<int>(fibers_.size()); ++i) {
+      Fiber& f = *fibers_[i];
+      if (f.done) continue;
+      all_done = false;
+      if (f.can_resume && f.can_resume()) {
+        Resume(i);
+        progress = true;
+      }
+    }
+    if (all_done) return true;
+    if (!progress) {
+      stuck->clear();
+      for (int i = 0; i < static_cast<int>(fibers_.size()); ++i) {
+        if (!fibers_[i]->done) stuck->push_back(i);
+      }
+      return false;
+    }
+  }
+}
+
+void FiberPool::Abort() {
+  aborting_ = true;
+  for (int i = 0; i < static_cast<int>(fibers_.size()); ++i) {
+    if (fibers_[i]->started && !fibers_[i]->done) Resume(i);
+  }
+}
+
+void FiberPool::Block(std::function<bool()> can_resume) {
+  if (aborting_ || can_resume()) return;
+  int i = current_;
+  fibers_[i]->can_resume = std::move(can_resume);
+  swapcontext(&fibers_[i]->ctx, &main_);
+  current_ = i;
+}
+
+}  // namespace kevo::mtia::internal
