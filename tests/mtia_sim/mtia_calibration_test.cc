@@ -4,6 +4,7 @@
 // reaches, latency that is not hidden costs time, the model is
 // deterministic, and the errors a kernel writer can cause are specific.
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -58,6 +59,7 @@ TEST(MtiaCalibrationTest, StreamingFromDramReachesNinetyPercentButNeverExceedsBa
   const Config c = Mtia2iConfig();
   RunStats s = Stream(c, Space::kDram, 32 << 20, {});
   double frac = SharedBytes(s, Space::kDram) / s.cycles / c.dram_bytes_per_cycle;
+  std::printf("[calibration] MTIA 2i DRAM stream: %.1f%% of %.0f B/cycle\n", 100 * frac, c.dram_bytes_per_cycle);
   EXPECT_GE(frac, 0.90);
   EXPECT_LE(frac, 1.0);
   EXPECT_NEAR(s.dram_utilization, frac, 1e-9);
@@ -67,6 +69,7 @@ TEST(MtiaCalibrationTest, StreamingFromSramReachesNinetyPercentButNeverExceedsBa
   const Config c = Mtia2iConfig();
   RunStats s = Stream(c, Space::kSram, 32 << 20, {});
   double frac = SharedBytes(s, Space::kSram) / s.cycles / c.sram_bytes_per_cycle;
+  std::printf("[calibration] MTIA 2i LLS stream: %.1f%% of %.0f B/cycle\n", 100 * frac, c.sram_bytes_per_cycle);
   EXPECT_GE(frac, 0.90);
   EXPECT_LE(frac, 1.0);
 }
@@ -75,6 +78,7 @@ TEST(MtiaCalibrationTest, Mtia1StreamsAtItsOwnDramBandwidthAndClock) {
   const Config c = Mtia1Config();
   RunStats s = Stream(c, Space::kDram, 16 << 20, {});
   double frac = SharedBytes(s, Space::kDram) / s.cycles / c.dram_bytes_per_cycle;
+  std::printf("[calibration] MTIA 1 DRAM stream: %.1f%% of %.0f B/cycle\n", 100 * frac, c.dram_bytes_per_cycle);
   EXPECT_GE(frac, 0.90);
   EXPECT_LE(frac, 1.0);
   EXPECT_DOUBLE_EQ(s.seconds, s.cycles / 0.8e9);
@@ -101,6 +105,8 @@ TEST(MtiaCalibrationTest, DmaFloodNeverExceedsSharedOrPortBandwidth) {
         const double cap = active == 1 ? c.pe_port_bytes_per_cycle
                                        : (space == Space::kDram ? c.dram_bytes_per_cycle : c.sram_bytes_per_cycle);
         const double bw = SharedBytes(*s, space) / s->cycles;
+        std::printf("[calibration] DMA flood %s tile %llu PEs %d: %.1f B/cycle (cap %.0f)\n",
+                    space == Space::kDram ? "DRAM" : "LLS", static_cast<unsigned long long>(tile), active, bw, cap);
         EXPECT_LE(bw, cap) << "space " << static_cast<int>(space) << " tile " << tile << " PEs " << active;
         // 64 PEs with 4 x 8 KiB or more in flight each hide the latency; one
         // PE alone, or 1 KiB tiles, are latency-bound (Little's law), as they
@@ -116,13 +122,26 @@ TEST(MtiaCalibrationTest, WaitingOnEveryDmaIsSlowerThanDoubleBuffering) {
   examples::StreamOptions naive;
   naive.slots = 1;
   naive.wait_each_dma = true;
+  // All 64 PEs on LLS data: the other PEs fill some of the bandwidth a
+  // waiting PE leaves, but not all of it.
   RunStats fast = Stream(c, Space::kSram, 16 << 20, {});
   RunStats slow = Stream(c, Space::kSram, 16 << 20, naive);
-  EXPECT_GE(static_cast<double>(slow.cycles), 1.5 * fast.cycles)
+  std::printf("[calibration] 64 PEs LLS stream: double-buffered %llu vs wait-each %llu cycles\n",
+              static_cast<unsigned long long>(fast.cycles), static_cast<unsigned long long>(slow.cycles));
+  EXPECT_GE(static_cast<double>(slow.cycles), 1.2 * fast.cycles)
       << "double-buffered " << fast.cycles << " vs wait-each " << slow.cycles;
   // The time lost shows up as cycles the cores sat in Wait.
   EXPECT_GT(slow.wait_cycles, 0.5 * slow.cycles * c.num_pes());
   EXPECT_EQ(fast.wait_cycles, 0);
+  // One PE from DRAM: every wait exposes the full DRAM latency.
+  examples::StreamOptions one = {}, one_naive = naive;
+  one.active_pes = one_naive.active_pes = 1;
+  RunStats fast1 = Stream(c, Space::kDram, 1 << 20, one);
+  RunStats slow1 = Stream(c, Space::kDram, 1 << 20, one_naive);
+  std::printf("[calibration] 1 PE DRAM stream: double-buffered %llu vs wait-each %llu cycles\n",
+              static_cast<unsigned long long>(fast1.cycles), static_cast<unsigned long long>(slow1.cycles));
+  EXPECT_GE(static_cast<double>(slow1.cycles), 2.0 * fast1.cycles)
+      << "double-buffered " << fast1.cycles << " vs wait-each " << slow1.cycles;
 }
 
 // Each PE multiplies resident tiles with no DMA: the DPE is the only limit.
@@ -149,6 +168,9 @@ TEST(MtiaCalibrationTest, MatMulNeverExceedsDpePeak) {
       const double ops = static_cast<double>(t == DType::kI8 ? s.dpe_int8_ops : s.dpe_flops);
       EXPECT_EQ(ops, 2.0 * m * k * n * 16 * c.num_pes());
       EXPECT_LE(ops / s.cycles, peak) << m << "x" << k << "x" << n;
+      std::printf("[calibration] resident MatMul dtype %d %lldx%lldx%lld: %.1f%% of DPE peak\n", static_cast<int>(t),
+                  static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(n),
+                  100 * s.dpe_utilization);
       EXPECT_LE(s.dpe_utilization, 1.0);
     }
   }
@@ -218,6 +240,8 @@ TEST_F(Gemm2048Test, ReachesSeventyAndEightyPercentOfDpePeakWithoutExceedingIt) 
   const Config c = Mtia2iConfig();
   const double util = 2.0 * kN * kN * kN / c.dpe_peak_flops_per_cycle(false) / stats_->cycles;
   EXPECT_NEAR(stats_->dpe_utilization, util, 1e-9);
+  std::printf("[calibration] 2048^3 fp16 GEMM from LLS: %.1f%% of DPE peak (%llu cycles)\n", 100 * util,
+              static_cast<unsigned long long>(stats_->cycles));
   EXPECT_GE(util, 0.80);  // well tiled
   EXPECT_GE(util, 0.70);  // issue must-show #3
   EXPECT_LE(util, 1.0);
@@ -237,6 +261,8 @@ TEST(MtiaCalibrationTest, GemmWithoutDoubleBufferingIsSlower) {
     return s.ok() ? s->cycles : 0;
   };
   uint64_t double_buffered = run(2), single = run(1);
+  std::printf("[calibration] 1024^3 GEMM: double-buffered %llu vs single-buffered %llu cycles\n",
+              static_cast<unsigned long long>(double_buffered), static_cast<unsigned long long>(single));
   EXPECT_GE(static_cast<double>(single), 1.1 * double_buffered) << double_buffered << " vs " << single;
 }
 

@@ -38,10 +38,11 @@ struct StreamOptions {
   uint64_t tile_bytes = 16 * 1024;
   int slots = 2;
   bool wait_each_dma = false;
+  int active_pes = 0;  // PEs 0..active_pes-1 do the work; 0 = all
 };
 
-// y = 2 * x over `bytes` of fp32 (a multiple of 32 * PEs): every PE streams a
-// contiguous share through local memory.
+// y = 2 * x over `bytes` of fp32 (a multiple of 32 * PEs): every active PE
+// streams a contiguous share through local memory.
 Kernel StreamScale(Buffer x, Buffer y, uint64_t bytes, StreamOptions options = {});
 
 }  // namespace kevo::mtia::examples

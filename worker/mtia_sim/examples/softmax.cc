@@ -27,7 +27,6 @@ Kernel SoftmaxF32(Buffer x, Buffer y, int64_t rows, int64_t cols, SoftmaxOptions
     for (int64_t t = 0; t < std::min<int64_t>(o.slots - 1, tiles); ++t) load(t);
     for (int64_t t = 0; t < tiles; ++t) {
       if (t + o.slots - 1 < tiles) load(t + o.slots - 1);
-      if (o.slots == 1) load(t);
       const int64_t n = n_rows(t);
       const uint64_t bytes = n * cols * 4;
       Tile xt = Tile::Of(in.Slot(t), DType::kF32, n, cols);

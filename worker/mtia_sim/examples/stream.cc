@@ -6,7 +6,9 @@ namespace kevo::mtia::examples {
 
 Kernel StreamScale(Buffer x, Buffer y, uint64_t bytes, StreamOptions o) {
   return [=](Pe& pe) {
-    const uint64_t share = bytes / pe.config().num_pes();
+    const int active = o.active_pes > 0 ? o.active_pes : pe.config().num_pes();
+    if (pe.id() >= active) return;
+    const uint64_t share = bytes / active;
     const uint64_t base = share * pe.id();
     const int64_t tiles = static_cast<int64_t>((share + o.tile_bytes - 1) / o.tile_bytes);
     CircularBuffer in = pe.AllocCircular(o.tile_bytes, o.slots);
@@ -21,7 +23,6 @@ Kernel StreamScale(Buffer x, Buffer y, uint64_t bytes, StreamOptions o) {
     for (int64_t t = 0; t < std::min<int64_t>(o.slots - 1, tiles); ++t) load(t);
     for (int64_t t = 0; t < tiles; ++t) {
       if (t + o.slots - 1 < tiles) load(t + o.slots - 1);
-      if (o.slots == 1) load(t);
       const int64_t elems = static_cast<int64_t>(len(t) / 4);
       pe.BinaryScalar(BinaryOp::kMul, Tile::Of(out.Slot(t), DType::kF32, 1, elems),
                       Tile::Of(in.Slot(t), DType::kF32, 1, elems), 2.0f);

@@ -1,0 +1,154 @@
+// mtia_sim_bench: the MTIA simulator's example kernels at the sizes of the
+// issue (softmax 4096x1024 on 64 PEs, a 2048^3 fp16 GEMM) and a few
+// variants, with simulated cycles and time, % of the roofline, and the host
+// seconds the simulation took (values computed, not only timed). Not a ctest;
+// docs/benchmarks.md "MTIA simulator" records its table.
+//
+//   build-d/bin/mtia_sim_bench [--quick]   (--quick skips the 2048^3 GEMMs)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "worker/mtia_sim/device.h"
+#include "worker/mtia_sim/examples/kernels.h"
+#include "worker/mtia_sim/mtia.h"
+#include "worker/mtia_sim/numerics.h"
+
+namespace kevo::mtia {
+namespace {
+
+struct Row {
+  std::string config, kernel, bound;
+  RunStats stats;
+  double roofline_cycles = 0;
+  double host_seconds = 0;
+};
+
+std::vector<Row> g_rows;
+
+void Report(const Config& c, const std::string& kernel, const std::string& bound, double roofline_cycles,
+            const std::function<absl::StatusOr<RunStats>(Device&)>& body) {
+  auto dev = Device::Create(c);
+  if (!dev.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(dev.status().message()).c_str());
+    return;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<RunStats> s = body(**dev);
+  double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", kernel.c_str(), std::string(s.status().message()).c_str());
+    return;
+  }
+  g_rows.push_back(Row{c.name, kernel, bound, *s, roofline_cycles, host});
+}
+
+void Softmax(const Config& c, int64_t rows, int64_t cols, examples::SoftmaxOptions o, const std::string& name) {
+  std::vector<float> x(rows * cols), y(rows * cols);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 100.f + static_cast<float>((i * 7919) % 1000) / 125.f - 4.f;
+  const double bytes = 8.0 * rows * cols;
+  Report(c, name, "DRAM", bytes / c.dram_bytes_per_cycle, [&](Device& d) -> absl::StatusOr<RunStats> {
+    Buffer xb = *d.MapHost(x.data(), x.size() * 4), yb = *d.MapHost(y.data(), y.size() * 4);
+    return d.Run(examples::SoftmaxF32(xb, yb, rows, cols, o));
+  });
+}
+
+void Stream(const Config& c, Space space, uint64_t bytes, const std::string& name) {
+  std::vector<float> x(bytes / 4, 1.f), y(bytes / 4);
+  const double cap = space == Space::kDram ? c.dram_bytes_per_cycle : c.sram_bytes_per_cycle;
+  Report(c, name, space == Space::kDram ? "DRAM" : "SRAM", 2.0 * bytes / cap,
+         [&](Device& d) -> absl::StatusOr<RunStats> {
+           Buffer xb, yb;
+           if (space == Space::kDram) {
+             xb = *d.MapHost(x.data(), bytes);
+             yb = *d.MapHost(y.data(), bytes);
+           } else {
+             xb = *d.NewSram(bytes);
+             yb = *d.NewSram(bytes);
+           }
+           return d.Run(examples::StreamScale(xb, yb, bytes, {}));
+         });
+}
+
+void Gemm(const Config& c, int64_t n, Space space, examples::GemmOptions o, const std::string& name) {
+  std::vector<uint16_t> a(n * n), b(n * n);
+  for (int64_t i = 0; i < n * n; ++i) {
+    a[i] = internal::FloatToHalf(static_cast<float>((i * 7 + 3) % 17) / 16.f - 0.5f);
+    b[i] = internal::FloatToHalf(static_cast<float>((i * 5 + 1) % 13) / 12.f - 0.5f);
+  }
+  std::vector<float> out(n * n);
+  const double flops = 2.0 * n * n * n;
+  const double compute = flops / c.dpe_peak_flops_per_cycle(false);
+  const double bytes = 2.0 * n * n * 2 + 4.0 * n * n;  // A, B once; C (fp32) once
+  const double mem = bytes / (space == Space::kDram ? c.dram_bytes_per_cycle : c.sram_bytes_per_cycle);
+  Report(c, name, compute >= mem ? "DPE" : (space == Space::kDram ? "DRAM" : "SRAM"), std::max(compute, mem),
+         [&](Device& d) -> absl::StatusOr<RunStats> {
+           Buffer ab, bb, cb;
+           if (space == Space::kDram) {
+             ab = *d.MapHost(a.data(), n * n * 2);
+             bb = *d.MapHost(b.data(), n * n * 2);
+             cb = *d.MapHost(out.data(), n * n * 4);
+           } else {
+             ab = *d.NewSram(n * n * 2);
+             bb = *d.NewSram(n * n * 2);
+             cb = *d.NewSram(n * n * 4);
+             if (absl::Status s = d.Write(ab, a.data(), n * n * 2); !s.ok()) return s;
+             if (absl::Status s = d.Write(bb, b.data(), n * n * 2); !s.ok()) return s;
+           }
+           return d.Run(examples::GemmF16(ab, bb, cb, n, n, n, o));
+         });
+}
+
+}  // namespace
+}  // namespace kevo::mtia
+
+int main(int argc, char** argv) {
+  using namespace kevo::mtia;
+  bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const Config m2 = Mtia2iConfig(), m1 = Mtia1Config();
+
+  examples::SoftmaxOptions naive_sm;
+  naive_sm.slots = 1;
+  naive_sm.wait_each_dma = true;
+  Softmax(m2, 4096, 1024, {}, "softmax f32 4096x1024 (DRAM, double-buffered)");
+  Softmax(m2, 4096, 1024, naive_sm, "softmax f32 4096x1024 (DRAM, wait on every DMA)");
+  Stream(m2, Space::kDram, 32 << 20, "stream y=2x 32 MiB (DRAM)");
+  Stream(m2, Space::kSram, 32 << 20, "stream y=2x 32 MiB (LLS)");
+  if (!quick) {
+    examples::GemmOptions plain, no_bcast, single;
+    no_bcast.broadcast = false;
+    single.slots = 1;
+    Gemm(m2, 2048, Space::kSram, plain, "gemm fp16 2048^3 (LLS, broadcast, double-buffered)");
+    Gemm(m2, 2048, Space::kSram, no_bcast, "gemm fp16 2048^3 (LLS, no broadcast)");
+    Gemm(m2, 2048, Space::kSram, single, "gemm fp16 2048^3 (LLS, single-buffered)");
+    Gemm(m2, 2048, Space::kDram, plain, "gemm fp16 2048^3 (DRAM, broadcast)");
+  }
+  examples::SoftmaxOptions small_tiles;  // 128 KiB of local memory: 4-row tiles
+  small_tiles.tile_rows = 4;
+  Softmax(m1, 4096, 1024, small_tiles, "softmax f32 4096x1024 (DRAM, double-buffered, 4-row tiles)");
+  Gemm(m1, 1024, Space::kSram, {}, "gemm fp16 1024^3 (LLS, broadcast)");
+
+  std::printf("| config | kernel | simulated cycles | simulated time | bound | %% of roofline | host s |\n");
+  std::printf("|---|---|---:|---:|---|---:|---:|\n");
+  for (const auto& r : g_rows) {
+    std::printf("| %s | %s | %llu | %.1f us | %s | %.1f%% | %.2f |\n", r.config.c_str(), r.kernel.c_str(),
+                static_cast<unsigned long long>(r.stats.cycles), r.stats.seconds * 1e6, r.bound.c_str(),
+                100.0 * r.roofline_cycles / r.stats.cycles, r.host_seconds);
+  }
+  std::printf("\nCounters (sums over PEs; utilisation of the whole grid):\n\n");
+  std::printf("| config | kernel | DPE util | PE util | DRAM util | SRAM util | DMA busy/stall | SIMD busy/stall | "
+              "RE busy | wait | contention |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& r : g_rows) {
+    const RunStats& s = r.stats;
+    std::printf("| %s | %s | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.3g / %.3g | %.3g / %.3g | %.3g | %.3g | %.3g |\n",
+                r.config.c_str(), r.kernel.c_str(), 100 * s.dpe_utilization, 100 * s.pe_utilization,
+                100 * s.dram_utilization, 100 * s.sram_utilization, s.dma.busy_cycles, s.dma.stall_cycles,
+                s.simd.busy_cycles, s.simd.stall_cycles, s.re.busy_cycles, s.wait_cycles, s.dma_contention_cycles);
+  }
+  return 0;
+}
