@@ -737,9 +737,11 @@ bool CpuBackend::ProfileStage(EvalRun& run) const {
        "--report=" + scratch + "/report.txt",
        absl::StrCat("--time_cap_s=", options_.profile_time_cap_s),
        absl::StrCat("--mem_budget_bytes=", options_.memory_limit_bytes / 3)},
-      // Sampling stops at the cap; the rest is loading, copying inputs and
-      // one slow call.
-      scratch, options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 5),
+      // Sampling stops at the cap; the rest is loading and copying hundreds
+      // of MiB of inputs, warm-up and the final check, which a busy host
+      // slows down a lot. A candidate that hangs was already caught by
+      // validation, so the margin is generous.
+      scratch, 2 * options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 30),
       2 * timed_output_bytes);
   if (!prof_run.ok()) return fail(v1::INFRA_ERROR, std::string(prof_run.status().message()));
   if (prof_run->outcome.status != v1::OK) {
