@@ -270,6 +270,34 @@ TEST(MtiaApiTest, BroadcastWithDifferentSourcesIsFailedPrecondition) {
   EXPECT_THAT(s.status().message(), HasSubstr("different source"));
 }
 
+// A checkerboard of PEs issue their column broadcasts first, the others
+// their row broadcasts first, more than the DMA queue holds: each group waits
+// for a PE stuck behind a broadcast of the other kind.
+TEST(MtiaApiTest, BroadcastsInConflictingOrderAreFailedPrecondition) {
+  auto dev = NewDevice();
+  std::vector<float> w(64 * 64);
+  Buffer wb = *dev->MapHost(w.data(), w.size() * 4);
+  const int n = Mtia2iConfig().dma_max_outstanding + 1;
+  auto s = dev->Run([&](Pe& pe) {
+    CircularBuffer a = pe.AllocCircular(256, n), b = pe.AllocCircular(256, n);
+    auto rows = [&] {
+      for (int i = 0; i < n; ++i) pe.BroadcastCopy(Group::kRow, a.Slot(i), wb.Slice(pe.row() * 256, 256));
+    };
+    auto cols = [&] {
+      for (int i = 0; i < n; ++i) pe.BroadcastCopy(Group::kColumn, b.Slot(i), wb.Slice(4096 + pe.col() * 256, 256));
+    };
+    if ((pe.row() + pe.col()) % 2 == 0) {
+      cols();
+      rows();
+    } else {
+      rows();
+      cols();
+    }
+  });
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+  EXPECT_THAT(s.status().message(), HasSubstr("broadcast deadlock"));
+}
+
 // Phase 1 writes DRAM, the barrier orders it before phase 2's reads of
 // another PE's data.
 TEST(MtiaApiTest, BarrierOrdersDramTrafficAcrossPes) {

@@ -50,7 +50,9 @@ RunStats Stream(const Config& c, Space space, uint64_t bytes, examples::StreamOp
   }
   absl::StatusOr<RunStats> s = dev->Run(examples::StreamScale(xb, yb, bytes, o));
   EXPECT_TRUE(s.ok()) << s.status();
-  if (space == Space::kSram) EXPECT_TRUE(dev->Read(yb, y.data(), bytes).ok());
+  if (space == Space::kSram) {
+    EXPECT_TRUE(dev->Read(yb, y.data(), bytes).ok());
+  }
   for (size_t i = 0; i < x.size(); i += 4099) EXPECT_EQ(y[i], 2 * x[i]) << i;
   return s.ok() ? *s : RunStats{};
 }
@@ -111,7 +113,9 @@ TEST(MtiaCalibrationTest, DmaFloodNeverExceedsSharedOrPortBandwidth) {
         // 64 PEs with 4 x 8 KiB or more in flight each hide the latency; one
         // PE alone, or 1 KiB tiles, are latency-bound (Little's law), as they
         // should be.
-        if (active == 64 && tile >= 8192) EXPECT_GE(bw, 0.9 * cap) << "space " << static_cast<int>(space) << " tile " << tile;
+        if (active == 64 && tile >= 8192) {
+          EXPECT_GE(bw, 0.9 * cap) << "space " << static_cast<int>(space) << " tile " << tile;
+        }
       }
     }
   }

@@ -120,6 +120,14 @@ class Simulator {
     for (size_t p = 0; p < pes_.size(); ++p) {
       PeState& s = pes_[p];
       if (s.issue_ptr != s.ops->size() || s.unknown != 0) {
+        for (size_t b = 0; b < bstate_.size(); ++b) {
+          if (bstate_[b].armed > 0 && bstate_[b].armed < trace_.broadcasts[b].members.size()) {
+            return absl::FailedPreconditionError(absl::StrCat(
+                "broadcast deadlock: ", bstate_[b].armed, " of the ", trace_.broadcasts[b].members.size(),
+                " PEs of a BroadcastCopy group started it, the others wait in their in-order DMA queues behind "
+                "another broadcast; issue row and column broadcasts in the same order on every PE"));
+          }
+        }
         return absl::InternalError(absl::StrCat("mtia timing: PE ", p, " stuck at command ", s.issue_ptr, " of ",
                                                 s.ops->size(), " (", s.unknown, " unfinished)"));
       }
