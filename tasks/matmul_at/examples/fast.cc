@@ -1,0 +1,46 @@
+// matmul_at, fast: C = A^T * B without copying A: blocks of 4 rows of C
+// shared out to OpenMP threads; per block an i-k-j product reading A down
+// its columns (one scalar per row of B) while the block's rows of C stay in
+// L1 and every update is a vectorised multiply-add over a row of B.
+#include <cstdint>
+
+namespace {
+
+constexpr int64_t kRowBlock = 4;
+
+// C[0:mr, 0:N] (row stride ldc) = sum over k of a(r, k) * B[k][0:N], where
+// a(r, k) = A[r * a_row + k * a_k] (so a transposed A needs no copy) and B
+// has row stride ldb. i-k-j order: the mr rows of C stay in L1 while B
+// streams through, every update a vectorised multiply-add over a row.
+// Each C element is accumulated over k in ascending order.
+inline void GemmRows(const float* __restrict A, int64_t a_row, int64_t a_k,
+                     const float* __restrict B, int64_t ldb, float* __restrict C, int64_t ldc,
+                     int64_t mr, int64_t N, int64_t K) {
+  for (int64_t r = 0; r < mr; ++r) {
+#pragma omp simd
+    for (int64_t j = 0; j < N; ++j) C[r * ldc + j] = 0.0f;
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    const float* __restrict b = B + k * ldb;
+    for (int64_t r = 0; r < mr; ++r) {
+      const float a = A[r * a_row + k * a_k];
+      float* __restrict c = C + r * ldc;
+#pragma omp simd
+      for (int64_t j = 0; j < N; ++j) c[j] += a * b[j];
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" void matmul_at(const float* __restrict A, const float* __restrict B,
+                          float* __restrict C, int64_t M, int64_t N, int64_t K) {
+  const int64_t blocks = (M + kRowBlock - 1) / kRowBlock;
+#pragma omp parallel for schedule(dynamic, 4)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t i0 = blk * kRowBlock;
+    const int64_t mr = M - i0 < kRowBlock ? M - i0 : kRowBlock;
+    // a(r, k) = A[k][i0 + r] = A[(i0 + r) + k * M].
+    GemmRows(A + i0, 1, M, B, N, C + i0 * N, N, mr, N, K);
+  }
+}
