@@ -3,15 +3,18 @@
 // generic mutator's source edits, and — most important — that every recipe's
 // default genome, genomes covering every value of every parameter, and a
 // random genome compile and match each starter task's reference on all of
-// the task's validation bindings.
+// the task's validation bindings (every other task with hints: the first
+// generation's genomes and a random one).
 #include "coordinator/proposer/builtin/builtin_proposer.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -458,6 +461,26 @@ TEST(BuiltinProposerTest, ExhaustedSpaceReturnsFewerProposals) {
 
 // ------------------------------------------------ generated kernels are right
 
+bool IsStarterTask(const std::string& name) {
+  return name == "vector_add" || name == "softmax" || name == "row_sum" || name == "matmul" ||
+         name == "bucketize";
+}
+
+// Every task folder whose task.textproto sets hints, plus the starter tasks.
+std::vector<std::string> HintedTasks() {
+  std::vector<std::string> out = {"vector_add", "softmax", "row_sum", "matmul", "bucketize"};
+  absl::StatusOr<std::vector<std::string>> dirs = task::FindTaskDirs(SourceDir() + "/tasks");
+  if (!dirs.ok()) return out;
+  for (const std::string& dir : *dirs) {
+    const std::string name = dir.substr(dir.find_last_of('/') + 1);
+    std::ifstream in(dir + "/task.textproto");
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!IsStarterTask(name) && text.str().find("hints") != std::string::npos) out.push_back(name);
+  }
+  return out;
+}
+
 class RecipeCorrectnessTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RecipeCorrectnessTest, GenomesCoveringTheSpaceMatchTheReference) {
@@ -479,16 +502,24 @@ TEST_P(RecipeCorrectnessTest, GenomesCoveringTheSpaceMatchTheReference) {
     want.push_back(*std::move(call));
   }
 
+  // Every hinted task gets a pattern recipe besides the generic mutator.
   const std::vector<const Recipe*> recipes = BuiltinProposer::ApplicableRecipes(task, "cpu");
   ASSERT_GE(recipes.size(), 2u);
   std::mt19937_64 rng(std::hash<std::string>()(task.name()));
   int index = 0;
   for (const Recipe* recipe : recipes) {
-    // The default, genomes that together use every value of every parameter
-    // (genome i takes value i mod count of each), and one random genome.
+    // The default and its seed overrides; for the starter tasks also genomes
+    // that together use every value of every parameter (genome i takes value
+    // i mod count of each); and one random genome.
     std::vector<Genome> genomes = {Genome{recipe->name(), recipe->space().Defaults()}};
+    for (const auto& overrides : recipe->SeedOverrides()) {
+      Genome g = genomes[0];
+      for (const auto& [k, v] : overrides) g.params[k] = v;
+      genomes.push_back(std::move(g));
+    }
     size_t widest = 0;
     for (const ParamSpec& p : recipe->space().params()) widest = std::max(widest, p.values.size());
+    if (!IsStarterTask(task.name())) widest = 0;
     for (size_t i = 0; i < widest; ++i) {
       Genome g{recipe->name(), {}};
       for (const ParamSpec& p : recipe->space().params()) g.params[p.name] = p.values[i % p.values.size()];
@@ -522,9 +553,10 @@ TEST_P(RecipeCorrectnessTest, GenomesCoveringTheSpaceMatchTheReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(StarterTasks, RecipeCorrectnessTest,
-                         ::testing::Values("vector_add", "softmax", "row_sum", "matmul",
-                                           "bucketize"));
+INSTANTIATE_TEST_SUITE_P(HintedTasks, RecipeCorrectnessTest, ::testing::ValuesIn(HintedTasks()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 }  // namespace
 }  // namespace kevo::proposer

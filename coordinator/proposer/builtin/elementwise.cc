@@ -93,6 +93,8 @@ class ElementwiseRecipe final : public Recipe {
              "work split: one aligned block per thread, static 16k chunks, dynamic 64k chunks"},
             {"store", {"normal", "nontemporal"}, "nontemporal",
              "nontemporal stores bypass the cache (no read-for-ownership)"},
+            {"fast_math", {"off", "on"}, "off",
+             "-ffast-math: lets libm calls in the expression use glibc's vector variants"},
         }) {}
 
   std::string name() const override { return "elementwise"; }
@@ -265,6 +267,10 @@ static inline void kevo_stream()", type, R"(* p, kevo_v v) {
     v1::Candidate candidate;
     candidate.set_language("c++");
     candidate.set_source(std::move(s));
+    if (StrParam(genome, "fast_math") == "on") {
+      candidate.add_extra_flags("-ffast-math");
+      candidate.add_extra_flags("-mprefer-vector-width=512");
+    }
     return candidate;
   }
 
