@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -129,7 +131,9 @@ TEST(LlmConfigTest, EndpointKeySourceOverridesTheDefaults) {
 
 TEST(LlmConfigTest, LoadsFromAFileAndReportsAMissingOne) {
   const std::string path =
-      (std::filesystem::path(::testing::TempDir()) / "kevo_llm_test.conf").string();
+      (std::filesystem::path(::testing::TempDir()) /
+       ("kevo_llm_test_" + std::to_string(getpid()) + ".conf"))
+          .string();
   std::ofstream(path) << "[endpoint local]\nbase_url = http://127.0.0.1:8080/v1\nmodel = m\n";
   auto loaded = LoadLlmConfig(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status();

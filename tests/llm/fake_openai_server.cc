@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <deque>
 #include <exception>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -40,8 +41,10 @@ using nlohmann::json;
 class FakeOpenAiServer::Impl {
  public:
   explicit Impl(FakeServerOptions options)
-      : options_(std::move(options)), default_reply_(options_.default_reply),
-        acceptor_(ioc_), tls_ctx_(ssl::context::tls_server) {}
+      : options_(std::move(options)),
+        acceptor_(ioc_),
+        tls_ctx_(ssl::context::tls_server),
+        default_reply_(options_.default_reply) {}
 
   ~Impl() { Stop(); }
 
@@ -85,12 +88,12 @@ class FakeOpenAiServer::Impl {
     }
     ::shutdown(acceptor_.native_handle(), SHUT_RDWR);
     if (accept_thread_.joinable()) accept_thread_.join();
-    std::vector<std::thread> threads;
+    std::map<std::thread::id, std::thread> threads;
     {
       absl::MutexLock l(&mu_);
       threads.swap(connection_threads_);
     }
-    for (std::thread& t : threads) t.join();
+    for (auto& [id, t] : threads) t.join();
     beast::error_code ignored;
     acceptor_.close(ignored);
   }
@@ -125,10 +128,25 @@ class FakeOpenAiServer::Impl {
       absl::MutexLock l(&mu_);
       if (stopping_) return;
       if (ec) continue;
+      // Join the connections that have ended, so that a long-running
+      // fake-llm-server does not pile up finished threads.
+      for (std::thread::id id : finished_) {
+        auto it = connection_threads_.find(id);
+        if (it != connection_threads_.end()) {
+          it->second.join();
+          connection_threads_.erase(it);
+        }
+      }
+      finished_.clear();
       const int fd = socket.native_handle();
       open_fds_.insert(fd);
-      connection_threads_.emplace_back(
-          [this, s = std::move(socket)]() mutable { Serve(std::move(s)); });
+      std::thread t([this, s = std::move(socket)]() mutable {
+        Serve(std::move(s));
+        absl::MutexLock l(&mu_);
+        finished_.push_back(std::this_thread::get_id());
+      });
+      const std::thread::id id = t.get_id();
+      connection_threads_.emplace(id, std::move(t));
     }
   }
 
@@ -490,7 +508,8 @@ class FakeOpenAiServer::Impl {
   std::deque<FakeReply> script_ ABSL_GUARDED_BY(mu_);
   std::vector<RecordedRequest> requests_ ABSL_GUARDED_BY(mu_);
   std::set<int> open_fds_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread> connection_threads_ ABSL_GUARDED_BY(mu_);
+  std::map<std::thread::id, std::thread> connection_threads_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread::id> finished_ ABSL_GUARDED_BY(mu_);
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int max_concurrent_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;

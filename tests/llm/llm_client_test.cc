@@ -30,6 +30,16 @@
 namespace kevo::llm {
 namespace {
 
+// A path in the test temp dir unique to this test and process (ctest runs
+// tests of this binary in parallel processes).
+std::string TempPath(const std::string& name) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  return (std::filesystem::path(::testing::TempDir()) /
+          absl::StrCat("kevo_llm_", info->test_suite_name(), "_", info->name(), "_", getpid(), "_",
+                       name))
+      .string();
+}
+
 using testing::FakeOpenAiServer;
 using testing::FakeReply;
 using ::testing::HasSubstr;
@@ -454,7 +464,7 @@ TEST_F(LlmClientTest, ConcurrencyLimitIsRespected) {
   config.max_concurrency = 2;
   auto client = Client(config);
   FakeReply slowish;
-  slowish.delay = absl::Milliseconds(150);
+  slowish.delay = absl::Milliseconds(400);
   server_->SetDefault(slowish);
   std::vector<std::thread> threads;
   std::atomic<int> ok{0};
@@ -559,8 +569,7 @@ TEST_F(ApiKeyTest, KeyFromEnvironmentGoesOnlyInTheAuthorizationHeader) {
 }
 
 TEST_F(ApiKeyTest, KeyFromFileIsTrimmedAndSent) {
-  const std::string path =
-      (std::filesystem::path(::testing::TempDir()) / "kevo_llm_key.txt").string();
+  const std::string path = TempPath("key.txt");
   {
     std::ofstream out(path);
     out << kKey << "\n";
@@ -647,7 +656,7 @@ class HttpsTest : public ::testing::Test {
     auto server = FakeOpenAiServer::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    ca_path_ = (std::filesystem::path(::testing::TempDir()) / "kevo_llm_test_ca.pem").string();
+    ca_path_ = TempPath("ca.pem");
     std::ofstream(ca_path_) << cert_.cert_pem;
   }
   void TearDown() override { std::filesystem::remove(ca_path_); }
