@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "coordinator/llm/http.h"
+#include "coordinator/llm/protocol.h"
 #include "tests/llm/fake_openai_server.h"
 
 namespace kevo::llm {
@@ -514,6 +515,40 @@ TEST(ParseUrlTest, ParsesSchemesPortsAndPaths) {
   EXPECT_EQ(ParseUrl("http://:80/v1").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseUrl("http://h:99999/v1").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseUrl("https://user:pw@h/v1").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ParseStreamTest, StreamEndingBetweenEventsWithoutTerminatorIsDataLoss) {
+  const std::string openai =
+      "data: {\"choices\":[{\"delta\":{\"content\":\"int \"}}]}\n\n"
+      ": keep-alive\n\n"
+      "data: {\"choices\":[{\"delta\":{\"content\":\"x;\"}}]}\r\n\r\n";
+  ChatResponse response;
+  absl::Status status = ParseStream(Api::kOpenAi, openai, &response);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_THAT(status.message(), HasSubstr("without [DONE]"));
+  EXPECT_EQ(PartialContent(status), "int x;");
+
+  ChatResponse done;
+  ASSERT_TRUE(ParseStream(Api::kOpenAi, openai + "data: [DONE]\n\n", &done).ok());
+  EXPECT_EQ(done.content, "int x;");
+  EXPECT_TRUE(done.usage.estimated);
+  EXPECT_EQ(done.usage.completion_tokens, 2);
+
+  const std::string anthropic =
+      "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":"
+      "{\"type\":\"text_delta\",\"text\":\"abc\"}}\n\n";
+  ChatResponse cut;
+  status = ParseStream(Api::kAnthropic, anthropic, &cut);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_EQ(PartialContent(status), "abc");
+}
+
+TEST(ParseStreamTest, ErrorEventIsUnavailable) {
+  ChatResponse response;
+  absl::Status status = ParseStream(
+      Api::kOpenAi, "data: {\"error\":{\"message\":\"out of KV cache\"}}\n\n", &response);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(status.message(), HasSubstr("out of KV cache"));
 }
 
 TEST(ChatClientCreateTest, RejectsBadConfigs) {
