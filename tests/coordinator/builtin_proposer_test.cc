@@ -165,6 +165,16 @@ TEST(RecipeTest, HintsBindToTheTasksOwnNames) {
       recipe->Generate(task, Genome{recipe->name(), recipe->space().Defaults()});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_THAT(c->source(), HasSubstr("return (float)(lhs + rhs);"));
+  // Function calls and double literals (for float) take the omp simd path,
+  // which compiles where float vector types would not.
+  for (const char* expr : {"lhs * 2.0 + rhs", "lhs + fabsf(rhs)"}) {
+    (*task.mutable_hints())["expr"] = expr;
+    absl::StatusOr<v1::Candidate> simd =
+        recipe->Generate(task, Genome{recipe->name(), recipe->space().Defaults()});
+    ASSERT_TRUE(simd.ok()) << simd.status();
+    EXPECT_THAT(simd->source(), HasSubstr("#pragma omp simd")) << expr;
+    EXPECT_THAT(simd->source(), Not(HasSubstr("kevo_vop"))) << expr;
+  }
   // An expression naming a tensor the task lacks does not apply.
   (*task.mutable_hints())["expr"] = "x + y";
   EXPECT_FALSE(recipe->Applies(task, "cpu"));

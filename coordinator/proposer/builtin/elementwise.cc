@@ -1,7 +1,8 @@
 // Recipe "elementwise": out[i] = expr(inputs[i]) over every element, for
 // tasks with hints {pattern: elementwise, expr: <C expression over input
 // names>, out: <output name>}. Vectorised with GCC vector extensions (or an
-// `omp simd` loop when the expression calls functions), threaded with OpenMP,
+// `omp simd` loop when the expression calls functions or, for float, has
+// double literals), threaded with OpenMP,
 // optionally with nontemporal (streaming) stores.
 #include <cctype>
 #include <set>
@@ -20,6 +21,9 @@ namespace {
 struct ExprInfo {
   std::vector<std::string> inputs;  // inputs the expression reads, in task order
   bool calls_functions = false;
+  // A floating literal without an f suffix (a double): GCC refuses to mix it
+  // with float vectors, so such expressions use the omp simd path too.
+  bool double_literals = false;
   bool ok = false;
 };
 
@@ -32,11 +36,16 @@ ExprInfo AnalyzeExpr(const v1::Task& task, const std::string& expr) {
   while (i < expr.size()) {
     unsigned char c = expr[i];
     if (std::isdigit(c) || (c == '.' && i + 1 < expr.size() && std::isdigit(expr[i + 1]))) {
+      const size_t start = i;
       while (i < expr.size() &&
              (std::isalnum(static_cast<unsigned char>(expr[i])) || expr[i] == '.' ||
               ((expr[i] == '+' || expr[i] == '-') && (expr[i - 1] == 'e' || expr[i - 1] == 'E')))) {
         ++i;
       }
+      const std::string literal = expr.substr(start, i - start);
+      const bool hex = literal.size() > 1 && (literal[1] == 'x' || literal[1] == 'X');
+      const bool floating = !hex && literal.find_first_of(".eE") != std::string::npos;
+      if (floating && literal.back() != 'f' && literal.back() != 'F') info.double_literals = true;
       continue;
     }
     if (std::isalpha(c) || c == '_') {
@@ -133,7 +142,8 @@ class ElementwiseRecipe final : public Recipe {
     const size_t elem = DTypeSize(out_spec->dtype());
     const std::string expr = Hint(task, "expr");
     ExprInfo info = AnalyzeExpr(task, expr);
-    const bool vector_ext = StrParam(genome, "style") == "vector_ext" && !info.calls_functions;
+    const bool vector_ext = StrParam(genome, "style") == "vector_ext" && !info.calls_functions &&
+                            !(info.double_literals && out_spec->dtype() == v1::F32);
     const int64_t width = IntParam(genome, "width");
     const int64_t unroll = IntParam(genome, "unroll");
     const int64_t step = width * unroll;
