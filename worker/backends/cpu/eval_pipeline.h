@@ -1,0 +1,170 @@
+// The parts of a worker's evaluation pipeline that do not depend on the
+// platform, shared by every backend whose candidates run in a kevo runner
+// process (worker/runner): the cpu backend with kevo-runner-cpu and the
+// mtia-sim backend with kevo-runner-mtia. They speak the same runner protocol
+// (worker/runner/protocol.h), so golden outputs, the validation stage (seeds x
+// bindings, NaN-poisoned outputs, input hashes, guard bytes, determinism,
+// per-dtype tolerances) and the classification of how a runner ended are
+// written once, here.
+//
+// Thread-safety: the free functions are pure; RunnerHarness is thread-safe
+// (several slots call it at once).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/sandbox/sandbox.h"
+#include "kevo/v1/evaluation.pb.h"
+#include "kevo/v1/task.pb.h"
+#include "worker/backend.h"
+#include "worker/runner/protocol.h"
+
+namespace google::protobuf {
+class Message;
+}
+
+namespace kevo::worker {
+
+// Small file and host helpers.
+absl::StatusOr<std::string> ReadFileBytes(const std::string& path);
+absl::Status WriteFileBytes(const std::string& path, const std::string& data);
+// The value after "key" and a colon on the first matching line of a
+// /proc-style file, or "".
+std::string ProcField(const std::string& path, std::string_view key);
+std::string OsDescription();
+std::string HostName();
+std::string DeterministicBytes(const google::protobuf::Message& m);
+int64_t UnixMicros();
+std::string FirstLineOf(const std::string& s);
+// The read-only system folders every sandboxed command sees.
+std::vector<std::string> SandboxSystemPaths();
+// Removes scratch left behind by workers that died mid-evaluation (entries
+// older than an hour under evals/, build/tmp-*, golden/*.tmp-*, inputs/*.tmp-*).
+void RemoveStaleScratch(const std::string& work_dir);
+
+// How a runner process ended, as the evaluation sees it.
+struct RunnerOutcome {
+  v1::EvalStatus status = v1::OK;
+  std::string message;
+  std::string violation;
+  int signal = 0;
+};
+RunnerOutcome ClassifyRunnerExit(const sandbox::Result& run, const runner::Report& report,
+                                 absl::Duration timeout);
+
+// Compares one validation case's outputs (`got`) with the golden ones
+// (`want`, same layout) and fills `result`.
+void JudgeCase(const v1::Task& task, const runner::CaseReport& report,
+               const std::vector<runner::OutputSlot>& slots, const std::string& got,
+               const std::string& want, v1::CaseResult& result);
+
+v1::Timing ToTiming(const runner::TimingSeries& s);
+
+// The output tensors at the task's timed binding: spec and element count, in
+// signature order, and their total bytes. InvalidArgument when the shapes do
+// not resolve.
+struct TimedOutputs {
+  std::vector<std::pair<const v1::TensorSpec*, int64_t>> tensors;
+  int64_t bytes = 0;
+};
+absl::StatusOr<TimedOutputs> ResolveTimedOutputs(const v1::Task& task);
+
+// Compares the candidate's outputs at the timed binding with the baseline's
+// (`both`: the candidate's outputs, then the baseline's, each in signature
+// order; both.size() == 2 * outputs.bytes) with validation's tolerances.
+// Returns OK, or WRONG_ANSWER / NONFINITE with a message naming the element.
+struct TimedCheck {
+  v1::EvalStatus status = v1::OK;
+  std::string message;
+};
+TimedCheck CompareTimedOutputs(const v1::Task& task, const TimedOutputs& outputs,
+                               const std::string& both);
+
+// One evaluation on its way through the stages. A stage that ends the
+// evaluation calls Fail(), which records the failed stage's event and the
+// final status.
+struct EvalRun {
+  const v1::Task& task;
+  const v1::Candidate& candidate;
+  const EventSink& on_event;
+  v1::Evaluation ev;
+  absl::Time stage_start;
+  std::string scratch;  // this evaluation's folder, removed at the end
+
+  // Appends a stage event (seconds since stage_start) and passes it on.
+  void Emit(v1::Stage stage, bool ok, const std::string& message);
+  // Returns false, so a stage can `return run.Fail(...)`.
+  bool Fail(v1::Stage stage, v1::EvalStatus status, const std::string& message);
+};
+
+struct RunnerHarnessOptions {
+  std::string runner_path;  // absolute
+  std::string work_dir;     // holds golden/, inputs/, evals/
+  // What the runner may see inside bubblewrap.
+  std::vector<std::string> visible_paths;
+  absl::Duration run_timeout = absl::Seconds(60);
+  int64_t memory_limit_bytes = int64_t{8} << 30;
+  // Identity of the runner binary (its hash): part of the golden-output key.
+  std::string runner_hash;
+  // Arguments added to every runner command line (e.g. --mtia_config=2i).
+  std::vector<std::string> extra_args;
+  // RLIMIT_NOFILE of the runner (the CUDA driver opens device files and
+  // libraries of its own).
+  int64_t open_files = 64;
+};
+
+// Runs a kevo runner in the sandbox and implements the stages that only need
+// the runner protocol.
+class RunnerHarness {
+ public:
+  RunnerHarness(const sandbox::Sandbox* sandbox, RunnerHarnessOptions options)
+      : sandbox_(sandbox), options_(std::move(options)) {}
+
+  struct RunnerRun {
+    RunnerOutcome outcome;
+    sandbox::Result result;
+  };
+  // Runs the runner with `args` (+ extra_args) in `dir` (writable) under
+  // `timeout`; the report file is dir/report.txt. Returns the sandbox's error
+  // when the process could not be started.
+  absl::StatusOr<RunnerRun> Run(const std::vector<std::string>& args, const std::string& dir,
+                                absl::Duration timeout, int64_t output_bytes) const;
+
+  // The outputs of `reference_so` (a kevo_entry .so: the task's reference)
+  // for every validation case, cached under work_dir/golden. Internal when
+  // the reference fails.
+  absl::StatusOr<std::string> GoldenOutputs(const v1::Task& task, const std::string& reference_so,
+                                            const std::vector<uint64_t>& seeds,
+                                            int64_t output_bytes) const;
+
+  // A file with the inputs of the task's timed binding (FillTensor, seed 1),
+  // cached under work_dir/inputs.
+  absl::StatusOr<std::string> TimedInputs(const v1::Task& task) const;
+
+  // A fresh (not yet created) folder under work_dir/evals.
+  std::string NewScratchDir() const;
+
+  // The validate stage: golden outputs from `reference_so`, the candidate
+  // `candidate_so` run on every binding x seed, each case judged. Sets
+  // run.scratch (with task.pb in it). Returns true when every case passed;
+  // else the evaluation has failed (run.Fail) with the first bad case.
+  // `golden_from`: the harness whose runner computes the golden outputs
+  // (the nvidia backend's CPU runner); null: this one.
+  bool Validate(EvalRun& run, const std::string& candidate_so, const std::string& reference_so,
+                const RunnerHarness* golden_from = nullptr) const;
+
+  const RunnerHarnessOptions& options() const { return options_; }
+
+ private:
+  const sandbox::Sandbox* sandbox_;
+  const RunnerHarnessOptions options_;
+  mutable std::atomic<uint64_t> scratch_counter_{0};
+};
+
+}  // namespace kevo::worker
