@@ -511,6 +511,44 @@ absl::Status ValidateTask(const v1::Task& task, const TaskSource& source) {
   return absl::OkStatus();
 }
 
+// Reads every listed extra reference, then adds reference_mtia.cc when the
+// folder has one and no "mtia-c++" reference is listed.
+absl::Status LoadExtraReferences(const fs::path& folder, v1::Task* task, const Reporter& r) {
+  bool has_mtia = false;
+  for (int i = 0; i < task->extra_references_size(); ++i) {
+    v1::Reference* ref = task->mutable_extra_references(i);
+    const std::string& file = ref->file();
+    if (ref->language().empty() || file.empty()) {
+      return r.Error({{"extra_references", i}}, "an extra reference needs a 'language' and a 'file'");
+    }
+    const fs::path rel(file);
+    for (const auto& part : rel) {
+      if (rel.is_absolute() || part == "..") {
+        return r.Error({{"extra_references", i}, {"file"}},
+                       absl::StrCat("extra reference file '", file,
+                                    "' must be relative to the task folder and stay inside it"));
+      }
+    }
+    auto source = ReadFile(folder / rel, "extra reference file");
+    if (!source.ok()) {
+      return absl::Status(source.status().code(),
+                          absl::StrCat(r.PrefixFor({{"extra_references", i}, {"file"}}),
+                                       source.status().message()));
+    }
+    ref->set_source(*std::move(source));
+    has_mtia |= ref->language() == kMtiaReferenceLanguage;
+  }
+  std::error_code ec;
+  if (!has_mtia && fs::is_regular_file(folder / kMtiaReferenceFile, ec)) {
+    KEVO_ASSIGN_OR_RETURN(std::string source, ReadFile(folder / kMtiaReferenceFile, "MTIA reference"));
+    v1::Reference* ref = task->add_extra_references();
+    ref->set_language(kMtiaReferenceLanguage);
+    ref->set_file(kMtiaReferenceFile);
+    ref->set_source(std::move(source));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::Task> LoadTaskDir(const std::string& dir) {
   const fs::path folder(dir);
   std::error_code ec;
@@ -538,6 +576,7 @@ absl::StatusOr<v1::Task> LoadTaskDir(const std::string& dir) {
                                      source.status().message()));
   }
   task.mutable_reference()->set_source(*std::move(source));
+  KEVO_RETURN_IF_ERROR(LoadExtraReferences(folder, &task, Reporter(TaskSource{path, &tree})));
   return task;
 }
 

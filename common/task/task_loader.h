@@ -24,6 +24,10 @@ namespace kevo::task {
 inline constexpr char kTaskFileName[] = "task.textproto";
 // Seeds per validation binding when a task leaves `seeds` unset (0).
 inline constexpr int kDefaultSeeds = 3;
+// The naive MTIA baseline a task folder may hold (the mtia-sim platform's
+// baseline), and the language of that reference.
+inline constexpr char kMtiaReferenceFile[] = "reference_mtia.cc";
+inline constexpr char kMtiaReferenceLanguage[] = "mtia-c++";
 // The op families a task may name.
 const std::vector<std::string>& KnownOpFamilies();
 
@@ -36,7 +40,9 @@ struct TaskSource {
 
 // Reads DIR/task.textproto, fills in defaults (ApplyTaskDefaults), checks it
 // with ValidateTask, and reads the reference file (task.reference().file,
-// relative to DIR) into task.reference().source.
+// relative to DIR) into task.reference().source, and the extra references
+// (each listed file, plus DIR/reference_mtia.cc as language "mtia-c++" when
+// it exists and none is listed) into task.extra_references.
 // Returns NotFound naming the path when DIR, its task.textproto or the
 // reference file does not exist; InvalidArgument naming file, line, column
 // and problem for a syntax error, an unknown field or enum value, or any

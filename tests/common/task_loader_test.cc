@@ -99,6 +99,44 @@ TEST_F(TaskLoaderTest, KeepsExplicitSeeds) {
   EXPECT_EQ(task->seeds(), 5);
 }
 
+TEST_F(TaskLoaderTest, ReadsReferenceMtiaAsTheMtiaExtraReference) {
+  WriteTask(kValidTask);
+  std::ofstream(dir_ / "reference_mtia.cc") << "// naive MTIA port\n";
+  auto task = LoadTaskDir(dir_.string());
+  ASSERT_TRUE(task.ok()) << task.status();
+  ASSERT_EQ(task->extra_references_size(), 1);
+  EXPECT_EQ(task->extra_references(0).language(), "mtia-c++");
+  EXPECT_EQ(task->extra_references(0).file(), "reference_mtia.cc");
+  EXPECT_EQ(task->extra_references(0).source(), "// naive MTIA port\n");
+}
+
+TEST_F(TaskLoaderTest, TaskWithoutReferenceMtiaHasNoExtraReference) {
+  WriteTask(kValidTask);
+  auto task = LoadTaskDir(dir_.string());
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_EQ(task->extra_references_size(), 0);
+}
+
+TEST_F(TaskLoaderTest, ListedExtraReferenceIsReadAndAMissingOneIsNotFound) {
+  WriteTask(absl::StrCat(kValidTask, "extra_references { language: \"mtia-c++\" file: \"m.cc\" }\n"));
+  auto missing = LoadTaskDir(dir_.string());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("m.cc"));
+  std::ofstream(dir_ / "m.cc") << "// listed\n";
+  std::ofstream(dir_ / "reference_mtia.cc") << "// not used: one is listed\n";
+  auto task = LoadTaskDir(dir_.string());
+  ASSERT_TRUE(task.ok()) << task.status();
+  ASSERT_EQ(task->extra_references_size(), 1);
+  EXPECT_EQ(task->extra_references(0).source(), "// listed\n");
+}
+
+TEST_F(TaskLoaderTest, ExtraReferenceOutsideTheFolderIsRejected) {
+  WriteTask(absl::StrCat(kValidTask, "extra_references { language: \"mtia-c++\" file: \"../x.cc\" }\n"));
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument) << task.status();
+  EXPECT_THAT(std::string(task.status().message()), HasSubstr("stay inside"));
+}
+
 TEST_F(TaskLoaderTest, MissingFolderIsNotFound) {
   auto task = LoadTaskDir((dir_ / "nope").string());
   EXPECT_EQ(task.status().code(), absl::StatusCode::kNotFound);

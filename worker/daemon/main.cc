@@ -8,17 +8,19 @@
 #include "absl/strings/numbers.h"
 #include "common/log.h"
 #include "worker/backends/cpu/cpu_backend.h"
+#include "worker/backends/mtia_sim/mtia_backend.h"
 #include "worker/daemon/daemon.h"
 
 namespace {
 
 constexpr char kUsage[] =
-    "usage: kevo-worker --coordinator HOST:PORT [--platform cpu] [--slots N]\n"
+    "usage: kevo-worker --coordinator HOST:PORT [--platform cpu|mtia-sim] [--slots N]\n"
     "                   [--work-dir DIR] [--metrics HOST:PORT] [--worker-id ID]\n"
     "                   [--compile-timeout S] [--run-timeout S] [--memory-limit-mb MB]\n"
-    "                   [--profile-cap S]\n"
-    "  --platform   cpu (this build); nvidia, amd and mtia-sim are reported as not\n"
+    "                   [--profile-cap S] [--mtia-config 2i|1]\n"
+    "  --platform   cpu or mtia-sim (this build); nvidia and amd are reported as not\n"
     "               available in this build\n"
+    "  --mtia-config  the chip mtia-sim simulates: 2i (MTIA 2i, default) or 1 (MTIA 1)\n"
     "  --slots      evaluations run at once (default 1; timing is most stable with 1)\n"
     "  --work-dir   per-candidate folders and the build cache (default /tmp/kevo-worker)\n";
 
@@ -37,6 +39,8 @@ int main(int argc, char** argv) {
   kevo::worker::CpuBackendOptions cpu;
   cpu.work_dir = "/tmp/kevo-worker";
   std::string platform = "cpu";
+  kevo::worker::MtiaBackendOptions mtia;
+  bool run_timeout_set = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -54,7 +58,11 @@ int main(int argc, char** argv) {
     else if (arg == "--work-dir") cpu.work_dir = value;
     else if (arg == "--slots" && numeric && number >= 1) options.slots = static_cast<int>(number);
     else if (arg == "--compile-timeout" && numeric && number > 0) cpu.compile_timeout = absl::Seconds(number);
-    else if (arg == "--run-timeout" && numeric && number > 0) cpu.run_timeout = absl::Seconds(number);
+    else if (arg == "--run-timeout" && numeric && number > 0) {
+      cpu.run_timeout = absl::Seconds(number);
+      run_timeout_set = true;
+    }
+    else if (arg == "--mtia-config" && (value == "2i" || value == "1")) mtia.chip = value;
     else if (arg == "--memory-limit-mb" && numeric && number > 0) cpu.memory_limit_bytes = static_cast<int64_t>(number) << 20;
     else if (arg == "--profile-cap" && numeric && number > 0) cpu.profile_time_cap_s = number;
     else return Usage("bad flag or value: " + arg + " " + value);
@@ -69,10 +77,21 @@ int main(int argc, char** argv) {
       return 1;
     }
     backend = std::move(*b);
-  } else if (platform == "nvidia" || platform == "amd" || platform == "mtia-sim") {
+  } else if (platform == "mtia-sim") {
+    mtia.work_dir = cpu.work_dir;
+    mtia.compile_timeout = cpu.compile_timeout;
+    if (run_timeout_set) mtia.run_timeout = cpu.run_timeout;
+    mtia.memory_limit_bytes = cpu.memory_limit_bytes;
+    auto b = kevo::worker::CreateMtiaBackend(mtia);
+    if (!b.ok()) {
+      std::fprintf(stderr, "kevo-worker: %s\n", b.status().ToString().c_str());
+      return 1;
+    }
+    backend = std::move(*b);
+  } else if (platform == "nvidia" || platform == "amd") {
     std::fprintf(stderr,
                  "kevo-worker: platform '%s' is not available in this build of kevo-worker "
-                 "(this build supports: cpu)\n",
+                 "(this build supports: cpu, mtia-sim)\n",
                  platform.c_str());
     return 1;
   } else {

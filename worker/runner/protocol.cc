@@ -172,7 +172,8 @@ std::string ProfileToJson(const ProfileReport& r) {
               {"working_set_bytes", r.working_set_bytes},
               {"elapsed_s", r.elapsed_s},
               {"converged", r.converged},
-              {"modified_input", r.modified_input}}
+              {"modified_input", r.modified_input},
+              {"counters", r.counters}}
       .dump();
 }
 
@@ -187,6 +188,7 @@ absl::StatusOr<ProfileReport> ProfileFromJson(std::string_view text) {
     r.elapsed_s = j.at("elapsed_s").get<double>();
     r.converged = j.at("converged").get<bool>();
     r.modified_input = j.at("modified_input").get<std::string>();
+    if (j.contains("counters")) r.counters = j.at("counters").get<std::map<std::string, double>>();
     return r;
   } catch (const std::exception& e) {
     return absl::DataLossError(absl::StrCat("runner profile result is not valid: ", e.what()));

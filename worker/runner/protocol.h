@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -115,6 +116,10 @@ struct ProfileReport {
   // First input of the timed binding whose hash changed while timing or in
   // the final check (a kernel that zeroes its inputs so the baseline agrees).
   std::string modified_input;
+  // Platform counters of the timed calls (kevo-runner-mtia: the simulator's
+  // cycles, per-unit busy/stall cycles, bytes per memory level, utilisation;
+  // the baseline's prefixed "baseline_"). Empty on the CPU.
+  std::map<std::string, double> counters;
 };
 
 // (Median, spread) of `samples` (unsorted); zeros when empty.

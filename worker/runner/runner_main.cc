@@ -9,6 +9,15 @@
 //            every buffer, and a second call on fresh buffers for determinism.
 //   profile: the candidate and the baseline timed in one process, interleaved,
 //            on rotating input copies larger than the last-level cache.
+//
+// Built a second time with KEVO_RUNNER_MTIA as kevo-runner-mtia, the runner of
+// the mtia-sim platform: a kernel .so that exports kevo_mtia_launch (the MTIA
+// candidate ABI, worker/mtia_sim/mtia.h) runs on a fresh simulated device per
+// call (--mtia_config=2i|1) with the call's host tensors mapped as its DRAM;
+// one exporting kevo_entry (the task's C++ reference, for golden outputs) is
+// called as on the CPU. Its profile mode times nothing on the host: the
+// simulated time is deterministic, so each kernel runs once and the report
+// carries the simulator's counters.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -34,6 +43,9 @@
 #include "worker/runner/alloc_hooks.h"
 #include "worker/runner/protocol.h"
 #include "worker/runner/seccomp_policy.h"
+#ifdef KEVO_RUNNER_MTIA
+#include "worker/mtia_sim/device.h"
+#endif
 
 namespace kevo::runner {
 namespace {
@@ -127,10 +139,20 @@ uint64_t HashBytes(const void* data, size_t n) {
   return h;
 }
 
-// Calls a kernel; exceptions that escape it end the runner with a report.
-void Call(EntryFn fn, void** args) {
+// A loaded kernel: the CPU ABI (kevo_entry) or, in kevo-runner-mtia, the MTIA
+// candidate ABI (kevo_mtia_launch).
+struct Kernel {
+  EntryFn entry = nullptr;
+#ifdef KEVO_RUNNER_MTIA
+  mtia::LaunchFn launch = nullptr;
+#endif
+};
+
+// Runs `fn`; exceptions that escape it end the runner with a report.
+template <typename Fn>
+void Guarded(Fn&& fn) {
   try {
-    fn(args);
+    fn();
   } catch (const std::bad_alloc& e) {
     Fail(kExitResourceExhausted, "bad_alloc", e.what());
   } catch (const std::exception& e) {
@@ -140,15 +162,30 @@ void Call(EntryFn fn, void** args) {
   }
 }
 
-EntryFn LoadKernel(const std::string& path) {
+Kernel LoadKernel(const std::string& path) {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = dlerror();
     Fail(kExitLoadFailed, "load_error", err ? err : path);
   }
+  Kernel k;
+#ifdef KEVO_RUNNER_MTIA
+  if (void* sym = dlsym(handle, mtia::kLaunchSymbol); sym != nullptr) {
+    k.launch = reinterpret_cast<mtia::LaunchFn>(sym);
+    return k;
+  }
+#endif
   void* sym = dlsym(handle, kEntrySymbol);
-  if (sym == nullptr) Fail(kExitLoadFailed, "load_error", absl::StrCat(path, ": no ", kEntrySymbol));
-  return reinterpret_cast<EntryFn>(sym);
+  if (sym == nullptr) {
+#ifdef KEVO_RUNNER_MTIA
+    Fail(kExitLoadFailed, "load_error",
+         absl::StrCat(path, ": exports neither ", mtia::kLaunchSymbol, " nor ", kEntrySymbol));
+#else
+    Fail(kExitLoadFailed, "load_error", absl::StrCat(path, ": no ", kEntrySymbol));
+#endif
+  }
+  k.entry = reinterpret_cast<EntryFn>(sym);
+  return k;
 }
 
 // The tensors and argument array of one call at one binding.
@@ -159,6 +196,7 @@ struct CallFrame {
   std::vector<std::vector<int64_t>> input_shapes, output_shapes;
   std::vector<int64_t> symbol_values;  // storage for int64_t params
   std::vector<void*> args;
+  std::vector<int64_t> arg_bytes;  // per arg: the tensor's bytes, -1 for a symbol
 };
 
 // Resolves shapes and allocates buffers (inputs unfilled, outputs unpoisoned).
@@ -175,6 +213,7 @@ CallFrame MakeFrame(const v1::Task& task, const std::vector<Param>& params,
       }
       f.symbol_values.push_back(it->second);
       f.args.push_back(&f.symbol_values.back());
+      f.arg_bytes.push_back(-1);
       continue;
     }
     auto shape = ResolveShape(*p.spec, symbols);
@@ -182,6 +221,7 @@ CallFrame MakeFrame(const v1::Task& task, const std::vector<Param>& params,
     size_t bytes = static_cast<size_t>(NumElements(*shape)) * DTypeSize(p.spec->dtype());
     auto buffer = std::make_unique<Buffer>(bytes);
     f.args.push_back(buffer->data());
+    f.arg_bytes.push_back(static_cast<int64_t>(bytes));
     if (p.kind == ParamKind::kInput) {
       f.inputs.push_back(std::move(buffer));
       f.input_specs.push_back(p.spec);
@@ -217,7 +257,46 @@ std::string FirstOverflow(const CallFrame& f) {
   return "";
 }
 
-int RunMode(const v1::Task& task, EntryFn fn, const std::vector<uint64_t>& seeds, int outputs_fd,
+#ifdef KEVO_RUNNER_MTIA
+mtia::Config g_mtia_config = mtia::Mtia2iConfig();
+mtia::RunStats g_last_stats;  // of the last MTIA call
+
+// One MTIA call on a fresh simulated device (no state survives between
+// calls: no LLS contents, no statistics): the frame's tensors are mapped as
+// DRAM buffers and passed as kevo::mtia::Buffer*, symbols as int64_t*.
+void CallMtia(mtia::LaunchFn fn, CallFrame& f) {
+  auto device = mtia::Device::Create(g_mtia_config);
+  if (!device.ok()) Fail(kExitInfra, "error", device.status().ToString());
+  std::vector<mtia::Buffer> buffers(f.args.size());
+  std::vector<void*> args(f.args.size());
+  for (size_t i = 0; i < f.args.size(); ++i) {
+    if (f.arg_bytes[i] < 0) {
+      args[i] = f.args[i];
+      continue;
+    }
+    auto b = (*device)->MapHost(f.args[i], static_cast<uint64_t>(f.arg_bytes[i]));
+    if (!b.ok()) Fail(kExitInfra, "error", b.status().ToString());
+    buffers[i] = *b;
+    args[i] = &buffers[i];
+  }
+  Guarded([&] { fn(**device, args.data()); });
+  if (absl::Status s = (*device)->status(); !s.ok()) {
+    Fail(kExitCandidateException, "exception",
+         absl::StrCat("the simulated kernel failed: ", s.ToString()));
+  }
+  g_last_stats = (*device)->stats();
+}
+#endif
+
+// Calls a kernel on the frame's arguments.
+void Call(const Kernel& k, CallFrame& f) {
+#ifdef KEVO_RUNNER_MTIA
+  if (k.launch != nullptr) return CallMtia(k.launch, f);
+#endif
+  Guarded([&] { k.entry(f.args.data()); });
+}
+
+int RunMode(const v1::Task& task, const Kernel& fn, const std::vector<uint64_t>& seeds, int outputs_fd,
             int result_fd) {
   auto params = ClassifyParams(task);
   if (!params.ok()) Fail(kExitInfra, "error", params.status().message());
@@ -232,7 +311,7 @@ int RunMode(const v1::Task& task, EntryFn fn, const std::vector<uint64_t>& seeds
       std::vector<uint64_t> hashes;
       for (const auto& in : first.inputs) hashes.push_back(HashBytes(in->data(), in->bytes()));
       PoisonOutputs(first);
-      Call(fn, first.args.data());
+      Call(fn, first);
       bool refill = false;
       for (size_t i = 0; i < first.inputs.size(); ++i) {
         if (HashBytes(first.inputs[i]->data(), first.inputs[i]->bytes()) != hashes[i]) {
@@ -253,7 +332,7 @@ int RunMode(const v1::Task& task, EntryFn fn, const std::vector<uint64_t>& seeds
         }
       }
       PoisonOutputs(second);
-      Call(fn, second.args.data());
+      Call(fn, second);
       for (size_t i = 0; i < first.outputs.size() && report.nondet_output.empty(); ++i) {
         const auto* a = static_cast<const unsigned char*>(first.outputs[i]->data());
         const auto* b = static_cast<const unsigned char*>(second.outputs[i]->data());
@@ -288,7 +367,27 @@ struct ProfileOptions {
   double target_spread = 0.01;
 };
 
-int ProfileMode(const v1::Task& task, EntryFn candidate, EntryFn baseline,
+// Fills the frame's inputs from the worker's timed-inputs file, or generates
+// them (seed 1) when there is none.
+void ReadTimedInputs(CallFrame& f, int inputs_fd) {
+  if (inputs_fd < 0) {
+    FillInputs(f, /*seed=*/1);
+    return;
+  }
+  // Inputs generated once per task by the worker (FillTensor, seed 1):
+  // generating 10^7 elements here would cost seconds per evaluation.
+  for (auto& in : f.inputs) {
+    size_t done = 0;
+    auto* p = static_cast<char*>(in->data());
+    while (done < in->bytes()) {
+      ssize_t n = read(inputs_fd, p + done, in->bytes() - done);
+      if (n <= 0) Fail(kExitInfra, "error", "the timed-inputs file is shorter than the inputs");
+      done += static_cast<size_t>(n);
+    }
+  }
+}
+
+int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel& baseline,
                 const ProfileOptions& opts, int inputs_fd, int outputs_fd, int result_fd) {
   auto params = ClassifyParams(task);
   if (!params.ok()) Fail(kExitInfra, "error", params.status().message());
@@ -306,21 +405,7 @@ int ProfileMode(const v1::Task& task, EntryFn candidate, EntryFn baseline,
   int64_t target = 2 * std::min<int64_t>(opts.llc_bytes, int64_t{256} << 20);
   int64_t copies = std::clamp<int64_t>((target + set_bytes - 1) / set_bytes, 1, 256);
   copies = std::max<int64_t>(1, std::min(copies, opts.mem_budget_bytes / set_bytes));
-  if (inputs_fd >= 0) {
-    // Inputs generated once per task by the worker (FillTensor, seed 1):
-    // generating 10^7 elements here would cost seconds per evaluation.
-    for (auto& in : frames[0].inputs) {
-      size_t done = 0;
-      auto* p = static_cast<char*>(in->data());
-      while (done < in->bytes()) {
-        ssize_t n = read(inputs_fd, p + done, in->bytes() - done);
-        if (n <= 0) Fail(kExitInfra, "error", "the timed-inputs file is shorter than the inputs");
-        done += static_cast<size_t>(n);
-      }
-    }
-  } else {
-    FillInputs(frames[0], /*seed=*/1);
-  }
+  ReadTimedInputs(frames[0], inputs_fd);
   PoisonOutputs(frames[0]);
   std::vector<uint64_t> input_hashes;
   for (const auto& in : frames[0].inputs) input_hashes.push_back(HashBytes(in->data(), in->bytes()));
@@ -337,10 +422,10 @@ int ProfileMode(const v1::Task& task, EntryFn candidate, EntryFn baseline,
   const double start = Now();
 
   size_t next = 0;
-  auto time_calls = [&](EntryFn fn, int64_t calls) {
+  auto time_calls = [&](const Kernel& fn, int64_t calls) {
     double t0 = Now();
     for (int64_t k = 0; k < calls; ++k) {
-      Call(fn, frames[next].args.data());
+      Call(fn, frames[next]);
       next = (next + 1) % frames.size();
     }
     return (Now() - t0) / static_cast<double>(calls);
@@ -401,17 +486,94 @@ int ProfileMode(const v1::Task& task, EntryFn candidate, EntryFn baseline,
   };
   report.modified_input = first_modified();
   PoisonOutputs(check);
-  Call(candidate, check.args.data());
+  Call(candidate, check);
   if (report.modified_input.empty()) report.modified_input = first_modified();
   for (const auto& out : check.outputs) WriteAll(outputs_fd, out->data(), out->bytes());
   PoisonOutputs(check);
-  Call(baseline, check.args.data());
+  Call(baseline, check);
   for (const auto& out : check.outputs) WriteAll(outputs_fd, out->data(), out->bytes());
 
   std::string json = ProfileToJson(report);
   WriteAll(result_fd, json.data(), json.size());
   return kExitOk;
 }
+
+#ifdef KEVO_RUNNER_MTIA
+// The simulator's counters of one run, for the evaluation's profile map.
+void AddCounters(const mtia::RunStats& s, const std::string& prefix, std::map<std::string, double>& out) {
+  auto put = [&](const std::string& key, double v) { out[prefix + key] = v; };
+  put("launches", static_cast<double>(s.launches));
+  put("cycles", static_cast<double>(s.cycles));
+  put("simulated_s", s.seconds);
+  const std::pair<const char*, const mtia::UnitCounters*> units[] = {
+      {"dma", &s.dma}, {"dpe", &s.dpe}, {"simd", &s.simd}, {"re", &s.re}, {"mlu", &s.mlu}};
+  for (const auto& [name, u] : units) {
+    put(absl::StrCat(name, "_ops"), static_cast<double>(u->ops));
+    put(absl::StrCat(name, "_busy_cycles"), u->busy_cycles);
+    put(absl::StrCat(name, "_stall_cycles"), u->stall_cycles);
+  }
+  put("dma_contention_cycles", s.dma_contention_cycles);
+  put("wait_cycles", s.wait_cycles);
+  put("barrier_cycles", s.barrier_cycles);
+  put("dram_read_bytes", static_cast<double>(s.dram_read_bytes));
+  put("dram_write_bytes", static_cast<double>(s.dram_write_bytes));
+  put("sram_read_bytes", static_cast<double>(s.sram_read_bytes));
+  put("sram_write_bytes", static_cast<double>(s.sram_write_bytes));
+  put("local_bytes", static_cast<double>(s.local_bytes));
+  put("neighbour_bytes", static_cast<double>(s.neighbour_bytes));
+  put("broadcast_saved_bytes", static_cast<double>(s.broadcast_saved_bytes));
+  put("dpe_flops", static_cast<double>(s.dpe_flops));
+  put("dpe_int8_ops", static_cast<double>(s.dpe_int8_ops));
+  put("simd_elements", static_cast<double>(s.simd_elements));
+  put("pe_utilization", s.pe_utilization);
+  put("dpe_utilization", s.dpe_utilization);
+  put("dram_utilization", s.dram_utilization);
+  put("sram_utilization", s.sram_utilization);
+}
+
+// Profile on the simulator: the cycle model is deterministic, so the
+// candidate and the baseline each run once at the timed binding on the
+// same inputs; the one "sample" is the simulated time (spread 0). Their
+// outputs go to O as in ProfileMode, for the worker's check.
+int SimulatedProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel& baseline,
+                         int inputs_fd, int outputs_fd, int result_fd) {
+  auto params = ClassifyParams(task);
+  if (!params.ok()) Fail(kExitInfra, "error", params.status().message());
+  const double start = Now();
+  ProfileReport report;
+  CallFrame f = MakeFrame(task, *params, task.time());
+  ReadTimedInputs(f, inputs_fd);
+  std::vector<uint64_t> hashes;
+  for (const auto& in : f.inputs) hashes.push_back(HashBytes(in->data(), in->bytes()));
+  for (const auto& b : f.inputs) report.working_set_bytes += static_cast<int64_t>(b->bytes());
+  for (const auto& b : f.outputs) report.working_set_bytes += static_cast<int64_t>(b->bytes());
+  auto first_modified = [&]() -> std::string {
+    for (size_t i = 0; i < f.inputs.size(); ++i) {
+      if (HashBytes(f.inputs[i]->data(), f.inputs[i]->bytes()) != hashes[i]) return f.input_specs[i]->name();
+    }
+    return "";
+  };
+  auto run_one = [&](const Kernel& k, TimingSeries& series, const std::string& prefix) {
+    PoisonOutputs(f);
+    g_last_stats = mtia::RunStats{};
+    Call(k, f);
+    series.samples_s = {g_last_stats.seconds};
+    series.calls_per_sample = 1;
+    Summarise(series);
+    AddCounters(g_last_stats, prefix, report.counters);
+    for (const auto& out : f.outputs) WriteAll(outputs_fd, out->data(), out->bytes());
+  };
+  run_one(candidate, report.candidate, "");
+  report.modified_input = first_modified();
+  run_one(baseline, report.baseline, "baseline_");
+  report.copies = 1;
+  report.converged = true;
+  report.elapsed_s = Now() - start;
+  std::string json = ProfileToJson(report);
+  WriteAll(result_fd, json.data(), json.size());
+  return kExitOk;
+}
+#endif
 
 int OpenOut(const std::string& path) {
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -440,6 +602,17 @@ int Main(int argc, char** argv) {
   if (mode != "run" && mode != "profile") {
     Fail(kExitInfra, "error", "usage: kevo-runner-cpu run|profile --task=... (see protocol.h)");
   }
+#ifdef KEVO_RUNNER_MTIA
+  if (flags.count("mtia_config")) {
+    if (flags["mtia_config"] == "2i") {
+      g_mtia_config = mtia::Mtia2iConfig();
+    } else if (flags["mtia_config"] == "1") {
+      g_mtia_config = mtia::Mtia1Config();
+    } else {
+      Fail(kExitInfra, "error", absl::StrCat("bad --mtia_config '", flags["mtia_config"], "' (2i or 1)"));
+    }
+  }
+#endif
   for (const char* required : {"task", "kernel", "result"}) {
     if (!flags.count(required)) Fail(kExitInfra, "error", absl::StrCat("missing --", required));
   }
@@ -499,11 +672,19 @@ int Main(int argc, char** argv) {
   // From here on only the seccomp policy's system calls are possible.
   if (auto s = InstallSigsysHandler(g_report_fd); !s.ok()) Fail(kExitInfra, "error", s.message());
   if (auto s = InstallRunnerFilter(); !s.ok()) Fail(kExitInfra, "error", s.message());
-  EntryFn kernel = LoadKernel(flags["kernel"]);
-  EntryFn baseline = mode == "profile" ? LoadKernel(flags["baseline"]) : nullptr;
+  Kernel kernel = LoadKernel(flags["kernel"]);
+  Kernel baseline = mode == "profile" ? LoadKernel(flags["baseline"]) : Kernel{};
   if (auto s = InstallPostLoadFilter(); !s.ok()) Fail(kExitInfra, "error", s.message());
 
   if (mode == "run") return RunMode(task, kernel, seeds, outputs_fd, result_fd);
+#ifdef KEVO_RUNNER_MTIA
+  if (kernel.launch != nullptr && baseline.launch != nullptr) {
+    return SimulatedProfileMode(task, kernel, baseline, inputs_fd, outputs_fd, result_fd);
+  }
+  if (kernel.launch != nullptr || baseline.launch != nullptr) {
+    Fail(kExitInfra, "error", "profile: the candidate and the baseline must both be MTIA kernels");
+  }
+#endif
   return ProfileMode(task, kernel, baseline, profile, inputs_fd, outputs_fd, result_fd);
 }
 

@@ -1,0 +1,453 @@
+#include "worker/backends/mtia_sim/mtia_backend.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/expr.h"
+#include "common/hash.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "common/tensor.h"
+#include "worker/backends/cpu/elf_symbols.h"
+#include "worker/backends/cpu/eval_pipeline.h"
+#include "worker/backends/cpu/kernel_builder.h"
+#include "worker/backends/cpu/symbol_policy.h"
+#include "worker/mtia_sim/mtia.h"
+#include "worker/runner/protocol.h"
+
+namespace kevo::worker {
+
+extern const char kMtiaHeaderSource[];  // mtia_header.cc (generated)
+
+namespace fs = std::filesystem;
+namespace {
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+// Flags of MTIA candidates and of the MTIA baseline (docs/mtia-simulator.md,
+// "Candidate ABI"); the include folder is added per backend. Host-side code
+// of a kernel is free in the cycle model, so -O2 is plenty.
+std::vector<std::string> MtiaFlags(const std::string& include_dir) {
+  return {"-std=c++20", "-O2", "-fPIC", "-I" + include_dir};
+}
+// The task's C++ reference, for golden outputs (as on the CPU).
+const std::vector<std::string>& ReferenceFlags() {
+  static const auto* flags = new std::vector<std::string>{"-O2", "-fPIC"};
+  return *flags;
+}
+
+// Linked into every MTIA kernel .so: a missing or misspelt kevo_mtia_launch
+// becomes a link error (the builder links with -z defs).
+constexpr char kMtiaWrapper[] = R"(#include "worker/mtia_sim/mtia.h"
+extern "C" void kevo_mtia_launch(kevo::mtia::Grid& grid, void** args);
+extern "C" __attribute__((used, visibility("hidden"))) void* const kevo_mtia_launch_check =
+    reinterpret_cast<void*>(&kevo_mtia_launch);
+)";
+
+// The naive MTIA baseline the task ships (reference_mtia.cc), or null.
+const v1::Reference* MtiaReference(const v1::Task& task) {
+  for (const v1::Reference& r : task.extra_references()) {
+    if (absl::AsciiStrToLower(r.language()) == kMtiaLanguage && !r.source().empty()) return &r;
+  }
+  return nullptr;
+}
+
+// Op families whose flops run on the Dot Product Engine.
+bool UsesDpe(const v1::Task& task) {
+  const std::string& f = task.op_family();
+  return f == "matmul" || f == "conv" || f == "fusion";
+}
+
+struct MtiaEvalRun : EvalRun {
+  BuildResult cand;      // the candidate's .so
+  BuildResult baseline;  // reference_mtia.cc's .so (timed against)
+  BuildResult golden;    // the task's C++ reference .so (defines correctness)
+};
+
+class MtiaBackend final : public Backend {
+ public:
+  MtiaBackend(MtiaBackendOptions options, mtia::Config chip,
+              std::unique_ptr<sandbox::Sandbox> sandbox, std::string compiler_version,
+              std::string runner_hash, std::vector<std::string> compiler_visible)
+      : options_(std::move(options)),
+        chip_(std::move(chip)),
+        sandbox_(std::move(sandbox)),
+        compiler_version_(std::move(compiler_version)),
+        include_dir_(options_.work_dir + "/include"),
+        builder_(sandbox_.get(), options_.compiler,
+                 absl::StrCat(compiler_version_, "\nmtia.h ", Sha256Hex(kMtiaHeaderSource)),
+                 options_.work_dir + "/build", options_.compile_timeout,
+                 std::max<int64_t>(options_.memory_limit_bytes, int64_t{4} << 30),
+                 std::move(compiler_visible)),
+        harness_(sandbox_.get(), HarnessOptions(options_, runner_hash)) {}
+
+  absl::StatusOr<v1::Hello> Describe() override;
+  v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate,
+                          const EventSink& on_event) override;
+
+ private:
+  static RunnerHarnessOptions HarnessOptions(const MtiaBackendOptions& o, const std::string& hash) {
+    RunnerHarnessOptions h;
+    h.runner_path = o.runner_path;
+    h.work_dir = o.work_dir;
+    h.visible_paths = SandboxSystemPaths();
+    h.visible_paths.push_back(fs::path(o.runner_path).parent_path().string());
+    h.visible_paths.push_back(o.work_dir + "/build");
+    h.visible_paths.push_back(o.work_dir + "/inputs");
+    h.run_timeout = o.run_timeout;
+    h.memory_limit_bytes = o.memory_limit_bytes;
+    h.runner_hash = absl::StrCat(hash, " chip ", o.chip);
+    h.extra_args = {"--mtia_config=" + o.chip};
+    return h;
+  }
+  std::string DeviceName() const { return absl::StrCat(chip_.name, " (simulated)"); }
+  double DramGbs() const { return chip_.dram_bytes_per_cycle * chip_.clock_hz / 1e9; }
+  double DpeGflops() const { return chip_.dpe_peak_flops_per_cycle(false) * chip_.clock_hz / 1e9; }
+  // SIMD engine, fp32, one fused op (2 flops) per lane per cycle.
+  double SimdGflops() const { return 2 * chip_.simd_lanes_f32 * chip_.num_pes() * chip_.clock_hz / 1e9; }
+  v1::Fingerprint MakeFingerprint() const;
+  bool CompileStage(MtiaEvalRun& run) const;
+  bool ProfileStage(MtiaEvalRun& run) const;
+
+  const MtiaBackendOptions options_;
+  const mtia::Config chip_;
+  const std::unique_ptr<sandbox::Sandbox> sandbox_;
+  const std::string compiler_version_;
+  const std::string include_dir_;
+  const KernelBuilder builder_;
+  const RunnerHarness harness_;
+};
+
+v1::Fingerprint MtiaBackend::MakeFingerprint() const {
+  v1::Fingerprint fp;
+  fp.set_host(HostName());
+  std::string cpu = ProcField("/proc/cpuinfo", "model name");
+  fp.set_cpu_model(cpu.empty() ? "unknown CPU" : cpu);
+  fp.set_compiler(compiler_version_);
+  for (const std::string& f : MtiaFlags("<include>")) fp.add_flags(f);
+  fp.set_os(OsDescription());
+  fp.set_device(DeviceName());
+  fp.set_sandbox(absl::StrCat(sandbox_->UsesBwrap() ? "bwrap+" : "", "seccomp+rlimits"));
+  return fp;
+}
+
+absl::StatusOr<v1::Hello> MtiaBackend::Describe() {
+  v1::Hello hello;
+  hello.set_platform("mtia-sim");
+  hello.set_device(DeviceName());
+  hello.add_toolchains(compiler_version_);
+  hello.add_toolchains(absl::StrCat("kevo MTIA simulator (", chip_.name, ", mtia.h ",
+                                    Sha256Hex(kMtiaHeaderSource).substr(0, 12), ")"));
+  hello.add_languages(kMtiaLanguage);
+  *hello.mutable_fingerprint() = MakeFingerprint();
+  // The simulated chip's figures, not the host's.
+  hello.set_mem_bandwidth_gbs(DramGbs());
+  hello.set_fp32_peak_gflops(DpeGflops());
+  hello.set_compile_only(false);
+  auto& caps = *hello.mutable_capabilities();
+  caps["chip"] = chip_.name;
+  caps["clock_ghz"] = absl::StrCat(chip_.clock_hz / 1e9);
+  caps["pes"] = absl::StrCat(chip_.grid_rows, "x", chip_.grid_cols);
+  caps["local_memory_kib"] = absl::StrCat(chip_.local_memory_bytes / 1024);
+  caps["lls_mib"] = absl::StrCat(chip_.lls_bytes >> 20);
+  caps["dram_gbs"] = absl::StrCat(DramGbs());
+  caps["sram_gbs"] = absl::StrCat(chip_.sram_bytes_per_cycle * chip_.clock_hz / 1e9);
+  caps["dpe_fp16_gflops"] = absl::StrCat(DpeGflops());
+  caps["dpe_int8_gops"] = absl::StrCat(chip_.dpe_peak_flops_per_cycle(true) * chip_.clock_hz / 1e9);
+  caps["simd_fp32_gflops"] = absl::StrCat(SimdGflops());
+  caps["timing"] = "simulated (deterministic cycle model)";
+  caps["sandbox"] = hello.fingerprint().sandbox();
+  return hello;
+}
+
+v1::Evaluation MtiaBackend::Evaluate(const v1::Task& task, const v1::Candidate& candidate,
+                                     const EventSink& on_event) {
+  MtiaEvalRun run{{task, candidate, on_event}};
+  v1::Evaluation& ev = run.ev;
+  ev.set_task_name(task.name());
+  ev.set_platform("mtia-sim");
+  ev.set_created_unix_micros(UnixMicros());
+  ev.set_candidate_hash(Sha256Hex(absl::StrCat(candidate.source(), "\n",
+                                               absl::StrJoin(candidate.extra_flags(), "\x1f"))));
+  ev.set_binding_timed(task.time().name());
+  *ev.mutable_fingerprint() = MakeFingerprint();
+  if (CompileStage(run) &&
+      harness_.Validate(run, run.cand.library_path, run.golden.library_path) && ProfileStage(run)) {
+    ev.set_status(v1::OK);
+  }
+  ev.set_finished_unix_micros(UnixMicros());
+  if (!options_.keep_eval_dirs && !run.scratch.empty()) {
+    std::error_code ec;
+    fs::remove_all(run.scratch, ec);
+  }
+  return std::move(ev);
+}
+
+bool MtiaBackend::CompileStage(MtiaEvalRun& run) const {
+  const v1::Task& task = run.task;
+  const v1::Candidate& candidate = run.candidate;
+  run.stage_start = absl::Now();
+  auto fail = [&](v1::EvalStatus status, const std::string& message) {
+    return run.Fail(v1::STAGE_COMPILE, status, message);
+  };
+  const std::string language = absl::AsciiStrToLower(candidate.language());
+  if (language != kMtiaLanguage) {
+    return fail(v1::COMPILE_ERROR,
+                absl::StrCat("language '", candidate.language(), "' is not supported on mtia-sim (use ",
+                             kMtiaLanguage, ": C++ against worker/mtia_sim/mtia.h exporting ",
+                             mtia::kLaunchSymbol, ")"));
+  }
+  const v1::Reference* baseline = MtiaReference(task);
+  if (baseline == nullptr) {
+    return fail(v1::INFRA_ERROR,
+                absl::StrCat("FAILED_PRECONDITION: task '", task.name(),
+                             "' has no reference_mtia.cc: no MTIA baseline (add a naive MTIA "
+                             "port of the reference as reference_mtia.cc in the task folder)"));
+  }
+  std::vector<std::string> extra(candidate.extra_flags().begin(), candidate.extra_flags().end());
+  if (absl::Status s = CheckExtraFlags(extra); !s.ok()) {
+    return fail(v1::COMPILE_ERROR, std::string(s.message()));
+  }
+  if (task.validate_size() == 0 || task.outputs_size() == 0) {
+    return fail(v1::INFRA_ERROR, "the task has no validate bindings or no outputs");
+  }
+  auto wrapper = runner::GenerateWrapperSource(task);
+  if (!wrapper.ok()) {
+    return fail(v1::INFRA_ERROR,
+                absl::StrCat("the task's signature is malformed: ", wrapper.status().message()));
+  }
+  BuildSpec cand_spec{candidate.source(), MtiaFlags(include_dir_), kMtiaWrapper};
+  cand_spec.flags.insert(cand_spec.flags.end(), extra.begin(), extra.end());
+  auto cand = builder_.Build(cand_spec);
+  if (!cand.ok()) return fail(v1::INFRA_ERROR, std::string(cand.status().message()));
+  if (cand->status != v1::OK) {
+    run.ev.mutable_diagnostics()->set_compiler_output(cand->compiler_output);
+    return fail(cand->status, cand->message);
+  }
+  if (!options_.skip_symbol_check) {
+    auto symbols = ReadElfSymbols(cand->object_path);
+    if (!symbols.ok()) return fail(v1::INFRA_ERROR, std::string(symbols.status().message()));
+    std::vector<std::string> forbidden;
+    for (const std::string& name : UndefinedSymbolNames(*symbols)) {
+      if (!IsAllowedMtiaImport(name)) forbidden.push_back(name);
+    }
+    if (!forbidden.empty()) {
+      run.ev.mutable_diagnostics()->set_violation(absl::StrJoin(forbidden, ", "));
+      return fail(v1::SANDBOX_VIOLATION,
+                  absl::StrCat("the candidate imports forbidden symbol(s): ",
+                               absl::StrJoin(forbidden, ", "),
+                               ". MTIA kernels may use only mtia.h, math, memory and the C++ "
+                               "runtime"));
+    }
+  }
+  auto base = builder_.Build(BuildSpec{baseline->source(), MtiaFlags(include_dir_), kMtiaWrapper});
+  if (!base.ok() || base->status != v1::OK) {
+    std::string why = base.ok() ? absl::StrCat(base->message, "\n", base->compiler_output)
+                                : std::string(base.status().message());
+    return fail(v1::INFRA_ERROR, absl::StrCat("the task's reference_mtia.cc does not compile: ", why));
+  }
+  auto golden = builder_.Build(BuildSpec{task.reference().source(), ReferenceFlags(), *wrapper});
+  if (!golden.ok() || golden->status != v1::OK) {
+    std::string why = golden.ok() ? absl::StrCat(golden->message, "\n", golden->compiler_output)
+                                  : std::string(golden.status().message());
+    return fail(v1::INFRA_ERROR, absl::StrCat("the task's reference does not compile: ", why));
+  }
+  run.cand = *std::move(cand);
+  run.baseline = *std::move(base);
+  run.golden = *std::move(golden);
+  run.Emit(v1::STAGE_COMPILE, /*ok=*/true,
+           absl::StrCat("compiled", run.cand.cache_hit ? " (cached)" : "", "; MTIA baseline",
+                        run.baseline.cache_hit ? " (cached)" : "", "; reference",
+                        run.golden.cache_hit ? " (cached)" : ""));
+  return true;
+}
+
+bool MtiaBackend::ProfileStage(MtiaEvalRun& run) const {
+  const v1::Task& task = run.task;
+  v1::Evaluation& ev = run.ev;
+  const std::string& scratch = run.scratch;
+  run.stage_start = absl::Now();
+  auto fail = [&](v1::EvalStatus status, const std::string& message) {
+    return run.Fail(v1::STAGE_PROFILE, status, message);
+  };
+  std::error_code ec;
+  fs::remove(scratch + "/report.txt", ec);
+  auto timed_inputs = harness_.TimedInputs(task);
+  if (!timed_inputs.ok()) {
+    return fail(v1::INFRA_ERROR, absl::StrCat("cannot generate the timed inputs: ",
+                                              timed_inputs.status().message()));
+  }
+  auto timed_outputs = ResolveTimedOutputs(task);
+  if (!timed_outputs.ok()) return fail(v1::INFRA_ERROR, std::string(timed_outputs.status().message()));
+  // No lock: simulated time does not depend on what else the host runs.
+  auto prof_run = harness_.Run(
+      {"profile", "--task=" + scratch + "/task.pb", "--kernel=" + run.cand.library_path,
+       "--baseline=" + run.baseline.library_path, "--inputs=" + *timed_inputs,
+       "--outputs=" + scratch + "/timed_outputs.bin", "--result=" + scratch + "/profile.json",
+       "--report=" + scratch + "/report.txt"},
+      scratch, 2 * options_.run_timeout, 2 * timed_outputs->bytes);
+  if (!prof_run.ok()) return fail(v1::INFRA_ERROR, std::string(prof_run.status().message()));
+  if (prof_run->outcome.status != v1::OK) {
+    ev.mutable_diagnostics()->set_signal(prof_run->outcome.signal);
+    ev.mutable_diagnostics()->set_violation(prof_run->outcome.violation);
+    return fail(prof_run->outcome.status,
+                absl::StrCat("candidate or MTIA baseline (at the timed binding '", task.time().name(),
+                             "') ", prof_run->outcome.message));
+  }
+  auto prof_json = ReadFileBytes(scratch + "/profile.json");
+  auto timed_bytes = ReadFileBytes(scratch + "/timed_outputs.bin");
+  if (!prof_json.ok() || !timed_bytes.ok() ||
+      static_cast<int64_t>(timed_bytes->size()) != 2 * timed_outputs->bytes) {
+    return fail(v1::RUNTIME_ERROR,
+                "the profiler ended without writing its results: the candidate ended the "
+                "process (exit?) or wrote into the runner's files");
+  }
+  auto profile = runner::ProfileFromJson(*prof_json);
+  if (!profile.ok()) return fail(v1::INFRA_ERROR, std::string(profile.status().message()));
+  if (!profile->modified_input.empty()) {
+    return fail(v1::INPUT_MODIFIED, absl::StrCat("input '", profile->modified_input,
+                                                 "' changed while timing at binding '",
+                                                 task.time().name(), "'"));
+  }
+  if (TimedCheck check = CompareTimedOutputs(task, *timed_outputs, *timed_bytes); check.status != v1::OK) {
+    return fail(check.status, absl::StrCat(check.message, " (baseline: reference_mtia.cc)"));
+  }
+  if (profile->candidate.median_s <= 0) {
+    return fail(v1::RUNTIME_ERROR, "the candidate launched no kernel on the grid (0 simulated cycles)");
+  }
+  if (profile->baseline.median_s <= 0) {
+    return fail(v1::INFRA_ERROR, "the task's reference_mtia.cc launched no kernel on the grid");
+  }
+  *ev.mutable_timing() = ToTiming(profile->candidate);
+  *ev.mutable_baseline() = ToTiming(profile->baseline);
+  ev.set_speedup(profile->baseline.median_s / profile->candidate.median_s);
+  const SymbolValues timed = BindingValues(task.time());
+  double bytes = 0, flops = 0;
+  if (!task.bytes_moved().empty()) {
+    if (auto v = EvalExpr(task.bytes_moved(), timed); v.ok()) bytes = static_cast<double>(*v);
+  }
+  if (!task.flops().empty()) {
+    if (auto v = EvalExpr(task.flops(), timed); v.ok()) flops = static_cast<double>(*v);
+  }
+  const double peak_gflops = UsesDpe(task) ? DpeGflops() : SimdGflops();
+  const double roofline_s = std::max(bytes / (DramGbs() * 1e9), flops / (peak_gflops * 1e9));
+  ev.set_roofline_fraction(roofline_s / profile->candidate.median_s);
+  auto& counters = *ev.mutable_profile();
+  for (const auto& [key, value] : profile->counters) counters[key] = value;
+  counters["achieved_bandwidth_gbs"] = bytes / profile->candidate.median_s / 1e9;
+  counters["achieved_gflops"] = flops / profile->candidate.median_s / 1e9;
+  counters["roofline_peak_gflops"] = peak_gflops;
+  counters["peak_rss_bytes"] = static_cast<double>(prof_run->result.peak_rss_bytes);
+  const auto c = [&](const char* key) {
+    auto it = profile->counters.find(key);
+    return it == profile->counters.end() ? 0.0 : it->second;
+  };
+  run.Emit(v1::STAGE_PROFILE, /*ok=*/true,
+           absl::StrCat("simulated ", profile->candidate.median_s * 1e6, " us on ", chip_.name, " (",
+                        c("cycles"), " cycles, PE utilisation ", 100 * c("pe_utilization"),
+                        "%, DRAM ", 100 * c("dram_utilization"), "%), MTIA baseline ",
+                        profile->baseline.median_s * 1e6, " us, speedup ", ev.speedup(), "x"));
+  return true;
+}
+
+}  // namespace
+
+bool IsAllowedMtiaImport(std::string_view name) {
+  if (IsAllowedImport(name)) return true;
+  // std::string (KernelError messages, Config::name) and std::runtime_error
+  // (KernelError's base): pure computation in libstdc++.
+  return StartsWith(name, "_ZNSt7__cxx1112basic_string") ||
+         StartsWith(name, "_ZNKSt7__cxx1112basic_string") ||
+         StartsWith(name, "_ZNSt13runtime_error") || StartsWith(name, "_ZNKSt13runtime_error") ||
+         StartsWith(name, "_ZTVSt13runtime_error") || name == "_ZSt25__throw_bad_function_callv";
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateMtiaBackend(const MtiaBackendOptions& options) {
+  MtiaBackendOptions opts = options;
+  if (opts.work_dir.empty()) return absl::InvalidArgumentError("mtia-sim backend: work_dir is required");
+  mtia::Config chip;
+  if (opts.chip == "2i") {
+    chip = mtia::Mtia2iConfig();
+  } else if (opts.chip == "1") {
+    chip = mtia::Mtia1Config();
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mtia-sim backend: unknown chip '", opts.chip, "' (2i or 1)"));
+  }
+  if (opts.memory_limit_bytes < (int64_t{512} << 20)) {
+    return absl::InvalidArgumentError("mtia-sim backend: memory_limit_bytes must be at least 512 MiB");
+  }
+  std::error_code ec;
+  fs::create_directories(opts.work_dir, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mtia-sim backend: cannot create ", opts.work_dir, ": ", ec.message()));
+  }
+  opts.work_dir = fs::canonical(opts.work_dir, ec).string();
+  for (const char* sub : {"build", "golden", "inputs", "evals", "include/worker/mtia_sim"}) {
+    fs::create_directories(opts.work_dir + "/" + sub, ec);
+  }
+  RemoveStaleScratch(opts.work_dir);
+  // The header candidates compile against: this binary's own copy, written
+  // atomically (other workers may share the folder).
+  {
+    const std::string header = opts.work_dir + "/include/worker/mtia_sim/mtia.h";
+    auto current = ReadFileBytes(header);
+    if (!current.ok() || *current != kMtiaHeaderSource) {
+      const std::string tmp = absl::StrCat(header, ".tmp-", getpid());
+      KEVO_RETURN_IF_ERROR(WriteFileBytes(tmp, kMtiaHeaderSource));
+      fs::rename(tmp, header, ec);
+      if (ec) return absl::InternalError(absl::StrCat("cannot write ", header, ": ", ec.message()));
+    }
+  }
+  if (opts.runner_path.empty()) {
+    opts.runner_path = (fs::read_symlink("/proc/self/exe", ec).parent_path() / "kevo-runner-mtia").string();
+  }
+  opts.runner_path = fs::absolute(opts.runner_path, ec).lexically_normal().string();
+  if (access(opts.runner_path.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("mtia-sim backend: runner ", opts.runner_path,
+                                                      " is missing or not executable"));
+  }
+  KEVO_ASSIGN_OR_RETURN(std::unique_ptr<sandbox::Sandbox> sb,
+                        sandbox::Sandbox::Create({opts.use_bwrap, "/usr/bin/bwrap"}));
+  sandbox::Command version;
+  version.argv = {opts.compiler, "--version"};
+  version.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"};
+  version.limits.wall_timeout = absl::Seconds(30);
+  auto v = sb->Run(version);
+  if (!v.ok() || !v->Succeeded()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "mtia-sim backend: compiler '", opts.compiler, "' does not run: ",
+        v.ok() ? v->Summary() : std::string(v.status().message())));
+  }
+  auto runner_bytes = ReadFileBytes(opts.runner_path);
+  if (!runner_bytes.ok()) return absl::FailedPreconditionError(std::string(runner_bytes.status().message()));
+  std::vector<std::string> compiler_visible = SandboxSystemPaths();
+  compiler_visible.push_back(opts.work_dir + "/include");
+  std::string compiler_path = opts.compiler;
+  if (compiler_path.find('/') == std::string::npos) {
+    for (std::string dir : {"/usr/local/bin", "/usr/bin", "/bin"}) {
+      std::string p = absl::StrCat(dir, "/", compiler_path);
+      if (access(p.c_str(), X_OK) == 0) {
+        compiler_path = p;
+        break;
+      }
+    }
+  }
+  fs::path real = fs::weakly_canonical(compiler_path, ec);
+  if (!ec && real.has_parent_path()) compiler_visible.push_back(real.parent_path().parent_path().string());
+  LogInfo("mtia-sim backend: simulating ", chip.name, " (", chip.grid_rows, "x", chip.grid_cols,
+          " PEs at ", chip.clock_hz / 1e9, " GHz)");
+  return std::unique_ptr<Backend>(new MtiaBackend(opts, chip, std::move(sb), FirstLineOf(v->stdout_data),
+                                                  Sha256Hex(*runner_bytes), std::move(compiler_visible)));
+}
+
+}  // namespace kevo::worker
