@@ -6,9 +6,9 @@
 //     (one odd-sized), positive bytes_moved/flops under every binding, and its
 //     reference, evaluated as a candidate, passes every validation case;
 //   - FastExampleTest: every examples/fast.cc written for the suite passes and
-//     is faster than the reference;
-//   - HintedRecipeTest: for every task with hints, a pattern recipe of the
-//     built-in proposer applies and its default genome evaluates OK.
+//     is faster than the reference.
+// (Whether a task's hints give correct recipe kernels is checked by
+// tests/coordinator/builtin_proposer_test.cc, RecipeCorrectnessTest.)
 // Test names are the task folders. KEVO_SOURCE_DIR and KEVO_BIN_DIR (set by
 // kevo_cc_test) locate the tasks and kevo-runner-cpu.
 #include <stdlib.h>
@@ -27,8 +27,6 @@
 #include "common/expr.h"
 #include "common/task/task_loader.h"
 #include "common/tensor.h"
-#include "coordinator/proposer/builtin/builtin_proposer.h"
-#include "coordinator/proposer/builtin/recipe.h"
 #include "gtest/gtest.h"
 #include "worker/backends/cpu/cpu_backend.h"
 
@@ -74,15 +72,6 @@ std::vector<std::string> TasksWithFastExample() {
     if (!IsStarter(name) && fs::exists(absl::StrCat(TasksDir(), "/", name, "/examples/fast.cc"))) {
       names.push_back(name);
     }
-  }
-  return names;
-}
-
-std::vector<std::string> TasksWithHints() {
-  std::vector<std::string> names;
-  for (const std::string& name : AllTasks()) {
-    absl::StatusOr<v1::Task> task = LoadTaskDir(absl::StrCat(TasksDir(), "/", name));
-    if (!IsStarter(name) && task.ok() && !task->hints().empty()) names.push_back(name);
   }
   return names;
 }
@@ -229,7 +218,7 @@ TEST_P(TaskSuiteTest, ReferencePassesItsOwnValidationOnCpu) {
   std::cout << "\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(Tasks, TaskSuiteTest, ::testing::ValuesIn(AllTasks()),
+INSTANTIATE_TEST_SUITE_P(TaskSuite, TaskSuiteTest, ::testing::ValuesIn(AllTasks()),
                          [](const auto& info) { return info.param; });
 
 class FastExampleTest : public ::testing::TestWithParam<std::string> {};
@@ -258,38 +247,10 @@ TEST_P(FastExampleTest, PassesAndBeatsTheReference) {
   std::cout << "\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(Tasks, FastExampleTest, ::testing::ValuesIn(TasksWithFastExample()),
+INSTANTIATE_TEST_SUITE_P(TaskSuite, FastExampleTest, ::testing::ValuesIn(TasksWithFastExample()),
                          [](const auto& info) { return info.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(FastExampleTest);
 
-class HintedRecipeTest : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(HintedRecipeTest, PatternRecipeAppliesAndItsDefaultIsCorrect) {
-  absl::StatusOr<v1::Task> task = Load(GetParam());
-  ASSERT_TRUE(task.ok()) << task.status();
-  // Only correctness matters here: time the smallest validation binding.
-  v1::Binding timed = task->validate(0);
-  timed.set_name("timed");
-  *task->mutable_time() = timed;
-
-  worker::Backend* backend = SuiteBackend::Get(kReferenceProfileCapS);
-  ASSERT_NE(backend, nullptr);
-  int evaluated = 0;
-  for (const proposer::Recipe* recipe : proposer::BuiltinProposer::ApplicableRecipes(*task, "cpu")) {
-    if (recipe->name() == "generic") continue;  // applies to every task
-    const proposer::Genome genome{recipe->name(), recipe->space().Defaults()};
-    absl::StatusOr<v1::Candidate> candidate = recipe->Generate(*task, genome);
-    ASSERT_TRUE(candidate.ok()) << candidate.status();
-    const v1::Evaluation ev = backend->Evaluate(*task, *candidate, nullptr);
-    EXPECT_EQ(ev.status(), v1::OK) << genome.ToString() << ": " << Describe(ev);
-    ++evaluated;
-  }
-  EXPECT_GE(evaluated, 1) << "the hints select no pattern recipe: check docs/search.md";
-}
-
-INSTANTIATE_TEST_SUITE_P(Tasks, HintedRecipeTest, ::testing::ValuesIn(TasksWithHints()),
-                         [](const auto& info) { return info.param; });
-GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(HintedRecipeTest);
 
 }  // namespace
 }  // namespace kevo::task
