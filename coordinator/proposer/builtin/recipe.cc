@@ -79,6 +79,8 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewBucketizeTreeRecipe());
     v->push_back(NewBucketizeSearchRecipe());
     v->push_back(NewBucketizeLutRecipe());
+    v->push_back(NewMtiaSoftmaxRecipe());
+    v->push_back(NewMtiaRowReduceRecipe());
     v->push_back(NewGenericRecipe());
     return v;
   }();

@@ -104,5 +104,8 @@ std::unique_ptr<Recipe> NewBucketizeSearchRecipe();
 std::unique_ptr<Recipe> NewBucketizeLutRecipe();
 std::unique_ptr<Recipe> NewBucketizeTreeRecipe();
 std::unique_ptr<Recipe> NewGenericRecipe();
+// mtia-sim (language "mtia-c++"), mtia_*.cc.
+std::unique_ptr<Recipe> NewMtiaSoftmaxRecipe();
+std::unique_ptr<Recipe> NewMtiaRowReduceRecipe();
 
 }  // namespace kevo::proposer
