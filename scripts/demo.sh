@@ -3,5 +3,5 @@
 # coordinator and a local worker (about two minutes on 2 cores after the build).
 set -euo pipefail
 build_dir="${1:-build}"
-budget="${KEVO_DEMO_BUDGET:-24}"
+budget="${KEVO_DEMO_BUDGET:-20}"
 exec "$build_dir/bin/kevo" run tasks/softmax --platform cpu --budget "$budget"
