@@ -13,6 +13,12 @@ function(kevo_cc_binary)
   add_executable(${K_NAME} ${K_SRCS})
   target_include_directories(${K_NAME} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
   target_link_libraries(${K_NAME} PRIVATE ${K_DEPS})
+  # scripts/bundle.sh puts programs in libexec/ and their libraries in lib/.
+  # DT_RPATH (not RUNPATH) so that it also applies to the libraries' own
+  # dependencies and to kernels the runners dlopen; build/lib does not exist,
+  # so builds in the tree are unaffected.
+  set_target_properties(${K_NAME} PROPERTIES BUILD_RPATH "\$ORIGIN/../lib")
+  target_link_options(${K_NAME} PRIVATE "LINKER:--disable-new-dtags")
 endfunction()
 
 # kevo_cc_test(NAME name SRCS ... DEPS ... [LABELS ...] [TIMEOUT s]): a GoogleTest binary
