@@ -101,7 +101,10 @@ std::vector<std::string> BwrapPrefix(const std::string& bwrap_path,
   argv.insert(argv.end(), {"--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"});
   // Binds come after --tmpfs /tmp so that folders under /tmp stay visible.
   for (const std::string& path : visible_paths) {
-    argv.insert(argv.end(), {"--ro-bind-try", path, path});
+    // Device nodes (/dev/nvidia*, for the GPU runner) keep working: a
+    // read-only bind would mount them nodev.
+    const bool device = path.rfind("/dev/", 0) == 0;
+    argv.insert(argv.end(), {device ? "--dev-bind-try" : "--ro-bind-try", path, path});
   }
   for (const std::string& dir : writable_dirs) {
     argv.insert(argv.end(), {"--bind", dir, dir});

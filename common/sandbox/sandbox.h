@@ -45,8 +45,9 @@ struct Command {
   std::vector<std::string> writable_dirs;
   // With bubblewrap: when non-empty, only these paths (read-only; missing ones
   // are skipped), the writable folders, /dev, /proc and a private /tmp are
-  // visible, instead of the whole root file system read-only. Ignored without
-  // bubblewrap.
+  // visible, instead of the whole root file system read-only. Paths under
+  // /dev/ (e.g. /dev/nvidia0) are bound as usable device nodes. Ignored
+  // without bubblewrap.
   std::vector<std::string> visible_paths;
   Limits limits;
   // At most this many bytes of stdout and of stderr are kept; the rest is read

@@ -215,6 +215,8 @@ Report ParseReport(std::string_view text) {
       report.load_error = value;
     } else if (kv.first == "error") {
       report.error = value;
+    } else if (kv.first == "device_error") {
+      report.device_error = value;
     }
   }
   return report;

@@ -22,7 +22,8 @@
 //   - P (report): one line per event, written with raw write(2) so it works
 //     from a signal handler or a failing malloc: "sigsys <nr>",
 //     "alloc_failed <bytes>", "bad_alloc <what>", "exception <what>",
-//     "load_error <dlerror>", "error <infra message>".
+//     "load_error <dlerror>", "error <infra message>", and from
+//     kevo-runner-cuda "device_error <CUDA error and where>".
 //   - O (run): the outputs of the first call of every case, raw bytes, in the
 //     order binding (task.validate) x seed x output tensor (OutputLayout).
 //   - R (run): {"cases":[CaseReport...]}; (profile): ProfileReport.
@@ -50,6 +51,10 @@ inline constexpr int kExitSandboxViolation = 3;  // SIGSYS from the seccomp filt
 inline constexpr int kExitResourceExhausted = 4; // std::bad_alloc escaped the candidate
 inline constexpr int kExitCandidateException = 5;
 inline constexpr int kExitLoadFailed = 6;        // dlopen/dlsym of a kernel failed
+// kevo-runner-cuda: a CUDA error after a candidate call (illegal address,
+// launch failure, bad launch configuration). A sticky error leaves the GPU
+// context unusable, so the runner always ends; "device_error <what>" says why.
+inline constexpr int kExitDeviceFault = 7;
 
 // Name of the function every kernel .so exports.
 inline constexpr char kEntrySymbol[] = "kevo_entry";
@@ -138,6 +143,7 @@ struct Report {
   std::string exception;
   std::string load_error;
   std::string error;
+  std::string device_error;  // kevo-runner-cuda: the CUDA error that ended it
 };
 Report ParseReport(std::string_view text);
 

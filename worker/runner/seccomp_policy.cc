@@ -125,6 +125,46 @@ absl::Status InstallRunnerFilter() {
   return absl::OkStatus();
 }
 
+absl::Status InstallDenylistFilter() {
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+  if (ctx == nullptr) return absl::InternalError("seccomp_init failed");
+  int rc = 0;
+  std::string failed;
+  auto add = [&](int nr, uint32_t action, std::initializer_list<scmp_arg_cmp> args = {}) {
+    int r = seccomp_rule_add_array(ctx, action, nr, static_cast<unsigned>(args.size()),
+                                   args.size() ? args.begin() : nullptr);
+    if (r != 0 && rc == 0) {
+      rc = r;
+      char* name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+      failed = name ? name : std::to_string(nr);
+      free(name);
+    }
+  };
+  const uint32_t trap = SCMP_ACT_TRAP;
+  for (int nr : {SCMP_SYS(execve), SCMP_SYS(execveat), SCMP_SYS(fork), SCMP_SYS(vfork),
+                 SCMP_SYS(socket), SCMP_SYS(socketpair), SCMP_SYS(connect), SCMP_SYS(bind),
+                 SCMP_SYS(listen), SCMP_SYS(accept), SCMP_SYS(accept4), SCMP_SYS(ptrace),
+                 SCMP_SYS(process_vm_readv), SCMP_SYS(process_vm_writev), SCMP_SYS(kill),
+                 SCMP_SYS(setrlimit), SCMP_SYS(setuid), SCMP_SYS(setgid), SCMP_SYS(setns),
+                 SCMP_SYS(unshare), SCMP_SYS(mount), SCMP_SYS(init_module),
+                 SCMP_SYS(finit_module)}) {
+    add(nr, trap);
+  }
+  // New processes, but not new threads.
+  add(SCMP_SYS(clone), trap, {SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0)});
+  add(SCMP_SYS(clone3), SCMP_ACT_ERRNO(ENOSYS));
+  // Raising limits is refused; reading them is fine.
+  add(SCMP_SYS(prlimit64), trap, {SCMP_A2(SCMP_CMP_NE, 0)});
+  if (rc != 0) {
+    seccomp_release(ctx);
+    return absl::InternalError(absl::StrCat("seccomp rule for ", failed, ": ", strerror(-rc)));
+  }
+  rc = seccomp_load(ctx);
+  seccomp_release(ctx);
+  if (rc != 0) return absl::InternalError(absl::StrCat("seccomp_load: ", strerror(-rc)));
+  return absl::OkStatus();
+}
+
 absl::Status InstallPostLoadFilter() {
 #if !defined(__x86_64__)
   return absl::UnimplementedError("the post-load seccomp filter is written for x86-64 only");

@@ -26,4 +26,15 @@ absl::Status InstallRunnerFilter();
 // Internal when the kernel refuses it.
 absl::Status InstallPostLoadFilter();
 
+// The policy of kevo-runner-cuda, whose GPU driver needs ioctl, mmap of
+// device files, opening /dev/nvidia* and threads of its own, so an allowlist
+// like the CPU runner's is not practical. Instead a denylist: starting
+// programs (execve, execveat, fork, vfork, clone without CLONE_THREAD),
+// sockets, ptrace and reaching into other processes (process_vm_*), changing
+// limits or identity and loading kernel modules raise SIGSYS; clone3 fails
+// with ENOSYS so glibc falls back to the filterable clone. Install it after
+// the GPU context exists and before candidate code is loaded (sets
+// no_new_privs). Returns Internal when the kernel refuses it.
+absl::Status InstallDenylistFilter();
+
 }  // namespace kevo::runner
