@@ -3,6 +3,10 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# Let ccache share objects between checkouts in different folders (CI clones
+# the repository afresh each time): paths are hashed relative to the root.
+export CCACHE_BASEDIR ?= $(CURDIR)
+export CCACHE_NOHASHDIR ?= 1
 
 .PHONY: deps configure build test demo bundle clean
 
