@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/commands.h"
@@ -22,7 +23,8 @@ namespace {
 constexpr char kEvalUsage[] =
     "usage: kevo eval TASK_DIR CANDIDATE_FILE [--coordinator HOST:PORT] [--platform P]\n"
     "                 [--db DIR] [--json] [--flags \"-ffast-math ...\"]\n"
-    "Compiles, validates and profiles one candidate kernel for a task. Without\n"
+    "Compiles, validates and profiles one candidate kernel for a task (a .cu file is\n"
+    "CUDA and goes to an nvidia worker unless --platform says otherwise). Without\n"
     "--coordinator it runs embedded: a coordinator and a local worker in this process tree.\n"
     "Exit status: 0 when the candidate is correct (status OK), 3 when it was evaluated\n"
     "and failed, 1 on errors (bad task file, no worker, ...), 2 on usage errors.\n";
@@ -99,13 +101,16 @@ int EvalCommand(const std::vector<std::string>& argv) {
   }
   v1::EvaluateRequest request;
   *request.mutable_task() = *task;
-  request.mutable_candidate()->set_language("c++");
+  // The file's extension says the language: .cu is CUDA (nvidia workers),
+  // anything else C++.
+  const bool cuda = absl::EndsWith(args->positional[1], ".cu");
+  request.mutable_candidate()->set_language(cuda ? "cuda" : "c++");
   request.mutable_candidate()->set_source(*source);
   if (args->Has("flags")) {
     std::istringstream flags(args->Get("flags"));
     for (std::string f; flags >> f;) request.mutable_candidate()->add_extra_flags(f);
   }
-  request.set_platform(args->Get("platform", "cpu"));
+  request.set_platform(args->Get("platform", cuda ? "nvidia" : "cpu"));
   bool json = args->Has("json");
 
   std::unique_ptr<Embedded> embedded;

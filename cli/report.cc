@@ -14,8 +14,30 @@ std::string FormatSeconds(double s) {
   return absl::StrFormat("%.0f ns", s * 1e9);
 }
 
+namespace {
+
+// What the speedup is over: the nvidia backend names its baseline in the
+// profile map (baseline_kind_*); the CPU's is its -O2 reference.
+std::string BaselineKind(const v1::Evaluation& e) {
+  for (const auto& [k, v] : e.profile()) {
+    if (k.rfind("baseline_kind_", 0) == 0 && v > 0) return k.substr(14);
+  }
+  return "reference";
+}
+
+std::string BaselineLabel(const v1::Evaluation& e) {
+  const std::string kind = BaselineKind(e);
+  if (kind == "cublas") return "cuBLAS (cublasGemmEx, FP32)";
+  if (kind == "cuda_reference") return "the task's CUDA reference";
+  if (kind == "cpu_reference") return "the C++ reference (-O2) on this worker's CPU";
+  return "the reference (-O2)";
+}
+
+}  // namespace
+
 nlohmann::json EvaluationJson(const v1::Evaluation& e) {
   nlohmann::json j;
+  j["baseline_kind"] = BaselineKind(e);
   j["eval_id"] = e.eval_id();
   j["task"] = e.task_name();
   j["status"] = v1::EvalStatus_Name(e.status());
@@ -101,8 +123,8 @@ std::string HumanReport(const v1::Evaluation& e) {
     absl::StrAppend(&out, absl::StrFormat("candidate     %s (spread %.1f%%, %d samples)\n",
                                           FormatSeconds(e.timing().median_s()),
                                           100 * e.timing().spread(), e.timing().samples_s_size()));
-    absl::StrAppend(&out, absl::StrFormat("speedup       %.2fx over the reference (-O2)\n",
-                                          e.speedup()));
+    absl::StrAppend(&out, absl::StrFormat("speedup       %.2fx over %s\n", e.speedup(),
+                                          BaselineLabel(e)));
     absl::StrAppend(&out, absl::StrFormat("roofline      %.1f%% of this worker's measured limits\n",
                                           100 * e.roofline_fraction()));
   }

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "kevo/v1/evaluation.pb.h"
@@ -33,6 +35,11 @@ class Backend {
   // as INFRA_ERROR. Never throws. Thread-safe: slots call it concurrently.
   virtual v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate,
                                   const EventSink& on_event) = 0;
+
+  // Platform gauges the daemon exports on /metrics (full metric name ->
+  // value), e.g. kevo_worker_gpu_timing_utilisation. The set of names must
+  // not change after Describe(). Thread-safe. Default: none.
+  virtual std::map<std::string, double> Gauges() const { return {}; }
 };
 
 }  // namespace kevo::worker

@@ -512,9 +512,11 @@ absl::Status ValidateTask(const v1::Task& task, const TaskSource& source) {
 }
 
 // Reads every listed extra reference, then adds reference_mtia.cc when the
-// folder has one and no "mtia-c++" reference is listed.
+// folder has one and no "mtia-c++" reference is listed, and reference.cu
+// likewise as language "cuda".
 absl::Status LoadExtraReferences(const fs::path& folder, v1::Task* task, const Reporter& r) {
   bool has_mtia = false;
+  bool has_cuda = false;
   for (int i = 0; i < task->extra_references_size(); ++i) {
     v1::Reference* ref = task->mutable_extra_references(i);
     const std::string& file = ref->file();
@@ -537,6 +539,7 @@ absl::Status LoadExtraReferences(const fs::path& folder, v1::Task* task, const R
     }
     ref->set_source(*std::move(source));
     has_mtia |= ref->language() == kMtiaReferenceLanguage;
+    has_cuda |= ref->language() == kCudaReferenceLanguage;
   }
   std::error_code ec;
   if (!has_mtia && fs::is_regular_file(folder / kMtiaReferenceFile, ec)) {
@@ -544,6 +547,13 @@ absl::Status LoadExtraReferences(const fs::path& folder, v1::Task* task, const R
     v1::Reference* ref = task->add_extra_references();
     ref->set_language(kMtiaReferenceLanguage);
     ref->set_file(kMtiaReferenceFile);
+    ref->set_source(std::move(source));
+  }
+  if (!has_cuda && fs::is_regular_file(folder / kCudaReferenceFile, ec)) {
+    KEVO_ASSIGN_OR_RETURN(std::string source, ReadFile(folder / kCudaReferenceFile, "CUDA reference"));
+    v1::Reference* ref = task->add_extra_references();
+    ref->set_language(kCudaReferenceLanguage);
+    ref->set_file(kCudaReferenceFile);
     ref->set_source(std::move(source));
   }
   return absl::OkStatus();

@@ -28,6 +28,10 @@ inline constexpr int kDefaultSeeds = 3;
 // baseline), and the language of that reference.
 inline constexpr char kMtiaReferenceFile[] = "reference_mtia.cc";
 inline constexpr char kMtiaReferenceLanguage[] = "mtia-c++";
+// The naive CUDA baseline a task folder may hold (the nvidia platform times
+// candidates against it when the task has no cuBLAS baseline).
+inline constexpr char kCudaReferenceFile[] = "reference.cu";
+inline constexpr char kCudaReferenceLanguage[] = "cuda";
 // The op families a task may name.
 const std::vector<std::string>& KnownOpFamilies();
 
@@ -41,8 +45,9 @@ struct TaskSource {
 // Reads DIR/task.textproto, fills in defaults (ApplyTaskDefaults), checks it
 // with ValidateTask, and reads the reference file (task.reference().file,
 // relative to DIR) into task.reference().source, and the extra references
-// (each listed file, plus DIR/reference_mtia.cc as language "mtia-c++" when
-// it exists and none is listed) into task.extra_references.
+// (each listed file, plus DIR/reference_mtia.cc as language "mtia-c++" and
+// DIR/reference.cu as language "cuda" when they exist and none of that
+// language is listed) into task.extra_references.
 // Returns NotFound naming the path when DIR, its task.textproto or the
 // reference file does not exist; InvalidArgument naming file, line, column
 // and problem for a syntax error, an unknown field or enum value, or any

@@ -110,6 +110,17 @@ TEST_F(TaskLoaderTest, ReadsReferenceMtiaAsTheMtiaExtraReference) {
   EXPECT_EQ(task->extra_references(0).source(), "// naive MTIA port\n");
 }
 
+TEST_F(TaskLoaderTest, ReadsReferenceCuAsTheCudaExtraReference) {
+  WriteTask(kValidTask);
+  std::ofstream(dir_ / "reference.cu") << "// naive CUDA port\n";
+  auto task = LoadTaskDir(dir_.string());
+  ASSERT_TRUE(task.ok()) << task.status();
+  ASSERT_EQ(task->extra_references_size(), 1);
+  EXPECT_EQ(task->extra_references(0).language(), "cuda");
+  EXPECT_EQ(task->extra_references(0).file(), "reference.cu");
+  EXPECT_EQ(task->extra_references(0).source(), "// naive CUDA port\n");
+}
+
 TEST_F(TaskLoaderTest, TaskWithoutReferenceMtiaHasNoExtraReference) {
   WriteTask(kValidTask);
   auto task = LoadTaskDir(dir_.string());

@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <deque>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -34,6 +35,15 @@ struct Daemon::Impl {
   prometheus::Family<prometheus::Histogram>* stage_seconds = nullptr;
   prometheus::Gauge* busy_gauge = nullptr;
   prometheus::Counter* reconnects = nullptr;
+  // The backend's own gauges (Backend::Gauges), registered after Describe.
+  std::map<std::string, prometheus::Gauge*> backend_gauges;
+
+  void UpdateBackendGauges() {
+    for (const auto& [name, value] : backend->Gauges()) {
+      auto it = backend_gauges.find(name);
+      if (it != backend_gauges.end()) it->second->Set(value);
+    }
+  }
 
   absl::Mutex mu;
   bool stopping ABSL_GUARDED_BY(mu) = false;
@@ -131,6 +141,7 @@ struct Daemon::Impl {
         std::erase(running, key);
         busy_gauge->Set(static_cast<double>(running.size()));
       }
+      UpdateBackendGauges();
       Send(m);
     }
   }
@@ -173,6 +184,7 @@ struct Daemon::Impl {
                                                  static_cast<int>(queue.size()));
         }
         Send(hb);
+        UpdateBackendGauges();
       }
     });
     while (s->Read(&in)) {
@@ -255,6 +267,14 @@ absl::Status Daemon::Run() {
   auto hello = d.backend->Describe();
   if (!hello.ok()) return hello.status();
   d.hello = *hello;
+  for (const auto& [name, value] : d.backend->Gauges()) {
+    d.backend_gauges[name] = &prometheus::BuildGauge()
+                                  .Name(name)
+                                  .Help("Reported by the platform backend")
+                                  .Register(*d.registry)
+                                  .Add({});
+    d.backend_gauges[name]->Set(value);
+  }
   d.hello.set_worker_id(d.options.worker_id);
   d.hello.set_slots(d.options.slots);
   LogInfo("worker platform=", d.hello.platform(), " device=\"", d.hello.device(), "\" slots=",

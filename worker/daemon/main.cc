@@ -9,19 +9,24 @@
 #include "common/log.h"
 #include "worker/backends/cpu/cpu_backend.h"
 #include "worker/backends/mtia_sim/mtia_backend.h"
+#include "worker/backends/nvidia/nvidia_backend.h"
 #include "worker/daemon/daemon.h"
 
 namespace {
 
 constexpr char kUsage[] =
-    "usage: kevo-worker --coordinator HOST:PORT [--platform cpu|mtia-sim] [--slots N]\n"
+    "usage: kevo-worker --coordinator HOST:PORT [--platform cpu|nvidia|mtia-sim]\n"
+    "                   [--slots N]\n"
     "                   [--work-dir DIR] [--metrics HOST:PORT] [--worker-id ID]\n"
     "                   [--compile-timeout S] [--run-timeout S] [--memory-limit-mb MB]\n"
     "                   [--profile-cap S] [--mtia-config 2i|1]\n"
-    "  --platform   cpu or mtia-sim (this build); nvidia and amd are reported as not\n"
+    "  --platform   cpu, nvidia (CUDA candidates on this host's GPUs, found with\n"
+    "               kevo-runner-cuda probe) or mtia-sim; amd is reported as not\n"
     "               available in this build\n"
     "  --mtia-config  the chip mtia-sim simulates: 2i (MTIA 2i, default) or 1 (MTIA 1)\n"
-    "  --slots      evaluations run at once (default 1; timing is most stable with 1)\n"
+    "  --slots      evaluations run at once (default 1; timing is most stable with 1;\n"
+    "               nvidia: default GPUs + 2, so candidates compile on the CPU while\n"
+    "               each GPU times one candidate at a time)\n"
     "  --work-dir   per-candidate folders and the build cache (default /tmp/kevo-worker)\n";
 
 kevo::worker::Daemon* g_daemon = nullptr;
@@ -41,6 +46,8 @@ int main(int argc, char** argv) {
   std::string platform = "cpu";
   kevo::worker::MtiaBackendOptions mtia;
   bool run_timeout_set = false;
+  bool slots_given = false;
+  bool compile_timeout_set = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -56,8 +63,14 @@ int main(int argc, char** argv) {
     else if (arg == "--worker-id") options.worker_id = value;
     else if (arg == "--metrics") options.metrics_listen = value;
     else if (arg == "--work-dir") cpu.work_dir = value;
-    else if (arg == "--slots" && numeric && number >= 1) options.slots = static_cast<int>(number);
-    else if (arg == "--compile-timeout" && numeric && number > 0) cpu.compile_timeout = absl::Seconds(number);
+    else if (arg == "--slots" && numeric && number >= 1) {
+      options.slots = static_cast<int>(number);
+      slots_given = true;
+    }
+    else if (arg == "--compile-timeout" && numeric && number > 0) {
+      cpu.compile_timeout = absl::Seconds(number);
+      compile_timeout_set = true;
+    }
     else if (arg == "--run-timeout" && numeric && number > 0) {
       cpu.run_timeout = absl::Seconds(number);
       run_timeout_set = true;
@@ -88,10 +101,32 @@ int main(int argc, char** argv) {
       return 1;
     }
     backend = std::move(*b);
-  } else if (platform == "nvidia" || platform == "amd") {
+  } else if (platform == "nvidia") {
+    kevo::worker::NvidiaBackendOptions nv;
+    nv.work_dir = cpu.work_dir;
+    if (compile_timeout_set) nv.compile_timeout = cpu.compile_timeout;
+    if (run_timeout_set) nv.run_timeout = cpu.run_timeout;
+    nv.memory_limit_bytes = cpu.memory_limit_bytes;
+    nv.profile_time_cap_s = cpu.profile_time_cap_s;
+    auto b = kevo::worker::CreateNvidiaBackend(nv);
+    if (!b.ok()) {
+      // "no NVIDIA GPU found (kevo-runner-cuda probe: ...)" on a host without one.
+      std::fprintf(stderr, "kevo-worker: %s\n", std::string(b.status().message()).c_str());
+      return 1;
+    }
+    backend = std::move(*b);
+    if (!slots_given) {
+      int gpus = 1;
+      auto hello = backend->Describe();
+      if (hello.ok() && hello->capabilities().contains("gpus")) {
+        if (!absl::SimpleAtoi(hello->capabilities().at("gpus"), &gpus)) gpus = 1;
+      }
+      options.slots = gpus + 2;
+    }
+  } else if (platform == "amd") {
     std::fprintf(stderr,
                  "kevo-worker: platform '%s' is not available in this build of kevo-worker "
-                 "(this build supports: cpu, mtia-sim)\n",
+                 "(this build supports: cpu, nvidia, mtia-sim)\n",
                  platform.c_str());
     return 1;
   } else {

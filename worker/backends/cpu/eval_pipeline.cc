@@ -167,6 +167,11 @@ RunnerOutcome ClassifyRunnerExit(const sandbox::Result& run, const runner::Repor
       out.status = v1::RUNTIME_ERROR;
       out.message = absl::StrCat("threw an exception: ", report.exception);
       return out;
+    case runner::kExitDeviceFault:
+      out.status = v1::RUNTIME_ERROR;
+      out.message = absl::StrCat("faulted on the GPU: ", report.device_error,
+                                 " (the runner ended; the GPU is health-checked before more work)");
+      return out;
     case runner::kExitLoadFailed:
       out.status = v1::RUNTIME_ERROR;
       out.message = absl::StrCat("could not be loaded: ", report.load_error);

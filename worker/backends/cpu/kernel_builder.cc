@@ -120,14 +120,15 @@ std::string TrimCompilerOutput(const std::string& output, size_t max_bytes) {
 KernelBuilder::KernelBuilder(const sandbox::Sandbox* sandbox, std::string compiler,
                              std::string compiler_identity, std::string cache_dir,
                              absl::Duration timeout, int64_t memory_limit_bytes,
-                             std::vector<std::string> visible_paths)
+                             std::vector<std::string> visible_paths, CompilerLayout layout)
     : sandbox_(sandbox),
       compiler_(std::move(compiler)),
       identity_(std::move(compiler_identity)),
       cache_dir_(std::move(cache_dir)),
       timeout_(timeout),
       memory_limit_bytes_(memory_limit_bytes),
-      visible_paths_(std::move(visible_paths)) {}
+      visible_paths_(std::move(visible_paths)),
+      layout_(std::move(layout)) {}
 
 absl::StatusOr<sandbox::Result> KernelBuilder::RunCompiler(const std::vector<std::string>& args,
                                                            const std::string& dir,
@@ -150,10 +151,17 @@ absl::StatusOr<sandbox::Result> KernelBuilder::RunCompiler(const std::vector<std
 
 absl::StatusOr<BuildResult> KernelBuilder::Build(const BuildSpec& spec) const {
   const absl::Time start = absl::Now();
+  // The default layout adds nothing, so g++ builds keep their keys.
+  const std::string layout_key =
+      layout_ == CompilerLayout{}
+          ? ""
+          : absl::StrCat("layout\n", layout_.source_file, "\x1f", layout_.wrapper_file, "\x1f",
+                         absl::StrJoin(layout_.leading_flags, "\x1f"), "\x1e",
+                         absl::StrJoin(layout_.link_flags, "\x1f"), "\n");
   const std::string key = Sha256Hex(absl::StrCat(
       "kevo-kernel-v1\n", identity_.size(), ":", identity_, compiler_.size(), ":", compiler_,
       absl::StrJoin(spec.flags, "\x1f"), "\n", spec.source.size(), ":", spec.source,
-      spec.wrapper_source.size(), ":", spec.wrapper_source));
+      spec.wrapper_source.size(), ":", spec.wrapper_source, layout_key));
   const std::string final_dir = absl::StrCat(cache_dir_, "/", key);
   BuildResult result;
   result.object_path = final_dir + "/source.o";
@@ -176,19 +184,20 @@ absl::StatusOr<BuildResult> KernelBuilder::Build(const BuildSpec& spec) const {
       if (!dir.empty()) fs::remove_all(dir, ec);
     }
   } cleanup{tmp};
-  KEVO_RETURN_IF_ERROR(WriteFile(tmp + "/source.cc", spec.source));
-  KEVO_RETURN_IF_ERROR(WriteFile(tmp + "/wrapper.cc", spec.wrapper_source));
+  KEVO_RETURN_IF_ERROR(WriteFile(tmp + "/" + layout_.source_file, spec.source));
+  KEVO_RETURN_IF_ERROR(WriteFile(tmp + "/" + layout_.wrapper_file, spec.wrapper_source));
 
   const absl::Time deadline = start + timeout_;
-  std::vector<std::string> common = {"-fdiagnostics-color=never"};
+  std::vector<std::string> common = layout_.leading_flags;
   common.insert(common.end(), spec.flags.begin(), spec.flags.end());
   // The source's own object first: the symbol check reads it alone, so the
   // wrapper's reference to the task's function does not count. Then the
   // wrapper and the link; -z defs turns a missing function into a link error.
   std::vector<std::string> compile = common;
-  compile.insert(compile.end(), {"-c", "source.cc", "-o", "source.o"});
+  compile.insert(compile.end(), {"-c", layout_.source_file, "-o", "source.o"});
   std::vector<std::string> link = common;
-  link.insert(link.end(), {"-shared", "-Wl,-z,defs", "wrapper.cc", "source.o", "-o", "kernel.so"});
+  link.insert(link.end(), layout_.link_flags.begin(), layout_.link_flags.end());
+  link.insert(link.end(), {layout_.wrapper_file, "source.o", "-o", "kernel.so"});
   std::string output;
   for (const auto* args : {&compile, &link}) {
     KEVO_ASSIGN_OR_RETURN(sandbox::Result run, RunCompiler(*args, tmp, deadline));

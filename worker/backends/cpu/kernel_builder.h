@@ -44,6 +44,21 @@ struct BuildResult {
   double seconds = 0;
 };
 
+// How the builder drives its compiler: file names and the fixed parts of the
+// two commands (compile the source alone, then link the wrapper and the
+// source's object into kernel.so). The defaults are g++'s; the nvidia
+// backend uses nvcc with source.cu.
+struct CompilerLayout {
+  std::string source_file = "source.cc";
+  std::string wrapper_file = "wrapper.cc";
+  // First in both commands, before BuildSpec::flags.
+  std::vector<std::string> leading_flags = {"-fdiagnostics-color=never"};
+  // After the flags in the link command.
+  std::vector<std::string> link_flags = {"-shared", "-Wl,-z,defs"};
+
+  bool operator==(const CompilerLayout&) const = default;
+};
+
 class KernelBuilder {
  public:
   // `compiler_identity` (version, target CPU) goes into every cache key.
@@ -51,7 +66,8 @@ class KernelBuilder {
   // sandbox::Command::visible_paths); empty: everything, read-only.
   KernelBuilder(const sandbox::Sandbox* sandbox, std::string compiler,
                 std::string compiler_identity, std::string cache_dir, absl::Duration timeout,
-                int64_t memory_limit_bytes, std::vector<std::string> visible_paths = {});
+                int64_t memory_limit_bytes, std::vector<std::string> visible_paths = {},
+                CompilerLayout layout = {});
 
   // Builds (or finds in the cache) `spec`. A compile error or timeout is an
   // OK StatusOr with that status in the result; returns Internal only for the
@@ -75,6 +91,7 @@ class KernelBuilder {
   const absl::Duration timeout_;
   const int64_t memory_limit_bytes_;
   const std::vector<std::string> visible_paths_;
+  const CompilerLayout layout_;
 };
 
 // Keeps the first `max_bytes` of compiler output and says how much was cut.

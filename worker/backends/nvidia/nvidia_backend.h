@@ -1,0 +1,110 @@
+// The NVIDIA platform of a kevo worker: CUDA C++ candidates compiled with
+// nvcc, validated and timed on the host's GPUs by kevo-runner-cuda.
+//
+// The worker never initialises CUDA itself. It finds its GPUs by running
+// `kevo-runner-cuda probe --measure` in a child process at start-up, and
+// every stage that touches a GPU is a runner process in the sandbox:
+//
+//   compile   nvcc (CPU threads, any number of slots at once, own timeout and
+//             the content-addressed cache), symbol check of the object
+//             (worker/backends/nvidia/cuda_build.h)
+//   golden    the task's C++ reference run on the CPU by kevo-runner-cpu (the
+//             CPU pipeline, cached), compared here with the task's tolerances
+//   validate  kevo-runner-cuda run: fresh NaN-filled device buffers, guards,
+//             input hashes, determinism (worker/runner/cuda)
+//   profile   kevo-runner-cuda profile: CUDA events, whole-device
+//             synchronisation, L2 flush, interleaved baseline
+//
+// Validate and profile hold the GPU's timing slot (one per GPU), so while a
+// candidate is timed nothing else runs on that GPU, while other slots compile
+// ahead on the CPU: run the daemon with more slots than GPUs.
+//
+// Baselines, in order: cuBLAS (cublasGemmEx, FP32 compute) for tasks whose
+// hints say pattern=gemm; else the task's CUDA reference (an extra reference
+// of language "cuda", reference.cu in the task folder) when it has one;
+// else the C++ reference's time on this host's CPU (measured by
+// kevo-runner-cpu, labelled baseline_kind_cpu_reference in the profile map).
+//
+// After a device fault (illegal address, ...) or a runner killed at its
+// timeout the GPU is checked with `kevo-runner-cuda health` before it takes
+// more work; an unhealthy GPU fails evaluations with INFRA_ERROR until a
+// later health check passes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/sandbox/sandbox.h"
+#include "worker/backend.h"
+
+namespace kevo::worker {
+
+struct NvidiaBackendOptions {
+  // Build cache, golden outputs, timed inputs and scratch folders. Required.
+  std::string work_dir;
+  // Empty: kevo-runner-cuda / kevo-runner-cpu next to /proc/self/exe.
+  std::string runner_path;
+  std::string cpu_runner_path;
+  // Empty: $CUDACXX, then /usr/local/cuda/bin/nvcc, then nvcc on PATH.
+  std::string nvcc;
+  // Compiles the C++ reference for the golden outputs.
+  std::string host_compiler = "g++";
+  // Empty: from the first GPU's compute capability (sm_90a on Hopper).
+  std::string arch;
+  absl::Duration compile_timeout = absl::Seconds(180);
+  absl::Duration run_timeout = absl::Seconds(60);
+  // Address-space limit of compilers and the CPU runner (the CUDA runner
+  // gets none: the driver reserves far more address space than it uses).
+  int64_t memory_limit_bytes = int64_t{8} << 30;
+  double profile_time_cap_s = 3.0;
+  bool skip_symbol_check = false;  // tests only
+  sandbox::SandboxOptions::Bwrap use_bwrap = sandbox::SandboxOptions::Bwrap::kAuto;
+  bool keep_eval_dirs = false;
+  // Measure copy bandwidth and FP32 rate in the probe (about a second).
+  bool measure = true;
+};
+
+// One GPU as `kevo-runner-cuda probe` describes it.
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  std::string compute_capability;  // "9.0"
+  int sm_count = 0;
+  int64_t memory_bytes = 0;
+  int64_t l2_bytes = 0;
+  int sm_clock_khz = 0;
+  int memory_clock_khz = 0;
+  int memory_bus_bits = 0;
+  double copy_bandwidth_gbs = 0;  // measured; 0 when not measured
+  double fp32_gflops = 0;         // measured; 0 when not measured
+  double theoretical_bandwidth_gbs = 0;
+};
+struct GpuProbe {
+  int driver_version = 0;   // 13000 = CUDA 13.0
+  int runtime_version = 0;
+  std::vector<GpuInfo> gpus;
+};
+// Parses the probe's JSON. Returns InvalidArgument when it is malformed or
+// lists no GPU.
+absl::StatusOr<GpuProbe> ParseGpuProbe(const std::string& json);
+
+// Runs `runner probe` (with --measure when asked) in the sandbox. Returns
+// FailedPrecondition "no NVIDIA GPU found (kevo-runner-cuda probe: ...)" when
+// the runner is missing, fails or finds no GPU.
+absl::StatusOr<GpuProbe> ProbeGpus(const sandbox::Sandbox& sandbox, const std::string& runner_path,
+                                   const std::string& scratch_dir, bool measure);
+
+// Creates the backend: finds the runners and nvcc, probes the GPUs. Returns
+// InvalidArgument for unusable options, FailedPrecondition when there is no
+// GPU (message starting "no NVIDIA GPU found"), nvcc or a runner is missing.
+absl::StatusOr<std::unique_ptr<Backend>> CreateNvidiaBackend(const NvidiaBackendOptions& options);
+
+// The nvcc the backend would use for `configured` (see
+// NvidiaBackendOptions::nvcc), or "" when none is found.
+std::string FindNvcc(const std::string& configured);
+
+}  // namespace kevo::worker
