@@ -40,6 +40,14 @@ std::string ReadText(const std::string& path) {
   return s.str();
 }
 
+// The task's naive MTIA baseline (its "mtia-c++" extra reference), or "".
+std::string ReferenceMtia(const v1::Task& task) {
+  for (const v1::Reference& r : task.extra_references()) {
+    if (r.language() == "mtia-c++") return r.source();
+  }
+  return "";
+}
+
 MtiaBackendOptions TestOptions() {
   MtiaBackendOptions o;
   o.work_dir = BinDir() + "/../tests/mtia_backend_test.work";
@@ -175,7 +183,8 @@ TEST_F(MtiaBackendTest, DoubleBufferedSoftmaxIsCorrectAndFasterThanTheNaiveBasel
 }
 
 TEST_F(MtiaBackendTest, TheNaiveReferenceAsCandidateMatchesItself) {
-  v1::Evaluation ev = backend_->Evaluate(*task_, Mtia(task_->extra_references(0).source()), nullptr);
+  ASSERT_FALSE(ReferenceMtia(*task_).empty());
+  v1::Evaluation ev = backend_->Evaluate(*task_, Mtia(ReferenceMtia(*task_)), nullptr);
   ASSERT_EQ(ev.status(), v1::OK) << Explain(ev);
   EXPECT_DOUBLE_EQ(ev.speedup(), 1.0);
 }
@@ -212,7 +221,7 @@ TEST_F(MtiaBackendTest, MissingLaunchFunctionIsACompileError) {
 
 TEST_F(MtiaBackendTest, TaskWithoutReferenceMtiaHasNoMtiaBaseline) {
   v1::Task task = *task_;
-  task.clear_extra_references();
+  task.clear_extra_references();  // what a task without reference_mtia.cc loads as
   v1::Evaluation ev = backend_->Evaluate(task, FastSoftmax(), nullptr);
   EXPECT_EQ(ev.status(), v1::INFRA_ERROR) << Explain(ev);
   EXPECT_THAT(ev.diagnostics().message(), HasSubstr("no reference_mtia.cc: no MTIA baseline"));
@@ -248,6 +257,29 @@ TEST_F(MtiaBackendTest, SeccompStopsARawSocketWithoutTheSymbolCheck) {
   EXPECT_EQ(ev.status(), v1::SANDBOX_VIOLATION) << Explain(ev);
   EXPECT_THAT(ev.diagnostics().violation(), HasSubstr("socket"));
 }
+
+// Every starter task's naive reference_mtia.cc, as a candidate, is correct
+// against the task's C++ reference on every binding and seed, and ties with
+// itself as the baseline.
+class MtiaReferenceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MtiaReferenceTest, ReferenceMtiaIsCorrectAndIsItsOwnBaseline) {
+  auto task = task::LoadTaskDir(SourceDir() + "/tasks/" + GetParam());
+  ASSERT_TRUE(task.ok()) << task.status();
+  const std::string reference = ReferenceMtia(*task);
+  EXPECT_NE(reference.find("NAIVE single-PE"), std::string::npos);
+  MtiaBackendOptions o = TestOptions();
+  auto backend = CreateMtiaBackend(o);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  v1::Evaluation ev = (*backend)->Evaluate(*task, Mtia(reference), nullptr);
+  ASSERT_EQ(ev.status(), v1::OK) << v1::EvalStatus_Name(ev.status()) << ": " << ev.diagnostics().message();
+  EXPECT_DOUBLE_EQ(ev.speedup(), 1.0);
+  // One PE: the other 63 idle.
+  EXPECT_LT(ev.profile().at("pe_utilization"), 1.0 / 64 + 1e-9);
+}
+
+INSTANTIATE_TEST_SUITE_P(StarterTasks, MtiaReferenceTest,
+                         ::testing::Values("vector_add", "softmax", "row_sum", "matmul"));
 
 TEST(MtiaSymbolPolicyTest, AllowsTheRuntimePiecesOfMtiaHAndRefusesIo) {
   EXPECT_TRUE(IsAllowedMtiaImport("_Znwm"));
