@@ -240,15 +240,18 @@ int RunCommand(const std::vector<std::string>& argv) {
   } else {
     std::printf("task          %s (%s, policy %s)\n", spec->task().name().c_str(),
                 spec->platform().c_str(), job->spec().policy().c_str());
-    std::printf("baseline      %s (the reference compiled -O2)\n",
-                FormatSeconds(job->baseline_time_s()).c_str());
+    const bool mtia = spec->platform() == "mtia-sim";
+    std::printf("baseline      %s (%s)\n", FormatSeconds(job->baseline_time_s()).c_str(),
+                mtia ? "the task's naive reference_mtia.cc, simulated time"
+                     : "the reference compiled -O2");
     if (have_best) {
       std::printf("best          %s (node %s, %s)\n", FormatSeconds(job->best_time_s()).c_str(),
                   best.node().node_id().c_str(),
                   best.node().genome().empty() ? best.node().mutation().c_str()
                                                : best.node().genome().c_str());
       std::printf("speedup       %.2fx\n", job->best_speedup());
-      std::printf("roofline      %.1f%% of the worker's measured limits\n",
+      std::printf(mtia ? "roofline      %.1f%% of the simulated chip's limits\n"
+                       : "roofline      %.1f%% of the worker's measured limits\n",
                   100 * job->best_roofline_fraction());
     } else {
       std::printf("best          no correct kernel found\n");
