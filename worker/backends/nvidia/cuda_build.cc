@@ -161,6 +161,12 @@ CudaCompileResult CompileCudaCandidate(const KernelBuilder& builder, const v1::T
     }
   }
 
+  // ptxas prints no smem or spill figure for kernels that have none.
+  if (out.max_registers >= 0) {
+    out.max_smem_bytes = std::max(out.max_smem_bytes, 0);
+    out.spill_bytes = std::max(out.spill_bytes, 0);
+  }
+
   auto symbols = ReadElfSymbols(build->object_path);
   if (!symbols.ok()) return fail(v1::INFRA_ERROR, std::string(symbols.status().message()));
   out.imports = UndefinedSymbolNames(*symbols);
