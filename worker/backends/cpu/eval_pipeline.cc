@@ -92,18 +92,20 @@ std::string HostName() {
   return buf;
 }
 
-std::string DeterministicBytes(const google::protobuf::Message& m) {
-  std::string out;
-  {
-    google::protobuf::io::StringOutputStream stream(&out);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    m.SerializeToCodedStream(&coded);
-  }
-  return out;
-}
 
 int64_t UnixMicros() { return absl::ToUnixMicros(absl::Now()); }
+
+void BeginEvaluation(const v1::Task& task, const v1::Candidate& candidate,
+                     const std::string& platform, const v1::Fingerprint& fingerprint,
+                     v1::Evaluation* ev) {
+  ev->set_task_name(task.name());
+  ev->set_platform(platform);
+  ev->set_created_unix_micros(UnixMicros());
+  ev->set_candidate_hash(Sha256Hex(
+      absl::StrCat(candidate.source(), "\n", absl::StrJoin(candidate.extra_flags(), "\x1f"))));
+  ev->set_binding_timed(task.time().name());
+  *ev->mutable_fingerprint() = fingerprint;
+}
 
 RunnerOutcome ClassifyRunnerExit(const sandbox::Result& run, const runner::Report& report,
                                  absl::Duration timeout) {

@@ -39,8 +39,12 @@ absl::Status WriteFileBytes(const std::string& path, const std::string& data);
 std::string ProcField(const std::string& path, std::string_view key);
 std::string OsDescription();
 std::string HostName();
-std::string DeterministicBytes(const google::protobuf::Message& m);
 int64_t UnixMicros();
+// Fills what every platform's Evaluation starts with: task, platform, creation
+// time, candidate hash (source + flags), timed binding and `fingerprint`.
+void BeginEvaluation(const v1::Task& task, const v1::Candidate& candidate,
+                     const std::string& platform, const v1::Fingerprint& fingerprint,
+                     v1::Evaluation* ev);
 std::string FirstLineOf(const std::string& s);
 // The read-only system folders every sandboxed command sees.
 std::vector<std::string> SandboxSystemPaths();

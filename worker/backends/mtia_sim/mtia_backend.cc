@@ -172,13 +172,7 @@ v1::Evaluation MtiaBackend::Evaluate(const v1::Task& task, const v1::Candidate& 
                                      const EventSink& on_event) {
   MtiaEvalRun run{{task, candidate, on_event}};
   v1::Evaluation& ev = run.ev;
-  ev.set_task_name(task.name());
-  ev.set_platform("mtia-sim");
-  ev.set_created_unix_micros(UnixMicros());
-  ev.set_candidate_hash(Sha256Hex(absl::StrCat(candidate.source(), "\n",
-                                               absl::StrJoin(candidate.extra_flags(), "\x1f"))));
-  ev.set_binding_timed(task.time().name());
-  *ev.mutable_fingerprint() = MakeFingerprint();
+  BeginEvaluation(task, candidate, "mtia-sim", MakeFingerprint(), &ev);
   if (CompileStage(run) &&
       harness_.Validate(run, run.cand.library_path, run.golden.library_path) && ProfileStage(run)) {
     ev.set_status(v1::OK);

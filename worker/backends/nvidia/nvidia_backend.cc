@@ -285,13 +285,7 @@ v1::Evaluation NvidiaBackend::Evaluate(const v1::Task& task, const v1::Candidate
                                        const EventSink& on_event) {
   NvEvalRun run{{task, candidate, on_event}};
   v1::Evaluation& ev = run.ev;
-  ev.set_task_name(task.name());
-  ev.set_platform("nvidia");
-  ev.set_created_unix_micros(UnixMicros());
-  ev.set_candidate_hash(Sha256Hex(absl::StrCat(candidate.source(), "\n",
-                                               absl::StrJoin(candidate.extra_flags(), "\x1f"))));
-  ev.set_binding_timed(task.time().name());
-  *ev.mutable_fingerprint() = MakeFingerprint();
+  BeginEvaluation(task, candidate, "nvidia", MakeFingerprint(), &ev);
   if (CompileStage(run) && GpuStages(run)) ev.set_status(v1::OK);
   ev.set_finished_unix_micros(UnixMicros());
   if (!options_.keep_eval_dirs && !run.scratch.empty()) {
