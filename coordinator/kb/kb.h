@@ -1,0 +1,70 @@
+// The knowledge base: short documents about hardware, optimisation and
+// debugging guidance, and the constraints candidates must respect (docs/kb/
+// in the repository). Imported into the coordinator's RocksDB (column family
+// `kb`, re-imported when a file's content hash changes) and indexed with
+// Xapian (BM25) for retrieval filtered by platform, op family and bottleneck.
+// The LLM proposer retrieves documents for its prompts; `kevo kb search`
+// shows what it would get.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace kevo::store {
+class Store;
+}
+
+namespace kevo::kb {
+
+struct KbDoc {
+  std::string id;     // stable: the path below the kb root without ".md", e.g. "hardware/cpu/simd"
+  std::string title;  // from the front matter
+  std::string path;   // relative to the kb root, e.g. "hardware/cpu/simd.md"
+  std::string text;   // the body, front matter removed
+  double score = 0;   // retrieval score (higher is better); 0 outside Search
+};
+
+struct KbQuery {
+  std::string text;        // free text: the kernel's op, what its evaluation said, ...
+  std::string platform;    // cpu | nvidia | amd | mtia-sim; empty = any
+  std::string family;      // op family (task.family), e.g. "softmax"; empty = any
+  std::string bottleneck;  // memory | compute | latency | wrong-answer | nan | compile; empty = any
+  int limit = 4;
+};
+
+class KnowledgeBase {
+ public:
+  virtual ~KnowledgeBase() = default;
+  // Ranked documents for `query`, best first, at most query.limit. A document
+  // whose front matter lists platforms / families / bottlenecks is returned
+  // only when the query's value is among them (or the document says "any");
+  // a document that lists none matches every value. InvalidArgument for an
+  // empty query text with no filter. Thread-safe.
+  virtual absl::StatusOr<std::vector<KbDoc>> Search(const KbQuery& query) const = 0;
+};
+
+struct ImportStats {
+  int added = 0, updated = 0, unchanged = 0, removed = 0;
+};
+
+// Imports every *.md under `dir` (front matter + body) into `store`'s kb
+// column family: new and changed files (by content hash) are written, files
+// that disappeared are removed. InvalidArgument for a file whose front matter
+// is malformed (the message names the file), NotFound when `dir` does not
+// exist.
+absl::StatusOr<ImportStats> ImportDirectory(store::Store* store, const std::string& dir);
+
+// Opens the knowledge base stored in `store` (it builds its Xapian index in
+// memory from the kb column family). The store must outlive it. An empty kb
+// is valid (every search returns nothing).
+absl::StatusOr<std::unique_ptr<KnowledgeBase>> OpenKnowledgeBase(store::Store* store);
+
+// The project's docs/kb folder, found from KEVO_KB_DIR, then next to the
+// running binary (../share/kevo/kb, ../../docs/kb), then ./docs/kb. NotFound
+// when none exists.
+absl::StatusOr<std::string> DefaultKbDir();
+
+}  // namespace kevo::kb
