@@ -217,6 +217,8 @@ Report ParseReport(std::string_view text) {
       report.error = value;
     } else if (kv.first == "device_error") {
       report.device_error = value;
+    } else if (kv.first == "unfinished") {
+      report.unfinished = value;
     }
   }
   return report;

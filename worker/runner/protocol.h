@@ -23,7 +23,8 @@
 //     from a signal handler or a failing malloc: "sigsys <nr>",
 //     "alloc_failed <bytes>", "bad_alloc <what>", "exception <what>",
 //     "load_error <dlerror>", "error <infra message>", and from
-//     kevo-runner-cuda "device_error <CUDA error and where>".
+//     kevo-runner-cuda "device_error <CUDA error and where>" and
+//     "unfinished <what>".
 //   - O (run): the outputs of the first call of every case, raw bytes, in the
 //     order binding (task.validate) x seed x output tensor (OutputLayout).
 //   - R (run): {"cases":[CaseReport...]}; (profile): ProfileReport.
@@ -55,6 +56,10 @@ inline constexpr int kExitLoadFailed = 6;        // dlopen/dlsym of a kernel fai
 // launch failure, bad launch configuration). A sticky error leaves the GPU
 // context unusable, so the runner always ends; "device_error <what>" says why.
 inline constexpr int kExitDeviceFault = 7;
+// kevo-runner-cuda: the call returned while work it launched still ran on a
+// stream that the legacy default stream does not wait for (its outputs were
+// not ready); "unfinished <what>" says which call.
+inline constexpr int kExitUnfinishedWork = 8;
 
 // Name of the function every kernel .so exports.
 inline constexpr char kEntrySymbol[] = "kevo_entry";
@@ -144,6 +149,7 @@ struct Report {
   std::string load_error;
   std::string error;
   std::string device_error;  // kevo-runner-cuda: the CUDA error that ended it
+  std::string unfinished;    // kevo-runner-cuda: work left running at return
 };
 Report ParseReport(std::string_view text);
 

@@ -174,6 +174,10 @@ RunnerOutcome ClassifyRunnerExit(const sandbox::Result& run, const runner::Repor
       out.message = absl::StrCat("faulted on the GPU: ", report.device_error,
                                  " (the runner ended; the GPU is health-checked before more work)");
       return out;
+    case runner::kExitUnfinishedWork:
+      out.status = v1::UNFINISHED_ON_RETURN;
+      out.message = absl::StrCat("returned before its work was done: ", report.unfinished);
+      return out;
     case runner::kExitLoadFailed:
       out.status = v1::RUNTIME_ERROR;
       out.message = absl::StrCat("could not be loaded: ", report.load_error);
