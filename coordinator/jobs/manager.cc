@@ -19,6 +19,7 @@ namespace {
 constexpr int kDefaultBudget = 60;
 constexpr int kMaxEmptyRounds = 40;     // proposals that were all duplicates
 constexpr int kMaxProposerErrors = 20;
+constexpr size_t kMaxChildren = 8;       // children of a parent shown to the proposer
 
 std::string JobKey(const std::string& id) { return absl::StrCat("job/", id); }
 std::string NodeKey(const std::string& job, const std::string& node) {
@@ -321,6 +322,7 @@ void JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
   absl::Status s = store_->Write(batch, /*sync=*/true);
   if (!s.ok()) LogError("job ", job.job_id(), ": persist result: ", s.ToString());
   r.tree.Upsert(node);
+  r.proposer->Observe(node, &e);
   LogInfo("job ", job.job_id(), " node ", node.node_id(), " ", v1::EvalStatus_Name(e.status()),
           " fitness=", absl::StrFormat("%.2f", node.fitness()), " [", node.mutation(), "] (",
           job.evaluations_done(), "/", job.spec().budget().max_evaluations(), ", best ",
@@ -376,6 +378,23 @@ std::vector<proposer::ParentInfo> JobManager::ParentsFor(const Running& r,
       auto blob = store_->Get(store::Family::kBlobs, record->candidate_hash());
       if (blob.ok() && blob->has_value()) p.candidate.ParseFromString(**blob);
     }
+    // What was already tried from this parent (the next proposals' siblings).
+    const std::vector<std::string>& kids = r.tree.Children(id);
+    for (size_t i = kids.size() > kMaxChildren ? kids.size() - kMaxChildren : 0; i < kids.size(); ++i) {
+      const v1::Node* child = r.tree.Get(kids[i]);
+      if (child == nullptr) continue;
+      proposer::ChildInfo c;
+      c.node_id = child->node_id();
+      c.proposer = child->proposer();
+      c.mutation = child->mutation();
+      c.status = child->status();
+      c.fitness = child->fitness();
+      if (child->state() == v1::NODE_DONE) {
+        auto child_record = scheduler_->GetRecord(child->eval_id());
+        if (child_record.ok()) c.message = child_record->evaluation().diagnostics().message();
+      }
+      p.children.push_back(std::move(c));
+    }
     parents.push_back(std::move(p));
   }
   return parents;
@@ -402,6 +421,7 @@ void JobManager::Pump(Running& r) {
     req.parents = ParentsFor(r, sel.parents);
     req.count = std::min(budget_left, target - r.in_flight);
     req.seed = r.rng();
+    req.job_id = r.job.job_id();
     auto proposals = r.proposer->Propose(req);
     if (!proposals.ok()) {
       LogWarning("job ", r.job.job_id(), ": proposer ", r.proposer->name(), ": ",
@@ -412,6 +432,9 @@ void JobManager::Pump(Running& r) {
       }
       continue;
     }
+    // A proposer working in the background has nothing yet: ask again on
+    // the next tick.
+    if (proposals->empty() && r.proposer->Pending()) break;
     bool any = false;
     for (proposer::Proposal& p : *proposals) {
       if (r.in_flight >= target || budget_left <= 0) break;
@@ -460,6 +483,7 @@ void JobManager::Pump(Running& r) {
       r.job.set_nodes(static_cast<int32_t>(r.tree.size()));
       r.job.set_evaluations_in_flight(r.in_flight);
       if (metrics_->nodes) metrics_->nodes->Increment();
+      r.proposer->Observe(node, nullptr);
       Publish(r, &node);
     }
     if (any) {

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "kevo/v1/evaluation.pb.h"
+#include "kevo/v1/job.pb.h"
 #include "kevo/v1/task.pb.h"
 
 namespace kevo::proposer {
@@ -29,6 +30,17 @@ struct Genome {
   static absl::StatusOr<Genome> FromString(const std::string& text);
 };
 
+// One child of a parent, as the proposer sees it: what was tried from that
+// parent and how its evaluation ended (the siblings of the next proposals).
+struct ChildInfo {
+  std::string node_id;
+  std::string proposer;         // "builtin", "llm:<model>", ...
+  std::string mutation;
+  v1::EvalStatus status = v1::EVAL_STATUS_UNSPECIFIED;  // unspecified: still evaluating
+  double fitness = 0;
+  std::string message;          // the evaluation's one-line diagnostic, if any
+};
+
 // A parent as the proposer sees it.
 struct ParentInfo {
   std::string node_id;
@@ -36,6 +48,7 @@ struct ParentInfo {
   v1::Candidate candidate;
   v1::Evaluation evaluation;    // may be empty when not yet evaluated
   double fitness = 0;           // baseline median / candidate median; 0 when failed
+  std::vector<ChildInfo> children;  // its most recent children (at most 8), oldest first
 };
 
 struct ProposeRequest {
@@ -48,6 +61,7 @@ struct ProposeRequest {
   uint64_t seed = 0;            // for the proposer's random choices
   // Recipe priors from skills: recipe name -> weight (> 1 favours it).
   std::map<std::string, double> priors;
+  std::string job_id;           // the job asking (for proposers that keep per-job records)
 };
 
 struct Proposal {
@@ -67,6 +81,17 @@ class Proposer {
   // a task the proposer cannot handle at all.
   virtual absl::StatusOr<std::vector<Proposal>> Propose(const ProposeRequest& request) = 0;
   virtual std::string name() const = 0;
+
+  // True while the proposer works in the background (LLM calls in flight)
+  // and will have proposals later: when Propose() returns none, the job loop
+  // then waits for its next tick instead of counting an empty round.
+  virtual bool Pending() const { return false; }
+
+  // Called on the job loop when a node made from one of this proposer's
+  // proposals is created (state NODE_EVALUATING, `evaluation` null), and when
+  // the result of any node of the job is recorded (NODE_DONE, with its
+  // evaluation). Must be quick. Default: ignored.
+  virtual void Observe(const v1::Node& /*node*/, const v1::Evaluation* /*evaluation*/) {}
 };
 
 }  // namespace kevo::proposer
