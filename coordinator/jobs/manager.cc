@@ -86,6 +86,7 @@ struct JobManager::Running {
   int empty_rounds = 0;
   int proposer_errors = 0;
   absl::Time started = absl::Now();
+  std::set<std::string> devices;  // host/GPU pairs that timed this job's candidates
 };
 
 JobManager::JobManager(store::Store* store, scheduler::Scheduler* scheduler,
@@ -305,6 +306,18 @@ void JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
   node.set_roofline_fraction(e.roofline_fraction());
   v1::Job& job = r.job;
   job.set_evaluations_done(job.evaluations_done() + 1);
+  // Device timing-slot use over the job's duration (GPU workers report the
+  // seconds each evaluation held its GPU's slot).
+  if (auto busy = e.profile().find("gpu_stage_s"); busy != e.profile().end()) {
+    job.set_device_busy_s(job.device_busy_s() + busy->second);
+    auto gpu = e.profile().find("gpu_index");
+    r.devices.insert(absl::StrCat(e.fingerprint().host(), "/", gpu == e.profile().end() ? 0 : gpu->second));
+    const double wall_s = static_cast<double>(absl::ToUnixMicros(absl::Now()) - job.created_unix_micros()) * 1e-6;
+    if (wall_s > 0) {
+      job.set_device_utilisation(
+          std::min(1.0, job.device_busy_s() / (wall_s * static_cast<double>(r.devices.size()))));
+    }
+  }
   (*job.mutable_by_status())[v1::EvalStatus_Name(e.status())] += 1;
   r.in_flight = std::max(0, r.in_flight - 1);
   if (node.fitness() > job.best_speedup()) {
