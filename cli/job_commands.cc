@@ -229,6 +229,8 @@ int RunCommand(const std::vector<std::string>& argv) {
     j["evaluations_total"] = job->evaluations_done();
     // The evaluation count at which the final best was first reached.
     j["first_best_at"] = job->last_gain_at();
+    j["device_busy_s"] = job->device_busy_s();
+    j["device_utilisation"] = job->device_utilisation();
     j["policy"] = job->spec().policy();
     j["best_kernel_path"] = have_best ? out_path : "";
     if (have_best) {
@@ -258,6 +260,10 @@ int RunCommand(const std::vector<std::string>& argv) {
     }
     std::printf("evaluations   %d: %s\n", job->evaluations_done(), ByStatus(*job).c_str());
     std::printf("stopped       %s\n", job->stop_reason().c_str());
+    if (job->device_busy_s() > 0) {
+      std::printf("device use    %.1f%% of the GPU timing slots over the job (%.1f s held)\n",
+                  100 * job->device_utilisation(), job->device_busy_s());
+    }
     if (have_best) std::printf("best kernel   %s\n", out_path.c_str());
   }
   return have_best ? 0 : 3;
