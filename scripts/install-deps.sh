@@ -10,7 +10,11 @@ packages=(
   librocksdb-dev prometheus-cpp-dev nlohmann-json3-dev libboost-dev libssl-dev
   libgtest-dev libgmock-dev libseccomp-dev libxapian-dev
   bubblewrap libopenblas-dev binutils
+  python3-torch
   prometheus
+  # amd worker: HIP 5.2 / LLVM 15; pulls clang-15, lld-15, rocm-device-libs and
+  # libamdhip64-dev, all that compiling device code for gfx90a/gfx940 needs.
+  hipcc
 )
 # Extra packages for the optional parts, named by KEVO_EXTRA_PACKAGES (space separated).
 if [[ -n "${KEVO_EXTRA_PACKAGES:-}" ]]; then
