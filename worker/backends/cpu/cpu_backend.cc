@@ -28,6 +28,7 @@
 #include "worker/backends/cpu/elf_symbols.h"
 #include "worker/backends/cpu/eval_pipeline.h"
 #include "worker/backends/cpu/kernel_builder.h"
+#include "worker/backends/cpu/kernelbench_eval.h"
 #include "worker/backends/cpu/symbol_policy.h"
 #include "worker/runner/protocol.h"
 
@@ -67,7 +68,8 @@ class CpuBackend final : public Backend {
                  options_.work_dir + "/build", options_.compile_timeout,
                  std::max<int64_t>(options_.memory_limit_bytes, int64_t{4} << 30),
                  std::move(compiler_visible)),
-        harness_(sandbox_.get(), HarnessOptions(options_, runner_hash_)) {}
+        harness_(sandbox_.get(), HarnessOptions(options_, runner_hash_)),
+        kernelbench_(sandbox_.get(), KernelBenchOptionsFor(options_)) {}
 
   static std::vector<std::string> SystemPaths() { return SandboxSystemPaths(); }
 
@@ -95,6 +97,20 @@ class CpuBackend final : public Backend {
     h.runner_hash = hash;
     return h;
   }
+  static KernelBenchOptions KernelBenchOptionsFor(const CpuBackendOptions& o) {
+    KernelBenchOptions k;
+    k.python = o.kernelbench_python;
+    k.runner_path = o.kernelbench_runner_path.empty()
+                        ? (fs::path(o.runner_path).parent_path() / kKernelBenchRunnerName).string()
+                        : o.kernelbench_runner_path;
+    k.device = "cpu";
+    k.work_dir = o.work_dir + "/kernelbench";
+    k.compile_timeout = o.compile_timeout;
+    k.run_timeout = o.run_timeout;
+    k.memory_limit_bytes = o.memory_limit_bytes;
+    k.profile_time_cap_s = o.profile_time_cap_s;
+    return k;
+  }
   // Each returns true when the evaluation goes on to the next stage.
   bool CompileStage(CpuEvalRun& run) const;
   bool ProfileStage(CpuEvalRun& run) const;
@@ -107,6 +123,7 @@ class CpuBackend final : public Backend {
   const std::string runner_hash_;
   const KernelBuilder builder_;
   const RunnerHarness harness_;
+  const KernelBenchEvaluator kernelbench_;
   Ceilings ceilings_;  // written once by Init()
   mutable absl::Mutex profile_mu_;  // serialises the profile stage across slots
 };
@@ -138,6 +155,10 @@ absl::StatusOr<v1::Hello> CpuBackend::Describe() {
   hello.set_device(cpu_model_);
   hello.add_toolchains(compiler_version_);
   hello.add_languages("c++");
+  if (kernelbench_.Available()) {
+    hello.add_languages("python");
+    (*hello.mutable_capabilities())["kernelbench"] = kernelbench_.options().python;
+  }
   *hello.mutable_fingerprint() = MakeFingerprint();
   hello.set_mem_bandwidth_gbs(ceilings_.mem_bandwidth_gbs);
   hello.set_fp32_peak_gflops(ceilings_.fp32_peak_gflops);
@@ -150,6 +171,9 @@ absl::StatusOr<v1::Hello> CpuBackend::Describe() {
 
 v1::Evaluation CpuBackend::Evaluate(const v1::Task& task, const v1::Candidate& candidate,
                                     const EventSink& on_event) {
+  if (task.format() == v1::TASK_FORMAT_KERNELBENCH) {
+    return kernelbench_.Evaluate(task, candidate, on_event, "cpu", MakeFingerprint(), &profile_mu_);
+  }
   CpuEvalRun run{{task, candidate, on_event}};
   v1::Evaluation& ev = run.ev;
   BeginEvaluation(task, candidate, "cpu", MakeFingerprint(), &ev);

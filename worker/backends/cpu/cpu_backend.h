@@ -1,7 +1,9 @@
 // The CPU platform of a kevo worker: compiles C++ candidates with
 // g++ -O3 -march=native -fopenmp into shared objects, checks what they
 // import, validates them against the task's reference (compiled -O2, the
-// baseline) and times both in the same sandboxed process.
+// baseline) and times both in the same sandboxed process. KernelBench-format
+// tasks (Python ModelNew candidates) go to KernelBenchEvaluator
+// (kernelbench_eval.h) with device "cpu".
 //
 // Trust layout: this library runs in the worker (trusted). Candidate code only
 // ever runs inside kevo-runner-cpu (worker/runner), started through
@@ -49,6 +51,11 @@ struct CpuBackendOptions {
   bool calibrate = true;
   // Keep each evaluation's scratch folder (for debugging).
   bool keep_eval_dirs = false;
+  // KernelBench-format tasks (docs/kernelbench.md): the interpreter with
+  // PyTorch and the runner script (empty: kevo-runner-kernelbench next to
+  // kevo-runner-cpu). Without them the worker does not offer "python".
+  std::string kernelbench_python = "/usr/bin/python3";
+  std::string kernelbench_runner_path;
 };
 
 // Evaluate() is thread-safe; compile and validate stages of several slots run

@@ -520,6 +520,12 @@ bool RunnerHarness::Validate(EvalRun& run, const std::string& candidate_so,
   for (const runner::CaseReport& c : *cases) {
     JudgeCase(task, c, *layout, *outputs, *golden, *ev.add_validation());
   }
+  return ConcludeValidation(run, absl::StrCat(task.validate_size(), " bindings x ", seeds.size(),
+                                              " seeds"));
+}
+
+bool ConcludeValidation(EvalRun& run, const std::string& cases_description) {
+  const v1::Evaluation& ev = run.ev;
   int passed = 0;
   const v1::CaseResult* first_bad = nullptr;
   for (const v1::CaseResult& r : ev.validation()) {
@@ -530,15 +536,14 @@ bool RunnerHarness::Validate(EvalRun& run, const std::string& candidate_so,
     }
   }
   if (first_bad != nullptr) {
-    return fail(first_bad->status(),
-                absl::StrCat(v1::EvalStatus_Name(first_bad->status()), " at binding '",
-                             first_bad->binding(), "' seed ", first_bad->seed(), ": ",
-                             first_bad->detail(), " (", passed, "/", ev.validation_size(),
-                             " cases passed)"));
+    return run.Fail(v1::STAGE_VALIDATE, first_bad->status(),
+                    absl::StrCat(v1::EvalStatus_Name(first_bad->status()), " at binding '",
+                                 first_bad->binding(), "' seed ", first_bad->seed(), ": ",
+                                 first_bad->detail(), " (", passed, "/", ev.validation_size(),
+                                 " cases passed)"));
   }
   run.Emit(v1::STAGE_VALIDATE, /*ok=*/true,
-           absl::StrCat(passed, "/", ev.validation_size(), " cases passed (", task.validate_size(),
-                        " bindings x ", seeds.size(), " seeds)"));
+           absl::StrCat(passed, "/", ev.validation_size(), " cases passed (", cases_description, ")"));
   return true;
 }
 

@@ -107,6 +107,12 @@ struct EvalRun {
   bool Fail(v1::Stage stage, v1::EvalStatus status, const std::string& message);
 };
 
+// Ends a validate stage whose cases are in run.ev.validation(): Fail()s with
+// the first bad case (and how many passed), or emits the stage's OK event
+// naming `cases_description` (e.g. "3 bindings x 3 seeds"). Returns whether
+// every case passed.
+bool ConcludeValidation(EvalRun& run, const std::string& cases_description);
+
 struct RunnerHarnessOptions {
   std::string runner_path;  // absolute
   std::string work_dir;     // holds golden/, inputs/, evals/

@@ -1,0 +1,11 @@
+# Does not parse: the evaluation must say COMPILE_ERROR.
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor
+        return torch.relu(x)

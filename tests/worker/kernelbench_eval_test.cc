@@ -1,0 +1,200 @@
+// End-to-end tests of KernelBench-format evaluation on the cpu worker: the
+// real CPU backend, the real kevo-runner-kernelbench under /usr/bin/python3
+// with Debian's PyTorch, the real sandbox. The problems and candidates under
+// tests/data/kernelbench/ were written for these tests: a correct candidate
+// is OK with a speedup over PyTorch eager, and each broken one gets its
+// specific status.
+//
+// The golden outputs of each problem are cached in the work folder, shared
+// between the test processes that ctest starts one per test.
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/task/kernelbench.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/process.h"
+#include "worker/backends/cpu/cpu_backend.h"
+
+namespace kevo::worker {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+
+using ::kevo::testing::BinDir;
+using ::kevo::testing::SourceDir;
+
+std::string DataDir() { return SourceDir() + "/tests/data/kernelbench"; }
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+v1::Candidate Python(const std::string& source) {
+  v1::Candidate c;
+  c.set_language("python");
+  c.set_source(source);
+  return c;
+}
+
+v1::Candidate Example(const std::string& name) {
+  v1::Candidate c = Python(ReadText(DataDir() + "/candidates/" + name));
+  EXPECT_FALSE(c.source().empty()) << name;
+  return c;
+}
+
+// A ReLU candidate whose forward body is `body` (x is the input).
+v1::Candidate ReluWith(const std::string& body) {
+  return Python(absl::StrCat("import torch\nimport torch.nn as nn\n\n",
+                             "class ModelNew(nn.Module):\n", "    def __init__(self):\n",
+                             "        super().__init__()\n        self.calls = 0\n\n",
+                             "    def forward(self, x):\n", body));
+}
+
+std::string Explain(const v1::Evaluation& ev) {
+  std::string events;
+  for (const auto& e : ev.events()) absl::StrAppend(&events, "\n  ", v1::Stage_Name(e.stage()), " ", e.message());
+  return absl::StrCat(v1::EvalStatus_Name(ev.status()), ": ", ev.diagnostics().message(), events);
+}
+
+class KernelBenchEvalTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    CpuBackendOptions o;
+    o.work_dir = BinDir() + "/../tests/kernelbench_eval_test.work";
+    o.runner_path = BinDir() + "/kevo-runner-cpu";
+    o.compile_timeout = absl::Seconds(60);
+    // Importing torch is not part of it; the candidates here are tiny.
+    o.run_timeout = absl::Seconds(8);
+    o.memory_limit_bytes = int64_t{8} << 30;
+    o.profile_time_cap_s = 0.3;
+    o.calibrate = false;
+    auto backend = CreateCpuBackend(o);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    backend_ = backend->release();
+  }
+  static void TearDownTestSuite() { delete backend_; }
+
+  static v1::Task Problem(const std::string& name) {
+    absl::StatusOr<v1::Task> task = task::LoadTaskPath(DataDir() + "/" + name);
+    EXPECT_TRUE(task.ok()) << task.status();
+    return task.ok() ? *task : v1::Task();
+  }
+  static v1::Evaluation Eval(const std::string& problem, const v1::Candidate& candidate) {
+    return backend_->Evaluate(Problem(problem), candidate, nullptr);
+  }
+  static void ExpectOkOverEager(const v1::Evaluation& ev) {
+    ASSERT_EQ(ev.status(), v1::OK) << Explain(ev);
+    EXPECT_EQ(ev.validation_size(), 3);
+    for (const auto& c : ev.validation()) EXPECT_EQ(c.status(), v1::OK) << c.detail();
+    EXPECT_GT(ev.timing().median_s(), 0);
+    EXPECT_GT(ev.baseline().median_s(), 0);
+    EXPECT_GT(ev.speedup(), 0);
+    EXPECT_DOUBLE_EQ(ev.speedup(), ev.baseline().median_s() / ev.timing().median_s());
+    EXPECT_EQ(ev.profile().at("baseline_kind_pytorch_eager"), 1);
+    EXPECT_THAT(ev.notes().at("baseline"), HasSubstr("PyTorch eager"));
+    EXPECT_THAT(ev.fingerprint().compiler(), HasSubstr("torch "));
+  }
+
+  static Backend* backend_;
+};
+Backend* KernelBenchEvalTest::backend_ = nullptr;
+
+TEST_F(KernelBenchEvalTest, WorkerOffersPython) {
+  absl::StatusOr<v1::Hello> hello = backend_->Describe();
+  ASSERT_TRUE(hello.ok()) << hello.status();
+  EXPECT_THAT(hello->languages(), Contains("python"));
+}
+
+TEST_F(KernelBenchEvalTest, CorrectReluIsOkWithASpeedupOverEager) {
+  v1::Evaluation ev = Eval("relu.py", Example("relu_new.py"));
+  ExpectOkOverEager(ev);
+  // torch.compile: timed where torch has it, and said plainly where not.
+  const std::string& note = ev.notes().at("baseline_torch_compile");
+  if (ev.profile().contains("torch_compile_median_s")) {
+    EXPECT_THAT(note, HasSubstr("torch.compile(Model)"));
+  } else {
+    EXPECT_THAT(note, AllOf(HasSubstr("torch.compile unavailable: torch "), HasSubstr("no torch.compile")));
+  }
+}
+
+TEST_F(KernelBenchEvalTest, CorrectMatmulWithSeededWeightsIsOk) {
+  ExpectOkOverEager(Eval("matmul.py", Example("matmul_new.py")));
+}
+
+TEST_F(KernelBenchEvalTest, WrongModelNewIsWrongAnswer) {
+  v1::Evaluation ev = Eval("relu.py", Example("relu_wrong.py"));
+  ASSERT_EQ(ev.status(), v1::WRONG_ANSWER) << Explain(ev);
+  ASSERT_GT(ev.validation_size(), 0);
+  EXPECT_EQ(ev.validation(0).output(), "output0");
+  EXPECT_GT(ev.validation(0).max_abs_err(), 1e-4);
+  EXPECT_EQ(ev.timing().median_s(), 0) << "a wrong candidate must not be timed";
+}
+
+TEST_F(KernelBenchEvalTest, ModifyingTheInputIsInputModified) {
+  v1::Evaluation ev = Eval("relu.py", Example("relu_inplace.py"));
+  ASSERT_EQ(ev.status(), v1::INPUT_MODIFIED) << Explain(ev);
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("input0"));
+}
+
+TEST_F(KernelBenchEvalTest, RaisingIsRuntimeErrorWithTheTraceback) {
+  v1::Evaluation ev = Eval("relu.py", Example("relu_raises.py"));
+  ASSERT_EQ(ev.status(), v1::RUNTIME_ERROR) << Explain(ev);
+  EXPECT_THAT(ev.diagnostics().message(),
+              AllOf(HasSubstr("ValueError: kevo-test: rank-2 inputs are not supported"),
+                    HasSubstr("in check_rank"), HasSubstr("forward")));
+}
+
+TEST_F(KernelBenchEvalTest, HangingIsRunTimeoutNamingWhereItHung) {
+  v1::Evaluation ev = Eval("relu.py", Example("relu_hangs.py"));
+  ASSERT_EQ(ev.status(), v1::RUN_TIMEOUT) << Explain(ev);
+  EXPECT_THAT(ev.diagnostics().message(), AllOf(HasSubstr("candidate.py"), HasSubstr("forward")));
+}
+
+TEST_F(KernelBenchEvalTest, SyntaxErrorIsCompileError) {
+  v1::Evaluation ev = Eval("relu.py", Example("relu_syntax.py"));
+  ASSERT_EQ(ev.status(), v1::COMPILE_ERROR) << Explain(ev);
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("SyntaxError"));
+}
+
+TEST_F(KernelBenchEvalTest, MissingModelNewIsCompileError) {
+  v1::Evaluation ev = Eval("relu.py", Python("import torch\nclass Model2(torch.nn.Module):\n    pass\n"));
+  ASSERT_EQ(ev.status(), v1::COMPILE_ERROR) << Explain(ev);
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("no class ModelNew"));
+}
+
+TEST_F(KernelBenchEvalTest, CxxCandidateForAKernelBenchTaskIsCompileError) {
+  v1::Candidate c;
+  c.set_language("c++");
+  c.set_source("extern \"C\" void relu() {}\n");
+  v1::Evaluation ev = Eval("relu.py", c);
+  ASSERT_EQ(ev.status(), v1::COMPILE_ERROR) << Explain(ev);
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("takes Python candidates"));
+}
+
+TEST_F(KernelBenchEvalTest, WrongShapeIsWrongAnswer) {
+  v1::Evaluation ev = Eval("relu.py", ReluWith("        return torch.relu(x)[:, :100]\n"));
+  ASSERT_EQ(ev.status(), v1::WRONG_ANSWER) << Explain(ev);
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("[16, 100] f32, the reference's [16, 4096] f32"));
+}
+
+TEST_F(KernelBenchEvalTest, InfinitiesAreNonfinite) {
+  v1::Evaluation ev = Eval("relu.py", ReluWith("        return torch.relu(x) / 0.0\n"));
+  ASSERT_EQ(ev.status(), v1::NONFINITE) << Explain(ev);
+}
+
+TEST_F(KernelBenchEvalTest, DifferentResultsOnTwoCallsAreNondeterministic) {
+  v1::Evaluation ev = Eval("relu.py", ReluWith("        self.calls += 1\n"
+                                              "        return torch.relu(x) + (self.calls - 1) * 1e-3\n"));
+  ASSERT_EQ(ev.status(), v1::NONDETERMINISTIC) << Explain(ev);
+}
+
+}  // namespace
+}  // namespace kevo::worker
