@@ -370,5 +370,69 @@ TEST(MtiaApiTest, LaunchCostsUnderAMicrosecondAndCountsLaunches) {
   EXPECT_EQ(grid.stats().cycles, 2 * s->cycles);
 }
 
+TEST(MtiaApiTest, ComparisonsGiveMasksAndGatherLooksUpATable) {
+  auto dev = NewDevice();
+  std::vector<float> x = {-1.f, 0.5f, 2.f, NAN, 3.f, 0.f, 1.f, 7.f};
+  std::vector<float> table = {10.f, 11.f, 12.f, 13.f}, idx = {3, 0, 1, 2, 2, 1, 0, 3};
+  std::vector<float> le(8), gt(8), g(8);
+  Buffer xb = *dev->MapHost(x.data(), 32), tb = *dev->MapHost(table.data(), 16), ib = *dev->MapHost(idx.data(), 32);
+  Buffer leb = *dev->MapHost(le.data(), 32), gtb = *dev->MapHost(gt.data(), 32), gb = *dev->MapHost(g.data(), 32);
+  auto s = dev->Run([&](Pe& pe) {
+    if (pe.id() != 0) return;
+    Buffer lx = pe.Alloc(32), lt = pe.Alloc(16), li = pe.Alloc(32), o1 = pe.Alloc(32), o2 = pe.Alloc(32),
+           o3 = pe.Alloc(32);
+    pe.Copy(lx, xb);
+    pe.Copy(lt, tb);
+    pe.Copy(li, ib);
+    const Tile tx = Tile::Of(lx, DType::kF32, 1, 8);
+    pe.BinaryScalar(BinaryOp::kLe, Tile::Of(o1, DType::kF32, 1, 8), tx, 1.f);
+    pe.BinaryScalar(BinaryOp::kGt, Tile::Of(o2, DType::kF32, 1, 8), tx, 0.f);
+    pe.Gather(Tile::Of(o3, DType::kF32, 1, 8), Tile::Of(lt, DType::kF32, 1, 4), Tile::Of(li, DType::kF32, 1, 8));
+    pe.Copy(leb, o1);
+    pe.Copy(gtb, o2);
+    pe.Copy(gb, o3);
+  });
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(le, (std::vector<float>{1, 1, 0, 0, 0, 1, 1, 0}));  // NaN compares false
+  EXPECT_EQ(gt, (std::vector<float>{0, 1, 1, 0, 1, 0, 1, 1}));
+  EXPECT_EQ(g, (std::vector<float>{13, 10, 11, 12, 12, 11, 10, 13}));
+}
+
+TEST(MtiaApiTest, GatherOutsideTheTableIsOutOfRange) {
+  auto dev = NewDevice();
+  auto s = dev->Run([&](Pe& pe) {
+    if (pe.id() != 0) return;
+    Buffer t = pe.Alloc(16), i = pe.Alloc(32), o = pe.Alloc(32);
+    pe.Fill(Tile::Of(t, DType::kF32, 1, 4), 1.f);
+    pe.Fill(Tile::Of(i, DType::kF32, 1, 8), 4.f);
+    pe.Gather(Tile::Of(o, DType::kF32, 1, 8), Tile::Of(t, DType::kF32, 1, 4), Tile::Of(i, DType::kF32, 1, 8));
+  });
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(s.status().message(), HasSubstr("Gather: index 4"));
+}
+
+// The scalar core sees the values a DMA brought in, and waits for that DMA:
+// reading right after a DRAM load costs at least the DRAM latency.
+TEST(MtiaApiTest, ReadLocalWaitsForTheDmaAndReturnsItsBytes) {
+  auto dev = NewDevice();
+  std::vector<int64_t> v = {5, -7, 1LL << 40, 3};
+  Buffer vb = *dev->MapHost(v.data(), 32);
+  int64_t seen[4] = {};
+  auto s = dev->Run([&](Pe& pe) {
+    if (pe.id() != 0) return;
+    Buffer l = pe.Alloc(32);
+    pe.Copy(l, vb);
+    pe.ReadLocal(l, seen);
+  });
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(std::vector<int64_t>(seen, seen + 4), v);
+  EXPECT_GE(s->cycles, Mtia2iConfig().dram_latency + Mtia2iConfig().launch_cycles);
+  EXPECT_GT(s->wait_cycles, 0);
+  auto bad = dev->Run([&](Pe& pe) {
+    if (pe.id() == 0) pe.ReadLocal(vb, seen);
+  });
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace kevo::mtia

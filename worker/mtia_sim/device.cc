@@ -347,6 +347,30 @@ class PeImpl final : public Pe {
     return Simd(dst, {}, 1);
   }
 
+  Token Gather(Tile dst, Tile table, Tile index) override {
+    Alive();
+    Same(dst, index, "Gather");
+    TilePtr(table, "Gather table");
+    if (table.rows != 1) {
+      Throw(ErrorCode::kInvalidArgument,
+            absl::StrFormat("Gather: table must be 1xT (one row), got %dx%d", table.rows, table.cols));
+    }
+    if (dev_->options().compute_values) {
+      std::vector<float> t = LoadTile(table), idx = LoadTile(index), out(idx.size());
+      for (size_t i = 0; i < idx.size(); ++i) {
+        const float k = idx[i];
+        if (!(k >= 0 && k < static_cast<float>(table.cols)) || k != std::floor(k)) {
+          Throw(ErrorCode::kOutOfRange, absl::StrFormat("Gather: index %g at element %d is not a whole number in "
+                                                        "[0, %d) (the table's columns)",
+                                                        k, i, table.cols));
+        }
+        out[i] = t[static_cast<size_t>(k)];
+      }
+      StoreTile(dst, out.data());
+    }
+    return Simd(dst, {index, table}, 2);
+  }
+
   Token ReduceRows(ReduceOp op, Tile dst, Tile src, bool accumulate) override {
     Alive();
     TilePtr(src, "ReduceRows src");
@@ -488,6 +512,22 @@ class PeImpl final : public Pe {
     op.kind = OpKind::kWait;
     op.deps = {t.op};
     ops_.push_back(std::move(op));
+  }
+
+  void ReadLocal(Buffer src, void* dst) override {
+    Alive();
+    if (!src.valid() || src.space != Space::kLocal || src.pe != id_) {
+      Throw(ErrorCode::kFailedPrecondition,
+            absl::StrCat("ReadLocal: the scalar core reads this PE's local memory only, not ",
+                         src.valid() ? SpaceName(src.space) : "an invalid buffer"));
+    }
+    std::memcpy(dst, LocalPtr(src, src.size, "ReadLocal"), src.size);
+    // A wait on the allocation's last writer that also charges the load.
+    TraceOp op;
+    op.kind = OpKind::kWait;
+    op.cycles = c_.compute_issue_cycles + std::ceil(src.size / 8.0);
+    ls_->bytes.local_bytes += src.size;
+    Record(std::move(op), {src}, {});
   }
 
   void Sync() override {

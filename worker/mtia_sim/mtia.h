@@ -211,7 +211,9 @@ struct Token {
 enum class Group : uint8_t { kRow, kColumn };  // broadcast reads
 enum class Direction : uint8_t { kNorth, kSouth, kEast, kWest };
 enum class UnaryOp : uint8_t { kCopy, kNeg, kAbs, kRelu, kExp, kLog, kRecip, kRsqrt, kSqrt, kSigmoid, kTanh };
-enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin };
+// The comparisons give 1.0 where `a op b` holds and 0.0 elsewhere (0.0 when
+// either operand is NaN), so a mask multiplies like any other value.
+enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin, kLe, kLt, kGe, kGt };
 enum class ReduceOp : uint8_t { kSum, kMax, kMin };
 enum class Combine : uint8_t { kReplace, kSum, kMax, kMin };
 
@@ -290,6 +292,10 @@ class Pe {
   // dst = round(src * scale) in dst's dtype (quantise / dequantise / cast).
   virtual Token Convert(Tile dst, Tile src, float scale) = 0;
   virtual Token Fill(Tile dst, float value) = 0;
+  // Table lookup on the SIMD engine: dst[r][c] = table[0][index[r][c]], where
+  // `table` is a 1 x T tile and `index` (dst's shape, any dtype) holds whole
+  // numbers in [0, T); anything else is kOutOfRange. Costs 2 passes.
+  virtual Token Gather(Tile dst, Tile table, Tile index) = 0;
 
   // Reduction Engine. ReduceRows: dst (rows x 1) [op]= reduce over each row;
   // ReduceCols: dst (1 x cols) [op]= reduce over each column.
@@ -305,6 +311,13 @@ class Pe {
   // copies a tile into another shape/stride of the same element count order.
   virtual Token Transpose(Tile dst, Tile src) = 0;
   virtual Token LayoutCopy(Tile dst, Tile src) = 0;
+
+  // Scalar-core load: copies the src.size bytes of `src` (this PE's local
+  // memory) into host memory at `dst`, so that a kernel can compute DMA
+  // addresses or loop bounds from data (embedding indices, bag lengths).
+  // Both cores stall until every command writing `src` has finished, then
+  // pay 1 cycle per 8 bytes (plus the issue cost of one command).
+  virtual void ReadLocal(Buffer src, void* dst) = 0;
 
   // Stalls this PE until the command behind `t` has finished.
   virtual void Wait(Token t) = 0;

@@ -271,6 +271,14 @@ float ApplyBinary(BinaryOp op, float a, float b) {
       return std::isnan(a) || std::isnan(b) ? std::numeric_limits<float>::quiet_NaN() : std::max(a, b);
     case BinaryOp::kMin:
       return std::isnan(a) || std::isnan(b) ? std::numeric_limits<float>::quiet_NaN() : std::min(a, b);
+    case BinaryOp::kLe:
+      return a <= b ? 1.f : 0.f;
+    case BinaryOp::kLt:
+      return a < b ? 1.f : 0.f;
+    case BinaryOp::kGe:
+      return a >= b ? 1.f : 0.f;
+    case BinaryOp::kGt:
+      return a > b ? 1.f : 0.f;
   }
   return a;
 }

@@ -189,7 +189,10 @@ class Simulator {
           }
           if (!known) break;
           wait_ += std::max(0.0, t - std::max(s.core[0], s.core[1]));
-          s.core[0] = s.core[1] = std::max({s.core[0], s.core[1], t});
+          s.core[0] = s.core[1] = std::max({s.core[0], s.core[1], t}) + op.cycles;
+          // A scalar read is recorded as a reader of its allocation, so a later
+          // write may depend on it: give it an end.
+          s.st[s.issue_ptr].start = s.st[s.issue_ptr].end = s.core[0];
         } else if (op.kind == OpKind::kSync) {
           if (s.unknown > 0) break;
           wait_ += std::max(0.0, s.max_end - std::max(s.core[0], s.core[1]));

@@ -26,7 +26,7 @@ enum class OpKind : uint8_t {
   kTransfer,   // DMA (unit kDma): latency, then a flow over shared resources
   kCompute,    // fixed duration on a unit
   kRecv,       // fixed duration on the RE once the sender's kSend has finished
-  kWait,       // stalls both cores until deps have finished
+  kWait,       // stalls both cores until deps have finished, then `cycles` more (a scalar read)
   kSync,       // stalls both cores until every earlier command has finished
   kBarrier,    // kSync, then a join of all PEs
 };
