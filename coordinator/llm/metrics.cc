@@ -79,6 +79,55 @@ void LlmMetrics::RecordAnswer(const std::string& endpoint, const std::string& ou
       .Increment();
 }
 
+void LlmMetrics::RecordCall(const std::string& endpoint, const std::string& outcome,
+                            double seconds) {
+  if (!registry_) return;
+  prometheus::BuildCounter()
+      .Name("kevo_llm_calls_total")
+      .Help("LLM proposer calls by outcome")
+      .Register(*registry_)
+      .Add({{"endpoint", endpoint}, {"outcome", outcome}})
+      .Increment();
+  if (endpoint.empty()) return;  // never reached an endpoint
+  prometheus::BuildHistogram()
+      .Name("kevo_llm_call_seconds")
+      .Help("Duration of one LLM proposer call, retries included")
+      .Register(*registry_)
+      .Add({{"endpoint", endpoint}},
+           prometheus::Histogram::BucketBoundaries{0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800})
+      .Observe(seconds);
+}
+
+void LlmMetrics::RecordCandidates(const std::string& endpoint, int64_t count) {
+  if (!registry_) return;
+  prometheus::BuildCounter()
+      .Name("kevo_llm_candidates_total")
+      .Help("Candidate kernels extracted from LLM answers")
+      .Register(*registry_)
+      .Add({{"endpoint", endpoint}})
+      .Increment(static_cast<double>(count));
+}
+
+void LlmMetrics::RecordYield(const std::string& endpoint, double gain) {
+  if (!registry_) return;
+  prometheus::BuildCounter()
+      .Name("kevo_llm_fitness_gain_total")
+      .Help("Fitness gained over their parents by the candidates of LLM calls")
+      .Register(*registry_)
+      .Add({{"endpoint", endpoint}})
+      .Increment(gain > 0 ? gain : 0);
+}
+
+void LlmMetrics::RecordPromptDropped(const std::string& kind) {
+  if (!registry_) return;
+  prometheus::BuildCounter()
+      .Name("kevo_llm_prompt_parts_dropped_total")
+      .Help("Prompt parts dropped to fit the token budget, by kind")
+      .Register(*registry_)
+      .Add({{"kind", kind}})
+      .Increment();
+}
+
 std::string LlmMetrics::OutcomeLabel(const absl::Status& status) {
   if (status.ok()) return "ok";
   return absl::AsciiStrToLower(absl::StatusCodeToString(status.code()));

@@ -6,11 +6,14 @@
 //   fake-llm-server [--host 127.0.0.1] [--port 0]
 //                   [--content TEXT | --content-file FILE]
 //                   [--script answer,429:2,500,slow:3,truncated,malformed,close,400]
+//                   [--answers FILE,FILE,...]  # scripted answers, one per request
 //                   [--api-key-file FILE]   # require this key (401 otherwise)
 //                   [--no-usage] [--tls-self-signed CERT_OUT]
 //
-// --script queues replies for the first requests; afterwards every request
-// gets the normal answer. --tls-self-signed serves HTTPS with a fresh
+// --script queues replies for the first requests; --answers then queues one
+// normal answer per file, in order, with that file's text as the content (an
+// end-to-end test scripts a correct kernel, a broken one, garbage, ...);
+// afterwards every request gets the normal answer. --tls-self-signed serves HTTPS with a fresh
 // self-signed certificate for 127.0.0.1 and writes it to CERT_OUT (the
 // client's ca_file).
 #include <csignal>
@@ -19,6 +22,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -49,6 +53,7 @@ int main(int argc, char** argv) {
   kevo::llm::testing::FakeServerOptions options;
   options.log_requests = true;
   std::string script;
+  std::vector<std::string> answers;
   std::string cert_out;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -68,6 +73,12 @@ int main(int argc, char** argv) {
       if (!ReadFile(v, &options.default_reply.content)) return Usage("cannot read --content-file");
     } else if (arg == "--script" && value(&v)) {
       script = v;
+    } else if (arg == "--answers" && value(&v)) {
+      for (absl::string_view file : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+        std::string content;
+        if (!ReadFile(std::string(file), &content)) return Usage("cannot read an --answers file");
+        answers.push_back(std::move(content));
+      }
     } else if (arg == "--api-key-file" && value(&v)) {
       std::string key;
       if (!ReadFile(v, &key)) return Usage("cannot read --api-key-file");
@@ -132,6 +143,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "fake-llm-server: unknown --script item %s\n", std::string(item).c_str());
       return 2;
     }
+    (*server)->Enqueue(reply);
+  }
+  for (const std::string& content : answers) {
+    FakeReply reply = options.default_reply;
+    reply.content = content;
     (*server)->Enqueue(reply);
   }
   std::printf("listening %s:%d\n", options.host.c_str(), (*server)->port());
