@@ -16,6 +16,9 @@
 namespace kevo::store {
 class Store;
 }
+namespace prometheus {
+class Registry;
+}
 
 namespace kevo::kb {
 
@@ -31,7 +34,9 @@ struct KbQuery {
   std::string text;        // free text: the kernel's op, what its evaluation said, ...
   std::string platform;    // cpu | nvidia | amd | mtia-sim; empty = any
   std::string family;      // op family (task.family), e.g. "softmax"; empty = any
-  std::string bottleneck;  // memory | compute | latency | wrong-answer | nan | compile; empty = any
+  // memory | compute | latency | compile | wrong-answer | nan | crash | timeout
+  // (the LLM proposer's labels for an evaluation); empty = any.
+  std::string bottleneck;
   int limit = 4;
 };
 
@@ -58,9 +63,17 @@ struct ImportStats {
 absl::StatusOr<ImportStats> ImportDirectory(store::Store* store, const std::string& dir);
 
 // Opens the knowledge base stored in `store` (it builds its Xapian index in
-// memory from the kb column family). The store must outlive it. An empty kb
-// is valid (every search returns nothing).
-absl::StatusOr<std::unique_ptr<KnowledgeBase>> OpenKnowledgeBase(store::Store* store);
+// memory from the kb column family, so documents imported later need a new
+// one). The store is not used after this returns. An empty kb is valid (every
+// search returns nothing). Registers kevo_kb_* metrics in `registry` when it
+// is not null (it must outlive the knowledge base). Internal for a Xapian
+// error.
+absl::StatusOr<std::unique_ptr<KnowledgeBase>> OpenKnowledgeBase(
+    store::Store* store, prometheus::Registry* registry = nullptr);
+
+// The document's first paragraph that is not a heading or a table, on one
+// line, shortened to about 160 characters (for listings).
+std::string Snippet(const KbDoc& doc);
 
 // The project's docs/kb folder, found from KEVO_KB_DIR, then next to the
 // running binary (../share/kevo/kb, ../../docs/kb), then ./docs/kb. NotFound

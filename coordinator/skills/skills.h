@@ -1,11 +1,16 @@
 // Skill memory: what raised fitness in finished jobs, aggregated across jobs
 // in the coordinator's RocksDB (column family `skills`). When a job ends its
-// tree is distilled: every evaluated child that beat its parent contributes
-// (platform, op family, transformation, gain = child fitness / parent
-// fitness, node id). Transformations are the builtin proposer's mutations
-// normalised ("recipe:softmax_online", "param:tile_m=64", "flag:-ffast-math")
-// or an LLM prompt's mutation label. Skills go into LLM prompts and set the
-// builtin proposer's priors (ProposeRequest::priors).
+// tree is distilled into (platform, op family, transformation, gain, evidence
+// node ids):
+//   - every evaluated child that beat its parent by at least 3% contributes
+//     each of its transformations (Transformations()) with gain = child
+//     fitness / parent fitness;
+//   - every first-generation node that beat the job's first seed contributes
+//     the transformations from that seed's genome to its own;
+//   - the job's best built-in kernel contributes "genome:<recipe{k=v,...}>"
+//     with gain = best fitness / first seed's fitness.
+// A skill's gain is the geometric mean over its evidence. Skills go into LLM
+// prompts and set the builtin proposer's priors (ProposeRequest::priors).
 #pragma once
 
 #include <map>
@@ -19,9 +24,13 @@
 namespace kevo::store {
 class Store;
 }
+namespace prometheus {
+class Registry;
+}
 namespace kevo::v1 {
 class Job;
 class Node;
+class Task;
 }  // namespace kevo::v1
 
 namespace kevo::skills {
@@ -49,12 +58,26 @@ class SkillStore {
                                                        const std::string& family,
                                                        int limit) const = 0;
 
-  // The store must outlive the SkillStore.
-  static absl::StatusOr<std::unique_ptr<SkillStore>> Create(store::Store* store);
+  // The store (and the registry, when given) must outlive the SkillStore.
+  // Registers kevo_skills_* metrics in `registry` when it is not null.
+  static absl::StatusOr<std::unique_ptr<SkillStore>> Create(
+      store::Store* store, prometheus::Registry* registry = nullptr);
 };
 
-// Priors for the builtin proposer from skills: transformation -> weight
-// (> 1 favours it), e.g. "recipe:softmax_online" -> 2.3.
+// The op family skills of `task` are filed under: its op_family, else its
+// "pattern" hint, else "generic".
+std::string SkillFamily(const v1::Task& task);
+
+// What changed from `parent` to `child` as skill transformations: for two
+// built-in genomes "recipe:<name>" when the recipe changed and
+// "param:<name>=<value>" for each parameter whose value changed; otherwise
+// the child's mutation label (an LLM prompt's label), or nothing.
+std::vector<std::string> Transformations(const v1::Node& parent, const v1::Node& child);
+
+// Priors for the builtin proposer (ProposeRequest::priors) from skills, each
+// weight > 1 and growing with gain and evidence: "recipe:<name>" becomes the
+// recipe name, "param:k=v" and "genome:<genome>" keep their keys; other
+// transformations (LLM labels) are not priors and are left out.
 std::map<std::string, double> PriorsFrom(const std::vector<Skill>& skills);
 
 }  // namespace kevo::skills
