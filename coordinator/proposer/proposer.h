@@ -59,7 +59,9 @@ struct ProposeRequest {
   std::vector<ParentInfo> parents;
   int count = 1;                // how many proposals are wanted (at most)
   uint64_t seed = 0;            // for the proposer's random choices
-  // Recipe priors from skills: recipe name -> weight (> 1 favours it).
+  // Priors from skill memory (coordinator/skills), each a weight (> 1
+  // favours it): "<recipe name>" for a recipe, "param:<name>=<value>" for a
+  // parameter value, "genome:<Genome::ToString()>" for a whole point to seed.
   std::map<std::string, double> priors;
   std::string job_id;           // the job asking (for proposers that keep per-job records)
 };

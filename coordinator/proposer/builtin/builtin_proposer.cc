@@ -23,6 +23,26 @@ double Prior(const ProposeRequest& request, const Recipe& recipe) {
   return it == request.priors.end() ? 1.0 : std::max(0.0, it->second);
 }
 
+std::string ParamPriorKey(const std::string& name, const std::string& value) {
+  return absl::StrCat("param:", name, "=", value);
+}
+
+double ParamPrior(const ProposeRequest& request, const std::string& name,
+                  const std::string& value) {
+  auto it = request.priors.find(ParamPriorKey(name, value));
+  return it == request.priors.end() ? 1.0 : std::max(0.0, it->second);
+}
+
+// Whether any parameter of `space` has a value with a prior.
+bool HasParamPriors(const ProposeRequest& request, const SearchSpace& space) {
+  for (const ParamSpec& p : space.params()) {
+    for (const std::string& v : p.values) {
+      if (request.priors.contains(ParamPriorKey(p.name, v))) return true;
+    }
+  }
+  return false;
+}
+
 // Picks an index with probability proportional to `weights`; -1 when all are 0.
 int PickWeighted(const std::vector<double>& weights, std::mt19937_64& rng) {
   double total = 0;
@@ -82,8 +102,46 @@ class Batch {
   std::vector<Proposal> out_;
 };
 
+// The first generation's points that skill memory suggests, best first:
+// genomes that won earlier jobs ("genome:" priors, repaired into the recipe's
+// current space), then for each recipe with parameter priors its default with
+// every such parameter at its most favoured value.
+void ProposeSkillSeeds(const ProposeRequest& request, const std::vector<const Recipe*>& recipes,
+                       Batch& batch) {
+  std::vector<std::pair<double, Genome>> genomes;
+  for (const auto& [key, weight] : request.priors) {
+    if (!key.starts_with("genome:") || weight <= 1) continue;
+    auto g = Genome::FromString(key.substr(7));
+    if (g.ok()) genomes.emplace_back(weight, *std::move(g));
+  }
+  std::stable_sort(genomes.begin(), genomes.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [weight, g] : genomes) {
+    for (const Recipe* r : recipes) {
+      if (r->name() != g.recipe || Prior(request, *r) <= 0) continue;
+      batch.Add(*r, Genome{r->name(), Repair(r->space(), g.params)}, "seed:skill", {});
+    }
+  }
+  for (const Recipe* r : recipes) {
+    if (Prior(request, *r) <= 0 || !HasParamPriors(request, r->space())) continue;
+    Genome g{r->name(), r->space().Defaults()};
+    for (const ParamSpec& p : r->space().params()) {
+      double best = 1;
+      for (const std::string& v : p.values) {
+        const double w = ParamPrior(request, p.name, v);
+        if (w > best) {
+          best = w;
+          g.params[p.name] = v;
+        }
+      }
+    }
+    batch.Add(*r, std::move(g), "seed:skill", {});
+  }
+}
+
 void ProposeSeeds(const ProposeRequest& request, const std::vector<const Recipe*>& recipes,
                   std::mt19937_64& rng, Batch& batch) {
+  ProposeSkillSeeds(request, recipes, batch);
   std::vector<double> weights;
   for (const Recipe* r : recipes) weights.push_back(Prior(request, *r));
   // Defaults first, favoured recipes first (stable: ties keep recipe order).
@@ -110,6 +168,39 @@ void ProposeSeeds(const ProposeRequest& request, const std::vector<const Recipe*
     batch.Add(*recipes[i], Genome{recipes[i]->name(), recipes[i]->space().Random(rng)}, "seed",
               {});
   }
+}
+
+// One parameter of `genome` changed, the move picked with probability
+// proportional to its prior times the unweighted move's probability (a
+// neighbouring value kNeighbourProbability of the time); false when no move
+// has a positive weight.
+bool MutateParamWithPriors(const ProposeRequest& request, const SearchSpace& space,
+                           Genome& genome, std::mt19937_64& rng, std::string* mutation) {
+  std::vector<std::pair<const ParamSpec*, int>> moves;
+  std::vector<double> weights;
+  for (const ParamSpec& p : space.params()) {
+    const int n = static_cast<int>(p.values.size());
+    if (n < 2) continue;
+    const int at = SearchSpace::IndexOf(p, genome.params[p.name]);
+    const int neighbours = (at > 0) + (at < n - 1);
+    for (int i = 0; i < n; ++i) {
+      if (i == at) continue;
+      const bool neighbour = i == at - 1 || i == at + 1;
+      // Unweighted: a neighbour with kNeighbourProbability, else any other value.
+      const double base = neighbour ? kNeighbourProbability / neighbours +
+                                          (1 - kNeighbourProbability) / (n - 1)
+                                    : (1 - kNeighbourProbability) / (n - 1);
+      moves.emplace_back(&p, i);
+      weights.push_back(base * ParamPrior(request, p.name, p.values[i]));
+    }
+  }
+  const int pick = PickWeighted(weights, rng);
+  if (pick < 0) return false;
+  const auto [p, i] = moves[pick];
+  const std::string old = genome.params[p->name];
+  genome.params[p->name] = p->values[i];
+  *mutation = absl::StrCat("param:", p->name, " ", old, "->", p->values[i]);
+  return true;
 }
 
 // One parameter of `genome` changed; false when the space has no parameter
@@ -154,6 +245,7 @@ void ProposeMutations(const ProposeRequest& request, const std::vector<const Rec
     variant_weights.push_back(w);
     has_variant |= w > 0;
   }
+  const bool param_priors = HasParamPriors(request, recipe.space());
   for (int attempt = 0; attempt < kAttemptsPerProposal * request.count && !batch.full();
        ++attempt) {
     if (has_variant && std::uniform_real_distribution<double>(0, 1)(rng) < kVariantProbability) {
@@ -165,7 +257,12 @@ void ProposeMutations(const ProposeRequest& request, const std::vector<const Rec
     }
     Genome child = genome;
     std::string mutation;
-    if (!MutateParam(recipe.space(), child, rng, &mutation)) continue;
+    // Without parameter priors the unweighted mutation, so that a job without
+    // skills searches exactly as before.
+    if (!(param_priors ? MutateParamWithPriors(request, recipe.space(), child, rng, &mutation)
+                       : MutateParam(recipe.space(), child, rng, &mutation))) {
+      continue;
+    }
     batch.Add(recipe, std::move(child), std::move(mutation), {parent.node_id});
   }
 }

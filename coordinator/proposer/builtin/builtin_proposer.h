@@ -11,9 +11,11 @@
 //     mutations of the first;
 //   - a parent that was not built-in (empty genome): proposals of the generic
 //     mutator, which transforms the task's reference.
-// Recipe priors (request.priors) weight the choice of recipes. Proposals are a
-// pure function of the request (deterministic for request.seed) and every
-// genome lies in its recipe's space.
+// Priors from skill memory (request.priors) weight the choice of recipes and
+// of parameter moves, and put the points they favour first in the first
+// generation ("seed:skill"). Proposals are a pure function of the request
+// (deterministic for request.seed) and every genome lies in its recipe's
+// space.
 //
 // Thread-safe: Propose() keeps no state between calls.
 #pragma once
