@@ -80,6 +80,7 @@ struct JobManager::Running {
   std::set<std::string> sources;
   std::map<std::string, std::string> node_by_eval;
   std::mt19937_64 rng;
+  std::map<std::string, double> priors;  // from skill memory
   int in_flight = 0;
   bool stopping = false;
   bool cancelled = false;
@@ -218,6 +219,12 @@ absl::StatusOr<std::unique_ptr<JobManager::Running>> JobManager::LoadRunning(con
   KEVO_ASSIGN_OR_RETURN(r->proposer, proposers_(job.spec()));
   r->rng.seed(job.spec().seed() ^ std::hash<std::string>()(job.job_id()));
   r->started = absl::FromUnixMicros(job.created_unix_micros());
+  if (learning_.priors && !job.spec().no_skills()) {
+    r->priors = learning_.priors(job.spec());
+    if (!r->priors.empty()) {
+      LogInfo("job ", job.job_id(), ": ", r->priors.size(), " proposer priors from skill memory");
+    }
+  }
   KEVO_RETURN_IF_ERROR(store_->Scan(
       store::Family::kNodes, absl::StrCat(job.job_id(), "/n/"),
       [&](std::string_view, std::string_view value) {
@@ -434,6 +441,7 @@ void JobManager::Pump(Running& r) {
     req.parents = ParentsFor(r, sel.parents);
     req.count = std::min(budget_left, target - r.in_flight);
     req.seed = r.rng();
+    req.priors = r.priors;
     req.job_id = r.job.job_id();
     auto proposals = r.proposer->Propose(req);
     if (!proposals.ok()) {
@@ -586,6 +594,11 @@ void JobManager::MaybeFinish(Running& r) {
   LogInfo("job ", job.job_id(), " ", v1::JobState_Name(job.state()), ": ", job.stop_reason(),
           "; best ", absl::StrFormat("%.2fx", job.best_speedup()), " (node ", job.best_node_id(),
           ") after ", job.evaluations_done(), " evaluations");
+  if (learning_.on_end) {
+    std::vector<v1::Node> nodes;
+    for (const auto& [node_id, n] : r.tree.nodes()) nodes.push_back(n);
+    learning_.on_end(job, nodes);
+  }
   std::string id = job.job_id();
   Publish(r, nullptr);
   running_.erase(id);

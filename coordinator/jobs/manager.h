@@ -53,6 +53,17 @@ class JobWatcher {
   virtual void OnEnd(const v1::Job& job) = 0;
 };
 
+// Skill memory's two connections to the job loop (coordinator/skills); both
+// optional. Called on the job loop thread: they may do store I/O but must not
+// call back into the manager.
+struct LearningHooks {
+  // The proposer priors (ProposeRequest::priors) for a job as it starts or
+  // is recovered; not called for a job whose spec says no_skills.
+  std::function<std::map<std::string, double>(const v1::JobSpec&)> priors;
+  // Once when a job ends (done or cancelled), with every node of its tree.
+  std::function<void(const v1::Job&, const std::vector<v1::Node>&)> on_end;
+};
+
 class JobManager {
  public:
   JobManager(store::Store* store, scheduler::Scheduler* scheduler, ProposerFactory proposers,
@@ -63,6 +74,8 @@ class JobManager {
   // job loop was down, and installs the scheduler's completion hook. Call
   // once before Start(). Returns the store's error.
   absl::Status Recover();
+  // Installs skill memory's hooks; call before Recover().
+  void SetLearningHooks(LearningHooks hooks) { learning_ = std::move(hooks); }
   void Start();
   void Stop();
 
@@ -103,6 +116,7 @@ class JobManager {
   store::Store* const store_;
   scheduler::Scheduler* const scheduler_;
   ProposerFactory proposers_;
+  LearningHooks learning_;
   std::shared_ptr<prometheus::Registry> registry_;
   struct Metrics;
   std::unique_ptr<Metrics> metrics_;
