@@ -10,8 +10,10 @@
 #include "absl/synchronization/notification.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "coordinator/kb/kb.h"
 #include "coordinator/proposer/builtin/builtin_proposer.h"
 #include "coordinator/server/services.h"
+#include "coordinator/skills/skills.h"
 #include "coordinator/store/store.h"
 
 namespace kevo::coordinator {
@@ -52,10 +54,12 @@ class CoordinatorImpl final : public Coordinator {
       auto ports = exposer_->GetListeningPorts();
       metrics_port_ = ports.empty() ? 0 : ports.front();
     }
+    KEVO_RETURN_IF_ERROR(OpenKnowledge(options));
     scheduler_ = std::make_unique<scheduler::Scheduler>(store_.get(), options.scheduler, registry_);
     KEVO_RETURN_IF_ERROR(scheduler_->Recover());
     jobs_ = std::make_unique<jobs::JobManager>(store_.get(), scheduler_.get(),
                                                MakeProposerFactory(options), registry_);
+    jobs_->SetLearningHooks(MakeLearningHooks());
     KEVO_RETURN_IF_ERROR(jobs_->Recover());
     scheduler_->Start();
     jobs_->Start();
@@ -95,14 +99,57 @@ class CoordinatorImpl final : public Coordinator {
     server_.reset();
     jobs_.reset();
     scheduler_.reset();
+    skills_.reset();
+    kb_.reset();
     store_.reset();
     LogInfo("coordinator stopped");
     if (!stopped_.HasBeenNotified()) stopped_.Notify();
   }
 
  private:
+  // Imports the knowledge base (a bad --kb folder is an error; a default one
+  // that fails to import only a warning) and opens it and skill memory.
+  absl::Status OpenKnowledge(const CoordinatorOptions& options) {
+    std::string dir = options.kb_dir;
+    if (dir.empty()) {
+      auto found = kb::DefaultKbDir();
+      if (found.ok()) dir = *found;
+      else LogWarning("knowledge base: ", found.status().message());
+    }
+    if (!dir.empty()) {
+      auto stats = kb::ImportDirectory(store_.get(), dir);
+      if (!stats.ok() && !options.kb_dir.empty()) return stats.status();
+      if (!stats.ok()) LogWarning("knowledge base not imported: ", stats.status().ToString());
+    }
+    KEVO_ASSIGN_OR_RETURN(kb_, kb::OpenKnowledgeBase(store_.get(), registry_.get()));
+    KEVO_ASSIGN_OR_RETURN(skills_, skills::SkillStore::Create(store_.get(), registry_.get()));
+    return absl::OkStatus();
+  }
+
+  // Skill memory's priors for new jobs and distillation of finished ones.
+  jobs::LearningHooks MakeLearningHooks() {
+    jobs::LearningHooks hooks;
+    skills::SkillStore* skills = skills_.get();
+    hooks.priors = [skills](const v1::JobSpec& spec) -> std::map<std::string, double> {
+      auto found = skills->SkillsFor(spec.platform(), skills::SkillFamily(spec.task()),
+                                     /*limit=*/0);
+      if (!found.ok()) {
+        LogWarning("skills for ", spec.task().name(), ": ", found.status().ToString());
+        return {};
+      }
+      return skills::PriorsFrom(*found);
+    };
+    hooks.on_end = [skills](const v1::Job& job, const std::vector<v1::Node>& nodes) {
+      absl::Status s = skills->Distil(job, nodes);
+      if (!s.ok()) LogError("job ", job.job_id(), ": distilling skills: ", s.ToString());
+    };
+    return hooks;
+  }
+
   std::unique_ptr<store::Store> store_;
   std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<kb::KnowledgeBase> kb_;
+  std::unique_ptr<skills::SkillStore> skills_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;
   std::unique_ptr<jobs::JobManager> jobs_;
