@@ -11,6 +11,16 @@ __global__ void FillKernel(int* out, int n) {
   }
 }
 
+__global__ void ReadKernel(const float4* __restrict__ buf, size_t n, float* sink) {
+  float s = 0;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const float4 v = buf[i];
+    s += (v.x + v.y) + (v.z + v.w);
+  }
+  if (s == -1.2345f) *sink = s;
+}
+
 // 8 independent FMA chains per thread keep the pipes full; the result is
 // stored only when impossible, so the compiler cannot drop the loop.
 __global__ void FmaKernel(float* sink, int iters, float seed) {
@@ -44,6 +54,14 @@ cudaError_t HealthCheck(int n) {
     if (h[i] != i * 3 + 1) return cudaErrorUnknown;
   }
   return cudaSuccess;
+}
+
+cudaError_t ReadToFlushL2(const void* buf, size_t bytes, float* sink) {
+  int dev = 0, sms = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  ReadKernel<<<sms * 4, 512>>>(static_cast<const float4*>(buf), bytes / 16, sink);
+  return cudaGetLastError();
 }
 
 cudaError_t MeasureFp32Peak(double* gflops) {

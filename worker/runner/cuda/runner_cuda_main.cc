@@ -39,6 +39,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <vector>
@@ -283,15 +284,89 @@ void CallForeign(const Kernel& fn, void** args) {
   }
 }
 
+// Work a candidate may leave behind when it returns: the non-blocking
+// streams it created (cudaStreamNonBlocking: the legacy default stream does
+// not wait for them), and events recorded on such streams when it destroyed
+// them (a destroyed stream's work still runs). Filled by the interposed
+// cudaStreamCreate* / cudaStreamDestroy below; any thread may call them.
+struct EscapeTracker {
+  std::mutex mu;
+  std::vector<cudaStream_t> streams;
+  std::vector<cudaEvent_t> orphans;
+};
+EscapeTracker& Tracker() {
+  static auto* t = new EscapeTracker();
+  return *t;
+}
+
+// True when any tracked stream or orphan event still has work; finished
+// orphans are dropped.
+bool AnyTrackedWorkPending() {
+  EscapeTracker& t = Tracker();
+  std::lock_guard<std::mutex> l(t.mu);
+  bool pending = false;
+  for (cudaStream_t s : t.streams) {
+    const cudaError_t e = cudaStreamQuery(s);
+    if (e == cudaErrorNotReady) pending = true;
+    else if (e != cudaSuccess) DeviceFault(e, "on a stream the candidate created");
+  }
+  for (auto it = t.orphans.begin(); it != t.orphans.end();) {
+    const cudaError_t e = cudaEventQuery(*it);
+    if (e == cudaErrorNotReady) {
+      pending = true;
+      ++it;
+    } else if (e != cudaSuccess) {
+      DeviceFault(e, "on a stream the candidate destroyed");
+    } else {
+      cudaEventDestroy(*it);
+      it = t.orphans.erase(it);
+    }
+  }
+  return pending;
+}
+
+// Called right after a candidate (or baseline) call returned, with
+// `legacy_done` recorded on the legacy default stream after it: everything a
+// caller on that stream would wait for. If work on a non-blocking stream is
+// still running once `legacy_done` has completed, the call returned before
+// its outputs were ready: ends the runner with kExitUnfinishedWork. (Work on
+// a non-blocking stream that the legacy stream waits for, through an event,
+// is finished by then and passes.)
+void CheckNothingEscaped(cudaEvent_t legacy_done, absl::string_view where) {
+  if (!AnyTrackedWorkPending()) return;
+  const cudaError_t e = cudaEventSynchronize(legacy_done);
+  if (e != cudaSuccess) DeviceFault(e, where);
+  if (!AnyTrackedWorkPending()) return;
+  Fail(kExitUnfinishedWork, "unfinished",
+       absl::StrCat("the call returned (", std::string(where),
+                    ") while kernels it launched on a cudaStreamNonBlocking stream were still "
+                    "running, unordered with the caller's (legacy default) stream: its outputs "
+                    "were not ready when it returned; synchronise that stream, or make the "
+                    "default stream wait for it (cudaStreamWaitEvent), before returning"));
+}
+
+// An event on the legacy default stream for CheckNothingEscaped.
+cudaEvent_t LegacyDoneEvent() {
+  static cudaEvent_t e = [] {
+    cudaEvent_t ev{};
+    Check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
+    return ev;
+  }();
+  return e;
+}
+
 // One call, then the whole device synchronised: errors of launches the
 // candidate did not check, and faults of kernels still running when it
-// returned (on any stream), end the runner here.
+// returned (on any stream), end the runner here; so does work still running
+// on a non-blocking stream after the default stream's (CheckNothingEscaped).
 void CallAndSync(const Kernel& fn, void** args) {
   Check(cudaDeviceSynchronize(), "before the call");
   CallForeign(fn, args);
   cudaError_t launch = cudaGetLastError();
-  cudaError_t sync = cudaDeviceSynchronize();
   if (launch != cudaSuccess) DeviceFault(launch, "a kernel launch failed");
+  Check(cudaEventRecord(LegacyDoneEvent(), 0), "cudaEventRecord");
+  CheckNothingEscaped(LegacyDoneEvent(), "validation call");
+  cudaError_t sync = cudaDeviceSynchronize();
   if (sync != cudaSuccess) DeviceFault(sync, "while the kernels ran");
 }
 
@@ -442,12 +517,16 @@ struct ProfileOptions {
 };
 
 // Times one call cold: outputs re-poisoned (a kernel cannot skip work whose
-// result is still there from the previous sample) and L2 flushed by writing
-// a buffer twice its size, both before the start event.
+// result is still there from the previous sample) and L2 flushed by reading
+// a buffer twice its size, both before the start event. Reading, not
+// writing: a memset flush leaves L2 full of dirty lines, and the timed
+// kernel would pay for writing someone else's data back to memory.
 class Sampler {
  public:
   Sampler(size_t flush_bytes, const ProfileOptions& opts) : flush_bytes_(flush_bytes), opts_(opts) {
     Check(cudaMalloc(&flush_, flush_bytes_), "allocating the L2 flush buffer");
+    Check(cudaMemset(flush_, 0, flush_bytes_), "clearing the L2 flush buffer");
+    Check(cudaMalloc(reinterpret_cast<void**>(&sink_), sizeof(float)), "allocating the L2 flush sink");
     Check(cudaEventCreate(&start_), "cudaEventCreate");
     Check(cudaEventCreate(&stop_), "cudaEventCreate");
   }
@@ -455,7 +534,7 @@ class Sampler {
   // Seconds for one call; `escaped` counts samples timed on the host clock.
   double Sample(const Kernel& fn, Frame& f, int64_t& escaped) {
     PoisonOutputs(f);
-    Check(cudaMemsetAsync(flush_, static_cast<int>(++flushes_ & 0xFF), flush_bytes_, 0), "L2 flush");
+    Check(cuda::ReadToFlushL2(flush_, flush_bytes_, sink_), "L2 flush");
     Check(cudaDeviceSynchronize(), "before a sample");
     const double t0 = Now();
     Check(cudaEventRecord(start_, 0), "cudaEventRecord");
@@ -463,6 +542,7 @@ class Sampler {
     cudaError_t launch = cudaGetLastError();
     if (launch != cudaSuccess) DeviceFault(launch, "a kernel launch failed while timing");
     Check(cudaEventRecord(stop_, 0), "cudaEventRecord");
+    CheckNothingEscaped(stop_, "timed call");
     Check(cudaEventSynchronize(stop_), "while timing");
     const double t_stop = Now();
     Check(cudaDeviceSynchronize(), "while timing");
@@ -481,8 +561,8 @@ class Sampler {
 
  private:
   void* flush_ = nullptr;
+  float* sink_ = nullptr;
   size_t flush_bytes_;
-  uint64_t flushes_ = 0;
   cudaEvent_t start_{}, stop_{};
   ProfileOptions opts_;
 };
@@ -780,6 +860,65 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 }  // namespace kevo::runner
+
+// The CUDA runtime's stream constructors and destructor, interposed: the
+// runner exports these (see CMakeLists.txt), so a candidate .so's calls bind
+// here first; each forwards to the runtime's own (RTLD_NEXT) and records the
+// non-blocking streams for CheckNothingEscaped.
+namespace {
+template <typename Fn>
+Fn Next(const char* name) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+}
+void TrackIfNonBlocking(cudaError_t e, cudaStream_t* stream, unsigned int flags) {
+  if (e != cudaSuccess || stream == nullptr || (flags & cudaStreamNonBlocking) == 0) return;
+  kevo::runner::EscapeTracker& t = kevo::runner::Tracker();
+  std::lock_guard<std::mutex> l(t.mu);
+  t.streams.push_back(*stream);
+}
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) cudaError_t cudaStreamCreateWithFlags(
+    cudaStream_t* stream, unsigned int flags) {
+  using Fn = cudaError_t (*)(cudaStream_t*, unsigned int);
+  static const Fn next = Next<Fn>("cudaStreamCreateWithFlags");
+  if (next == nullptr) return cudaErrorNotSupported;
+  const cudaError_t e = next(stream, flags);
+  TrackIfNonBlocking(e, stream, flags);
+  return e;
+}
+
+extern "C" __attribute__((visibility("default"))) cudaError_t cudaStreamCreateWithPriority(
+    cudaStream_t* stream, unsigned int flags, int priority) {
+  using Fn = cudaError_t (*)(cudaStream_t*, unsigned int, int);
+  static const Fn next = Next<Fn>("cudaStreamCreateWithPriority");
+  if (next == nullptr) return cudaErrorNotSupported;
+  const cudaError_t e = next(stream, flags, priority);
+  TrackIfNonBlocking(e, stream, flags);
+  return e;
+}
+
+// A tracked stream destroyed with work still queued keeps running it: an
+// event recorded on it first stands in for it.
+extern "C" __attribute__((visibility("default"))) cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  using Fn = cudaError_t (*)(cudaStream_t);
+  static const Fn next = Next<Fn>("cudaStreamDestroy");
+  if (next == nullptr) return cudaErrorNotSupported;
+  {
+    kevo::runner::EscapeTracker& t = kevo::runner::Tracker();
+    std::lock_guard<std::mutex> l(t.mu);
+    auto it = std::find(t.streams.begin(), t.streams.end(), stream);
+    if (it != t.streams.end()) {
+      t.streams.erase(it);
+      cudaEvent_t ev{};
+      if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) == cudaSuccess) {
+        if (cudaEventRecord(ev, stream) == cudaSuccess) t.orphans.push_back(ev);
+        else cudaEventDestroy(ev);
+      }
+    }
+  }
+  return next(stream);
+}
 
 int main(int argc, char** argv) {
   int code = kevo::runner::Main(argc, argv);
