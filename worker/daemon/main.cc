@@ -1,5 +1,6 @@
 // kevo-worker: a worker daemon for one platform. Dials the coordinator,
 // measures the host once, then evaluates candidates on --slots slots.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -7,6 +8,8 @@
 
 #include "absl/strings/numbers.h"
 #include "common/log.h"
+#include "worker/backends/amd/amd_backend.h"
+#include "worker/backends/amd/hip_build.h"
 #include "worker/backends/cpu/cpu_backend.h"
 #include "worker/backends/mtia_sim/mtia_backend.h"
 #include "worker/backends/nvidia/nvidia_backend.h"
@@ -15,14 +18,16 @@
 namespace {
 
 constexpr char kUsage[] =
-    "usage: kevo-worker --coordinator HOST:PORT [--platform cpu|nvidia|mtia-sim]\n"
+    "usage: kevo-worker --coordinator HOST:PORT [--platform cpu|nvidia|amd|mtia-sim]\n"
     "                   [--slots N]\n"
     "                   [--work-dir DIR] [--metrics HOST:PORT] [--worker-id ID]\n"
     "                   [--compile-timeout S] [--run-timeout S] [--memory-limit-mb MB]\n"
-    "                   [--profile-cap S] [--mtia-config 2i|1]\n"
+    "                   [--profile-cap S] [--mtia-config 2i|1] [--offload-arch LIST]\n"
     "  --platform   cpu, nvidia (CUDA candidates on this host's GPUs, found with\n"
-    "               kevo-runner-cuda probe) or mtia-sim; amd is reported as not\n"
-    "               available in this build\n"
+    "               kevo-runner-cuda probe), amd (HIP candidates compiled with hipcc;\n"
+    "               compile-only: static resource analysis, see docs/amd.md) or mtia-sim\n"
+    "  --offload-arch  amd targets, comma-separated: gfx90a, gfx940 (default both;\n"
+    "               gfx940 stands in for gfx942, which Debian's LLVM 15 does not know)\n"
     "  --mtia-config  the chip mtia-sim simulates: 2i (MTIA 2i, default) or 1 (MTIA 1)\n"
     "  --slots      evaluations run at once (default 1; timing is most stable with 1;\n"
     "               nvidia: default GPUs + 2, so candidates compile on the CPU while\n"
@@ -45,6 +50,7 @@ int main(int argc, char** argv) {
   cpu.work_dir = "/tmp/kevo-worker";
   std::string platform = "cpu";
   kevo::worker::MtiaBackendOptions mtia;
+  kevo::worker::AmdBackendOptions amd;
   bool run_timeout_set = false;
   bool slots_given = false;
   bool compile_timeout_set = false;
@@ -76,6 +82,11 @@ int main(int argc, char** argv) {
       run_timeout_set = true;
     }
     else if (arg == "--mtia-config" && (value == "2i" || value == "1")) mtia.chip = value;
+    else if (arg == "--offload-arch") {
+      auto targets = kevo::worker::ParseAmdTargets(value);
+      if (!targets.ok()) return Usage(std::string(targets.status().message()));
+      amd.targets = *targets;
+    }
     else if (arg == "--memory-limit-mb" && numeric && number > 0) cpu.memory_limit_bytes = static_cast<int64_t>(number) << 20;
     else if (arg == "--profile-cap" && numeric && number > 0) cpu.profile_time_cap_s = number;
     else return Usage("bad flag or value: " + arg + " " + value);
@@ -124,11 +135,17 @@ int main(int argc, char** argv) {
       options.slots = gpus + 2;
     }
   } else if (platform == "amd") {
-    std::fprintf(stderr,
-                 "kevo-worker: platform '%s' is not available in this build of kevo-worker "
-                 "(this build supports: cpu, nvidia, mtia-sim)\n",
-                 platform.c_str());
-    return 1;
+    amd.work_dir = cpu.work_dir;
+    if (compile_timeout_set) amd.compile_timeout = cpu.compile_timeout;
+    amd.memory_limit_bytes = std::max<int64_t>(cpu.memory_limit_bytes, int64_t{8} << 30);
+    auto b = kevo::worker::CreateAmdBackend(amd);
+    if (!b.ok()) {
+      std::fprintf(stderr, "kevo-worker: %s\n", std::string(b.status().message()).c_str());
+      return 1;
+    }
+    backend = std::move(*b);
+    // Compile-only: hipcc runs on the CPU, two at a time.
+    if (!slots_given) options.slots = 2;
   } else {
     return Usage("unknown --platform '" + platform + "' (cpu, nvidia, amd, mtia-sim)");
   }

@@ -359,12 +359,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const CpuBackendOption
     return absl::InvalidArgumentError("cpu backend: memory_limit_bytes must be at least 256 MiB");
   }
   if (opts.profile_time_cap_s <= 0) return absl::InvalidArgumentError("cpu backend: profile_time_cap_s must be > 0");
+  KEVO_ASSIGN_OR_RETURN(opts.work_dir, PrepareWorkDir(opts.work_dir, "cpu backend"));
   std::error_code ec;
-  fs::create_directories(opts.work_dir, ec);
-  if (ec) return absl::InvalidArgumentError(absl::StrCat("cpu backend: cannot create ", opts.work_dir, ": ", ec.message()));
-  opts.work_dir = fs::canonical(opts.work_dir, ec).string();
-  for (const char* sub : {"build", "golden", "inputs", "evals"}) fs::create_directories(opts.work_dir + "/" + sub, ec);
-  RemoveStaleScratch(opts.work_dir);
   if (opts.runner_path.empty()) {
     opts.runner_path = (fs::read_symlink("/proc/self/exe", ec).parent_path() / "kevo-runner-cpu").string();
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "absl/status/status.h"
@@ -22,10 +23,9 @@ bool ReadAt(std::string_view bytes, uint64_t offset, T* out) {
   return true;
 }
 
-}  // namespace
-
-absl::StatusOr<std::vector<ElfSymbol>> ParseElfSymbols(std::string_view bytes) {
-  Elf64_Ehdr eh;
+// The section headers of a little-endian ELF64 image, and its header.
+absl::StatusOr<std::vector<Elf64_Shdr>> SectionHeaders(std::string_view bytes, Elf64_Ehdr* header) {
+  Elf64_Ehdr& eh = *header;
   if (!ReadAt(bytes, 0, &eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
     return absl::InvalidArgumentError("not an ELF file");
   }
@@ -41,6 +41,72 @@ absl::StatusOr<std::vector<ElfSymbol>> ParseElfSymbols(std::string_view bytes) {
       return absl::InvalidArgumentError("ELF section header out of bounds");
     }
   }
+  return sections;
+}
+
+// The bytes of `s` within `bytes`, or nullopt when they lie outside it.
+std::optional<std::string_view> SectionBytes(std::string_view bytes, const Elf64_Shdr& s) {
+  if (s.sh_type == SHT_NOBITS) return std::string_view();
+  if (s.sh_offset > bytes.size() || bytes.size() - s.sh_offset < s.sh_size) return std::nullopt;
+  return bytes.substr(s.sh_offset, s.sh_size);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string_view> ElfSection(std::string_view bytes, std::string_view name) {
+  Elf64_Ehdr eh;
+  auto sections = SectionHeaders(bytes, &eh);
+  if (!sections.ok()) return sections.status();
+  if (eh.e_shstrndx >= sections->size()) return absl::InvalidArgumentError("ELF file has no section names");
+  auto names = SectionBytes(bytes, (*sections)[eh.e_shstrndx]);
+  if (!names) return absl::InvalidArgumentError("ELF section names out of bounds");
+  for (const Elf64_Shdr& s : *sections) {
+    if (s.sh_name >= names->size()) continue;
+    std::string_view rest = names->substr(s.sh_name);
+    if (rest.substr(0, rest.find('\0')) != name) continue;
+    auto data = SectionBytes(bytes, s);
+    if (!data) return absl::InvalidArgumentError(absl::StrCat("ELF section ", std::string(name), " out of bounds"));
+    return *data;
+  }
+  return absl::NotFoundError(absl::StrCat("ELF file has no section ", std::string(name)));
+}
+
+absl::StatusOr<std::vector<ElfNote>> ParseElfNotes(std::string_view bytes) {
+  Elf64_Ehdr eh;
+  auto sections = SectionHeaders(bytes, &eh);
+  if (!sections.ok()) return sections.status();
+  std::vector<ElfNote> notes;
+  for (const Elf64_Shdr& s : *sections) {
+    if (s.sh_type != SHT_NOTE) continue;
+    auto data = SectionBytes(bytes, s);
+    if (!data) return absl::InvalidArgumentError("ELF note section out of bounds");
+    uint64_t at = 0;
+    auto align4 = [](uint64_t n) { return (n + 3) & ~uint64_t{3}; };
+    while (at + sizeof(Elf64_Nhdr) <= data->size()) {
+      Elf64_Nhdr nh;
+      ReadAt(*data, at, &nh);
+      at += sizeof(Elf64_Nhdr);
+      const uint64_t name_at = at, desc_at = at + align4(nh.n_namesz);
+      if (desc_at > data->size() || data->size() - desc_at < nh.n_descsz) {
+        return absl::InvalidArgumentError("ELF note out of bounds");
+      }
+      ElfNote note;
+      note.name = std::string(data->substr(name_at, nh.n_namesz));
+      while (!note.name.empty() && note.name.back() == '\0') note.name.pop_back();
+      note.type = nh.n_type;
+      note.desc = std::string(data->substr(desc_at, nh.n_descsz));
+      notes.push_back(std::move(note));
+      at = desc_at + align4(nh.n_descsz);
+    }
+  }
+  return notes;
+}
+
+absl::StatusOr<std::vector<ElfSymbol>> ParseElfSymbols(std::string_view bytes) {
+  Elf64_Ehdr eh;
+  auto parsed = SectionHeaders(bytes, &eh);
+  if (!parsed.ok()) return parsed.status();
+  const std::vector<Elf64_Shdr>& sections = *parsed;
   const Elf64_Shdr* table = nullptr;
   for (const auto& s : sections) {
     if (s.sh_type == SHT_DYNSYM) table = &s;
@@ -96,6 +162,15 @@ absl::StatusOr<std::vector<ElfSymbol>> ReadElfSymbols(const std::string& path) {
     return absl::Status(symbols.status().code(), absl::StrCat(path, ": ", symbols.status().message()));
   }
   return symbols;
+}
+
+absl::StatusOr<bool> DefinesGlobalSymbol(const std::string& path, std::string_view name) {
+  auto symbols = ReadElfSymbols(path);
+  if (!symbols.ok()) return symbols.status();
+  for (const ElfSymbol& s : *symbols) {
+    if (s.name == name && !s.undefined && s.global) return true;
+  }
+  return false;
 }
 
 std::vector<std::string> UndefinedSymbolNames(const std::vector<ElfSymbol>& symbols) {

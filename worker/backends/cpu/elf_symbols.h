@@ -1,11 +1,13 @@
-// A minimal, bounds-checked ELF64 symbol-table reader, used to list what a
-// compiled candidate imports before any of its code runs. It reads the
-// dynamic symbol table (.dynsym) of a shared object, or the static one
-// (.symtab) of a relocatable object (.o) that has no .dynsym.
+// A minimal, bounds-checked ELF64 reader, used to list what a compiled
+// candidate imports before any of its code runs. It reads the dynamic symbol
+// table (.dynsym) of a shared object, or the static one (.symtab) of a
+// relocatable object (.o) that has no .dynsym; and sections and notes by name
+// (the amd backend reads the HIP fat binary and the AMDGPU metadata note).
 //
 // Thread-safe (pure functions over the file's bytes).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +32,24 @@ absl::StatusOr<std::vector<ElfSymbol>> ParseElfSymbols(std::string_view bytes);
 // Reads `path` and parses it. Returns NotFound/PermissionDenied when the file
 // cannot be read, else as ParseElfSymbols.
 absl::StatusOr<std::vector<ElfSymbol>> ReadElfSymbols(const std::string& path);
+
+// The contents of the section called `name` (a view into `bytes`). Returns
+// NotFound when there is none, InvalidArgument for a malformed image.
+absl::StatusOr<std::string_view> ElfSection(std::string_view bytes, std::string_view name);
+
+// One note of an SHT_NOTE section: owner name (without the NUL), type and
+// descriptor bytes.
+struct ElfNote {
+  std::string name;
+  uint32_t type = 0;
+  std::string desc;
+};
+// Every note of every SHT_NOTE section. InvalidArgument for a malformed image.
+absl::StatusOr<std::vector<ElfNote>> ParseElfNotes(std::string_view bytes);
+
+// Whether the ELF file at `path` defines the global symbol `name`. Returns
+// ReadElfSymbols' errors.
+absl::StatusOr<bool> DefinesGlobalSymbol(const std::string& path, std::string_view name);
 
 // Names of the undefined (imported) symbols, sorted and unique.
 std::vector<std::string> UndefinedSymbolNames(const std::vector<ElfSymbol>& symbols);

@@ -305,6 +305,57 @@ std::vector<std::string> SandboxSystemPaths() {
 
 std::string FirstLineOf(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+absl::StatusOr<std::string> PrepareWorkDir(const std::string& work_dir, std::string_view who) {
+  std::error_code ec;
+  fs::create_directories(work_dir, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(who), ": cannot create ", work_dir, ": ", ec.message()));
+  }
+  const std::string dir = fs::canonical(work_dir, ec).string();
+  for (const char* sub : {"build", "golden", "inputs", "evals"}) fs::create_directories(dir + "/" + sub, ec);
+  RemoveStaleScratch(dir);
+  return dir;
+}
+
+CandidateBuild BuildCandidate(
+    const KernelBuilder& builder, const v1::Task& task, const v1::Candidate& candidate,
+    std::vector<std::string> flags,
+    const std::function<absl::Status(const std::vector<std::string>&)>& check_extra_flags) {
+  CandidateBuild out;
+  const std::vector<std::string> extra(candidate.extra_flags().begin(), candidate.extra_flags().end());
+  if (absl::Status s = check_extra_flags(extra); !s.ok()) {
+    out.status = v1::COMPILE_ERROR;
+    out.message = std::string(s.message());
+    return out;
+  }
+  auto wrapper = runner::GenerateWrapperSource(task);
+  if (!wrapper.ok()) {
+    out.status = v1::INFRA_ERROR;
+    out.message = absl::StrCat("the task's signature is malformed: ", wrapper.status().message());
+    return out;
+  }
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  auto build = builder.Build(BuildSpec{candidate.source(), std::move(flags), *wrapper});
+  if (!build.ok()) {
+    out.status = v1::INFRA_ERROR;
+    out.message = std::string(build.status().message());
+    return out;
+  }
+  out.build = *std::move(build);
+  out.status = out.build.status;
+  out.message = out.build.message;
+  return out;
+}
+
+absl::StatusOr<sandbox::Result> RunVersion(const sandbox::Sandbox& sandbox, const std::string& program) {
+  sandbox::Command version;
+  version.argv = {program, "--version"};
+  version.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"};
+  version.limits.wall_timeout = absl::Seconds(60);
+  return sandbox.Run(version);
+}
+
 // Removes scratch left behind by workers that died mid-evaluation. Only
 // entries older than an hour go: other processes may share the work folder.
 void RemoveStaleScratch(const std::string& work_dir) {

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "kevo/v1/evaluation.pb.h"
 #include "kevo/v1/task.pb.h"
 #include "worker/backend.h"
+#include "worker/backends/cpu/kernel_builder.h"
 #include "worker/runner/protocol.h"
 
 namespace google::protobuf {
@@ -51,6 +53,28 @@ std::vector<std::string> SandboxSystemPaths();
 // Removes scratch left behind by workers that died mid-evaluation (entries
 // older than an hour under evals/, build/tmp-*, golden/*.tmp-*, inputs/*.tmp-*).
 void RemoveStaleScratch(const std::string& work_dir);
+// Creates `work_dir` with build/, golden/, inputs/ and evals/, removes stale
+// scratch, and returns its canonical path. InvalidArgument ("<who>: cannot
+// create ...") when it cannot be created.
+absl::StatusOr<std::string> PrepareWorkDir(const std::string& work_dir, std::string_view who);
+// What the compile stages of the GPU platforms share: the candidate's extra
+// flags checked with `check_extra_flags` (COMPILE_ERROR with its message),
+// the kevo_entry wrapper generated (INFRA_ERROR for a malformed signature),
+// then `builder` run on the source with `flags` + the extra flags. status is
+// the build's (OK, COMPILE_ERROR, COMPILE_TIMEOUT) or INFRA_ERROR for the
+// worker's own failures.
+struct CandidateBuild {
+  v1::EvalStatus status = v1::EVAL_STATUS_UNSPECIFIED;
+  std::string message;
+  BuildResult build;  // set when the builder ran
+};
+CandidateBuild BuildCandidate(
+    const KernelBuilder& builder, const v1::Task& task, const v1::Candidate& candidate,
+    std::vector<std::string> flags,
+    const std::function<absl::Status(const std::vector<std::string>&)>& check_extra_flags);
+// Runs `program --version` in the sandbox (60 s limit) and returns how it
+// ended; the sandbox's error when it cannot start.
+absl::StatusOr<sandbox::Result> RunVersion(const sandbox::Sandbox& sandbox, const std::string& program);
 
 // How a runner process ended, as the evaluation sees it.
 struct RunnerOutcome {

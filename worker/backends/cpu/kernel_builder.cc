@@ -138,6 +138,7 @@ absl::StatusOr<sandbox::Result> KernelBuilder::RunCompiler(const std::vector<std
   cmd.argv.insert(cmd.argv.end(), args.begin(), args.end());
   cmd.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C", absl::StrCat("TMPDIR=", dir),
              absl::StrCat("HOME=", dir)};
+  cmd.env.insert(cmd.env.end(), layout_.env.begin(), layout_.env.end());
   cmd.cwd = dir;
   cmd.writable_dirs = {dir};
   cmd.visible_paths = visible_paths_;
@@ -157,7 +158,8 @@ absl::StatusOr<BuildResult> KernelBuilder::Build(const BuildSpec& spec) const {
           ? ""
           : absl::StrCat("layout\n", layout_.source_file, "\x1f", layout_.wrapper_file, "\x1f",
                          absl::StrJoin(layout_.leading_flags, "\x1f"), "\x1e",
-                         absl::StrJoin(layout_.link_flags, "\x1f"), "\n");
+                         absl::StrJoin(layout_.link_flags, "\x1f"), "\x1e",
+                         absl::StrJoin(layout_.env, "\x1f"), "\n");
   const std::string key = Sha256Hex(absl::StrCat(
       "kevo-kernel-v1\n", identity_.size(), ":", identity_, compiler_.size(), ":", compiler_,
       absl::StrJoin(spec.flags, "\x1f"), "\n", spec.source.size(), ":", spec.source,

@@ -55,6 +55,9 @@ struct CompilerLayout {
   std::vector<std::string> leading_flags = {"-fdiagnostics-color=never"};
   // After the flags in the link command.
   std::vector<std::string> link_flags = {"-shared", "-Wl,-z,defs"};
+  // Extra NAME=VALUE environment of both commands (hipcc reads its settings
+  // from the environment).
+  std::vector<std::string> env;
 
   bool operator==(const CompilerLayout&) const = default;
 };

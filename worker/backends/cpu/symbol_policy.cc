@@ -3,6 +3,9 @@
 #include <cctype>
 #include <set>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
 namespace kevo::worker {
 namespace {
 
@@ -89,6 +92,28 @@ std::vector<std::string> ForbiddenImports(const std::vector<std::string>& import
     if (!IsAllowedImport(name)) forbidden.push_back(name);
   }
   return forbidden;
+}
+
+ImportVerdict CheckDeviceImports(const std::vector<std::string>& imports,
+                                 const DeviceImportPolicy& policy) {
+  ImportVerdict v;
+  std::vector<std::string> vendor;
+  for (const std::string& name : imports) {
+    if (policy.allowed(name)) continue;
+    v.forbidden.push_back(name);
+    if (policy.vendor(name)) vendor.push_back(name);
+  }
+  if (v.forbidden.empty()) return v;
+  v.ok = false;
+  if (!vendor.empty()) {
+    v.message = absl::StrCat("the candidate calls a vendor library (", absl::StrJoin(vendor, ", "),
+                             "): no vendor-library calls inside the kernel; write the kernel "
+                             "itself (", std::string(policy.vendor_advice), ")");
+  } else {
+    v.message = absl::StrCat("the candidate imports forbidden symbol(s): ",
+                             absl::StrJoin(v.forbidden, ", "), ". ", std::string(policy.allowed_summary));
+  }
+  return v;
 }
 
 }  // namespace kevo::worker

@@ -21,4 +21,21 @@ bool IsAllowedImport(std::string_view name);
 // The subset of `imports` that is not allowed, in the given order.
 std::vector<std::string> ForbiddenImports(const std::vector<std::string>& imports);
 
+// The import policy of a GPU platform's host object (the launcher code a
+// CUDA or HIP candidate compiles to): what it may import, and which imports
+// belong to a vendor library (refused with their own message).
+struct DeviceImportPolicy {
+  bool (*allowed)(std::string_view name);
+  bool (*vendor)(std::string_view name);
+  std::string_view vendor_advice;    // e.g. "cuBLAS is the baseline, not a building block"
+  std::string_view allowed_summary;  // e.g. "CUDA candidates may use kernel launches, ..."
+};
+struct ImportVerdict {
+  bool ok = true;
+  std::string message;                 // SANDBOX_VIOLATION's message when !ok
+  std::vector<std::string> forbidden;  // every refused import
+};
+ImportVerdict CheckDeviceImports(const std::vector<std::string>& imports,
+                                 const DeviceImportPolicy& policy);
+
 }  // namespace kevo::worker

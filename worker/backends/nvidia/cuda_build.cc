@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "worker/backends/cpu/elf_symbols.h"
+#include "worker/backends/cpu/eval_pipeline.h"
 #include "worker/backends/cpu/symbol_policy.h"
 #include "worker/runner/protocol.h"
 
@@ -133,21 +134,11 @@ CudaCompileResult CompileCudaCandidate(const KernelBuilder& builder, const v1::T
                              "' is not supported on nvidia (use cuda: a .cu file defining the "
                              "task's extern \"C\" function over device pointers)"));
   }
-  std::vector<std::string> extra(candidate.extra_flags().begin(), candidate.extra_flags().end());
-  if (absl::Status s = CheckNvccExtraFlags(extra); !s.ok()) {
-    return fail(v1::COMPILE_ERROR, std::string(s.message()));
-  }
-  auto wrapper = runner::GenerateWrapperSource(task);
-  if (!wrapper.ok()) {
-    return fail(v1::INFRA_ERROR,
-                absl::StrCat("the task's signature is malformed: ", wrapper.status().message()));
-  }
-  BuildSpec spec{candidate.source(), NvccCandidateFlags(arch), *wrapper};
-  spec.flags.insert(spec.flags.end(), extra.begin(), extra.end());
-  auto build = builder.Build(spec);
-  if (!build.ok()) return fail(v1::INFRA_ERROR, std::string(build.status().message()));
-  out.build = *build;
-  if (build->status != v1::OK) return fail(build->status, build->message);
+  CandidateBuild built =
+      BuildCandidate(builder, task, candidate, NvccCandidateFlags(arch), &CheckNvccExtraFlags);
+  out.build = built.build;
+  if (built.status != v1::OK) return fail(built.status, built.message);
+  const BuildResult* build = &out.build;
 
   // ptxas -v: "Used 40 registers, used 1 barriers, 8448 bytes smem" and
   // "N bytes spill stores".
@@ -171,34 +162,18 @@ CudaCompileResult CompileCudaCandidate(const KernelBuilder& builder, const v1::T
   if (!symbols.ok()) return fail(v1::INFRA_ERROR, std::string(symbols.status().message()));
   out.imports = UndefinedSymbolNames(*symbols);
   if (!skip_symbol_check) {
-    std::vector<std::string> vendor;
-    for (const std::string& name : out.imports) {
-      if (IsAllowedCudaImport(name)) continue;
-      out.forbidden.push_back(name);
-      if (IsVendorLibrarySymbol(name)) vendor.push_back(name);
-    }
-    if (!vendor.empty()) {
-      return fail(v1::SANDBOX_VIOLATION,
-                  absl::StrCat("the candidate calls a vendor library (", absl::StrJoin(vendor, ", "),
-                               "): no vendor-library calls inside the kernel; write the kernel "
-                               "itself (cuBLAS is the baseline, not a building block)"));
-    }
-    if (!out.forbidden.empty()) {
-      return fail(v1::SANDBOX_VIOLATION,
-                  absl::StrCat("the candidate imports forbidden symbol(s): ",
-                               absl::StrJoin(out.forbidden, ", "),
-                               ". CUDA candidates may use kernel launches, streams, events, async "
-                               "copies/memsets, device attributes, math, memory and the C++ "
-                               "runtime"));
-    }
+    static constexpr DeviceImportPolicy kCudaImports{
+        &IsAllowedCudaImport, &IsVendorLibrarySymbol,
+        "cuBLAS is the baseline, not a building block",
+        "CUDA candidates may use kernel launches, streams, events, async copies/memsets, device "
+        "attributes, math, memory and the C++ runtime"};
+    ImportVerdict verdict = CheckDeviceImports(out.imports, kCudaImports);
+    out.forbidden = verdict.forbidden;
+    if (!verdict.ok) return fail(v1::SANDBOX_VIOLATION, verdict.message);
   }
-  auto so_symbols = ReadElfSymbols(build->library_path);
-  if (!so_symbols.ok()) return fail(v1::INFRA_ERROR, std::string(so_symbols.status().message()));
-  bool defines = false;
-  for (const ElfSymbol& s : *so_symbols) {
-    if (s.name == task.signature().function() && !s.undefined && s.global) defines = true;
-  }
-  if (!defines) {
+  auto defines = DefinesGlobalSymbol(build->library_path, task.signature().function());
+  if (!defines.ok()) return fail(v1::INFRA_ERROR, std::string(defines.status().message()));
+  if (!*defines) {
     return fail(v1::COMPILE_ERROR,
                 absl::StrCat("the candidate does not define extern \"C\" ",
                              task.signature().function(),

@@ -635,14 +635,6 @@ bool NvidiaBackend::ProfileStage(NvEvalRun& run, Gpu& gpu, const std::string& ti
   return true;
 }
 
-absl::StatusOr<sandbox::Result> RunVersion(const sandbox::Sandbox& sb, const std::string& program) {
-  sandbox::Command version;
-  version.argv = {program, "--version"};
-  version.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"};
-  version.limits.wall_timeout = absl::Seconds(60);
-  return sb.Run(version);
-}
-
 // "Cuda compilation tools, release 13.0, V13.0.88" out of nvcc --version.
 std::string NvccRelease(const std::string& s) {
   for (absl::string_view line : absl::StrSplit(s, '\n')) {
@@ -747,17 +739,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateNvidiaBackend(const NvidiaBackend
   if (opts.profile_time_cap_s <= 0) {
     return absl::InvalidArgumentError("nvidia backend: profile_time_cap_s must be > 0");
   }
+  KEVO_ASSIGN_OR_RETURN(opts.work_dir, PrepareWorkDir(opts.work_dir, "nvidia backend"));
   std::error_code ec;
-  fs::create_directories(opts.work_dir, ec);
-  if (ec) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("nvidia backend: cannot create ", opts.work_dir, ": ", ec.message()));
-  }
-  opts.work_dir = fs::canonical(opts.work_dir, ec).string();
-  for (const char* sub : {"build", "golden", "inputs", "evals"}) {
-    fs::create_directories(opts.work_dir + "/" + sub, ec);
-  }
-  RemoveStaleScratch(opts.work_dir);
   const fs::path self_dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
   if (opts.runner_path.empty()) opts.runner_path = (self_dir / "kevo-runner-cuda").string();
   if (opts.cpu_runner_path.empty()) opts.cpu_runner_path = (self_dir / "kevo-runner-cpu").string();

@@ -1,0 +1,361 @@
+#include "worker/backends/amd/hip_build.h"
+
+#include <algorithm>
+#include <cstring>
+#include <regex>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "worker/backends/cpu/elf_symbols.h"
+#include "worker/backends/cpu/eval_pipeline.h"
+#include "worker/backends/cpu/symbol_policy.h"
+
+namespace kevo::worker {
+namespace {
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+int AlignUp(int n, int granule) { return (n + granule - 1) / granule * granule; }
+
+// NT_AMDGPU_METADATA: the code object v3+ metadata, a msgpack map.
+constexpr uint32_t kAmdgpuMetadataNote = 32;
+constexpr char kBundleMagic[] = "__CLANG_OFFLOAD_BUNDLE__";
+
+template <typename T>
+bool ReadAt(std::string_view bytes, uint64_t offset, T* out) {
+  if (offset > bytes.size() || bytes.size() - offset < sizeof(T)) return false;
+  std::memcpy(out, bytes.data() + offset, sizeof(T));
+  return true;
+}
+
+// The kernels of one code object (an AMDGPU ELF) for `target`.
+absl::Status ReadCodeObject(std::string_view elf, const std::string& target,
+                            std::vector<KernelResources>& out) {
+  auto notes = ParseElfNotes(elf);
+  if (!notes.ok()) return notes.status();
+  for (const ElfNote& note : *notes) {
+    if (note.name != "AMDGPU" || note.type != kAmdgpuMetadataNote) continue;
+    nlohmann::json meta = nlohmann::json::from_msgpack(note.desc, /*strict=*/true,
+                                                       /*allow_exceptions=*/false);
+    if (meta.is_discarded() || !meta.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat("the ", target, " metadata note does not parse"));
+    }
+    if (!meta.contains("amdhsa.kernels") || !meta["amdhsa.kernels"].is_array()) return absl::OkStatus();
+    auto num = [](const nlohmann::json& k, const char* key, int fallback) {
+      auto it = k.find(key);
+      return it != k.end() && it->is_number() ? it->get<int>() : fallback;
+    };
+    for (const nlohmann::json& k : meta["amdhsa.kernels"]) {
+      if (!k.is_object()) continue;
+      KernelResources r;
+      r.target = target;
+      r.kernel = k.value(".name", std::string());
+      r.vgprs = num(k, ".vgpr_count", 0);
+      r.agprs = num(k, ".agpr_count", 0);
+      r.sgprs = num(k, ".sgpr_count", 0);
+      r.lds_bytes = num(k, ".group_segment_fixed_size", 0);
+      r.scratch_bytes = num(k, ".private_segment_fixed_size", 0);
+      r.vgpr_spills = num(k, ".vgpr_spill_count", 0);
+      r.sgpr_spills = num(k, ".sgpr_spill_count", 0);
+      r.max_workgroup_size = std::max(1, num(k, ".max_flat_workgroup_size", 1024));
+      r.wavefront_size = std::max(1, num(k, ".wavefront_size", 64));
+      if (const AmdTarget* t = FindAmdTarget(target); t != nullptr) r.occupancy = OccupancyWavesPerSimd(*t, r);
+      out.push_back(std::move(r));
+    }
+    return absl::OkStatus();
+  }
+  return absl::OkStatus();  // a code object without kernels
+}
+
+}  // namespace
+
+const AmdTarget* FindAmdTarget(std::string_view name) {
+  static const auto* targets = new std::vector<AmdTarget>{
+      {"gfx90a", "CDNA2 (MI210, MI250X)"},
+      {"gfx940", "CDNA3 (stands in for gfx942, MI300X, which LLVM 15 does not know)"},
+  };
+  for (const AmdTarget& t : *targets) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<std::vector<std::string>> ParseAmdTargets(std::string_view list) {
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(absl::string_view(list.data(), list.size()), ',',
+                                               absl::SkipWhitespace())) {
+    std::string name = absl::AsciiStrToLower(absl::StripAsciiWhitespace(part));
+    if (name == "gfx942" || name == "gfx950") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "offload target ", name, " is unknown to this toolchain (Debian 12's HIP 5.2 / LLVM 15); "
+          "use gfx940, which stands in for gfx942's static analysis"));
+    }
+    if (FindAmdTarget(name) == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown offload target '", name, "' (known: gfx90a, gfx940)"));
+    }
+    if (std::find(out.begin(), out.end(), name) != out.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("offload target ", name, " is listed twice"));
+    }
+    out.push_back(name);
+  }
+  if (out.empty()) return absl::InvalidArgumentError("no offload target given");
+  return out;
+}
+
+std::vector<std::string> HipCandidateFlags(const std::vector<std::string>& targets) {
+  std::vector<std::string> flags = {"-O3", "-fPIC"};
+  for (const std::string& t : targets) flags.push_back("--offload-arch=" + t);
+  return flags;
+}
+
+CompilerLayout HipLayout() {
+  CompilerLayout layout;
+  layout.source_file = "source.hip";
+  layout.wrapper_file = "wrapper.cc";
+  layout.leading_flags = {"-fno-color-diagnostics"};
+  layout.link_flags = {"-shared"};
+  // hipcc compiles .cc files as HIP by default: the wrapper is host code, and
+  // a device pass per target would only cost time.
+  layout.env = {"HIP_COMPILE_CXX_AS_HIP=0"};
+  return layout;
+}
+
+absl::Status CheckHipExtraFlags(const std::vector<std::string>& flags) {
+  if (flags.size() > 32) return absl::InvalidArgumentError("too many extra hipcc flags (> 32)");
+  static const std::regex kAllowed(
+      R"(-O[0-3s]|-D[A-Za-z_][A-Za-z0-9_]*(=[A-Za-z0-9_.+-]*)?|-U[A-Za-z_][A-Za-z0-9_]*|)"
+      R"(-std=c\+\+(14|17|20)|-ffast-math|-fno-fast-math|-fgpu-flush-denormals-to-zero|)"
+      R"(-munsafe-fp-atomics|-mcumode|-mno-cumode|-mwavefrontsize64|-ffp-contract=(fast|on|off))");
+  for (const std::string& f : flags) {
+    if (f.size() > 120 || !std::regex_match(f, kAllowed)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "extra hipcc flag \"", f.substr(0, 60),
+          "\" is not allowed: only code-generation options are (-O*, -D*, -U*, -std=c++*, "
+          "-ffast-math, -fgpu-flush-denormals-to-zero, -munsafe-fp-atomics, -mcumode, "
+          "-ffp-contract=*); --offload-arch is the worker's, and -I, -L, -l, -o, -x, -Xclang, "
+          "-mllvm and the like can read or write files or change the toolchain"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool IsAmdVendorLibrarySymbol(std::string_view name) {
+  for (std::string_view prefix : {"rocblas", "hipblas", "miopen", "rocfft", "hipfft", "rocrand",
+                                  "hiprand", "rocsparse", "hipsparse", "rocsolver", "hipsolver",
+                                  "rccl", "nccl", "hipcub", "rocprim", "hipdnn"}) {
+    if (StartsWith(name, prefix)) return true;
+  }
+  return false;
+}
+
+bool IsAllowedHipImport(std::string_view name) {
+  if (IsAllowedImport(name)) return true;
+  // hipcc's registration and launch-configuration stubs.
+  if (StartsWith(name, "__hip")) return true;
+  if (name == "atexit") return true;
+  if (IsAmdVendorLibrarySymbol(name)) return false;
+  for (std::string_view prefix : {"hipLaunch", "hipExtLaunch", "hipStream", "hipEvent", "hipMemcpy",
+                                  "hipMemset", "hipFunc", "hipOccupancy", "hipModuleOccupancy"}) {
+    if (StartsWith(name, prefix)) return true;
+  }
+  static const auto* exact = new std::set<std::string, std::less<>>{
+      "hipGetLastError", "hipPeekAtLastError", "hipGetErrorString", "hipGetErrorName",
+      "hipDeviceSynchronize", "hipDeviceGetAttribute", "hipGetDevice", "hipGetDeviceProperties",
+      "hipGetDeviceCount", "hipMalloc", "hipFree", "hipMallocAsync", "hipFreeAsync",
+      "hipMallocPitch", "hipDeviceGetLimit", "hipDriverGetVersion", "hipRuntimeGetVersion",
+      "hipGetSymbolAddress", "hipGetSymbolSize"};
+  // Not allowed on purpose, as on nvidia: hipDeviceReset, hipSetDevice,
+  // managed memory, IPC, host registration, profiler control, peer access.
+  return exact->count(name) > 0;
+}
+
+absl::StatusOr<std::vector<KernelResources>> ReadHipKernelResources(std::string_view host_object) {
+  auto fatbin = ElfSection(host_object, ".hip_fatbin");
+  if (!fatbin.ok()) {
+    if (fatbin.status().code() == absl::StatusCode::kNotFound) {
+      return absl::NotFoundError("the object holds no device code (no .hip_fatbin section)");
+    }
+    return fatbin.status();
+  }
+  const std::string_view b = *fatbin;
+  // Clang offload bundle: magic, entry count, then per entry offset, size,
+  // id length and id ("hipv4-amdgcn-amd-amdhsa--gfx90a[:features]").
+  constexpr size_t kMagic = sizeof(kBundleMagic) - 1;
+  uint64_t count = 0;
+  if (b.size() < kMagic || b.substr(0, kMagic) != kBundleMagic || !ReadAt(b, kMagic, &count) ||
+      count > 64) {
+    return absl::InvalidArgumentError(".hip_fatbin is not a clang offload bundle");
+  }
+  std::vector<KernelResources> out;
+  uint64_t at = kMagic + 8;
+  for (uint64_t i = 0; i < count; ++i) {
+    uint64_t offset = 0, size = 0, id_len = 0;
+    if (!ReadAt(b, at, &offset) || !ReadAt(b, at + 8, &size) || !ReadAt(b, at + 16, &id_len) ||
+        at + 24 > b.size() || b.size() - (at + 24) < id_len) {
+      return absl::InvalidArgumentError("offload bundle entry out of bounds");
+    }
+    const std::string id(b.substr(at + 24, id_len));
+    at += 24 + id_len;
+    const size_t sep = id.find("--");
+    if (!StartsWith(id, "hip") || sep == std::string::npos) continue;  // the host entry
+    if (offset > b.size() || b.size() - offset < size) {
+      return absl::InvalidArgumentError(absl::StrCat("code object of ", id, " out of bounds"));
+    }
+    std::string target = id.substr(sep + 2);
+    target = target.substr(0, target.find(':'));
+    if (absl::Status s = ReadCodeObject(b.substr(offset, size), target, out); !s.ok()) return s;
+  }
+  return out;
+}
+
+int OccupancyWavesPerSimd(const AmdTarget& target, const KernelResources& k) {
+  int waves = target.max_waves_per_simd;
+  // CDNA2/3 share one file of 512 registers per lane between VGPRs and
+  // AGPRs; AGPRs start at the next multiple of 4 after the VGPRs, and
+  // allocation goes in granules of 8.
+  const int regs = k.agprs > 0 ? AlignUp(std::max(k.vgprs, 1), 4) + k.agprs : k.vgprs;
+  if (regs > 0) waves = std::min(waves, target.unified_vgprs / AlignUp(regs, 8));
+  // gfx9 SGPR limits (LLVM's getOccupancyWithNumSGPRs).
+  const int sgpr_waves = k.sgprs <= 80 ? 10 : k.sgprs <= 88 ? 9 : k.sgprs <= 100 ? 8 : k.sgprs <= 112 ? 7 : k.sgprs <= 128 ? 6 : 5;
+  waves = std::min(waves, sgpr_waves);
+  if (k.lds_bytes > 0) {
+    if (k.lds_bytes > target.lds_bytes) return 0;
+    const int groups = target.lds_bytes / k.lds_bytes;
+    const int waves_per_group = (k.max_workgroup_size + k.wavefront_size - 1) / k.wavefront_size;
+    const int lds_waves = (groups * waves_per_group + target.simds_per_cu - 1) / target.simds_per_cu;
+    waves = std::min(waves, std::max(1, lds_waves));
+  }
+  return std::max(0, waves);
+}
+
+double StaticScore(const std::vector<KernelResources>& kernels) {
+  if (kernels.empty()) return 0;
+  double occupancy = 1;
+  int spills = 0;
+  bool scratch = false;
+  for (const KernelResources& k : kernels) {
+    const AmdTarget* t = FindAmdTarget(k.target);
+    if (t == nullptr) continue;
+    if (k.lds_bytes > t->lds_bytes) return 0;
+    occupancy = std::min(occupancy, static_cast<double>(OccupancyWavesPerSimd(*t, k)) /
+                                        t->max_waves_per_simd);
+    spills += k.vgpr_spills + k.sgpr_spills;
+    scratch = scratch || k.scratch_bytes > 0;
+  }
+  double score = occupancy;
+  if (spills > 0) {
+    score *= 0.5 / (1.0 + spills / 64.0);
+  } else if (scratch) {
+    score *= 0.75;
+  }
+  return score;
+}
+
+std::map<std::string, double> ResourceCounters(const std::vector<KernelResources>& kernels) {
+  std::map<std::string, double> c;
+  for (const KernelResources& k : kernels) {
+    auto worst = [&](const char* what, double v, bool lower_is_worse = false) {
+      const std::string key = absl::StrCat(k.target, "_", what);
+      auto it = c.find(key);
+      if (it == c.end()) {
+        c[key] = v;
+      } else {
+        it->second = lower_is_worse ? std::min(it->second, v) : std::max(it->second, v);
+      }
+    };
+    worst("vgprs", k.vgprs);
+    worst("agprs", k.agprs);
+    worst("sgprs", k.sgprs);
+    worst("lds_bytes", k.lds_bytes);
+    worst("scratch_bytes", k.scratch_bytes);
+    worst("vgpr_spills", k.vgpr_spills);
+    worst("sgpr_spills", k.sgpr_spills);
+    worst("occupancy_waves", k.occupancy, /*lower_is_worse=*/true);
+    c[absl::StrCat(k.target, "_kernels")] += 1;
+  }
+  return c;
+}
+
+std::string PortCudaToHip(std::string_view cuda_source) {
+  std::string s(cuda_source);
+  static const std::regex kInclude(R"(#include\s*[<"]cuda_runtime(_api)?\.h[>"])");
+  s = std::regex_replace(s, kInclude, "#include <hip/hip_runtime.h>");
+  static const std::regex kApi(R"(\bcuda([A-Z][A-Za-z0-9_]*))");
+  return std::regex_replace(s, kApi, "hip$1");
+}
+
+HipCompileResult CompileHipCandidate(const KernelBuilder& builder, const v1::Task& task,
+                                     const v1::Candidate& candidate,
+                                     const std::vector<std::string>& targets) {
+  HipCompileResult out;
+  auto fail = [&](v1::EvalStatus status, std::string message) {
+    out.status = status;
+    out.message = std::move(message);
+    return out;
+  };
+  const std::string language = absl::AsciiStrToLower(candidate.language());
+  if (language != "hip" && language != "hip c++") {
+    return fail(v1::COMPILE_ERROR,
+                absl::StrCat("language '", candidate.language(),
+                             "' is not supported on amd (use hip: a HIP source defining the "
+                             "task's extern \"C\" function over device pointers)"));
+  }
+  CandidateBuild built =
+      BuildCandidate(builder, task, candidate, HipCandidateFlags(targets), &CheckHipExtraFlags);
+  out.build = built.build;
+  if (built.status != v1::OK) return fail(built.status, built.message);
+  const BuildResult* build = &out.build;
+
+  auto object = ReadFileBytes(build->object_path);
+  if (!object.ok()) return fail(v1::INFRA_ERROR, std::string(object.status().message()));
+  auto kernels = ReadHipKernelResources(*object);
+  if (!kernels.ok()) {
+    return fail(v1::INFRA_ERROR, absl::StrCat("cannot read the kernels' resource use: ",
+                                              kernels.status().message()));
+  }
+  out.kernels = *std::move(kernels);
+
+  auto symbols = ParseElfSymbols(*object);
+  if (!symbols.ok()) return fail(v1::INFRA_ERROR, std::string(symbols.status().message()));
+  static constexpr DeviceImportPolicy kHipImports{
+      &IsAllowedHipImport, &IsAmdVendorLibrarySymbol,
+      "rocBLAS is a baseline, not a building block",
+      "HIP candidates may use kernel launches, streams, events, async copies/memsets, device "
+      "attributes, math, memory and the C++ runtime"};
+  ImportVerdict verdict = CheckDeviceImports(UndefinedSymbolNames(*symbols), kHipImports);
+  out.forbidden = verdict.forbidden;
+  if (!verdict.ok) return fail(v1::SANDBOX_VIOLATION, verdict.message);
+
+  auto defines = DefinesGlobalSymbol(build->library_path, task.signature().function());
+  if (!defines.ok()) return fail(v1::INFRA_ERROR, std::string(defines.status().message()));
+  if (!*defines) {
+    return fail(v1::COMPILE_ERROR,
+                absl::StrCat("the candidate does not define extern \"C\" ",
+                             task.signature().function(),
+                             "(...) (a C++ function without extern \"C\", a typo, or a "
+                             "__global__ kernel instead of the host function that launches it)"));
+  }
+  for (const KernelResources& k : out.kernels) {
+    const AmdTarget* t = FindAmdTarget(k.target);
+    if (t != nullptr && k.lds_bytes > t->lds_bytes) {
+      return fail(v1::COMPILE_ERROR,
+                  absl::StrCat("kernel ", k.kernel, " needs ", k.lds_bytes, " bytes of LDS; ",
+                               k.target, " has ", t->lds_bytes, " per workgroup"));
+    }
+  }
+  if (out.kernels.empty()) {
+    return fail(v1::COMPILE_ERROR, "the candidate defines no __global__ kernel for the GPU");
+  }
+  out.status = v1::OK;
+  return out;
+}
+
+}  // namespace kevo::worker
