@@ -16,6 +16,15 @@
 namespace kevo::jobs {
 namespace {
 
+// "1.52x" for a measured best, "static score 0.83" for one a compile-only
+// fleet ranked without measuring.
+std::string BestLabel(const v1::Job& job) {
+  if (job.best_speedup() == 0 && job.best_static_score() > 0) {
+    return absl::StrFormat("static score %.2f", job.best_static_score());
+  }
+  return absl::StrFormat("%.2fx", job.best_speedup());
+}
+
 constexpr int kDefaultBudget = 60;
 constexpr int kMaxEmptyRounds = 40;     // proposals that were all duplicates
 constexpr int kMaxProposerErrors = 20;
@@ -182,6 +191,7 @@ absl::StatusOr<std::string> JobManager::Submit(v1::JobSpec spec) {
   *job.mutable_spec() = spec;
   job.set_state(v1::JOB_RUNNING);
   job.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
+  if (spec.require_timing()) KEVO_RETURN_IF_ERROR(scheduler_->CheckTimingAvailable(spec.platform()));
   job.set_task_hash(Sha256Hex(DeterministicBytes(spec.task())));
   KEVO_RETURN_IF_ERROR(PersistJob(job));
   {
@@ -307,7 +317,10 @@ void JobManager::OnEvaluationDone(const v1::EvalRecord& record) {
 void JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e) {
   node.set_state(v1::NODE_DONE);
   node.set_status(e.status());
-  node.set_fitness(e.status() == v1::OK ? e.speedup() : 0.0);
+  // A compile-only worker measured nothing: its static score ranks the node,
+  // flagged so that nobody reads it as a speedup.
+  node.set_static_fitness(e.compile_only());
+  node.set_fitness(e.status() != v1::OK ? 0.0 : e.compile_only() ? e.static_score() : e.speedup());
   node.set_time_s(e.timing().median_s());
   node.set_baseline_time_s(e.baseline().median_s());
   node.set_roofline_fraction(e.roofline_fraction());
@@ -327,18 +340,25 @@ void JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
   }
   (*job.mutable_by_status())[v1::EvalStatus_Name(e.status())] += 1;
   r.in_flight = std::max(0, r.in_flight - 1);
-  if (node.fitness() > job.best_speedup()) {
+  if (!node.static_fitness() && node.fitness() > job.best_speedup()) {
     job.set_best_speedup(node.fitness());
     job.set_best_node_id(node.node_id());
     job.set_best_time_s(node.time_s());
     job.set_baseline_time_s(node.baseline_time_s());
     job.set_best_roofline_fraction(node.roofline_fraction());
     job.set_last_gain_at(job.evaluations_done());
+    job.set_best_static_score(0);
   }
   job.set_evaluations_in_flight(r.in_flight);
   store::Batch batch;
   batch.Put(store::Family::kNodes, NodeKey(job.job_id(), node.node_id()), node.SerializeAsString());
   batch.Put(store::Family::kJobs, JobKey(job.job_id()), job.SerializeAsString());
+  } else if (node.static_fitness() && job.best_speedup() == 0 &&
+             node.fitness() > job.best_static_score()) {
+    // Ranked statically only while nothing has been measured.
+    job.set_best_static_score(node.fitness());
+    job.set_best_node_id(node.node_id());
+    job.set_last_gain_at(job.evaluations_done());
   absl::Status s = store_->Write(batch, /*sync=*/true);
   if (!s.ok()) LogError("job ", job.job_id(), ": persist result: ", s.ToString());
   r.tree.Upsert(node);
@@ -346,7 +366,7 @@ void JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
   LogInfo("job ", job.job_id(), " node ", node.node_id(), " ", v1::EvalStatus_Name(e.status()),
           " fitness=", absl::StrFormat("%.2f", node.fitness()), " [", node.mutation(), "] (",
           job.evaluations_done(), "/", job.spec().budget().max_evaluations(), ", best ",
-          absl::StrFormat("%.2fx", job.best_speedup()), ")");
+          BestLabel(job), ")");
   Publish(r, &node);
   std::string reason = StopReason(r);
   if (!reason.empty() && !r.stopping) {
@@ -366,7 +386,7 @@ std::string JobManager::StopReason(const Running& r) const {
       absl::ToDoubleSeconds(absl::Now() - r.started) >= b.max_wall_seconds()) {
     return "wall-time budget spent";
   }
-  if (b.stall_evaluations() > 0 && job.best_speedup() > 0 &&
+  if (b.stall_evaluations() > 0 && (job.best_speedup() > 0 || job.best_static_score() > 0) &&
       job.evaluations_done() - job.last_gain_at() >= b.stall_evaluations()) {
     return absl::StrCat("no gain in ", b.stall_evaluations(), " evaluations");
   }
@@ -430,7 +450,8 @@ void JobManager::Pump(Running& r) {
   }
   const v1::JobSpec& spec = r.job.spec();
   int target = spec.max_in_flight() > 0 ? spec.max_in_flight()
-                                        : std::max(1, scheduler_->SlotsFor(spec.platform()));
+                                        : std::max(1, scheduler_->SlotsFor(spec.platform(),
+                                                                           spec.require_timing()));
   for (int round = 0; !r.stopping && round < 16 && r.in_flight < target; ++round) {
     int budget_left = spec.budget().max_evaluations() - r.job.evaluations_done() - r.in_flight;
     if (budget_left <= 0) break;
@@ -495,9 +516,15 @@ void JobManager::Pump(Running& r) {
         LogError("job ", r.job.job_id(), ": submit: ", id.status().ToString());
         break;
       }
+      so.require_timing = spec.require_timing();
       r.tree.Upsert(node);
       r.sources.insert(hash);
       r.node_by_eval[node.eval_id()] = node.node_id();
+        if (id.status().code() == absl::StatusCode::kFailedPrecondition) {
+          // Timing required but only compile-only workers remain.
+          r.stopping = true;
+          r.job.set_stop_reason(std::string(id.status().message()));
+        }
       ++r.in_flight;
       --budget_left;
       any = true;
@@ -571,6 +598,7 @@ void JobManager::WarmStart(Running& r) {
     ++r.in_flight;
     LogInfo("job ", r.job.job_id(), " warm-starts from job ", job_id, " node ", node_id);
     Publish(r, &node);
+    so.require_timing = r.job.spec().require_timing();
   }
 }
 
@@ -592,7 +620,7 @@ void JobManager::MaybeFinish(Running& r) {
   absl::Status s = store_->Write(batch, /*sync=*/true);
   if (!s.ok()) LogError("job ", job.job_id(), ": persist end: ", s.ToString());
   LogInfo("job ", job.job_id(), " ", v1::JobState_Name(job.state()), ": ", job.stop_reason(),
-          "; best ", absl::StrFormat("%.2fx", job.best_speedup()), " (node ", job.best_node_id(),
+          "; best ", BestLabel(job), " (node ", job.best_node_id(),
           ") after ", job.evaluations_done(), " evaluations");
   if (learning_.on_end) {
     std::vector<v1::Node> nodes;

@@ -233,12 +233,18 @@ void Scheduler::DispatchLocked() {
   if (stopping_) return;
   for (auto& [worker_id, w] : workers_) {
     auto q = queue_.find(w.hello.platform());
-    while (q != queue_.end() && !q->second.empty() &&
+    if (q == queue_.end()) continue;
+    auto next = q->second.begin();
+    while (next != q->second.end() &&
            static_cast<int>(w.busy.size()) < std::max(1, w.hello.slots())) {
-      auto first = q->second.begin();
-      std::string eval_id = first->second;
-      q->second.erase(first);
-      auto a = active_.find(eval_id);
+      auto a = active_.find(next->second);
+      if (a != active_.end() && a->second.record.state() == v1::EVAL_QUEUED &&
+          a->second.record.require_timing() && w.hello.compile_only()) {
+        ++next;  // a compile-only worker cannot answer it: leave it queued
+        continue;
+      }
+      std::string eval_id = next->second;
+      next = q->second.erase(next);
       if (a == active_.end() || a->second.record.state() != v1::EVAL_QUEUED) continue;
       v1::EvalRecord& r = a->second.record;
       r.set_state(v1::EVAL_LEASED);
@@ -364,13 +370,33 @@ void Scheduler::OnResultLocked(const std::string& worker_id, const v1::EvalResul
 
 std::string Scheduler::NewEvalId() { return NewId("e"); }
 
-int Scheduler::SlotsFor(const std::string& platform) {
+int Scheduler::SlotsFor(const std::string& platform, bool timing_only) {
   absl::MutexLock l(&mu_);
   int slots = 0;
   for (const auto& [id, w] : workers_) {
-    if (w.hello.platform() == platform) slots += std::max(1, w.hello.slots());
+    if (w.hello.platform() != platform || (timing_only && w.hello.compile_only())) continue;
+    slots += std::max(1, w.hello.slots());
   }
   return slots;
+}
+
+absl::Status Scheduler::CheckTimingAvailable(const std::string& platform) {
+  absl::MutexLock l(&mu_);
+  return CheckTimingAvailableLocked(platform);
+}
+
+absl::Status Scheduler::CheckTimingAvailableLocked(const std::string& platform) {
+  int compile_only = 0;
+  for (const auto& [id, w] : workers_) {
+    if (w.hello.platform() != platform) continue;
+    if (!w.hello.compile_only()) return absl::OkStatus();
+    ++compile_only;
+  }
+  if (compile_only == 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "measured timing was required, but the ", compile_only, " connected ", platform,
+      " worker(s) are compile-only (no device to run on): they can only compile and rank "
+      "candidates statically; drop the timing requirement or connect a worker with a device"));
 }
 
 absl::StatusOr<std::string> Scheduler::Submit(const v1::Task& task, const v1::Candidate& candidate,
@@ -387,7 +413,9 @@ absl::StatusOr<std::string> Scheduler::Submit(const v1::Task& task, const v1::Ca
   r.set_state(v1::EVAL_QUEUED);
   r.set_job_id(job_id);
   r.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
+  r.set_require_timing(options.require_timing);
   absl::MutexLock l(&mu_);
+  if (options.require_timing) KEVO_RETURN_IF_ERROR(CheckTimingAvailableLocked(platform));
   r.set_sequence(next_sequence_++);
   store::Batch batch = std::move(options.extra);
   batch.Put(store::Family::kTasks, r.task_hash(), task_bytes);
@@ -458,6 +486,7 @@ std::vector<v1::WorkerInfo> Scheduler::ListWorkers() {
     for (const auto& lang : w.hello.languages()) info.add_languages(lang);
     info.set_connected_unix_micros(w.connected_unix_micros);
     for (const auto& [k, v] : w.hello.capabilities()) (*info.mutable_capabilities())[k] = v;
+    for (const std::string& t : w.hello.targets()) info.add_targets(t);
     out.push_back(std::move(info));
   }
   return out;

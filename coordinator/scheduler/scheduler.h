@@ -76,15 +76,25 @@ class Scheduler {
     // Written in the same atomic batch as the evaluation record (e.g. the
     // job's tree node), so that neither exists without the other.
     store::Batch extra;
+    // Never lease it to a compile-only worker (see EvaluateRequest).
+    bool require_timing = false;
   };
   // Stores and queues one evaluation; returns its id. With no worker of
   // `platform` connected the evaluation simply waits for one. Returns the
-  // store's error if it cannot persist.
+  // store's error if it cannot persist, and FailedPrecondition for an
+  // evaluation that requires timing while every connected worker of
+  // `platform` is compile-only.
   absl::StatusOr<std::string> Submit(const v1::Task& task, const v1::Candidate& candidate,
                                      const std::string& platform, SubmitOptions options);
   static std::string NewEvalId();
-  // Number of slots of connected workers serving `platform`.
-  int SlotsFor(const std::string& platform);
+  // Number of slots of connected workers serving `platform` (only those that
+  // can measure time when `timing_only`).
+  int SlotsFor(const std::string& platform, bool timing_only = false);
+  // OK unless evaluations on `platform` that require timing cannot run:
+  // FailedPrecondition when workers of `platform` are connected and every
+  // one is compile-only (the message says so). With none connected they
+  // wait, like any evaluation.
+  absl::Status CheckTimingAvailable(const std::string& platform);
 
   // Registers `listener` for `eval_id`. If the evaluation is already done,
   // OnFinal is called at once. NotFound for an unknown id.
@@ -113,6 +123,8 @@ class Scheduler {
   };
 
   void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckTimingAvailableLocked(const std::string& platform)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequeueLocked(Active& active, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnResultLocked(const std::string& worker_id, const v1::EvalResult& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

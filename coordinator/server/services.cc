@@ -124,7 +124,10 @@ class EvaluateReactor final : public grpc::ServerWriteReactor<v1::EvaluateEvent>
           grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the candidate's source is empty"));
       return;
     }
-    auto id = scheduler_->Submit(request.task(), request.candidate(), request.platform(), {});
+    scheduler::Scheduler::SubmitOptions options;
+    options.require_timing = request.require_timing();
+    auto id = scheduler_->Submit(request.task(), request.candidate(), request.platform(),
+                                 std::move(options));
     if (!id.ok()) {
       writes_.FinishAfterWrites(ToGrpcStatus(id.status()));
       return;
