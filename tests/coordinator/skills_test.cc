@@ -1,0 +1,182 @@
+// Tests for skill memory (coordinator/skills): distilling a finished job's
+// tree into skills with the right gains and evidence, aggregation across
+// jobs, idempotence, filters, and the priors skills give the builtin
+// proposer.
+#include "coordinator/skills/skills.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "coordinator/store/store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kevo/v1/job.pb.h"
+#include "tests/coordinator/kernel_harness.h"
+
+namespace kevo::skills {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+v1::Node MakeNode(const std::string& id, const std::string& parent, const std::string& genome,
+                  double fitness, int sequence, const std::string& mutation = "") {
+  v1::Node n;
+  n.set_node_id(id);
+  if (!parent.empty()) n.add_parent_ids(parent);
+  n.set_genome(genome);
+  n.set_fitness(fitness);
+  n.set_state(v1::NODE_DONE);
+  n.set_status(fitness > 0 ? v1::OK : v1::WRONG_ANSWER);
+  n.set_sequence(sequence);
+  n.set_mutation(mutation);
+  n.set_proposer(genome.empty() ? "llm:test" : "builtin");
+  return n;
+}
+
+v1::Job MakeJob(const std::string& id, const std::string& best) {
+  v1::Job job;
+  job.set_job_id(id);
+  job.mutable_spec()->set_platform("cpu");
+  job.mutable_spec()->mutable_task()->set_name("gelu_tanh");
+  job.mutable_spec()->mutable_task()->set_op_family("elementwise");
+  job.set_state(v1::JOB_DONE);
+  job.set_best_node_id(best);
+  return job;
+}
+
+// A first job: the default seed (1.0x), a single-threaded seed (1.5x), a
+// fast-math child of it (3.0x, the best), a child within noise (1.01x more),
+// a failed child, and an LLM child with a label (2.0x over its parent).
+std::vector<v1::Node> FirstTree() {
+  return {
+      MakeNode("n0", "", "elementwise{fast_math=off,threads=all,unroll=4}", 1.0, 0, "seed"),
+      MakeNode("n1", "", "elementwise{fast_math=off,threads=1,unroll=4}", 1.5, 1, "seed"),
+      MakeNode("n2", "n1", "elementwise{fast_math=on,threads=1,unroll=4}", 3.0, 2,
+               "param:fast_math off->on"),
+      MakeNode("n3", "n2", "elementwise{fast_math=on,threads=1,unroll=8}", 3.03, 3,
+               "param:unroll 4->8"),
+      MakeNode("n4", "n2", "elementwise{fast_math=on,threads=1,unroll=2}", 0, 4,
+               "param:unroll 4->2"),
+      MakeNode("n5", "n1", "", 2.0, 5, "polynomial erf"),
+  };
+}
+
+const Skill* Find(const std::vector<Skill>& skills, const std::string& transformation) {
+  for (const Skill& s : skills) {
+    if (s.transformation == transformation) return &s;
+  }
+  return nullptr;
+}
+
+class SkillsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto tmp = harness::TempDir::Create("kevo_skills_");
+    ASSERT_TRUE(tmp.ok()) << tmp.status();
+    tmp_ = *std::move(tmp);
+    auto store = store::Store::Open(tmp_->path() + "/db");
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    auto skills = SkillStore::Create(store_.get());
+    ASSERT_TRUE(skills.ok()) << skills.status();
+    skills_ = *std::move(skills);
+  }
+
+  std::vector<Skill> All(const std::string& platform = "cpu",
+                         const std::string& family = "elementwise") {
+    auto s = skills_->SkillsFor(platform, family, 0);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *s : std::vector<Skill>{};
+  }
+
+  std::unique_ptr<harness::TempDir> tmp_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<SkillStore> skills_;
+};
+
+TEST_F(SkillsTest, DistilsImprovingStepsWithGainAndEvidence) {
+  ASSERT_TRUE(skills_->Distil(MakeJob("j1", "n2"), FirstTree()).ok());
+  std::vector<Skill> skills = All();
+
+  const Skill* threads = Find(skills, "param:threads=1");
+  ASSERT_NE(threads, nullptr);  // the seed that beat the first seed
+  EXPECT_NEAR(threads->mean_gain, 1.5, 1e-9);
+  EXPECT_EQ(threads->evidence_count, 1);
+  EXPECT_THAT(threads->node_ids, ElementsAre("j1/n1"));
+  EXPECT_EQ(threads->platform, "cpu");
+  EXPECT_EQ(threads->family, "elementwise");
+
+  const Skill* fast = Find(skills, "param:fast_math=on");
+  ASSERT_NE(fast, nullptr);
+  EXPECT_NEAR(fast->mean_gain, 2.0, 1e-9);
+  EXPECT_THAT(fast->node_ids, ElementsAre("j1/n2"));
+  EXPECT_THAT(fast->summary, ::testing::HasSubstr("fast_math=on"));
+
+  const Skill* label = Find(skills, "polynomial erf");
+  ASSERT_NE(label, nullptr);  // an LLM node's label
+  EXPECT_NEAR(label->mean_gain, 2.0 / 1.5, 1e-9);
+
+  const Skill* best = Find(skills, "genome:elementwise{fast_math=on,threads=1,unroll=4}");
+  ASSERT_NE(best, nullptr);  // the best kernel, over the first seed
+  EXPECT_NEAR(best->mean_gain, 3.0, 1e-9);
+  EXPECT_THAT(best->node_ids, ElementsAre("j1/n2"));
+
+  // Within noise (1.01x) and failed steps teach nothing.
+  EXPECT_EQ(Find(skills, "param:unroll=8"), nullptr);
+  EXPECT_EQ(Find(skills, "param:unroll=2"), nullptr);
+  EXPECT_EQ(skills.size(), 4u);
+  // Best first by evidence-weighted gain.
+  EXPECT_EQ(skills.front().transformation, best->transformation);
+}
+
+TEST_F(SkillsTest, AggregatesAcrossJobsAndIgnoresARepeatedJob) {
+  ASSERT_TRUE(skills_->Distil(MakeJob("j1", "n2"), FirstTree()).ok());
+  ASSERT_TRUE(skills_->Distil(MakeJob("j1", "n2"), FirstTree()).ok());  // idempotent
+  std::vector<v1::Node> second = {
+      MakeNode("n0", "", "elementwise{fast_math=off,threads=all,unroll=4}", 2.0, 0, "seed"),
+      MakeNode("n1", "n0", "elementwise{fast_math=on,threads=all,unroll=4}", 3.0, 1,
+               "param:fast_math off->on"),
+  };
+  ASSERT_TRUE(skills_->Distil(MakeJob("j2", "n1"), second).ok());
+  const std::vector<Skill> skills = All();
+  const Skill* fast = Find(skills, "param:fast_math=on");
+  ASSERT_NE(fast, nullptr);
+  EXPECT_EQ(fast->evidence_count, 2);
+  EXPECT_NEAR(fast->mean_gain, std::sqrt(2.0 * 1.5), 1e-9);  // geometric mean
+  EXPECT_THAT(fast->node_ids, ElementsAre("j2/n1", "j1/n2"));  // newest first
+}
+
+TEST_F(SkillsTest, FiltersByPlatformAndFamily) {
+  ASSERT_TRUE(skills_->Distil(MakeJob("j1", "n2"), FirstTree()).ok());
+  EXPECT_THAT(All("nvidia", "elementwise"), IsEmpty());
+  EXPECT_THAT(All("cpu", "softmax"), IsEmpty());
+  EXPECT_EQ(All("", "elementwise").size(), 4u);
+  EXPECT_EQ(All("cpu", "").size(), 4u);
+  auto two = skills_->SkillsFor("cpu", "elementwise", 2);
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->size(), 2u);
+}
+
+TEST_F(SkillsTest, PriorsFavourWhatPaidOff) {
+  ASSERT_TRUE(skills_->Distil(MakeJob("j1", "n2"), FirstTree()).ok());
+  std::map<std::string, double> priors = PriorsFrom(All());
+  EXPECT_NEAR(priors.at("param:fast_math=on"), 2.0, 1e-9);
+  EXPECT_NEAR(priors.at("param:threads=1"), 1.5, 1e-9);
+  EXPECT_NEAR(priors.at("genome:elementwise{fast_math=on,threads=1,unroll=4}"), 3.0, 1e-9);
+  EXPECT_FALSE(priors.contains("polynomial erf"));  // labels are for prompts, not priors
+}
+
+TEST(TransformationsTest, RecipeSwitchKeepsChangedSharedParams) {
+  v1::Node parent = MakeNode("a", "", "softmax_three_pass{accumulators=4,exp=poly5}", 1, 0);
+  v1::Node child = MakeNode("b", "a", "softmax_online{accumulators=8,exp=poly5}", 2, 1);
+  EXPECT_THAT(Transformations(parent, child),
+              ElementsAre("recipe:softmax_online", "param:accumulators=8"));
+  Skill s{.platform = "cpu", .family = "softmax", .transformation = "recipe:softmax_online",
+          .mean_gain = 1.2, .evidence_count = 2};
+  EXPECT_NEAR(PriorsFrom({s}).at("softmax_online"), 1.44, 1e-9);
+}
+
+}  // namespace
+}  // namespace kevo::skills
