@@ -2,6 +2,7 @@
 // and returns the process exit status.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,11 +19,14 @@ int WatchCommand(const std::vector<std::string>& args);
 int BestCommand(const std::vector<std::string>& args);
 int JobsCommand(const std::vector<std::string>& args);
 int CancelCommand(const std::vector<std::string>& args);
+int SuiteCommand(const std::vector<std::string>& args);
 
 // Streams a job's progress (a bar on a terminal, plain lines otherwise, on
-// stderr) until it ends; returns the final Job or the RPC's error.
-absl::StatusOr<v1::Job> WatchJobStream(const std::string& address, const std::string& job_id,
-                                       bool quiet);
+// stderr) until it ends; returns the final Job or the RPC's error. When
+// given, `on_event` sees the job after every event (on this thread).
+absl::StatusOr<v1::Job> WatchJobStream(
+    const std::string& address, const std::string& job_id, bool quiet,
+    const std::function<void(const v1::Job&)>& on_event = nullptr);
 
 // Streams one evaluation through a coordinator's JobService, printing stage
 // lines on stderr unless `quiet`. Returns the final Evaluation, or the RPC's

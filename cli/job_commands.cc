@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/embedded.h"
 #include "cli/flags.h"
+#include "cli/job_common.h"
 #include "cli/report.h"
 #include "common/grpc_status.h"
 #include "common/task/task_loader.h"
@@ -20,17 +21,16 @@
 #include "kevo/v1/job.grpc.pb.h"
 
 namespace kevo::cli {
-namespace {
-
-constexpr char kDefaultCoordinator[] = "127.0.0.1:50051";
 
 std::unique_ptr<v1::JobService::Stub> Stub(const std::string& address) {
   return v1::JobService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
 }
 
-void Deadline(grpc::ClientContext* ctx, int seconds = 30) {
+void Deadline(grpc::ClientContext* ctx, int seconds) {
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
 }
+
+namespace {
 
 std::string Failures(const v1::Job& job) {
   std::vector<std::string> parts;
@@ -72,7 +72,8 @@ std::string ProgressLine(const v1::Job& job, bool bar) {
 }  // namespace
 
 absl::StatusOr<v1::Job> WatchJobStream(const std::string& address, const std::string& job_id,
-                                       bool quiet) {
+                                       bool quiet,
+                                       const std::function<void(const v1::Job&)>& on_event) {
   auto stub = Stub(address);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::hours(48));
@@ -85,6 +86,7 @@ absl::StatusOr<v1::Job> WatchJobStream(const std::string& address, const std::st
   int printed_done = -1;
   while (reader->Read(&event)) {
     last = event.job();
+    if (on_event) on_event(last);
     if (quiet) continue;
     if (tty) {
       std::fprintf(stderr, "\r\033[K%s", ProgressLine(last, /*bar=*/true).c_str());
@@ -103,8 +105,13 @@ absl::StatusOr<v1::Job> WatchJobStream(const std::string& address, const std::st
 
 absl::StatusOr<v1::JobSpec> SpecFromArgs(const ParsedArgs& args) {
   if (args.positional.size() != 1) return absl::InvalidArgumentError("expected one TASK_DIR");
-  v1::JobSpec spec;
+  KEVO_ASSIGN_OR_RETURN(v1::JobSpec spec, SpecFromFlags(args));
   KEVO_ASSIGN_OR_RETURN(*spec.mutable_task(), task::LoadTaskDir(args.positional[0]));
+  return spec;
+}
+
+absl::StatusOr<v1::JobSpec> SpecFromFlags(const ParsedArgs& args) {
+  v1::JobSpec spec;
   spec.set_platform(args.Get("platform", "cpu"));
   KEVO_ASSIGN_OR_RETURN(int64_t budget, ParseIntFlag(args, "budget", 60));
   KEVO_ASSIGN_OR_RETURN(int64_t stall, ParseIntFlag(args, "stall", 0));

@@ -15,6 +15,7 @@ constexpr char kUsage[] =
     "commands:\n"
     "  eval TASK_DIR CANDIDATE_FILE   compile, validate and profile one candidate\n"
     "  run TASK_DIR                   search for the fastest correct kernel (embedded)\n"
+    "  suite TASKS_DIR                search every task under a folder; table, JSON and CSV\n"
     "  submit TASK_DIR                submit a search job to a coordinator; prints its id\n"
     "  watch JOB                      stream a job's progress until it ends\n"
     "  best JOB [-o FILE]             the best kernel of a job\n"
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
   if (command == "eval") return kevo::cli::EvalCommand(args);
   if (command == "workers") return kevo::cli::WorkersCommand(args);
   if (command == "run") return kevo::cli::RunCommand(args);
+  if (command == "suite") return kevo::cli::SuiteCommand(args);
   if (command == "submit") return kevo::cli::SubmitCommand(args);
   if (command == "watch") return kevo::cli::WatchCommand(args);
   if (command == "best") return kevo::cli::BestCommand(args);

@@ -1,0 +1,591 @@
+// kevo suite: every task under a folder searched as a job, K at a time,
+// embedded or against a coordinator; a table, a JSON results file and a CSV
+// beside it. Resumable: tasks already finished in the results file are
+// skipped, so a long suite survives an interruption.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "cli/commands.h"
+#include "cli/embedded.h"
+#include "cli/flags.h"
+#include "cli/job_common.h"
+#include "cli/report.h"
+#include "common/grpc_status.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "common/task/task_loader.h"
+#include "coordinator/proposer/builtin/recipe.h"
+
+namespace kevo::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kSuiteUsage[] =
+    "usage: kevo suite TASKS_DIR [--platform cpu] [--budget N] [--jobs K] [--out results.json]\n"
+    "                  [--coordinator ADDR] [--db DIR] [--rerun TASK,TASK] [--markdown]\n"
+    "                  [--policy P] [--seed S] [--stall K] [--max-wall S] [--target-speedup X]\n"
+    "Searches every task under TASKS_DIR as a job, K at a time (embedded, or on the\n"
+    "coordinator at ADDR), then prints a table and writes --out (JSON, default\n"
+    "kevo-out/suite/results.json), a CSV beside it and each best kernel in\n"
+    "<out>-kernels/. Tasks already finished in an existing --out are skipped (rows with\n"
+    "an error are run again); --rerun runs the named tasks again anyway.\n"
+    "Exit status: 0 when every task ended with a correct kernel, 3 otherwise.\n";
+
+// One task's outcome: a row of the table, the JSON and the CSV.
+struct SuiteRow {
+  std::string task;  // the task folder relative to TASKS_DIR (the resume key)
+  std::string family;
+  std::string op_family;
+  std::string status = "ERROR";  // OK | NO_CORRECT_KERNEL | ERROR
+  std::string error;
+  std::string job_id;
+  double baseline_time_s = 0;
+  double best_time_s = 0;
+  double speedup = 0;
+  double roofline_fraction = 0;
+  int evaluations = 0;
+  std::map<std::string, int> by_status;
+  std::string stop_reason;
+  std::string best_genome;
+  std::string best_kernel_path;
+  std::string cpu_model;
+  double wall_s = 0;
+
+  bool correct() const { return status == "OK"; }
+  bool faster() const { return correct() && speedup > 1.0; }
+};
+
+nlohmann::json RowJson(const SuiteRow& r) {
+  return {{"task", r.task},
+          {"family", r.family},
+          {"op_family", r.op_family},
+          {"status", r.status},
+          {"correct", r.correct()},
+          {"faster", r.faster()},
+          {"error", r.error},
+          {"job_id", r.job_id},
+          {"baseline_time_s", r.baseline_time_s},
+          {"best_time_s", r.best_time_s},
+          {"speedup", r.speedup},
+          {"roofline_fraction", r.roofline_fraction},
+          {"evaluations", r.evaluations},
+          {"evaluations_by_status", r.by_status},
+          {"stop_reason", r.stop_reason},
+          {"best_genome", r.best_genome},
+          {"best_kernel_path", r.best_kernel_path},
+          {"cpu_model", r.cpu_model},
+          {"wall_s", r.wall_s}};
+}
+
+SuiteRow RowFromJson(const nlohmann::json& j) {
+  SuiteRow r;
+  r.task = j.value("task", "");
+  r.family = j.value("family", "");
+  r.op_family = j.value("op_family", "");
+  r.status = j.value("status", "ERROR");
+  r.error = j.value("error", "");
+  r.job_id = j.value("job_id", "");
+  r.baseline_time_s = j.value("baseline_time_s", 0.0);
+  r.best_time_s = j.value("best_time_s", 0.0);
+  r.speedup = j.value("speedup", 0.0);
+  r.roofline_fraction = j.value("roofline_fraction", 0.0);
+  r.evaluations = j.value("evaluations", 0);
+  r.by_status = j.value("evaluations_by_status", std::map<std::string, int>{});
+  r.stop_reason = j.value("stop_reason", "");
+  r.best_genome = j.value("best_genome", "");
+  r.best_kernel_path = j.value("best_kernel_path", "");
+  r.cpu_model = j.value("cpu_model", "");
+  r.wall_s = j.value("wall_s", 0.0);
+  return r;
+}
+
+// The pattern the task's hints name; else the family of the best node's
+// recipe when it is not the generic mutator; else the task's op family.
+std::string Family(const v1::Task& task, const std::string& genome) {
+  if (auto it = task.hints().find("pattern"); it != task.hints().end()) return it->second;
+  if (auto g = proposer::Genome::FromString(genome); g.ok()) {
+    const proposer::Recipe* recipe = proposer::FindRecipe(g->recipe);
+    if (recipe != nullptr && recipe->family() != "generic") return recipe->family();
+  }
+  return task.op_family();
+}
+
+struct Summary {
+  int tasks = 0, correct = 0, faster = 0, errors = 0;
+};
+
+Summary Summarise(const std::map<std::string, SuiteRow>& rows) {
+  Summary s;
+  for (const auto& [_, r] : rows) {
+    ++s.tasks;
+    s.correct += r.correct();
+    s.faster += r.faster();
+    s.errors += r.status == "ERROR";
+  }
+  return s;
+}
+
+std::string SummaryLine(const Summary& s) {
+  return absl::StrFormat(
+      "%d/%d tasks (%.0f%%) ended with a correct kernel faster than the reference; %d correct, "
+      "%d errors",
+      s.faster, s.tasks, s.tasks ? 100.0 * s.faster / s.tasks : 0.0, s.correct, s.errors);
+}
+
+std::string CsvField(const std::string& v) {
+  if (v.find_first_of(",\"\n") == std::string::npos) return v;
+  std::string out = "\"";
+  for (char c : v) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string Csv(const std::map<std::string, SuiteRow>& rows) {
+  std::string out =
+      "task,family,op_family,status,correct,faster,baseline_time_s,best_time_s,speedup,"
+      "roofline_fraction,evaluations,stop_reason,best_genome,error\n";
+  for (const auto& [_, r] : rows) {
+    absl::StrAppend(
+        &out,
+        absl::StrJoin({CsvField(r.task), CsvField(r.family), CsvField(r.op_family), r.status,
+                       std::string(r.correct() ? "true" : "false"),
+                       std::string(r.faster() ? "true" : "false"),
+                       absl::StrFormat("%.9g", r.baseline_time_s),
+                       absl::StrFormat("%.9g", r.best_time_s), absl::StrFormat("%.4f", r.speedup),
+                       absl::StrFormat("%.4f", r.roofline_fraction), absl::StrCat(r.evaluations),
+                       CsvField(r.stop_reason), CsvField(r.best_genome), CsvField(r.error)},
+                      ","),
+        "\n");
+  }
+  return out;
+}
+
+// The table, plain (aligned columns) or as Markdown.
+std::string Table(const std::map<std::string, SuiteRow>& rows, bool markdown) {
+  const std::vector<std::string> head = {"task",     "family",     "correct", "baseline", "best",
+                                         "speedup",  "% roofline", "evals",   "stop reason"};
+  std::vector<std::vector<std::string>> cells;
+  for (const auto& [_, r] : rows) {
+    bool timed = r.correct();
+    cells.push_back({r.task, r.family.empty() ? "-" : r.family,
+                     r.status == "ERROR" ? "error" : (r.correct() ? "yes" : "no"),
+                     FormatSeconds(r.baseline_time_s), timed ? FormatSeconds(r.best_time_s) : "-",
+                     timed ? absl::StrFormat("%.2fx", r.speedup) : "-",
+                     timed ? absl::StrFormat("%.1f%%", 100 * r.roofline_fraction) : "-",
+                     absl::StrCat(r.evaluations),
+                     r.error.empty() ? r.stop_reason : absl::StrCat("error: ", r.error)});
+  }
+  std::string out;
+  if (markdown) {
+    absl::StrAppend(&out, "| ", absl::StrJoin(head, " | "), " |\n|");
+    for (size_t i = 0; i < head.size(); ++i) absl::StrAppend(&out, i >= 3 && i <= 7 ? "---:|" : "---|");
+    absl::StrAppend(&out, "\n");
+    for (auto& row : cells) {
+      for (auto& c : row) c = absl::StrReplaceAll(c, {{"|", "\\|"}, {"\n", " "}});
+      absl::StrAppend(&out, "| ", absl::StrJoin(row, " | "), " |\n");
+    }
+    return out;
+  }
+  std::vector<size_t> width(head.size());
+  for (size_t i = 0; i < head.size(); ++i) width[i] = head[i].size();
+  for (const auto& row : cells) {
+    for (size_t i = 0; i + 1 < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  auto line = [&](const std::vector<std::string>& row) {
+    std::string l;
+    for (size_t i = 0; i < row.size(); ++i) {
+      bool right = i >= 3 && i <= 7;
+      std::string c = row[i].substr(0, i + 1 == row.size() ? 200 : std::string::npos);
+      if (i + 1 == row.size()) {
+        absl::StrAppend(&l, c);
+      } else {
+        absl::StrAppend(&l, absl::StrFormat(right ? "%*s  " : "%-*s  ", static_cast<int>(width[i]), c));
+      }
+    }
+    return l + "\n";
+  };
+  out = line(head);
+  for (const auto& row : cells) out += line(row);
+  return out;
+}
+
+// Overall progress on stderr: a live line on a terminal, plain lines (a task
+// starting or finishing, and the overall state at most every 30 s) otherwise.
+// Thread-safe.
+class Progress {
+ public:
+  Progress(int total, bool tty) : total_(total), tty_(tty) {}
+
+  void Started(const std::string& task, int budget) {
+    absl::MutexLock l(&mu_);
+    running_[task] = {0, budget, 0};
+    if (!tty_) std::fprintf(stderr, "[%d/%d] %s: started\n", done_, total_, task.c_str());
+    Draw();
+  }
+
+  void Update(const std::string& task, const v1::Job& job) {
+    absl::MutexLock l(&mu_);
+    auto it = running_.find(task);
+    if (it == running_.end()) return;
+    it->second = {job.evaluations_done(), job.spec().budget().max_evaluations(),
+                  job.best_speedup()};
+    if (tty_) {
+      if (absl::Now() - last_draw_ > absl::Milliseconds(200)) Draw();
+    } else if (absl::Now() - last_draw_ > absl::Seconds(30)) {
+      std::fprintf(stderr, "%s\n", Line().c_str());
+      last_draw_ = absl::Now();
+    }
+  }
+
+  void Finished(const SuiteRow& row) {
+    absl::MutexLock l(&mu_);
+    running_.erase(row.task);
+    ++done_;
+    evaluations_finished_ += row.evaluations;
+    std::string what =
+        row.status == "ERROR"
+            ? absl::StrCat("error: ", row.error)
+            : row.correct() ? absl::StrFormat("%.2fx (%s -> %s), %d evaluations, %s", row.speedup,
+                                              FormatSeconds(row.baseline_time_s),
+                                              FormatSeconds(row.best_time_s), row.evaluations,
+                                              row.stop_reason)
+                            : absl::StrCat("no correct kernel, ", row.evaluations,
+                                           " evaluations, ", row.stop_reason);
+    std::fprintf(stderr, "%s[%d/%d] %s: %s\n", tty_ ? "\r\033[K" : "", done_, total_,
+                 row.task.c_str(), what.c_str());
+    Draw();
+  }
+
+  // Ends the live line.
+  void Close() {
+    absl::MutexLock l(&mu_);
+    if (tty_) std::fprintf(stderr, "\r\033[K");
+  }
+
+ private:
+  std::string Line() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    int evaluations = evaluations_finished_;
+    std::vector<std::string> parts;
+    for (const auto& [task, r] : running_) {
+      evaluations += r.done;
+      parts.push_back(absl::StrFormat("%s %d/%d %.2fx", task, r.done, r.budget, r.best));
+    }
+    return absl::StrFormat("suite: %d/%d tasks done, %d evaluations%s%s", done_, total_,
+                           evaluations, parts.empty() ? "" : " | ", absl::StrJoin(parts, " | "));
+  }
+
+  void Draw() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!tty_) return;
+    std::fprintf(stderr, "\r\033[K%s", Line().c_str());
+    std::fflush(stderr);
+    last_draw_ = absl::Now();
+  }
+
+  struct Running {
+    int done = 0;
+    int budget = 0;
+    double best = 0;
+  };
+  absl::Mutex mu_;
+  const int total_;
+  const bool tty_;
+  int done_ ABSL_GUARDED_BY(mu_) = 0;
+  int evaluations_finished_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, Running> running_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_draw_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+};
+
+struct SuiteContext {
+  std::string address;
+  v1::JobSpec base;  // the spec every job gets, without its task
+  std::string kernels_dir;
+  Progress* progress = nullptr;
+};
+
+// One task of the suite: its key (the folder relative to TASKS_DIR) and the
+// task loaded from the folder, or why it did not load.
+struct SuiteTask {
+  std::string key;
+  absl::StatusOr<v1::Task> task;
+};
+
+// Runs one task as a job. Every failure (the task did not load, the job
+// fails, an RPC fails) becomes the row's error.
+SuiteRow RunTask(const SuiteContext& ctx, const SuiteTask& t) {
+  const std::string& key = t.key;
+  SuiteRow row;
+  row.task = key;
+  absl::Time start = absl::Now();
+  ctx.progress->Started(key, ctx.base.budget().max_evaluations());
+  auto finish = [&](SuiteRow& r) -> SuiteRow {
+    r.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
+    LogInfo("suite task ", r.task, " ", r.status, " speedup ", r.speedup, " after ", r.evaluations,
+            " evaluations", r.error.empty() ? "" : ": ", r.error);
+    ctx.progress->Finished(r);
+    return r;
+  };
+  const auto& task = t.task;
+  if (!task.ok()) {
+    row.error = std::string(task.status().message());
+    return finish(row);
+  }
+  row.op_family = task->op_family();
+  row.family = Family(*task, "");
+  v1::SubmitJobRequest req;
+  *req.mutable_spec() = ctx.base;
+  *req.mutable_spec()->mutable_task() = *task;
+  auto stub = Stub(ctx.address);
+  v1::SubmitJobResponse resp;
+  {
+    grpc::ClientContext c;
+    Deadline(&c);
+    grpc::Status st = stub->SubmitJob(&c, req, &resp);
+    if (!st.ok()) {
+      row.error = absl::StrCat("submit: ", FromGrpcStatus(st).message());
+      return finish(row);
+    }
+  }
+  row.job_id = resp.job_id();
+  auto job = WatchJobStream(ctx.address, resp.job_id(), /*quiet=*/true,
+                            [&](const v1::Job& j) { ctx.progress->Update(key, j); });
+  if (!job.ok()) {
+    row.error = absl::StrCat("watch: ", job.status().message());
+    return finish(row);
+  }
+  row.baseline_time_s = job->baseline_time_s();
+  row.evaluations = job->evaluations_done();
+  for (const auto& [s, n] : job->by_status()) row.by_status[s] = n;
+  row.stop_reason = job->stop_reason();
+  if (job->state() == v1::JOB_FAILED || job->state() == v1::JOB_CANCELLED) {
+    row.error = absl::StrCat("job ", v1::JobState_Name(job->state()), ": ", job->stop_reason());
+    return finish(row);
+  }
+  v1::GetBestResponse best;
+  grpc::ClientContext c;
+  Deadline(&c);
+  v1::GetBestRequest breq;
+  breq.set_job_id(resp.job_id());
+  grpc::Status bst = stub->GetBest(&c, breq, &best);
+  if (bst.error_code() == grpc::StatusCode::NOT_FOUND) {
+    row.status = "NO_CORRECT_KERNEL";
+    return finish(row);
+  }
+  if (!bst.ok()) {
+    row.error = absl::StrCat("best: ", FromGrpcStatus(bst).message());
+    return finish(row);
+  }
+  row.status = "OK";
+  row.speedup = job->best_speedup();
+  row.best_time_s = job->best_time_s();
+  row.roofline_fraction = job->best_roofline_fraction();
+  row.best_genome = best.node().genome();
+  row.family = Family(*task, row.best_genome);
+  row.cpu_model = best.evaluation().fingerprint().cpu_model();
+  std::string kernel = ctx.kernels_dir + "/" + absl::StrReplaceAll(key, {{"/", "__"}}) + ".cc";
+  if (absl::Status w = WriteFile(kernel, best.candidate().source()); w.ok()) {
+    row.best_kernel_path = kernel;
+  } else {
+    LogWarning("suite: cannot keep the best kernel of ", key, ": ", w.message());
+  }
+  return finish(row);
+}
+
+// Writes `data` to `path` through a temporary file and a rename, so that an
+// interrupted suite never leaves a half-written results file.
+absl::Status WriteAtomically(const std::string& path, const std::string& data) {
+  std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  KEVO_RETURN_IF_ERROR(WriteFile(tmp, data));
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return absl::PermissionDeniedError(absl::StrCat("rename ", tmp, " to ", path, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+std::string CsvPath(const std::string& json_path) {
+  fs::path p(json_path);
+  if (p.extension() == ".json") return p.replace_extension(".csv").string();
+  return json_path + ".csv";
+}
+
+}  // namespace
+
+int SuiteCommand(const std::vector<std::string>& argv) {
+  auto args = ParseArgs(argv, With(kSpecFlags, {"jobs", "out", "coordinator", "db", "rerun"}),
+                        {"help", "warm-start", "markdown"});
+  if (!args.ok()) return Fail("suite", args.status());
+  if (args->Has("help")) {
+    std::fputs(kSuiteUsage, stdout);
+    return 0;
+  }
+  if (args->positional.size() != 1) {
+    std::fprintf(stderr, "kevo suite: expected one TASKS_DIR\n%s", kSuiteUsage);
+    return 2;
+  }
+  auto base = SpecFromFlags(*args);
+  if (!base.ok()) return Fail("suite", base.status());
+  auto jobs = ParseIntFlag(*args, "jobs", 1);
+  if (!jobs.ok()) return Fail("suite", jobs.status());
+  if (*jobs < 1) return Fail("suite", absl::InvalidArgumentError("--jobs must be at least 1"));
+  const std::string root = args->positional[0];
+  auto dirs = task::FindTaskDirs(root);
+  if (!dirs.ok()) return Fail("suite", dirs.status());
+  if (dirs->empty()) {
+    return Fail("suite", absl::NotFoundError(absl::StrCat("no task folder (holding ",
+                                                          task::kTaskFileName, ") under ", root)));
+  }
+  const std::string out = args->Get("out", "kevo-out/suite/results.json");
+  const std::string csv = CsvPath(out);
+  std::string kernels_dir = (fs::path(out).parent_path() / (fs::path(out).stem().string() + "-kernels")).string();
+
+  // Tasks by key; the key is the folder relative to TASKS_DIR.
+  std::vector<std::pair<std::string, std::string>> tasks;
+  for (const auto& d : *dirs) {
+    std::string key = fs::path(d).lexically_relative(root).string();
+    if (key.empty() || key == ".") key = fs::path(d).filename().string();
+    if (key.empty()) key = fs::absolute(d).lexically_normal().parent_path().filename().string();
+    tasks.emplace_back(key, d);
+  }
+
+  // Resume: keep the finished rows of an existing results file.
+  std::map<std::string, SuiteRow> rows;
+  std::set<std::string> rerun;
+  for (auto part : absl::StrSplit(args->Get("rerun"), ',', absl::SkipEmpty())) {
+    rerun.insert(std::string(part));
+  }
+  std::error_code ec;
+  if (fs::exists(out, ec)) {
+    std::ifstream in(out);
+    nlohmann::json old;
+    try {
+      in >> old;
+    } catch (const nlohmann::json::exception& e) {
+      return Fail("suite", absl::InvalidArgumentError(absl::StrCat(
+                               out, " exists but is not a kevo suite results file (", e.what(),
+                               "); move it away or choose another --out")));
+    }
+    std::set<std::string> known;
+    for (const auto& [key, _] : tasks) known.insert(key);
+    int errors = 0;
+    for (const auto& j : old.value("tasks", nlohmann::json::array())) {
+      SuiteRow r = RowFromJson(j);
+      if (!known.contains(r.task) || rerun.contains(r.task)) continue;
+      if (r.status == "ERROR") {
+        ++errors;
+        continue;
+      }
+      rows[r.task] = r;
+    }
+    std::fprintf(stderr,
+                 "resuming from %s: %zu of %zu tasks already finished, skipped%s\n", out.c_str(),
+                 rows.size(), tasks.size(),
+                 errors ? absl::StrCat("; ", errors, " with an error run again").c_str() : "");
+  }
+  // Load what is left first: a suite whose remaining tasks all fail to load
+  // needs no worker.
+  std::vector<SuiteTask> todo;
+  bool any_loaded = false;
+  for (const auto& [key, dir] : tasks) {
+    if (rows.contains(key)) continue;
+    todo.push_back({key, task::LoadTaskDir(dir)});
+    any_loaded |= todo.back().task.ok();
+  }
+
+  std::unique_ptr<Embedded> embedded;
+  SuiteContext ctx;
+  ctx.base = *base;
+  ctx.kernels_dir = kernels_dir;
+  if (any_loaded) {
+    if (args->Has("coordinator")) {
+      ctx.address = args->Get("coordinator");
+    } else {
+      EmbeddedOptions eo;
+      eo.db_dir = args->Get("db");
+      eo.platform = base->platform();
+      eo.slots = static_cast<int>(*jobs);
+      auto e = Embedded::Start(eo);
+      if (!e.ok()) return Fail("suite", e.status());
+      embedded = std::move(*e);
+      ctx.address = embedded->address();
+    }
+  }
+  std::fprintf(stderr, "suite: %zu tasks under %s on %s, budget %d evaluations each, %d at a time%s\n",
+               todo.size(), root.c_str(), base->platform().c_str(),
+               base->budget().max_evaluations(), static_cast<int>(*jobs),
+               embedded ? " (embedded)"
+               : ctx.address.empty() ? ""
+                                     : absl::StrCat(" (coordinator ", ctx.address, ")").c_str());
+
+  nlohmann::json header = {{"tasks_dir", root},
+                           {"platform", base->platform()},
+                           {"budget", base->budget().max_evaluations()},
+                           {"jobs", *jobs},
+                           {"policy", base->policy()},
+                           {"command", absl::StrCat("kevo suite ", absl::StrJoin(argv, " "))}};
+  absl::Mutex rows_mu;
+  absl::Status write_status;
+  auto save = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(rows_mu) {
+    nlohmann::json j;
+    j["suite"] = header;
+    Summary s = Summarise(rows);
+    j["suite"]["updated_unix"] = absl::ToUnixSeconds(absl::Now());
+    j["summary"] = {{"tasks", s.tasks}, {"correct", s.correct}, {"faster", s.faster},
+                    {"errors", s.errors}, {"total", tasks.size()}};
+    j["tasks"] = nlohmann::json::array();
+    for (const auto& [_, r] : rows) j["tasks"].push_back(RowJson(r));
+    absl::Status w = WriteAtomically(out, j.dump(2) + "\n");
+    if (w.ok()) w = WriteAtomically(csv, Csv(rows));
+    if (!w.ok() && write_status.ok()) {
+      LogError("suite: ", w.message());
+      write_status = w;
+    }
+  };
+
+  Progress progress(static_cast<int>(todo.size()), isatty(STDERR_FILENO) != 0);
+  ctx.progress = &progress;
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < std::min<int64_t>(*jobs, static_cast<int64_t>(todo.size())); ++i) {
+    threads.emplace_back([&]() {
+      for (size_t k; (k = next.fetch_add(1)) < todo.size();) {
+        SuiteRow row = RunTask(ctx, todo[k]);
+        absl::MutexLock l(&rows_mu);
+        rows[row.task] = std::move(row);
+        save();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  progress.Close();
+  {
+    absl::MutexLock l(&rows_mu);
+    save();
+  }
+  std::printf("%s\n%s\n", Table(rows, args->Has("markdown")).c_str(),
+              SummaryLine(Summarise(rows)).c_str());
+  if (!write_status.ok()) return Fail("suite", write_status);
+  std::printf("results: %s, %s; best kernels in %s\n", out.c_str(), csv.c_str(),
+              kernels_dir.c_str());
+  Summary s = Summarise(rows);
+  return s.correct == s.tasks ? 0 : 3;
+}
+
+}  // namespace kevo::cli
