@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "cli/commands.h"
 #include "cli/embedded.h"
 #include "cli/flags.h"
@@ -24,7 +25,8 @@ constexpr char kEvalUsage[] =
     "usage: kevo eval TASK_DIR CANDIDATE_FILE [--coordinator HOST:PORT] [--platform P]\n"
     "                 [--db DIR] [--json] [--flags \"-ffast-math ...\"]\n"
     "Compiles, validates and profiles one candidate kernel for a task (a .cu file is\n"
-    "CUDA and goes to an nvidia worker unless --platform says otherwise). Without\n"
+    "CUDA and goes to an nvidia worker, a .hip file is HIP and goes to an amd worker,\n"
+    "unless --platform says otherwise). Without\n"
     "--coordinator it runs embedded: a coordinator and a local worker in this process tree.\n"
     "Exit status: 0 when the candidate is correct (status OK), 3 when it was evaluated\n"
     "and failed, 1 on errors (bad task file, no worker, ...), 2 on usage errors.\n";
@@ -102,15 +104,16 @@ int EvalCommand(const std::vector<std::string>& argv) {
   v1::EvaluateRequest request;
   *request.mutable_task() = *task;
   // The file's extension says the language: .cu is CUDA (nvidia workers),
-  // anything else C++.
+  // .hip is HIP (amd workers), anything else C++.
   const bool cuda = absl::EndsWith(args->positional[1], ".cu");
-  request.mutable_candidate()->set_language(cuda ? "cuda" : "c++");
+  const bool hip = absl::EndsWith(args->positional[1], ".hip");
+  request.mutable_candidate()->set_language(cuda ? "cuda" : hip ? "hip" : "c++");
   request.mutable_candidate()->set_source(*source);
   if (args->Has("flags")) {
     std::istringstream flags(args->Get("flags"));
     for (std::string f; flags >> f;) request.mutable_candidate()->add_extra_flags(f);
   }
-  request.set_platform(args->Get("platform", cuda ? "nvidia" : "cpu"));
+  request.set_platform(args->Get("platform", cuda ? "nvidia" : hip ? "amd" : "cpu"));
   bool json = args->Has("json");
 
   std::unique_ptr<Embedded> embedded;
@@ -162,16 +165,20 @@ int WorkersCommand(const std::vector<std::string>& argv) {
       j.push_back({{"worker_id", w.worker_id()}, {"platform", w.platform()},
                    {"device", w.device()}, {"slots", w.slots()}, {"busy", w.busy()},
                    {"compile_only", w.compile_only()},
+                   {"targets", std::vector<std::string>(w.targets().begin(), w.targets().end())},
                    {"mem_bandwidth_gbs", w.mem_bandwidth_gbs()},
                    {"fp32_peak_gflops", w.fp32_peak_gflops()}});
     }
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("%-22s %-9s %-5s %-5s %-12s %s\n", "WORKER", "PLATFORM", "SLOTS", "BUSY", "MODE", "DEVICE");
+  std::printf("%-22s %-9s %-5s %-5s %-12s %-14s %s\n", "WORKER", "PLATFORM", "SLOTS", "BUSY", "MODE",
+              "TARGETS", "DEVICE");
   for (const auto& w : resp.workers()) {
-    std::printf("%-22s %-9s %-5d %-5d %-12s %s\n", w.worker_id().c_str(), w.platform().c_str(),
-                w.slots(), w.busy(), w.compile_only() ? "compile-only" : "full", w.device().c_str());
+    const std::string targets = w.targets().empty() ? "-" : absl::StrJoin(w.targets(), ",");
+    std::printf("%-22s %-9s %-5d %-5d %-12s %-14s %s\n", w.worker_id().c_str(), w.platform().c_str(),
+                w.slots(), w.busy(), w.compile_only() ? "compile-only" : "full", targets.c_str(),
+                w.device().c_str());
   }
   return 0;
 }

@@ -64,8 +64,8 @@ std::string ProgressLine(const v1::Job& job, bool bar) {
     int filled = std::min(width, done * width / budget);
     prefix = absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'), "] ");
   }
-  return absl::StrFormat("%s%d/%d evaluated, %d in flight | best %.2fx | failures: %s | ETA %s",
-                         prefix, done, budget, job.evaluations_in_flight(), job.best_speedup(),
+  return absl::StrFormat("%s%d/%d evaluated, %d in flight | best %s | failures: %s | ETA %s",
+                         prefix, done, budget, job.evaluations_in_flight(), JobBestLabel(job),
                          Failures(job), Eta(job));
 }
 
@@ -203,7 +203,8 @@ int RunCommand(const std::vector<std::string>& argv) {
   auto job = WatchJobStream(address, resp.job_id(), /*quiet=*/false);
   if (!job.ok()) return Fail("run", job.status());
 
-  std::string out_path = args->Get("out", absl::StrCat("kevo-out/", spec->task().name(), "/best.cc"));
+  std::string out_path = args->Get("out", absl::StrCat("kevo-out/", spec->task().name(), "/best",
+                                                      spec->platform() == "amd" ? ".hip" : ".cc"));
   v1::GetBestResponse best;
   bool have_best = false;
   {
@@ -226,7 +227,11 @@ int RunCommand(const std::vector<std::string>& argv) {
     j["status"] = have_best ? "OK" : "NO_CORRECT_KERNEL";
     j["job_state"] = v1::JobState_Name(job->state());
     j["stop_reason"] = job->stop_reason();
-    j["speedup"] = job->best_speedup();
+    // A compile-only fleet measures nothing: its best is a static score.
+    const bool static_best = job->best_speedup() == 0 && job->best_static_score() > 0;
+    j["score_kind"] = static_best ? "static" : "measured";
+    j["speedup"] = static_best ? nlohmann::json(nullptr) : nlohmann::json(job->best_speedup());
+    if (static_best) j["static_score"] = job->best_static_score();
     j["best_time_s"] = job->best_time_s();
     j["baseline_time_s"] = job->baseline_time_s();
     j["roofline_fraction"] = job->best_roofline_fraction();
@@ -250,10 +255,21 @@ int RunCommand(const std::vector<std::string>& argv) {
     std::printf("task          %s (%s, policy %s)\n", spec->task().name().c_str(),
                 spec->platform().c_str(), job->spec().policy().c_str());
     const bool mtia = spec->platform() == "mtia-sim";
-    std::printf("baseline      %s (%s)\n", FormatSeconds(job->baseline_time_s()).c_str(),
-                mtia ? "the task's naive reference_mtia.cc, simulated time"
-                     : "the reference compiled -O2");
-    if (have_best) {
+    if (have_best && best.node().static_fitness()) {
+      std::printf("baseline      none (compile-only worker: nothing ran, so nothing was timed)\n");
+    } else {
+      std::printf("baseline      %s (%s)\n", FormatSeconds(job->baseline_time_s()).c_str(),
+                  mtia ? "the task's naive reference_mtia.cc, simulated time"
+                       : "the reference compiled -O2");
+    }
+    if (have_best && best.node().static_fitness()) {
+      std::printf("best          node %s (%s)\n", best.node().node_id().c_str(),
+                  best.node().genome().empty() ? best.node().mutation().c_str()
+                                               : best.node().genome().c_str());
+      std::printf("static score  %.3f (static: occupancy, spills and LDS from the compiler's "
+                  "report; compile-only worker, nothing validated or timed; not a speedup)\n",
+                  best.node().fitness());
+    } else if (have_best) {
       std::printf("best          %s (node %s, %s)\n", FormatSeconds(job->best_time_s()).c_str(),
                   best.node().node_id().c_str(),
                   best.node().genome().empty() ? best.node().mutation().c_str()
@@ -300,9 +316,9 @@ int WatchCommand(const std::vector<std::string>& argv) {
   auto job = WatchJobStream(args->Get("coordinator", kDefaultCoordinator), args->positional[0],
                             /*quiet=*/false);
   if (!job.ok()) return Fail("watch", job.status());
-  std::printf("job %s %s: %s; best %.2fx after %d evaluations\n", job->job_id().c_str(),
+  std::printf("job %s %s: %s; best %s after %d evaluations\n", job->job_id().c_str(),
               v1::JobState_Name(job->state()).c_str(), job->stop_reason().c_str(),
-              job->best_speedup(), job->evaluations_done());
+              JobBestLabel(*job).c_str(), job->evaluations_done());
   return 0;
 }
 
@@ -330,9 +346,15 @@ int BestCommand(const std::vector<std::string>& argv) {
     j["path"] = out;
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("node %s (%s): %.2fx, %s\n", resp.node().node_id().c_str(),
-                resp.node().genome().c_str(), resp.node().fitness(),
-                FormatSeconds(resp.node().time_s()).c_str());
+    if (resp.node().static_fitness()) {
+      std::printf("node %s (%s): static score %.3f (static, from the compiler's report; not "
+                  "measured)\n",
+                  resp.node().node_id().c_str(), resp.node().genome().c_str(), resp.node().fitness());
+    } else {
+      std::printf("node %s (%s): %.2fx, %s\n", resp.node().node_id().c_str(),
+                  resp.node().genome().c_str(), resp.node().fitness(),
+                  FormatSeconds(resp.node().time_s()).c_str());
+    }
     if (out.empty()) std::printf("%s", resp.candidate().source().c_str());
     else std::printf("written to %s\n", out.c_str());
   }
@@ -351,10 +373,11 @@ int JobsCommand(const std::vector<std::string>& argv) {
   std::printf("%-16s %-14s %-9s %-14s %-9s %-8s %s\n", "JOB", "TASK", "PLATFORM", "STATE", "EVALS",
               "BEST", "REASON");
   for (const auto& j : resp.jobs()) {
-    std::printf("%-16s %-14s %-9s %-14s %4d/%-4d %6.2fx  %s\n", j.job_id().c_str(),
+    std::printf("%-16s %-14s %-9s %-14s %4d/%-4d %7s  %s\n", j.job_id().c_str(),
                 j.spec().task().name().c_str(), j.spec().platform().c_str(),
                 v1::JobState_Name(j.state()).c_str(), j.evaluations_done(),
-                j.spec().budget().max_evaluations(), j.best_speedup(), j.stop_reason().c_str());
+                j.spec().budget().max_evaluations(), JobBestLabel(j, /*short_form=*/true).c_str(),
+                j.stop_reason().c_str());
   }
   return 0;
 }

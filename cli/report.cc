@@ -14,6 +14,14 @@ std::string FormatSeconds(double s) {
   return absl::StrFormat("%.0f ns", s * 1e9);
 }
 
+std::string JobBestLabel(const v1::Job& job, bool short_form) {
+  if (job.best_speedup() == 0 && job.best_static_score() > 0) {
+    return short_form ? absl::StrFormat("s%.2f", job.best_static_score())
+                      : absl::StrFormat("static score %.3f", job.best_static_score());
+  }
+  return absl::StrFormat("%.2fx", job.best_speedup());
+}
+
 namespace {
 
 // What the speedup is over: the nvidia backend names its baseline in the
@@ -41,7 +49,15 @@ nlohmann::json EvaluationJson(const v1::Evaluation& e) {
   j["eval_id"] = e.eval_id();
   j["task"] = e.task_name();
   j["status"] = v1::EvalStatus_Name(e.status());
-  j["speedup"] = e.speedup();
+  if (e.compile_only()) {
+    // Nothing ran: no time, no speedup; the static score is labelled as such.
+    j["compile_only"] = true;
+    j["score_kind"] = "static";
+    j["static_score"] = e.static_score();
+    j["speedup"] = nullptr;
+  } else {
+    j["speedup"] = e.speedup();
+  }
   j["roofline_fraction"] = e.roofline_fraction();
   j["baseline_time_s"] = e.baseline().median_s();
   j["time_s"] = e.timing().median_s();
@@ -127,6 +143,12 @@ std::string HumanReport(const v1::Evaluation& e) {
                                           BaselineLabel(e)));
     absl::StrAppend(&out, absl::StrFormat("roofline      %.1f%% of this worker's measured limits\n",
                                           100 * e.roofline_fraction()));
+  }
+  if (e.compile_only() && e.status() == v1::OK) {
+    absl::StrAppend(&out, absl::StrFormat(
+                              "static score  %.3f (static: occupancy, spills and LDS from the "
+                              "compiler; compile-only worker, not validated, not timed)\n",
+                              e.static_score()));
   }
   if (!e.worker_id().empty()) {
     absl::StrAppend(&out, "worker        ", e.worker_id(), " (", e.fingerprint().cpu_model(), ", ",

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kevo/v1/evaluation.pb.h"
+#include "kevo/v1/job.pb.h"
 
 namespace kevo::cli {
 
@@ -15,6 +16,10 @@ nlohmann::json EvaluationJson(const v1::Evaluation& evaluation);
 
 // A few readable lines: status, times, speedup, roofline, failures.
 std::string HumanReport(const v1::Evaluation& evaluation);
+
+// A job's best: "1.52x" when measured, "static score 0.875" when a
+// compile-only fleet ranked it without measuring ("s0.88" in short form).
+std::string JobBestLabel(const v1::Job& job, bool short_form = false);
 
 // "1.23 ms", "45.6 us".
 std::string FormatSeconds(double seconds);
