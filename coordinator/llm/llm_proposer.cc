@@ -493,8 +493,9 @@ absl::StatusOr<std::vector<Proposal>> LlmProposer::Propose(const proposer::Propo
       absl::MutexLock l(&inbox_->mu);
       in_flight = inbox_->in_flight;
     }
+    // Calls in flight will deliver too: start only what they will not cover.
     const int per_call = std::max(1, options_.candidates_per_call);
-    const int calls = std::min((wanted + per_call - 1) / per_call, options_.max_calls_per_job - in_flight);
+    const int calls = std::min((wanted + per_call - 1) / per_call, options_.max_calls_per_job) - in_flight;
     for (int i = 0; i < calls; ++i) {
       CallSpec spec;
       spec.job_id = job_id_;
