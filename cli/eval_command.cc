@@ -15,6 +15,7 @@
 #include "cli/flags.h"
 #include "cli/report.h"
 #include "common/grpc_status.h"
+#include "common/task/kernelbench.h"
 #include "common/task/task_loader.h"
 #include "kevo/v1/job.grpc.pb.h"
 
@@ -22,12 +23,14 @@ namespace kevo::cli {
 namespace {
 
 constexpr char kEvalUsage[] =
-    "usage: kevo eval TASK_DIR CANDIDATE_FILE [--coordinator HOST:PORT] [--platform P]\n"
+    "usage: kevo eval TASK CANDIDATE_FILE [--coordinator HOST:PORT] [--platform P]\n"
     "                 [--db DIR] [--json] [--flags \"-ffast-math ...\"]\n"
     "Compiles, validates and profiles one candidate kernel for a task (a .cu file is\n"
     "CUDA and goes to an nvidia worker, a .hip file is HIP and goes to an amd worker,\n"
     "unless --platform says otherwise). Without\n"
     "--coordinator it runs embedded: a coordinator and a local worker in this process tree.\n"
+    "TASK is a task folder or a KernelBench problem (.py, whose candidate is a .py file\n"
+    "defining ModelNew; see docs/kernelbench.md).\n"
     "Exit status: 0 when the candidate is correct (status OK), 3 when it was evaluated\n"
     "and failed, 1 on errors (bad task file, no worker, ...), 2 on usage errors.\n";
 
@@ -88,10 +91,10 @@ int EvalCommand(const std::vector<std::string>& argv) {
     return 0;
   }
   if (args->positional.size() != 2) {
-    std::fprintf(stderr, "kevo eval: expected TASK_DIR and CANDIDATE_FILE\n%s", kEvalUsage);
+    std::fprintf(stderr, "kevo eval: expected TASK and CANDIDATE_FILE\n%s", kEvalUsage);
     return 2;
   }
-  auto task = task::LoadTaskDir(args->positional[0]);
+  auto task = task::LoadTaskPath(args->positional[0]);
   if (!task.ok()) {
     std::fprintf(stderr, "kevo eval: %s\n", std::string(task.status().message()).c_str());
     return 1;
@@ -107,7 +110,12 @@ int EvalCommand(const std::vector<std::string>& argv) {
   // .hip is HIP (amd workers), anything else C++.
   const bool cuda = absl::EndsWith(args->positional[1], ".cu");
   const bool hip = absl::EndsWith(args->positional[1], ".hip");
-  request.mutable_candidate()->set_language(cuda ? "cuda" : hip ? "hip" : "c++");
+  // .py is Python: a KernelBench ModelNew module.
+  const bool python = absl::EndsWith(args->positional[1], ".py");
+  request.mutable_candidate()->set_language(cuda     ? "cuda"
+                                            : hip    ? "hip"
+                                            : python ? task::kPythonLanguage
+                                                     : "c++");
   request.mutable_candidate()->set_source(*source);
   if (args->Has("flags")) {
     std::istringstream flags(args->Get("flags"));

@@ -16,6 +16,7 @@
 #include "cli/job_common.h"
 #include "cli/report.h"
 #include "common/grpc_status.h"
+#include "common/task/kernelbench.h"
 #include "common/task/task_loader.h"
 #include "common/status.h"
 #include "kevo/v1/job.grpc.pb.h"
@@ -106,7 +107,7 @@ absl::StatusOr<v1::Job> WatchJobStream(const std::string& address, const std::st
 absl::StatusOr<v1::JobSpec> SpecFromArgs(const ParsedArgs& args) {
   if (args.positional.size() != 1) return absl::InvalidArgumentError("expected one TASK_DIR");
   KEVO_ASSIGN_OR_RETURN(v1::JobSpec spec, SpecFromFlags(args));
-  KEVO_ASSIGN_OR_RETURN(*spec.mutable_task(), task::LoadTaskDir(args.positional[0]));
+  KEVO_ASSIGN_OR_RETURN(*spec.mutable_task(), task::LoadTaskPath(args.positional[0]));
   return spec;
 }
 
@@ -158,20 +159,62 @@ int Fail(const char* command, const absl::Status& s) {
 }
 
 constexpr char kRunUsage[] =
-    "usage: kevo run TASK_DIR [--platform cpu] [--budget N] [--db DIR] [--json] [--out FILE]\n"
+    "usage: kevo run TASK [--platform cpu] [--budget N] [--db DIR] [--json] [--out FILE]\n"
     "                [--policy greedy|uct|evolution] [--seed S] [--stall K] [--max-wall S]\n"
     "                [--target-speedup X] [--slots N] [--warm-start]\n"
     "Searches for the fastest correct kernel for a task, embedded: a coordinator and a local\n"
     "worker in this process tree, state in --db (a temporary folder when not given).\n"
-    "Writes the best kernel to --out (default kevo-out/TASK/best.cc).\n";
+    "TASK is a task folder, a KernelBench problem (.py), or a folder of several: one search\n"
+    "each, in turn (see docs/kernelbench.md).\n"
+    "Writes the best kernel to --out (default kevo-out/TASK/best.cc, .py for KernelBench).\n";
+
+// `argv` with its one positional argument (the task) replaced by `path`.
+std::vector<std::string> WithTask(const std::vector<std::string>& argv,
+                                  const std::set<std::string>& value_flags, const std::string& path) {
+  std::vector<std::string> out = argv;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].rfind("-", 0) != 0) {
+      out[i] = path;
+      break;
+    }
+    const std::string name = out[i].substr(out[i].rfind("--", 0) == 0 ? 2 : 1);
+    if (name.find('=') == std::string::npos && value_flags.contains(name)) ++i;  // skip its value
+  }
+  return out;
+}
+
+// `kevo run DIR` where DIR holds several tasks (a KernelBench level folder):
+// one search per task, in turn, each with the same flags.
+int RunEach(const std::vector<std::string>& argv, const std::set<std::string>& value_flags,
+            const ParsedArgs& args, const std::vector<std::string>& paths) {
+  if (args.Has("out")) {
+    return Fail("run", absl::InvalidArgumentError(
+                           "--out names one file; with several tasks each best kernel goes to "
+                           "kevo-out/TASK/"));
+  }
+  int failed = 0, errors = 0;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    std::fprintf(stderr, "== task %zu/%zu: %s\n", i + 1, paths.size(), paths[i].c_str());
+    const int rc = RunCommand(WithTask(argv, value_flags, paths[i]));
+    failed += rc == 3;
+    errors += rc != 0 && rc != 3;
+  }
+  std::fprintf(stderr, "== %zu tasks: %zu with a correct kernel, %d without, %d errors\n", paths.size(),
+               paths.size() - failed - errors, failed, errors);
+  return errors > 0 ? 1 : failed > 0 ? 3 : 0;
+}
 
 int RunCommand(const std::vector<std::string>& argv) {
-  auto args = ParseArgs(argv, With(kSpecFlags, {"db", "out", "slots"}),
-                        {"json", "warm-start", "help"});
+  const std::set<std::string> value_flags = With(kSpecFlags, {"db", "out", "slots"});
+  auto args = ParseArgs(argv, value_flags, {"json", "warm-start", "help"});
   if (!args.ok()) return Fail("run", args.status());
   if (args->Has("help")) {
     std::fputs(kRunUsage, stdout);
     return 0;
+  }
+  if (args->positional.size() == 1) {
+    auto paths = task::FindTaskPaths(args->positional[0]);
+    if (paths.ok() && paths->size() > 1) return RunEach(argv, value_flags, *args, *paths);
   }
   auto spec = SpecFromArgs(*args);
   if (!spec.ok()) {
@@ -203,8 +246,10 @@ int RunCommand(const std::vector<std::string>& argv) {
   auto job = WatchJobStream(address, resp.job_id(), /*quiet=*/false);
   if (!job.ok()) return Fail("run", job.status());
 
-  std::string out_path = args->Get("out", absl::StrCat("kevo-out/", spec->task().name(), "/best",
-                                                      spec->platform() == "amd" ? ".hip" : ".cc"));
+  const bool kernelbench = spec->task().format() == v1::TASK_FORMAT_KERNELBENCH;
+  std::string out_path = args->Get(
+      "out", absl::StrCat("kevo-out/", spec->task().name(), "/best",
+                          kernelbench ? ".py" : spec->platform() == "amd" ? ".hip" : ".cc"));
   v1::GetBestResponse best;
   bool have_best = false;
   {
@@ -259,8 +304,9 @@ int RunCommand(const std::vector<std::string>& argv) {
       std::printf("baseline      none (compile-only worker: nothing ran, so nothing was timed)\n");
     } else {
       std::printf("baseline      %s (%s)\n", FormatSeconds(job->baseline_time_s()).c_str(),
-                  mtia ? "the task's naive reference_mtia.cc, simulated time"
-                       : "the reference compiled -O2");
+                  mtia          ? "the task's naive reference_mtia.cc, simulated time"
+                  : kernelbench ? "PyTorch eager: the problem's Model"
+                                : "the reference compiled -O2");
     }
     if (have_best && best.node().static_fitness()) {
       std::printf("best          node %s (%s)\n", best.node().node_id().c_str(),

@@ -1,5 +1,7 @@
 #include "cli/report.h"
 
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kevo/v1/task.pb.h"
@@ -38,6 +40,7 @@ std::string BaselineLabel(const v1::Evaluation& e) {
   if (kind == "cublas") return "cuBLAS (cublasGemmEx, FP32)";
   if (kind == "cuda_reference") return "the task's CUDA reference";
   if (kind == "cpu_reference") return "the C++ reference (-O2) on this worker's CPU";
+  if (kind == "pytorch_eager") return "PyTorch eager (the KernelBench problem's Model)";
   return "the reference (-O2)";
 }
 
@@ -95,6 +98,9 @@ nlohmann::json EvaluationJson(const v1::Evaluation& e) {
   nlohmann::json profile = nlohmann::json::object();
   for (const auto& [k, v] : e.profile()) profile[k] = v;
   j["profile"] = std::move(profile);
+  nlohmann::json notes = nlohmann::json::object();
+  for (const auto& [k, v] : e.notes()) notes[k] = v;
+  j["notes"] = std::move(notes);
   nlohmann::json events = nlohmann::json::array();
   for (const auto& ev : e.events()) {
     events.push_back({{"stage", v1::Stage_Name(ev.stage())},
@@ -149,6 +155,9 @@ std::string HumanReport(const v1::Evaluation& e) {
                               "static score  %.3f (static: occupancy, spills and LDS from the "
                               "compiler; compile-only worker, not validated, not timed)\n",
                               e.static_score()));
+  }
+  for (const auto& [key, note] : std::map<std::string, std::string>(e.notes().begin(), e.notes().end())) {
+    absl::StrAppend(&out, absl::StrFormat("note          %s: %s\n", key, note));
   }
   if (!e.worker_id().empty()) {
     absl::StrAppend(&out, "worker        ", e.worker_id(), " (", e.fingerprint().cpu_model(), ", ",

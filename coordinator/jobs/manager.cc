@@ -27,6 +27,7 @@ std::string BestLabel(const v1::Job& job) {
 
 constexpr int kDefaultBudget = 60;
 constexpr int kMaxEmptyRounds = 40;     // proposals that were all duplicates
+constexpr int kMaxOverask = 64;         // at most this many times the free slots
 constexpr int kMaxProposerErrors = 20;
 constexpr size_t kMaxChildren = 8;       // children of a parent shown to the proposer
 
@@ -94,6 +95,10 @@ struct JobManager::Running {
   bool stopping = false;
   bool cancelled = false;
   int empty_rounds = 0;
+  // Proposals to ask for beyond the free slots: doubled after a round whose
+  // proposals were all duplicates (a deterministic proposer asked for one
+  // seed returns the same first seed each time), back to 1 after a new one.
+  int overask = 1;
   int proposer_errors = 0;
   absl::Time started = absl::Now();
   std::set<std::string> devices;  // host/GPU pairs that timed this job's candidates
@@ -186,12 +191,12 @@ absl::StatusOr<std::string> JobManager::Submit(v1::JobSpec spec) {
   if (spec.proposer().empty()) spec.set_proposer("builtin");
   KEVO_RETURN_IF_ERROR(search::CreatePolicy(spec.policy()).status());
   KEVO_RETURN_IF_ERROR(proposers_(spec).status());
+  if (spec.require_timing()) KEVO_RETURN_IF_ERROR(scheduler_->CheckTimingAvailable(spec.platform()));
   v1::Job job;
   job.set_job_id(NewJobId());
   *job.mutable_spec() = spec;
   job.set_state(v1::JOB_RUNNING);
   job.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
-  if (spec.require_timing()) KEVO_RETURN_IF_ERROR(scheduler_->CheckTimingAvailable(spec.platform()));
   job.set_task_hash(Sha256Hex(DeterministicBytes(spec.task())));
   KEVO_RETURN_IF_ERROR(PersistJob(job));
   {
@@ -342,23 +347,23 @@ void JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
   r.in_flight = std::max(0, r.in_flight - 1);
   if (!node.static_fitness() && node.fitness() > job.best_speedup()) {
     job.set_best_speedup(node.fitness());
+    job.set_best_static_score(0);
     job.set_best_node_id(node.node_id());
     job.set_best_time_s(node.time_s());
     job.set_baseline_time_s(node.baseline_time_s());
     job.set_best_roofline_fraction(node.roofline_fraction());
     job.set_last_gain_at(job.evaluations_done());
-    job.set_best_static_score(0);
-  }
-  job.set_evaluations_in_flight(r.in_flight);
-  store::Batch batch;
-  batch.Put(store::Family::kNodes, NodeKey(job.job_id(), node.node_id()), node.SerializeAsString());
-  batch.Put(store::Family::kJobs, JobKey(job.job_id()), job.SerializeAsString());
   } else if (node.static_fitness() && job.best_speedup() == 0 &&
              node.fitness() > job.best_static_score()) {
     // Ranked statically only while nothing has been measured.
     job.set_best_static_score(node.fitness());
     job.set_best_node_id(node.node_id());
     job.set_last_gain_at(job.evaluations_done());
+  }
+  job.set_evaluations_in_flight(r.in_flight);
+  store::Batch batch;
+  batch.Put(store::Family::kNodes, NodeKey(job.job_id(), node.node_id()), node.SerializeAsString());
+  batch.Put(store::Family::kJobs, JobKey(job.job_id()), job.SerializeAsString());
   absl::Status s = store_->Write(batch, /*sync=*/true);
   if (!s.ok()) LogError("job ", job.job_id(), ": persist result: ", s.ToString());
   r.tree.Upsert(node);
@@ -460,7 +465,7 @@ void JobManager::Pump(Running& r) {
     req.task = &spec.task();
     req.platform = spec.platform();
     req.parents = ParentsFor(r, sel.parents);
-    req.count = std::min(budget_left, target - r.in_flight);
+    req.count = std::min(budget_left, target - r.in_flight) * r.overask;
     req.seed = r.rng();
     req.priors = r.priors;
     req.job_id = r.job.job_id();
@@ -511,20 +516,20 @@ void JobManager::Pump(Running& r) {
                    node.SerializeAsString());
       so.extra.Put(store::Family::kNodes, SourceKey(r.job.job_id(), hash), node.node_id());
       so.extra.Put(store::Family::kNodes, EvalIndexKey(r.job.job_id(), so.eval_id), node.node_id());
+      so.require_timing = spec.require_timing();
       auto id = scheduler_->Submit(spec.task(), p.candidate, spec.platform(), std::move(so));
       if (!id.ok()) {
         LogError("job ", r.job.job_id(), ": submit: ", id.status().ToString());
-        break;
-      }
-      so.require_timing = spec.require_timing();
-      r.tree.Upsert(node);
-      r.sources.insert(hash);
-      r.node_by_eval[node.eval_id()] = node.node_id();
         if (id.status().code() == absl::StatusCode::kFailedPrecondition) {
           // Timing required but only compile-only workers remain.
           r.stopping = true;
           r.job.set_stop_reason(std::string(id.status().message()));
         }
+        break;
+      }
+      r.tree.Upsert(node);
+      r.sources.insert(hash);
+      r.node_by_eval[node.eval_id()] = node.node_id();
       ++r.in_flight;
       --budget_left;
       any = true;
@@ -536,9 +541,13 @@ void JobManager::Pump(Running& r) {
     }
     if (any) {
       r.empty_rounds = 0;
-    } else if (++r.empty_rounds >= kMaxEmptyRounds) {
-      r.stopping = true;
-      r.job.set_stop_reason("search space exhausted (every proposal was already evaluated)");
+      r.overask = 1;
+    } else {
+      r.overask = std::min(2 * r.overask, kMaxOverask);
+      if (++r.empty_rounds >= kMaxEmptyRounds) {
+        r.stopping = true;
+        r.job.set_stop_reason("search space exhausted (every proposal was already evaluated)");
+      }
     }
   }
   MaybeFinish(r);
@@ -589,6 +598,7 @@ void JobManager::WarmStart(Running& r) {
     so.extra.Put(store::Family::kNodes, NodeKey(r.job.job_id(), node.node_id()), node.SerializeAsString());
     so.extra.Put(store::Family::kNodes, SourceKey(r.job.job_id(), hash), node.node_id());
     so.extra.Put(store::Family::kNodes, EvalIndexKey(r.job.job_id(), so.eval_id), node.node_id());
+    so.require_timing = r.job.spec().require_timing();
     if (!scheduler_->Submit(r.job.spec().task(), c, r.job.spec().platform(), std::move(so)).ok()) {
       continue;
     }
@@ -598,7 +608,6 @@ void JobManager::WarmStart(Running& r) {
     ++r.in_flight;
     LogInfo("job ", r.job.job_id(), " warm-starts from job ", job_id, " node ", node_id);
     Publish(r, &node);
-    so.require_timing = r.job.spec().require_timing();
   }
 }
 

@@ -33,8 +33,8 @@ profile: Model (PyTorch eager, and torch.compile where this torch has it) and
 
 R always has "status": OK or a kevo EvalStatus name (COMPILE_ERROR,
 RUNTIME_ERROR, RESOURCE_EXHAUSTED, INFRA_ERROR) with "message" and "traceback"
-(the last lines of the Python traceback). F holds the current phase (import,
-build, run, profile, done): when the worker kills the process at its time
+(the last lines of the Python traceback). F holds the current phase (import_torch,
+import, build, run, baseline, profile, done): when the worker kills the process at its time
 limit, or the watchdog below ends it, F says whether it was compiling or
 running. Exit status: 0 OK, 2 infrastructure, 4 out of memory, 5 candidate
 error (the runner protocol's codes, worker/runner/protocol.h); a watchdog
@@ -471,10 +471,14 @@ def profile_mode(torch, args, phase, result):
         for i in range(n):
             s.model(*input_sets[(start + i) % copies])
 
-    # Warm-up: the first calls build extensions, trace, compile, autotune.
-    phase.set("build")
+    # Warm-up: the first calls build extensions, trace, compile, autotune;
+    # each series gets the compile timeout for it. A baseline that hangs here
+    # (torch.compile) is the worker's problem, not the candidate's: phase
+    # "baseline".
     with torch.no_grad():
         for s in list(series):
+            phase.set("build" if s.name == "candidate" else "baseline")
+            faulthandler.dump_traceback_later(args.compile_timeout_s, exit=True)
             flags.apply(s.threads)
             t0 = time.perf_counter()
             try:

@@ -104,11 +104,10 @@ std::unique_ptr<Recipe> NewBucketizeSearchRecipe();
 std::unique_ptr<Recipe> NewBucketizeLutRecipe();
 std::unique_ptr<Recipe> NewBucketizeTreeRecipe();
 std::unique_ptr<Recipe> NewGenericRecipe();
+// KernelBench tasks (language "python"), pytorch_rewrite.cc.
+std::unique_ptr<Recipe> NewPytorchRewriteRecipe();
 // mtia-sim (language "mtia-c++"), mtia_*.cc.
 std::unique_ptr<Recipe> NewMtiaSoftmaxRecipe();
 std::unique_ptr<Recipe> NewMtiaRowReduceRecipe();
-// amd (language "hip", 64-wide wavefronts), hip_*.cc.
-std::unique_ptr<Recipe> NewHipSoftmaxRecipe();
-std::unique_ptr<Recipe> NewHipRowReduceRecipe();
 
 }  // namespace kevo::proposer

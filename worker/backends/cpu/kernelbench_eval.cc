@@ -199,6 +199,12 @@ KernelBenchEvaluator::Outcome KernelBenchEvaluator::RunRunner(const std::vector<
   const std::string stderr_text = out.process.stderr_data;
   const bool watchdog = !out.process.timed_out && out.process.term_signal == 0 &&
                         out.process.exit_code == 1 && absl::StrContains(stderr_text, "Timeout (");
+  if ((out.process.timed_out || watchdog) && out.phase == "baseline") {
+    out.status = v1::INFRA_ERROR;
+    out.message = absl::StrCat("a baseline (torch.compile) did not build within ",
+                               absl::FormatDuration(options_.compile_timeout));
+    return out;
+  }
   if (out.process.timed_out || watchdog) {
     const bool compiling = IsCompilePhase(out.phase);
     out.status = compiling ? v1::COMPILE_TIMEOUT : v1::RUN_TIMEOUT;
@@ -441,7 +447,9 @@ bool KernelBenchEvaluator::Profile(EvalRun& run, const std::string& problem,
        absl::StrCat("--time_cap_s=", options_.profile_time_cap_s),
        "--baselines=" + absl::StrJoin(baselines, ",")},
       run.scratch,
-      options_.compile_timeout + 2 * options_.run_timeout + kStartupAllowance +
+      // Warm-up: the candidate and torch.compile each get the compile
+      // timeout; then sampling to the cap, then the final checks.
+      2 * options_.compile_timeout + 2 * options_.run_timeout + kStartupAllowance +
           absl::Seconds(3 * options_.profile_time_cap_s + 30));
   if (out.status != v1::OK) {
     ev.mutable_diagnostics()->set_signal(out.signal);
