@@ -19,6 +19,7 @@ int WatchCommand(const std::vector<std::string>& args);
 int BestCommand(const std::vector<std::string>& args);
 int JobsCommand(const std::vector<std::string>& args);
 int CancelCommand(const std::vector<std::string>& args);
+int LlmLogCommand(const std::vector<std::string>& args);
 int SuiteCommand(const std::vector<std::string>& args);
 int KbCommand(const std::vector<std::string>& args);
 int SkillsCommand(const std::vector<std::string>& args);

@@ -17,6 +17,7 @@ struct EmbeddedOptions {
   int slots = 1;
   std::string worker_log;  // where the worker's log lines go; empty: <db>/worker.log
   std::vector<std::string> worker_flags;  // extra kevo-worker flags
+  std::string llm_config;  // LLM endpoints file for the llm proposers; empty: none
 };
 
 class Embedded {

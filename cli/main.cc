@@ -22,6 +22,7 @@ constexpr char kUsage[] =
     "  jobs                           list jobs\n"
     "  cancel JOB                     stop a job (in-flight evaluations finish)\n"
     "  workers                        list the workers connected to a coordinator\n"
+    "  llm-log JOB --db DIR           the LLM calls a job made (prompts, answers, tokens)\n"
     "  kb search QUERY                search the knowledge base (hardware docs, guidance)\n"
     "  skills --db DIR                what earlier jobs learnt (skill memory)\n"
     "Run `kevo COMMAND --help` for a command's flags.\n";
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
   if (command == "best") return kevo::cli::BestCommand(args);
   if (command == "jobs") return kevo::cli::JobsCommand(args);
   if (command == "cancel") return kevo::cli::CancelCommand(args);
+  if (command == "llm-log") return kevo::cli::LlmLogCommand(args);
   if (command == "kb") return kevo::cli::KbCommand(args);
   if (command == "skills") return kevo::cli::SkillsCommand(args);
   std::fprintf(stderr, "kevo: unknown command '%s'\n%s", command.c_str(), kUsage);

@@ -11,6 +11,8 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "coordinator/kb/kb.h"
+#include "coordinator/llm/config.h"
+#include "coordinator/llm/llm_proposer.h"
 #include "coordinator/proposer/builtin/builtin_proposer.h"
 #include "coordinator/server/services.h"
 #include "coordinator/skills/skills.h"
@@ -19,13 +21,25 @@
 namespace kevo::coordinator {
 namespace {
 
-jobs::ProposerFactory MakeProposerFactory(const CoordinatorOptions& options) {
-  return [](const v1::JobSpec& spec) -> absl::StatusOr<std::unique_ptr<proposer::Proposer>> {
-    if (spec.proposer().empty() || spec.proposer() == "builtin") {
+// builtin; llm and llm+builtin when the coordinator has an LLM config.
+jobs::ProposerFactory MakeProposerFactory(std::shared_ptr<llm::LlmService> llm) {
+  return [llm](const v1::JobSpec& spec) -> absl::StatusOr<std::unique_ptr<proposer::Proposer>> {
+    const std::string& name = spec.proposer();
+    if (name.empty() || name == "builtin") {
       return std::unique_ptr<proposer::Proposer>(new proposer::BuiltinProposer());
     }
+    if (name == "llm" || name == "llm+builtin") {
+      if (llm == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "proposer '", name, "' needs LLM endpoints: start the coordinator (or kevo run) with "
+            "--llm-config FILE (see docs/llm.md)"));
+      }
+      if (name == "llm") return llm->NewProposer();
+      return llm::MakeMixedProposer(llm->NewProposer(),
+                                    std::make_unique<proposer::BuiltinProposer>());
+    }
     return absl::InvalidArgumentError(absl::StrCat(
-        "unknown proposer '", spec.proposer(), "' (known: builtin)"));
+        "unknown proposer '", name, "' (known: builtin, llm, llm+builtin)"));
   };
 }
 
@@ -55,10 +69,15 @@ class CoordinatorImpl final : public Coordinator {
       metrics_port_ = ports.empty() ? 0 : ports.front();
     }
     KEVO_RETURN_IF_ERROR(OpenKnowledge(options));
+    if (!options.llm_config.empty()) {
+      KEVO_ASSIGN_OR_RETURN(auto endpoints, llm::LoadLlmConfig(options.llm_config));
+      KEVO_ASSIGN_OR_RETURN(llm_, llm::LlmService::Create(endpoints, store_.get(), /*kb=*/nullptr, /*skills=*/nullptr,
+                                                          registry_));
+    }
     scheduler_ = std::make_unique<scheduler::Scheduler>(store_.get(), options.scheduler, registry_);
     KEVO_RETURN_IF_ERROR(scheduler_->Recover());
     jobs_ = std::make_unique<jobs::JobManager>(store_.get(), scheduler_.get(),
-                                               MakeProposerFactory(options), registry_);
+                                               MakeProposerFactory(llm_), registry_);
     jobs_->SetLearningHooks(MakeLearningHooks());
     KEVO_RETURN_IF_ERROR(jobs_->Recover());
     scheduler_->Start();
@@ -98,6 +117,8 @@ class CoordinatorImpl final : public Coordinator {
     if (server_) server_->Wait();
     server_.reset();
     jobs_.reset();
+    if (llm_) llm_->Shutdown();  // waits for LLM calls in flight
+    llm_.reset();
     scheduler_.reset();
     skills_.reset();
     kb_.reset();
@@ -151,6 +172,7 @@ class CoordinatorImpl final : public Coordinator {
   std::unique_ptr<kb::KnowledgeBase> kb_;
   std::unique_ptr<skills::SkillStore> skills_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::shared_ptr<llm::LlmService> llm_;  // null without --llm-config
   std::unique_ptr<scheduler::Scheduler> scheduler_;
   std::unique_ptr<jobs::JobManager> jobs_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;

@@ -16,6 +16,9 @@ struct CoordinatorOptions {
   std::string listen = "127.0.0.1:0";  // host:port; port 0 picks a free one
   std::string db_dir;                  // RocksDB folder (created if missing)
   std::string metrics_listen;          // host:port for /metrics; empty = none
+  // The LLM endpoints file (docs/llm.md) that enables the llm and
+  // llm+builtin proposers; empty: builtin only.
+  std::string llm_config;
   // Knowledge-base folder imported into the store at start (kb::ImportDirectory);
   // empty: kb::DefaultKbDir(), skipped with a warning when there is none.
   std::string kb_dir;

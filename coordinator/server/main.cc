@@ -13,11 +13,12 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: kevo-coordinator --db DIR [--listen HOST:PORT] [--metrics HOST:PORT]\n"
-    "                        [--lease-seconds N] [--kb DIR]\n"
+    "                        [--lease-seconds N] [--llm-config FILE] [--kb DIR]\n"
     "  --listen   gRPC address for workers and clients (default 127.0.0.1:50051;\n"
     "             port 0 picks a free one, printed on stdout as 'listening HOST:PORT')\n"
     "  --db       RocksDB folder; created if missing; data survives restarts\n"
     "  --metrics  Prometheus /metrics address (default: off)\n"
+    "  --llm-config FILE  LLM endpoints for the llm and llm+builtin proposers (docs/llm.md)\n"
     "  --kb       knowledge-base folder imported at start (default: the project's docs/kb)\n";
 
 kevo::coordinator::Coordinator* g_coordinator = nullptr;
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
     if (arg == "--listen") options.listen = value("--listen");
     else if (arg == "--db") options.db_dir = value("--db");
     else if (arg == "--metrics") options.metrics_listen = value("--metrics");
+    else if (arg == "--llm-config") options.llm_config = value("--llm-config");
     else if (arg == "--kb") options.kb_dir = value("--kb");
     else if (arg == "--lease-seconds") options.scheduler.lease = absl::Seconds(std::stoi(value("--lease-seconds")));
     else if (arg == "--help" || arg == "-h") {

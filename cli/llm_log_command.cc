@@ -1,0 +1,116 @@
+// `kevo llm-log JOB`: the LLM calls a job made, from the coordinator's
+// RocksDB (the `llm_calls` family; coordinator/llm/call_log.h). Reads the
+// database folder directly (`--db`, the folder `kevo run --db` or
+// `kevo-coordinator --db` used), so the coordinator must not be running on it.
+#include <cstdio>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "coordinator/llm/call_log.h"
+#include "coordinator/store/store.h"
+
+namespace kevo::cli {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: kevo llm-log JOB --db DIR [--json] [--full]\n"
+    "The LLM calls of a job, oldest first: endpoint, model, tokens, latency, cost, outcome and\n"
+    "the nodes each call's candidates became. --full adds each call's prompt and answer;\n"
+    "--json prints the stored records (with the prompt and answer) as a JSON array.\n"
+    "DIR is the folder given to `kevo run --db` or `kevo-coordinator --db` (not while the\n"
+    "coordinator runs on it).\n";
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "kevo llm-log: %s\n", std::string(s.message()).c_str());
+  return s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+// `kevo run --db DIR` keeps the database in DIR/db.
+std::string DatabaseDir(const std::string& dir) {
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::path(dir) / "db" / "CURRENT", ec)) {
+    return (std::filesystem::path(dir) / "db").string();
+  }
+  return dir;
+}
+
+std::string NodesText(const nlohmann::json& call) {
+  std::vector<std::string> parts;
+  for (const auto& n : call.value("nodes", nlohmann::json::array())) {
+    std::string part = absl::StrCat(n.value("node_id", "?"), " ", n.value("status", "?"));
+    if (n.value("status", "") == "OK") absl::StrAppend(&part, absl::StrFormat(" %.2fx", n.value("fitness", 0.0)));
+    parts.push_back(part);
+  }
+  if (parts.empty()) return call.value("candidates", 0) > 0 ? "(not settled)" : "-";
+  return absl::StrJoin(parts, ", ");
+}
+
+void PrintTable(const std::vector<nlohmann::json>& calls, bool full) {
+  std::printf("%-24s %-12s %-20s %-8s %13s %8s %9s %-14s %s\n", "CALL", "ENDPOINT", "MODEL",
+              "PARENT", "TOKENS in/out", "LATENCY", "COST", "OUTCOME", "NODES");
+  for (const auto& c : calls) {
+    std::string parent = c.value("parent_id", "");
+    std::printf("%-24s %-12s %-20s %-8s %6lld/%-6lld %7.2fs %8.4f$ %-14s %s\n",
+                c.value("call_id", "?").c_str(), c.value("endpoint", "-").c_str(),
+                c.value("model", "-").c_str(), parent.empty() ? "-" : parent.c_str(),
+                static_cast<long long>(c.value("prompt_tokens", int64_t{0})),
+                static_cast<long long>(c.value("completion_tokens", int64_t{0})),
+                c.value("latency_s", 0.0), c.value("cost_usd", 0.0), c.value("outcome", "?").c_str(),
+                NodesText(c).c_str());
+    if (!full) {
+      if (c.contains("error")) std::printf("    error: %s\n", c.value("error", "").c_str());
+      continue;
+    }
+    std::printf("\n--- call %s: prompt (parts: %s; dropped: %s)\n", c.value("call_id", "?").c_str(),
+                absl::StrJoin(c.value("prompt_included", std::vector<std::string>{}), ", ").c_str(),
+                absl::StrJoin(c.value("prompt_dropped", std::vector<std::string>{}), ", ").c_str());
+    for (const auto& m : c.value("prompt", nlohmann::json::array())) {
+      std::printf("[%s]\n%s\n", m.value("role", "?").c_str(), m.value("content", "").c_str());
+    }
+    std::printf("--- call %s: answer\n%s\n", c.value("call_id", "?").c_str(),
+                c.value("answer", "").c_str());
+    if (c.contains("error")) std::printf("--- error: %s\n", c.value("error", "").c_str());
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+int LlmLogCommand(const std::vector<std::string>& argv) {
+  auto args = ParseArgs(argv, {"db"}, {"json", "full", "help"});
+  if (!args.ok()) return Fail(args.status());
+  if (args->Has("help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (args->positional.size() != 1 || args->Get("db").empty()) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  auto store = store::Store::Open(DatabaseDir(args->Get("db")));
+  if (!store.ok()) return Fail(store.status());
+  const std::string& job_id = args->positional[0];
+  auto calls = llm::ListCalls(store->get(), job_id);
+  if (!calls.ok()) return Fail(calls.status());
+  if (args->Has("json")) {
+    nlohmann::json out = nlohmann::json::array();
+    for (auto& c : *calls) out.push_back(std::move(c));
+    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
+  if (calls->empty()) {
+    std::fprintf(stderr, "kevo llm-log: job %s made no LLM calls (or is not in %s)\n",
+                 job_id.c_str(), args->Get("db").c_str());
+    return 1;
+  }
+  PrintTable(*calls, args->Has("full"));
+  return 0;
+}
+
+}  // namespace kevo::cli
