@@ -166,7 +166,9 @@ constexpr char kRunUsage[] =
     "worker in this process tree, state in --db (a temporary folder when not given).\n"
     "TASK is a task folder, a KernelBench problem (.py), or a folder of several: one search\n"
     "each, in turn (see docs/kernelbench.md).\n"
-    "Writes the best kernel to --out (default kevo-out/TASK/best.cc, .py for KernelBench).\n";
+    "Writes the best kernel to --out (default kevo-out/TASK/best.cc, .py for KernelBench).\n"
+    "--proposer builtin|llm|llm+builtin with --llm-config FILE (the LLM endpoints; see\n"
+    "docs/llm.md); `kevo llm-log JOB --db DIR` then shows the LLM calls.\n";
 
 // `argv` with its one positional argument (the task) replaced by `path`.
 std::vector<std::string> WithTask(const std::vector<std::string>& argv,
@@ -205,7 +207,7 @@ int RunEach(const std::vector<std::string>& argv, const std::set<std::string>& v
 }
 
 int RunCommand(const std::vector<std::string>& argv) {
-  const std::set<std::string> value_flags = With(kSpecFlags, {"db", "out", "slots"});
+  const std::set<std::string> value_flags = With(kSpecFlags, {"db", "out", "slots", "llm-config"});
   auto args = ParseArgs(argv, value_flags, {"json", "warm-start", "help"});
   if (!args.ok()) return Fail("run", args.status());
   if (args->Has("help")) {
@@ -228,6 +230,7 @@ int RunCommand(const std::vector<std::string>& argv) {
   eo.db_dir = args->Get("db");
   eo.platform = spec->platform();
   eo.slots = static_cast<int>(*slots);
+  eo.llm_config = args->Get("llm-config");
   auto embedded = Embedded::Start(eo);
   if (!embedded.ok()) return Fail("run", embedded.status());
   std::string address = (*embedded)->address();
