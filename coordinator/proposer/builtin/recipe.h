@@ -109,5 +109,8 @@ std::unique_ptr<Recipe> NewPytorchRewriteRecipe();
 // mtia-sim (language "mtia-c++"), mtia_*.cc.
 std::unique_ptr<Recipe> NewMtiaSoftmaxRecipe();
 std::unique_ptr<Recipe> NewMtiaRowReduceRecipe();
+// amd (language "hip", 64-wide wavefronts), hip_*.cc.
+std::unique_ptr<Recipe> NewHipSoftmaxRecipe();
+std::unique_ptr<Recipe> NewHipRowReduceRecipe();
 
 }  // namespace kevo::proposer
