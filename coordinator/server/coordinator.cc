@@ -71,8 +71,8 @@ class CoordinatorImpl final : public Coordinator {
     KEVO_RETURN_IF_ERROR(OpenKnowledge(options));
     if (!options.llm_config.empty()) {
       KEVO_ASSIGN_OR_RETURN(auto endpoints, llm::LoadLlmConfig(options.llm_config));
-      KEVO_ASSIGN_OR_RETURN(llm_, llm::LlmService::Create(endpoints, store_.get(), /*kb=*/nullptr, /*skills=*/nullptr,
-                                                          registry_));
+      KEVO_ASSIGN_OR_RETURN(llm_, llm::LlmService::Create(endpoints, store_.get(), kb_.get(),
+                                                          skills_.get(), registry_));
     }
     scheduler_ = std::make_unique<scheduler::Scheduler>(store_.get(), options.scheduler, registry_);
     KEVO_RETURN_IF_ERROR(scheduler_->Recover());
