@@ -106,6 +106,10 @@ TEST_F(NvidiaBuildTest, VectorAddAndMatmulExamplesBuild) {
        std::vector<std::pair<std::string, std::string>>{{"vector_add", "fast.cu"},
                                                         {"vector_add", "side_stream.cu"},
                                                         {"vector_add", "memoize.cu"},
+                                                        {"vector_add", "no_write.cu"},
+                                                        {"layer_norm", "../reference.cu"},
+                                                        {"gelu_erf", "../reference.cu"},
+                                                        {"gelu_tanh", "../reference.cu"},
                                                         {"matmul", "fast.cu"}}) {
     CudaCompileResult r =
         Compile(Load(task_name), ReadText(SourceDir() + "/tasks/" + task_name + "/examples/" + file));

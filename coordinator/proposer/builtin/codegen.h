@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -49,6 +50,42 @@ absl::Status CheckGenerate(const Recipe& recipe, const v1::Task& task, const Gen
 // The integer value of `key` in `genome` (callers have checked the genome).
 int64_t IntParam(const Genome& genome, const std::string& key);
 const std::string& StrParam(const Genome& genome, const std::string& key);
+
+// What an elementwise hint expression (hints {expr}) reads and calls.
+struct ExprInfo {
+  std::vector<std::string> inputs;  // inputs the expression reads, in task order
+  bool calls_functions = false;
+  // A floating literal without an f suffix (a double): GCC refuses to mix it
+  // with float vectors, so such expressions use the omp simd path too.
+  bool double_literals = false;
+  bool ok = false;  // only inputs, function calls, literals and operators
+};
+// Finds the identifiers of `expr`: each is an input name or a function name
+// (followed by '('); anything else makes the expression unusable (ok false).
+ExprInfo AnalyzeExpr(const v1::Task& task, const std::string& expr);
+// The output an elementwise recipe writes: hints {out}, else the only output.
+std::string ElementwiseOutputName(const v1::Task& task);
+// Same shape symbols, in the same order.
+bool SameShape(const v1::TensorSpec& a, const v1::TensorSpec& b);
+
+// A GEMM's names (hints {a, b, c, m, n, k}, defaults A, B, C, M, N, K).
+struct GemmShapes {
+  std::string a, b, c, m, n, k;
+  v1::DType a_dtype = v1::DTYPE_UNSPECIFIED, c_dtype = v1::DTYPE_UNSPECIFIED;
+};
+// Binds the hints and checks the shapes: row-major a [m, k], b [k, n],
+// c [m, n], a and b of one dtype (set in a_dtype, c's in c_dtype), all
+// signature parameters (gemm.cc). Callers check the dtypes they support.
+bool BindGemmShapes(const v1::Task& task, GemmShapes* g);
+
+// The names a row recipe binds to.
+struct RowBinding {
+  std::string in, out, rows, cols;
+};
+// Binds the hints of a row pattern (defaults: the single input and output,
+// "rows", "cols") and checks them: f32 x [rows, cols]; y [rows] or [rows, 1]
+// when `reduction`, else [rows, cols]; rows, cols signature symbols (rows.cc).
+bool BindRows(const v1::Task& task, bool reduction, RowBinding* b);
 
 // Replaces every whole-word occurrence of `word` in `text` with `with`.
 std::string ReplaceWord(const std::string& text, const std::string& word, const std::string& with);

@@ -16,19 +16,7 @@
 #include "coordinator/proposer/builtin/recipe.h"
 
 namespace kevo::proposer {
-namespace {
 
-struct ExprInfo {
-  std::vector<std::string> inputs;  // inputs the expression reads, in task order
-  bool calls_functions = false;
-  // A floating literal without an f suffix (a double): GCC refuses to mix it
-  // with float vectors, so such expressions use the omp simd path too.
-  bool double_literals = false;
-  bool ok = false;
-};
-
-// Finds the identifiers of `expr`: each is an input name or a function name
-// (followed by '('); anything else makes the expression unusable.
 ExprInfo AnalyzeExpr(const v1::Task& task, const std::string& expr) {
   ExprInfo info;
   std::set<std::string> used;
@@ -75,7 +63,7 @@ ExprInfo AnalyzeExpr(const v1::Task& task, const std::string& expr) {
   return info;
 }
 
-std::string OutputName(const v1::Task& task) {
+std::string ElementwiseOutputName(const v1::Task& task) {
   std::string out = Hint(task, "out");
   if (out.empty() && task.outputs_size() == 1) out = task.outputs(0).name();
   return out;
@@ -88,6 +76,8 @@ bool SameShape(const v1::TensorSpec& a, const v1::TensorSpec& b) {
   }
   return true;
 }
+
+namespace {
 
 class ElementwiseRecipe final : public Recipe {
  public:
@@ -116,7 +106,7 @@ class ElementwiseRecipe final : public Recipe {
 
   bool Applies(const v1::Task& task, std::string_view platform) const override {
     if (platform != "cpu" || Hint(task, "pattern") != "elementwise") return false;
-    const v1::TensorSpec* out = FindOutput(task, OutputName(task));
+    const v1::TensorSpec* out = FindOutput(task, ElementwiseOutputName(task));
     if (out == nullptr || !IsSignatureParam(task, out->name())) return false;
     if (out->dtype() != v1::F32 && out->dtype() != v1::F64 && out->dtype() != v1::I32 &&
         out->dtype() != v1::I64) {
@@ -136,7 +126,7 @@ class ElementwiseRecipe final : public Recipe {
   absl::StatusOr<v1::Candidate> Generate(const v1::Task& task,
                                          const Genome& genome) const override {
     KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome));
-    const std::string out = OutputName(task);
+    const std::string out = ElementwiseOutputName(task);
     const v1::TensorSpec* out_spec = FindOutput(task, out);
     const std::string type(CTypeName(out_spec->dtype()));
     const size_t elem = DTypeSize(out_spec->dtype());

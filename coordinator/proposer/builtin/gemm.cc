@@ -15,13 +15,8 @@
 #include "coordinator/proposer/builtin/recipe.h"
 
 namespace kevo::proposer {
-namespace {
 
-struct GemmBinding {
-  std::string a, b, c, m, n, k;
-};
-
-bool BindGemm(const v1::Task& task, GemmBinding* g) {
+bool BindGemmShapes(const v1::Task& task, GemmShapes* g) {
   g->a = Hint(task, "a", "A");
   g->b = Hint(task, "b", "B");
   g->c = Hint(task, "c", "C");
@@ -32,10 +27,11 @@ bool BindGemm(const v1::Task& task, GemmBinding* g) {
   const v1::TensorSpec* b = FindInput(task, g->b);
   const v1::TensorSpec* c = FindOutput(task, g->c);
   if (a == nullptr || b == nullptr || c == nullptr) return false;
+  g->a_dtype = a->dtype();
+  g->c_dtype = c->dtype();
+  if (b->dtype() != a->dtype()) return false;
   for (const v1::TensorSpec* t : {a, b, c}) {
-    if (t->dtype() != v1::F32 || t->shape_size() != 2 || !IsSignatureParam(task, t->name())) {
-      return false;
-    }
+    if (t->shape_size() != 2 || !IsSignatureParam(task, t->name())) return false;
   }
   if (!IsSymbolParam(task, g->m) || !IsSymbolParam(task, g->n) || !IsSymbolParam(task, g->k)) {
     return false;
@@ -45,6 +41,14 @@ bool BindGemm(const v1::Task& task, GemmBinding* g) {
   };
   return shape_is(a, g->m, g->k) && shape_is(b, g->k, g->n) && shape_is(c, g->m, g->n) &&
          DefinitionLine(task).ok();
+}
+
+namespace {
+
+// The CPU recipe's binding: float32 throughout.
+using GemmBinding = GemmShapes;
+bool BindGemm(const v1::Task& task, GemmBinding* g) {
+  return BindGemmShapes(task, g) && g->a_dtype == v1::F32 && g->c_dtype == v1::F32;
 }
 
 class GemmPackedRecipe final : public Recipe {

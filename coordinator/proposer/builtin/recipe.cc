@@ -79,6 +79,11 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewBucketizeTreeRecipe());
     v->push_back(NewBucketizeSearchRecipe());
     v->push_back(NewBucketizeLutRecipe());
+    v->push_back(NewCudaElementwiseRecipe());
+    v->push_back(NewCudaSoftmaxRecipe());
+    v->push_back(NewCudaLayerNormRecipe());
+    v->push_back(NewCudaRowReduceRecipe());
+    v->push_back(NewCudaGemmMmaRecipe());
     v->push_back(NewMtiaSoftmaxRecipe());
     v->push_back(NewMtiaRowReduceRecipe());
     v->push_back(NewPytorchRewriteRecipe());

@@ -106,6 +106,12 @@ std::unique_ptr<Recipe> NewBucketizeTreeRecipe();
 std::unique_ptr<Recipe> NewGenericRecipe();
 // KernelBench tasks (language "python"), pytorch_rewrite.cc.
 std::unique_ptr<Recipe> NewPytorchRewriteRecipe();
+// nvidia (language "cuda"), cuda_*.cc.
+std::unique_ptr<Recipe> NewCudaElementwiseRecipe();
+std::unique_ptr<Recipe> NewCudaSoftmaxRecipe();
+std::unique_ptr<Recipe> NewCudaLayerNormRecipe();
+std::unique_ptr<Recipe> NewCudaRowReduceRecipe();
+std::unique_ptr<Recipe> NewCudaGemmMmaRecipe();
 // mtia-sim (language "mtia-c++"), mtia_*.cc.
 std::unique_ptr<Recipe> NewMtiaSoftmaxRecipe();
 std::unique_ptr<Recipe> NewMtiaRowReduceRecipe();

@@ -16,12 +16,6 @@
 #include "coordinator/proposer/builtin/recipe.h"
 
 namespace kevo::proposer {
-namespace {
-
-// The names a row recipe binds to.
-struct RowBinding {
-  std::string in, out, rows, cols;
-};
 
 // Binds the hints (defaults: the single input and output, "rows", "cols") and
 // checks them against the task: f32 tensors, x of shape [rows, cols], y of
@@ -48,6 +42,8 @@ bool BindRows(const v1::Task& task, bool reduction, RowBinding* b) {
   }
   return DefinitionLine(task).ok();
 }
+
+namespace {
 
 // 16-lane float vectors and helpers.
 constexpr char kVectorHelpers[] = R"(

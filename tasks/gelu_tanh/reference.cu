@@ -1,0 +1,21 @@
+// CUDA reference for gelu_tanh (GELU, tanh approximation): the baseline the nvidia platform times
+// candidates against (correctness is still defined by reference.cc). The
+// plain port of the C++ reference: one thread per element, scalar loads.
+#include <cstdint>
+#include <cuda_runtime.h>
+
+namespace {
+
+__global__ void Gelu(const float* x, float* y, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float v = x[i];
+  y[i] = 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
+}
+
+}  // namespace
+
+extern "C" void gelu_tanh(const float* x, float* y, int64_t n) {
+  if (n <= 0) return;
+  Gelu<<<static_cast<unsigned>((n + 255) / 256), 256>>>(x, y, n);
+}
