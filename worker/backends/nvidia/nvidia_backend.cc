@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -116,8 +117,16 @@ struct Gpu {
   absl::Mutex slot;                        // held by validate + profile
   absl::Mutex mu;
   bool healthy ABSL_GUARDED_BY(mu) = true;
-  double busy_s ABSL_GUARDED_BY(mu) = 0;
+  // When the slot was taken (InfinitePast while free), and the busy
+  // intervals of the last kUtilisationWindow.
+  absl::Time held_since ABSL_GUARDED_BY(mu) = absl::InfinitePast();
+  std::deque<std::pair<absl::Time, absl::Time>> busy ABSL_GUARDED_BY(mu);
 };
+
+// The window of kevo_worker_gpu_timing_utilisation: long enough to smooth
+// over a few evaluations, short enough to show the current job's use rather
+// than the worker's whole life.
+constexpr absl::Duration kUtilisationWindow = absl::Seconds(60);
 
 // The C++ reference timed on this host's CPU at the timed binding, and its
 // outputs there (the baseline of tasks with no GPU baseline).
@@ -228,14 +237,19 @@ class NvidiaBackend final : public Backend {
 };
 
 double NvidiaBackend::TimingUtilisation() const {
-  const double wall = absl::ToDoubleSeconds(absl::Now() - start_) * static_cast<double>(gpus_.size());
-  if (wall <= 0) return 0;
+  const absl::Time now = absl::Now();
+  const absl::Time from = std::max(start_, now - kUtilisationWindow);
+  const double span = absl::ToDoubleSeconds(now - from) * static_cast<double>(gpus_.size());
+  if (span <= 0) return 0;
   double busy = 0;
   for (const auto& g : gpus_) {
     absl::MutexLock l(&g->mu);
-    busy += g->busy_s;
+    for (const auto& [a, b] : g->busy) {
+      if (b > from) busy += absl::ToDoubleSeconds(b - std::max(a, from));
+    }
+    if (g->held_since != absl::InfinitePast()) busy += absl::ToDoubleSeconds(now - std::max(g->held_since, from));
   }
-  return std::min(1.0, busy / wall);
+  return std::min(1.0, busy / span);
 }
 
 v1::Fingerprint NvidiaBackend::MakeFingerprint() const {
@@ -462,6 +476,10 @@ bool NvidiaBackend::GpuStages(NvEvalRun& run) {
   const absl::Time wait_start = absl::Now();
   Gpu& gpu = PickGpu();
   const absl::Time held_from = absl::Now();
+  {
+    absl::MutexLock l(&gpu.mu);
+    gpu.held_since = held_from;
+  }
   auto& counters = *run.ev.mutable_profile();
   counters["gpu_index"] = gpu.info.index;
   counters["gpu_wait_s"] = absl::ToDoubleSeconds(held_from - wait_start);
@@ -486,10 +504,13 @@ bool NvidiaBackend::GpuStages(NvEvalRun& run) {
       counters["gpu_healthy_after"] = CheckHealth(gpu) ? 1 : 0;
     }
   }
-  const double held = absl::ToDoubleSeconds(absl::Now() - held_from);
+  const absl::Time released = absl::Now();
+  const double held = absl::ToDoubleSeconds(released - held_from);
   {
     absl::MutexLock l(&gpu.mu);
-    gpu.busy_s += held;
+    gpu.held_since = absl::InfinitePast();
+    gpu.busy.emplace_back(held_from, released);
+    while (!gpu.busy.empty() && gpu.busy.front().second < released - kUtilisationWindow) gpu.busy.pop_front();
   }
   gpu.slot.Unlock();
   counters["gpu_stage_s"] = held;

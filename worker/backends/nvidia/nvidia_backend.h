@@ -17,7 +17,10 @@
 //
 // Validate and profile hold the GPU's timing slot (one per GPU), so while a
 // candidate is timed nothing else runs on that GPU, while other slots compile
-// ahead on the CPU: run the daemon with more slots than GPUs.
+// ahead on the CPU: run the daemon with more slots than GPUs. The gauge
+// kevo_worker_gpu_timing_utilisation is the slots' busy share over the last
+// minute; each evaluation's profile counter gpu_stage_s is the time it held
+// its slot (the coordinator sums it over a job: Job.device_utilisation).
 //
 // Baselines, in order: cuBLAS (cublasGemmEx, FP32 compute) for tasks whose
 // hints say pattern=gemm; else the task's CUDA reference (an extra reference
