@@ -71,8 +71,11 @@ absl::StatusOr<std::unique_ptr<Embedded>> Embedded::Start(const EmbeddedOptions&
   std::vector<std::string> args = {worker,
                                    "--coordinator", e->coordinator_->address(),
                                    "--platform", options.platform,
-                                   "--slots", std::to_string(options.slots),
                                    "--work-dir", e->db_dir_ + "/work"};
+  if (options.slots > 0) {
+    args.push_back("--slots");
+    args.push_back(std::to_string(options.slots));
+  }
   for (const auto& f : options.worker_flags) args.push_back(f);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());

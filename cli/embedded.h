@@ -14,7 +14,7 @@ namespace kevo::cli {
 struct EmbeddedOptions {
   std::string db_dir;  // empty: a temporary folder, removed at exit
   std::string platform = "cpu";
-  int slots = 1;
+  int slots = 1;  // 0: the worker's default for the platform
   std::string worker_log;  // where the worker's log lines go; empty: <db>/worker.log
   std::vector<std::string> worker_flags;  // extra kevo-worker flags
   std::string llm_config;  // LLM endpoints file for the llm proposers; empty: none
