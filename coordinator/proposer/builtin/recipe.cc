@@ -89,7 +89,6 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewPytorchRewriteRecipe());
     v->push_back(NewHipSoftmaxRecipe());
     v->push_back(NewHipRowReduceRecipe());
-    v->push_back(NewPytorchRewriteRecipe());
     v->push_back(NewGenericRecipe());
     return v;
   }();
