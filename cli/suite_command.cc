@@ -145,7 +145,7 @@ Summary Summarise(const std::map<std::string, SuiteRow>& rows) {
 std::string SummaryLine(const Summary& s) {
   return absl::StrFormat(
       "%d/%d tasks (%.0f%%) ended with a correct kernel faster than the reference; %d correct, "
-      "%d errors",
+      "%d with an error",
       s.faster, s.tasks, s.tasks ? 100.0 * s.faster / s.tasks : 0.0, s.correct, s.errors);
 }
 

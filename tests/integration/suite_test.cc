@@ -56,7 +56,9 @@ TEST(SuiteTest, RunsEveryTaskWritesJsonAndCsvAndKeepsGoingPastABrokenTask) {
   // 3: not every task ended with a correct kernel (the broken one).
   ASSERT_EQ(r.exit_code, 3) << r.err << r.out;
   EXPECT_NE(r.out.find("task"), std::string::npos);
-  EXPECT_NE(r.out.find("tasks (") , std::string::npos) << r.out;  // the summary line
+  // The summary line.
+  EXPECT_NE(r.out.find("/3 tasks ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 correct, 1 with an error"), std::string::npos) << r.out;
 
   auto j = nlohmann::json::parse(ReadAll(out));
   ASSERT_EQ(j["tasks"].size(), 3u) << j.dump(2);
