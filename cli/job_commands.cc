@@ -161,12 +161,18 @@ int Fail(const char* command, const absl::Status& s) {
 constexpr char kRunUsage[] =
     "usage: kevo run TASK [--platform cpu] [--budget N] [--db DIR] [--json] [--out FILE]\n"
     "                [--policy greedy|uct|evolution] [--seed S] [--stall K] [--max-wall S]\n"
-    "                [--target-speedup X] [--slots N] [--warm-start]\n"
+    "                [--target-speedup X] [--slots N] [--profile-cap S] [--run-timeout S]\n"
+    "                [--warm-start]\n"
     "Searches for the fastest correct kernel for a task, embedded: a coordinator and a local\n"
     "worker in this process tree, state in --db (a temporary folder when not given).\n"
     "TASK is a task folder, a KernelBench problem (.py), or a folder of several: one search\n"
     "each, in turn (see docs/kernelbench.md).\n"
     "Writes the best kernel to --out (default kevo-out/TASK/best.cc, .py for KernelBench).\n"
+    "--slots: the worker's\n"
+    "evaluation slots (default 1; on nvidia the worker's own default, GPUs + 2, so that nvcc\n"
+    "runs ahead of the GPU); --profile-cap: the worker's timing cap per candidate, seconds;\n"
+    "--run-timeout: the worker's limit on one run of a candidate (validation + timing, with\n"
+    "the reference), seconds (default 60: raise it for slow references on a loaded host).\n"
     "--proposer builtin|llm|llm+builtin with --llm-config FILE (the LLM endpoints; see\n"
     "docs/llm.md); `kevo llm-log JOB --db DIR` then shows the LLM calls.\n";
 
@@ -207,7 +213,7 @@ int RunEach(const std::vector<std::string>& argv, const std::set<std::string>& v
 }
 
 int RunCommand(const std::vector<std::string>& argv) {
-  const std::set<std::string> value_flags = With(kSpecFlags, {"db", "out", "slots", "llm-config"});
+  const std::set<std::string> value_flags = With(kSpecFlags, {"db", "out", "slots", "profile-cap", "run-timeout", "llm-config"});
   auto args = ParseArgs(argv, value_flags, {"json", "warm-start", "help"});
   if (!args.ok()) return Fail("run", args.status());
   if (args->Has("help")) {
@@ -224,12 +230,19 @@ int RunCommand(const std::vector<std::string>& argv) {
                  spec.status().code() == absl::StatusCode::kInvalidArgument ? kRunUsage : "");
     return spec.status().code() == absl::StatusCode::kNotFound ? 1 : 2;
   }
-  auto slots = ParseIntFlag(*args, "slots", 1);
+  // 0: the worker's default (on nvidia GPUs + 2: CPU slots compile ahead).
+  auto slots = ParseIntFlag(*args, "slots", spec->platform() == "nvidia" ? 0 : 1);
   if (!slots.ok()) return Fail("run", slots.status());
   EmbeddedOptions eo;
   eo.db_dir = args->Get("db");
   eo.platform = spec->platform();
   eo.slots = static_cast<int>(*slots);
+  for (const char* flag : {"profile-cap", "run-timeout"}) {
+    if (args->Has(flag)) {
+      eo.worker_flags.push_back(absl::StrCat("--", flag));
+      eo.worker_flags.push_back(args->Get(flag));
+    }
+  }
   eo.llm_config = args->Get("llm-config");
   auto embedded = Embedded::Start(eo);
   if (!embedded.ok()) return Fail("run", embedded.status());
