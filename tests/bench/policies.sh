@@ -5,7 +5,8 @@
 # the wall time. Usage:
 #   tests/bench/policies.sh [BUILD_DIR] [BUDGET] [TASKS...]
 # POLICIES="greedy uct" limits the policies; OUT=DIR reuses a results folder
-# (a (task, policy) whose JSON is already there is not run again).
+# (a (task, policy) whose JSON is already there is not run again); RUN_TIMEOUT=S
+# is the worker's limit on one candidate run (default 300 s: a loaded host).
 # Not run by ctest: it takes minutes per (task, policy) on 2 cores.
 set -euo pipefail
 build="${1:-build}"
@@ -23,7 +24,7 @@ for policy in "${policies[@]}"; do
     if [[ ! -s "$db.json" ]]; then
       start=$(date +%s)
       "$build/bin/kevo" run "tasks/$task" --platform cpu --budget "$budget" --policy "$policy" \
-        --seed 1 --db "$db" --out "$db/best.cc" --json >"$db.json" 2>"$db.log" || true
+        --seed 1 --run-timeout "${RUN_TIMEOUT:-300}" --db "$db" --out "$db/best.cc" --json >"$db.json" 2>"$db.log" || true
       echo $(( $(date +%s) - start )) >"$db.wall"
     fi
     wall=$(cat "$db.wall" 2>/dev/null || echo 0)
