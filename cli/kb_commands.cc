@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/job_common.h"
 #include "common/status.h"
 #include "coordinator/kb/kb.h"
 #include "coordinator/skills/skills.h"
@@ -40,11 +41,6 @@ constexpr char kSkillsUsage[] =
     "Lists the skills distilled from finished jobs (what raised fitness, by platform and op\n"
     "family), best first. DIR is the folder given to `kevo run --db` or kevo-coordinator --db\n"
     "(a running coordinator holds its store: stop it first).\n";
-
-int Fail(const char* command, const absl::Status& s) {
-  std::fprintf(stderr, "kevo %s: %s\n", command, std::string(s.message()).c_str());
-  return s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
-}
 
 // The RocksDB folder under --db: `kevo run --db D` keeps it in D/db, a
 // coordinator in D itself.
