@@ -17,24 +17,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/proposer/builtin/codegen.h"
+#include "coordinator/proposer/builtin/mtia_codegen.h"
 #include "coordinator/proposer/builtin/recipe.h"
 
 namespace kevo::proposer {
 namespace {
 
-constexpr char kPlatform[] = "mtia-sim";
-
 // Signature positions of the tensors and symbols a row recipe uses.
 struct MtiaRowBinding {
   int in = -1, out = -1, rows = -1, cols = -1;
 };
-
-int ParamIndex(const v1::Task& task, const std::string& name) {
-  for (int i = 0; i < task.signature().params_size(); ++i) {
-    if (task.signature().params(i) == name) return i;
-  }
-  return -1;
-}
 
 // Binds the hints like the CPU row recipes: f32 x[rows, cols]; y[rows] (or
 // [rows, 1]) for reductions, y[rows, cols] for softmax.
@@ -61,13 +53,6 @@ bool BindMtiaRows(const v1::Task& task, bool reduction, MtiaRowBinding* b) {
   b->rows = ParamIndex(task, rows);
   b->cols = ParamIndex(task, cols);
   return b->in >= 0 && b->out >= 0 && b->rows >= 0 && b->cols >= 0;
-}
-
-v1::Candidate MtiaCandidate(std::string source) {
-  v1::Candidate c;
-  c.set_language("mtia-c++");
-  c.set_source(std::move(source));
-  return c;
 }
 
 // The shared head of a generated row kernel: includes, the genome's
@@ -128,11 +113,11 @@ class MtiaSoftmaxRecipe final : public Recipe {
   }
   bool Applies(const v1::Task& task, std::string_view platform) const override {
     MtiaRowBinding b;
-    return platform == kPlatform && Hint(task, "pattern") == "row_softmax" && BindMtiaRows(task, false, &b);
+    return platform == kMtiaPlatform && Hint(task, "pattern") == "row_softmax" && BindMtiaRows(task, false, &b);
   }
 
   absl::StatusOr<v1::Candidate> Generate(const v1::Task& task, const Genome& genome) const override {
-    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome, kPlatform));
+    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome, kMtiaPlatform));
     MtiaRowBinding b;
     BindMtiaRows(task, false, &b);
     const bool in_place = StrParam(genome, "out") == "in_place";
@@ -203,12 +188,12 @@ class MtiaRowReduceRecipe final : public Recipe {
   bool Applies(const v1::Task& task, std::string_view platform) const override {
     MtiaRowBinding b;
     const std::string op = Hint(task, "op");
-    return platform == kPlatform && Hint(task, "pattern") == "row_reduce" &&
+    return platform == kMtiaPlatform && Hint(task, "pattern") == "row_reduce" &&
            (op == "sum" || op == "max" || op == "mean") && BindMtiaRows(task, true, &b);
   }
 
   absl::StatusOr<v1::Candidate> Generate(const v1::Task& task, const Genome& genome) const override {
-    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome, kPlatform));
+    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome, kMtiaPlatform));
     MtiaRowBinding b;
     BindMtiaRows(task, true, &b);
     const std::string op = Hint(task, "op");

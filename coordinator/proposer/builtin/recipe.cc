@@ -86,6 +86,10 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewCudaGemmMmaRecipe());
     v->push_back(NewMtiaSoftmaxRecipe());
     v->push_back(NewMtiaRowReduceRecipe());
+    v->push_back(NewMtiaElementwiseRecipe());
+    v->push_back(NewMtiaGemmRecipe());
+    v->push_back(NewMtiaBucketizeRecipe());
+    v->push_back(NewMtiaEmbeddingBagRecipe());
     v->push_back(NewPytorchRewriteRecipe());
     v->push_back(NewHipSoftmaxRecipe());
     v->push_back(NewHipRowReduceRecipe());

@@ -115,6 +115,10 @@ std::unique_ptr<Recipe> NewCudaGemmMmaRecipe();
 // mtia-sim (language "mtia-c++"), mtia_*.cc.
 std::unique_ptr<Recipe> NewMtiaSoftmaxRecipe();
 std::unique_ptr<Recipe> NewMtiaRowReduceRecipe();
+std::unique_ptr<Recipe> NewMtiaElementwiseRecipe();
+std::unique_ptr<Recipe> NewMtiaGemmRecipe();
+std::unique_ptr<Recipe> NewMtiaBucketizeRecipe();
+std::unique_ptr<Recipe> NewMtiaEmbeddingBagRecipe();
 // amd (language "hip", 64-wide wavefronts), hip_*.cc.
 std::unique_ptr<Recipe> NewHipSoftmaxRecipe();
 std::unique_ptr<Recipe> NewHipRowReduceRecipe();
