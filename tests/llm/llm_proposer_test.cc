@@ -455,6 +455,47 @@ TEST_F(LlmProposerTest, JobEndingWhileACallRunsStillStoresItAndMeasuresTheEndpoi
   EXPECT_EQ(service_->Stats()[0].total_gain, 0);
 }
 
+TEST_F(LlmProposerTest, ApiKeyIsNeverStoredEvenWhenTheServerEchoesIt) {
+  constexpr char kSecret[] = "sk-kevo-proposer-test-7d2e41c9-SECRET";
+  server_.reset();
+  testing::FakeServerOptions so;
+  so.expected_api_key = kSecret;
+  auto server = FakeOpenAiServer::Start(so);
+  ASSERT_TRUE(server.ok()) << server.status();
+  server_ = *std::move(server);
+  FakeReply echo;  // a 400 whose message quotes the Authorization header
+  echo.kind = FakeReply::Kind::kClientError;
+  echo.error_message = "bad request from";
+  echo.echo_authorization = true;
+  server_->Enqueue(echo);
+  FakeReply good;
+  good.content = kTwoCandidates;
+  server_->SetDefault(good);
+  setenv("KEVO_PROPOSER_TEST_KEY", kSecret, 1);
+  EndpointConfig e;
+  e.name = "keyed";
+  e.base_url = server_->base_url();
+  e.model = "fake-coder";
+  e.api_key_env = "KEVO_PROPOSER_TEST_KEY";
+  auto service = LlmService::Create({e}, store_.get(), &kb_, &skills_, registry_,
+                                    LlmProposerOptions{.max_calls_per_job = 1});
+  ASSERT_TRUE(service.ok()) << service.status();
+  service_ = *std::move(service);
+  auto proposer = service_->NewProposer();
+  ASSERT_TRUE(proposer->Propose(Request(1)).ok());
+  AwaitIdle(*proposer);
+  EXPECT_EQ(proposer->Propose(Request(1)).status().code(), absl::StatusCode::kInvalidArgument);
+  AwaitIdle(*proposer);
+  auto got = proposer->Propose(Request(1));
+  ASSERT_TRUE(got.ok()) << got.status();  // the key was sent: the server answered
+  auto calls = Calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0]["outcome"], "error:invalid_argument");
+  EXPECT_THAT(calls[0]["error"].get<std::string>(), HasSubstr("[redacted]"));
+  for (const auto& c : calls) EXPECT_THAT(c.dump(), ::testing::Not(HasSubstr(kSecret)));
+  unsetenv("KEVO_PROPOSER_TEST_KEY");
+}
+
 TEST(ParseCandidatesTest, LabelsAndLanguagesPerPlatform) {
   AnswerOutcome outcome;
   auto cpu = ParseCandidates(kTwoCandidates, "cpu", &outcome);
