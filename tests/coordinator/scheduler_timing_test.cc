@@ -1,0 +1,120 @@
+// The scheduler and compile-only workers: an evaluation that requires
+// measured timing is never leased to a compile-only worker, waits for one
+// that can run it, and is refused while every connected worker of its
+// platform is compile-only; other evaluations go to compile-only workers as
+// to any other. A real store in a temporary folder; workers are send
+// callbacks that record what they were given.
+#include "coordinator/scheduler/scheduler.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace kevo::scheduler {
+namespace {
+
+namespace fs = std::filesystem;
+
+class SchedulerTimingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("kevo-scheduler-timing-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    auto store = store::Store::Open(dir_.string());
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    scheduler_ = std::make_unique<Scheduler>(store_.get(), SchedulerOptions{}, nullptr);
+  }
+  void TearDown() override {
+    scheduler_.reset();
+    store_.reset();
+    fs::remove_all(dir_);
+  }
+
+  // Connects a worker; its assignments' eval ids land in `got`.
+  std::string Connect(const std::string& id, bool compile_only, std::vector<std::string>* got) {
+    v1::Hello hello;
+    hello.set_worker_id(id);
+    hello.set_platform("amd");
+    hello.set_slots(4);
+    hello.set_compile_only(compile_only);
+    return scheduler_->AddWorker(hello, [got](v1::CoordinatorMessage m) {
+      if (m.has_assignment()) got->push_back(m.assignment().eval_id());
+    });
+  }
+
+  absl::StatusOr<std::string> Submit(bool require_timing) {
+    v1::Task task;
+    task.set_name("softmax");
+    v1::Candidate candidate;
+    candidate.set_language("hip");
+    candidate.set_source("// kernel");
+    Scheduler::SubmitOptions o;
+    o.require_timing = require_timing;
+    return scheduler_->Submit(task, candidate, "amd", std::move(o));
+  }
+
+  fs::path dir_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+TEST_F(SchedulerTimingTest, RefusesTimingWhenEveryWorkerIsCompileOnly) {
+  std::vector<std::string> static_only;
+  Connect("amd-static", /*compile_only=*/true, &static_only);
+  auto timed = Submit(/*require_timing=*/true);
+  EXPECT_EQ(timed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(timed.status().message()).find("compile-only"), std::string::npos);
+  EXPECT_EQ(scheduler_->CheckTimingAvailable("amd").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(scheduler_->SlotsFor("amd", /*timing_only=*/true), 0);
+  EXPECT_EQ(scheduler_->SlotsFor("amd"), 4);
+  // Without the requirement the compile-only worker takes it.
+  auto any = Submit(/*require_timing=*/false);
+  ASSERT_TRUE(any.ok()) << any.status();
+  EXPECT_EQ(static_only, std::vector<std::string>{*any});
+}
+
+TEST_F(SchedulerTimingTest, TimingRequiredWorkGoesOnlyToAWorkerThatCanRunIt) {
+  std::vector<std::string> static_only, gpu;
+  // Workers are offered work in id order: the compile-only one first.
+  Connect("a-static", /*compile_only=*/true, &static_only);
+  Connect("b-gpu", /*compile_only=*/false, &gpu);
+  std::vector<std::string> timed;
+  for (int i = 0; i < 3; ++i) {
+    auto id = Submit(/*require_timing=*/true);
+    ASSERT_TRUE(id.ok()) << id.status();
+    timed.push_back(*id);
+  }
+  EXPECT_TRUE(static_only.empty());
+  EXPECT_EQ(gpu, timed);
+  EXPECT_TRUE(scheduler_->CheckTimingAvailable("amd").ok());
+  EXPECT_EQ(scheduler_->SlotsFor("amd", /*timing_only=*/true), 4);
+}
+
+TEST_F(SchedulerTimingTest, TimingRequiredWorkWaitsWhileOnlyACompileOnlyWorkerHasRoom) {
+  std::vector<std::string> static_only, gpu;
+  // No worker yet: it queues like any evaluation.
+  auto queued = Submit(/*require_timing=*/true);
+  ASSERT_TRUE(queued.ok()) << queued.status();
+  Connect("amd-gpu", /*compile_only=*/false, &gpu);
+  ASSERT_EQ(gpu.size(), 1u);
+  // Fill the GPU worker's four slots, then one more waits in the queue even
+  // though a compile-only worker arrives with free slots.
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(Submit(/*require_timing=*/true).ok());
+  Connect("amd-static", /*compile_only=*/true, &static_only);
+  EXPECT_EQ(gpu.size(), 4u);
+  EXPECT_TRUE(static_only.empty());
+  // An evaluation without the requirement behind it is not held up.
+  auto any = Submit(/*require_timing=*/false);
+  ASSERT_TRUE(any.ok());
+  EXPECT_EQ(static_only, std::vector<std::string>{*any});
+}
+
+}  // namespace
+}  // namespace kevo::scheduler
