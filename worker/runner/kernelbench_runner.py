@@ -137,7 +137,10 @@ def classify(exc, phase, who):
     if isinstance(exc, SyntaxError):
         return CandidateError("COMPILE_ERROR", f"{who} does not parse: {last} (line {exc.lineno})", tb)
     if from_cpp_extension(exc):
-        return CandidateError("COMPILE_ERROR", f"{who}'s C++/CUDA extension did not build: {last}", tb)
+        # The compiler's first error says more than ninja's last line.
+        text = str(exc).splitlines()
+        first = next((line.strip() for line in text if "error:" in line or "error " in line), last)
+        return CandidateError("COMPILE_ERROR", f"{who}'s C++/CUDA extension did not build: {first}", tb)
     if phase == "import" and isinstance(exc, ImportError):
         return CandidateError("COMPILE_ERROR", f"{who} imports what this worker lacks: {last}", tb)
     if isinstance(exc, SystemExit):
@@ -495,11 +498,16 @@ def profile_mode(torch, args, phase, result):
             if s.name == "torch_compile":
                 result["torch_compile_warmup_s"] = time.perf_counter() - t0
             # Enough calls per sample that a sample lasts about a millisecond
-            # (on CUDA one call per sample, between L2 flushes).
-            t0 = time.perf_counter()
-            call(s, 3, 0)
-            synchronize(torch, device)
-            one = (time.perf_counter() - t0) / 3
+            # (on CUDA one call per sample, between L2 flushes). The fastest
+            # of five single calls: a busy host preempting one of them must
+            # not leave this series with fewer calls per sample (and so a
+            # different exposure to preemption) than the others.
+            one = float("inf")
+            for i in range(5):
+                t0 = time.perf_counter()
+                call(s, 1, i)
+                synchronize(torch, device)
+                one = min(one, time.perf_counter() - t0)
             s.calls = max(1, min(1000, math.ceil(1e-3 / max(one, 1e-9)))) if device != "cuda" else 1
 
     phase.set("profile")
