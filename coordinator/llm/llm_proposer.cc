@@ -136,7 +136,8 @@ class LlmProposer final : public proposer::Proposer {
   std::deque<Proposal> ready_;
   std::map<std::string, std::string> call_by_hash_;  // source hash -> call id
   std::map<std::string, std::string> call_by_node_;  // node id -> call id
-  std::vector<std::string> handed_out_;              // hashes returned by the last Propose()
+  std::vector<Proposal> handed_out_;                 // returned by the last Propose(), not yet taken
+  std::map<std::string, int> offers_;                // source hash -> times handed out
   std::map<std::string, Call> calls_;                // calls whose candidates are not all settled
 };
 
@@ -454,11 +455,18 @@ absl::Status LlmProposer::Drain() {
 
 void LlmProposer::SettleHandedOut() {
   // The job loop creates nodes for the proposals it takes right after
-  // Propose() returns; those it did not take (duplicates of sources it had
-  // seen) are settled as dropped.
-  std::vector<std::string> hashes;
-  hashes.swap(handed_out_);
-  for (const std::string& hash : hashes) {
+  // Propose() returns. One it did not take was a duplicate of a source it had
+  // seen, or came after its slots filled up: offered once more, then settled
+  // as dropped.
+  std::vector<Proposal> left;
+  left.swap(handed_out_);
+  for (auto p = left.rbegin(); p != left.rend(); ++p) {
+    const std::string hash = Sha256Hex(DeterministicBytes(p->candidate));
+    if (offers_[hash] < 2) {
+      ready_.push_front(std::move(*p));
+      continue;
+    }
+    offers_.erase(hash);
     auto it = call_by_hash_.find(hash);
     if (it == call_by_hash_.end()) continue;
     const std::string call_id = it->second;
@@ -481,7 +489,8 @@ absl::StatusOr<std::vector<Proposal>> LlmProposer::Propose(const proposer::Propo
 
   std::vector<Proposal> out;
   while (!ready_.empty() && static_cast<int>(out.size()) < request.count) {
-    handed_out_.push_back(Sha256Hex(DeterministicBytes(ready_.front().candidate)));
+    ++offers_[Sha256Hex(DeterministicBytes(ready_.front().candidate))];
+    handed_out_.push_back(ready_.front());
     out.push_back(std::move(ready_.front()));
     ready_.pop_front();
   }
@@ -516,7 +525,12 @@ void LlmProposer::Observe(const v1::Node& node, const v1::Evaluation* evaluation
     if (it == call_by_hash_.end()) return;
     const std::string call_id = it->second;
     call_by_hash_.erase(it);
-    handed_out_.erase(std::remove(handed_out_.begin(), handed_out_.end(), node.source_hash()),
+    offers_.erase(node.source_hash());
+    handed_out_.erase(std::remove_if(handed_out_.begin(), handed_out_.end(),
+                                     [&](const Proposal& p) {
+                                       return Sha256Hex(DeterministicBytes(p.candidate)) ==
+                                              node.source_hash();
+                                     }),
                       handed_out_.end());
     auto c = calls_.find(call_id);
     if (c == calls_.end()) return;

@@ -188,6 +188,22 @@ class LlmProposerTest : public ::testing::Test {
     return calls.ok() ? *calls : std::vector<nlohmann::json>{};
   }
 
+  // Serves kTwoCandidates and returns a proposer whose first call's two
+  // proposals are in `got`.
+  std::unique_ptr<proposer::Proposer> ProposerWithTwoReady(std::vector<proposer::Proposal>* got) {
+    FakeReply reply;
+    reply.content = kTwoCandidates;
+    server_->SetDefault(reply);
+    MakeService();
+    auto proposer = service_->NewProposer();
+    EXPECT_TRUE(proposer->Propose(Request(2)).ok());
+    AwaitIdle(*proposer);
+    auto first = proposer->Propose(Request(2));
+    EXPECT_TRUE(first.ok()) << first.status();
+    if (first.ok()) *got = *std::move(first);
+    return proposer;
+  }
+
   static v1::Node NodeFor(const std::string& id, const proposer::Proposal& p) {
     v1::Node n;
     n.set_node_id(id);
@@ -391,24 +407,52 @@ TEST_F(LlmProposerTest, CallThatFailsAfterRetriesIsStoredAndReturnedAsItsError) 
 }
 
 TEST_F(LlmProposerTest, DuplicateSourcesTheJobDropsSettleTheCall) {
-  FakeReply reply;
-  reply.content = kTwoCandidates;
-  server_->SetDefault(reply);
-  MakeService();
-  auto proposer = service_->NewProposer();
-  ASSERT_TRUE(proposer->Propose(Request(2)).ok());
-  AwaitIdle(*proposer);
-  auto got = proposer->Propose(Request(2));
-  ASSERT_TRUE(got.ok());
-  ASSERT_EQ(got->size(), 2u);
-  // The job loop took neither (it had seen both sources); the next
-  // Propose() settles the call with no gain.
+  std::vector<proposer::Proposal> two;
+  auto proposer = ProposerWithTwoReady(&two);
+  ASSERT_EQ(two.size(), 2u);
+  auto* got = &two;
+  // The job loop took neither (it had seen both sources): each is offered
+  // once more, then the call is settled with no gain.
+  auto again = proposer->Propose(Request(2));
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ(again->size(), 2u);
+  EXPECT_EQ((*again)[0].candidate.source(), (*got)[0].candidate.source());
+  EXPECT_FALSE(Calls()[0]["settled"].get<bool>());
   ASSERT_TRUE(proposer->Propose(Request(1)).ok());
   auto calls = Calls();
   ASSERT_GE(calls.size(), 1u);
   EXPECT_TRUE(calls[0]["settled"].get<bool>());
   EXPECT_EQ(calls[0]["dropped_duplicates"], 2);
   EXPECT_EQ(service_->Stats()[0].calls, 1);
+  AwaitIdle(*proposer);
+}
+
+TEST_F(LlmProposerTest, ProposalTheJobLoopHadNoSlotForIsOfferedAgain) {
+  std::vector<proposer::Proposal> two;
+  auto proposer = ProposerWithTwoReady(&two);
+  ASSERT_EQ(two.size(), 2u);
+  auto* got = &two;
+  // One slot: the loop took the first only.
+  proposer->Observe(NodeFor("n00002", (*got)[0]), nullptr);
+  auto next = proposer->Propose(Request(1));
+  ASSERT_TRUE(next.ok());
+  ASSERT_EQ(next->size(), 1u);
+  EXPECT_EQ((*next)[0].candidate.source(), (*got)[1].candidate.source());
+  proposer->Observe(NodeFor("n00003", (*next)[0]), nullptr);
+  for (const char* id : {"n00002", "n00003"}) {
+    v1::Node done = NodeFor(id, id == std::string("n00002") ? (*got)[0] : (*got)[1]);
+    done.set_state(v1::NODE_DONE);
+    done.set_status(v1::OK);
+    done.set_fitness(1.5);
+    v1::Evaluation e;
+    e.set_status(v1::OK);
+    proposer->Observe(done, &e);
+  }
+  auto calls = Calls();
+  ASSERT_GE(calls.size(), 1u);
+  EXPECT_TRUE(calls[0]["settled"].get<bool>());
+  EXPECT_EQ(calls[0]["dropped_duplicates"], 0);
+  EXPECT_EQ(calls[0]["nodes"].size(), 2u);
   AwaitIdle(*proposer);
 }
 
