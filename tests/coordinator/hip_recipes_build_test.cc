@@ -37,8 +37,8 @@ struct Case {
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << c.task << " -> " << c.recipe; }
 const Case kCases[] = {
-    {"softmax", "hip_softmax"},
-    {"row_max", "hip_row_reduce"},
+    {"vector_add", "hip_elementwise"}, {"gelu_tanh", "hip_elementwise"}, {"softmax", "hip_softmax"},
+    {"row_max", "hip_row_reduce"},     {"matmul", "hip_gemm_lds"},
 };
 
 class HipRecipesTest : public ::testing::TestWithParam<Case> {};

@@ -67,6 +67,12 @@ ExprInfo AnalyzeExpr(const v1::Task& task, const std::string& expr);
 std::string ElementwiseOutputName(const v1::Task& task);
 // Same shape symbols, in the same order.
 bool SameShape(const v1::TensorSpec& a, const v1::TensorSpec& b);
+// The float32 elementwise binding the GPU recipes share: hints {pattern:
+// elementwise, expr}, the output (ElementwiseOutputName) a float32 signature
+// parameter, every input the expression reads a float32 signature parameter
+// of the output's shape, and a well-formed definition line. Fills `info` and
+// returns the output, or null when the task does not fit.
+const v1::TensorSpec* BindElementwiseF32(const v1::Task& task, ExprInfo* info);
 
 // A GEMM's names (hints {a, b, c, m, n, k}, defaults A, B, C, M, N, K).
 struct GemmShapes {

@@ -77,6 +77,19 @@ bool SameShape(const v1::TensorSpec& a, const v1::TensorSpec& b) {
   return true;
 }
 
+const v1::TensorSpec* BindElementwiseF32(const v1::Task& task, ExprInfo* info) {
+  if (Hint(task, "pattern") != "elementwise") return nullptr;
+  const v1::TensorSpec* out = FindOutput(task, ElementwiseOutputName(task));
+  if (out == nullptr || out->dtype() != v1::F32 || !IsSignatureParam(task, out->name())) return nullptr;
+  *info = AnalyzeExpr(task, Hint(task, "expr"));
+  if (!info->ok) return nullptr;
+  for (const std::string& name : info->inputs) {
+    const v1::TensorSpec* in = FindInput(task, name);
+    if (!IsSignatureParam(task, name) || in->dtype() != v1::F32 || !SameShape(*in, *out)) return nullptr;
+  }
+  return DefinitionLine(task).ok() ? out : nullptr;
+}
+
 namespace {
 
 class ElementwiseRecipe final : public Recipe {

@@ -23,32 +23,6 @@
 namespace kevo::proposer {
 namespace {
 
-// The names a row recipe binds to, checked like the CPU row recipes' (rows.cc):
-// f32 x [rows, cols]; y [rows] or [rows, 1] for reductions, else [rows, cols].
-struct HipRowBinding {
-  std::string in, out, rows, cols;
-};
-
-bool BindHipRows(const v1::Task& task, bool reduction, HipRowBinding* b) {
-  b->in = Hint(task, "in", task.inputs_size() == 1 ? task.inputs(0).name() : "");
-  b->out = Hint(task, "out", task.outputs_size() == 1 ? task.outputs(0).name() : "");
-  b->rows = Hint(task, "rows", "rows");
-  b->cols = Hint(task, "cols", "cols");
-  const v1::TensorSpec* x = FindInput(task, b->in);
-  const v1::TensorSpec* y = FindOutput(task, b->out);
-  if (x == nullptr || y == nullptr || x->dtype() != v1::F32 || y->dtype() != v1::F32) return false;
-  if (!IsSignatureParam(task, b->in) || !IsSignatureParam(task, b->out) ||
-      !IsSymbolParam(task, b->rows) || !IsSymbolParam(task, b->cols)) {
-    return false;
-  }
-  if (x->shape_size() != 2 || x->shape(0) != b->rows || x->shape(1) != b->cols) return false;
-  if (reduction) {
-    return (y->shape_size() == 1 && y->shape(0) == b->rows) ||
-           (y->shape_size() == 2 && y->shape(0) == b->rows && y->shape(1) == "1");
-  }
-  return y->shape_size() == 2 && y->shape(0) == b->rows && y->shape(1) == b->cols;
-}
-
 // The prelude, the genome's constants, the wave/workgroup reductions and the
 // loop over a row's elements (`ForRow(xr, cols, f)` calls f on every element
 // this thread owns, float4 at a time when it can).
@@ -149,7 +123,7 @@ const SearchSpace& RowSpace(bool softmax) {
 
 // `vec_ok`: float4 loads are safe for every row of x (and y when it is a
 // matrix).
-std::string VecOk(const HipRowBinding& b, bool y_matrix) {
+std::string VecOk(const RowBinding& b, bool y_matrix) {
   const std::string& x = b.in;
   const std::string& y = b.out;
   return absl::StrCat(b.cols, " % 4 == 0 && (reinterpret_cast<uintptr_t>(", x, ") & 15) == 0",
@@ -168,13 +142,13 @@ class HipSoftmaxRecipe final : public Recipe {
     return {{{"mapping", "block"}, {"waves", "8"}}, {{"online", "off"}}};
   }
   bool Applies(const v1::Task& task, std::string_view platform) const override {
-    HipRowBinding b;
-    return platform == kHipPlatform && Hint(task, "pattern") == "row_softmax" && BindHipRows(task, false, &b);
+    RowBinding b;
+    return platform == kHipPlatform && Hint(task, "pattern") == "row_softmax" && BindRows(task, false, &b);
   }
   absl::StatusOr<v1::Candidate> Generate(const v1::Task& task, const Genome& genome) const override {
     KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome, kHipPlatform));
-    HipRowBinding b;
-    BindHipRows(task, false, &b);
+    RowBinding b;
+    BindRows(task, false, &b);
     KEVO_ASSIGN_OR_RETURN(std::string def, DefinitionLine(task, /*restrict_pointers=*/false));
     const bool online = StrParam(genome, "online") == "on";
     std::string s = Prelude(genome, "HIP row softmax for 64-wide wavefronts");
@@ -229,15 +203,15 @@ class HipRowReduceRecipe final : public Recipe {
     return {{{"mapping", "block"}, {"waves", "8"}}};
   }
   bool Applies(const v1::Task& task, std::string_view platform) const override {
-    HipRowBinding b;
+    RowBinding b;
     const std::string op = Hint(task, "op");
     return platform == kHipPlatform && Hint(task, "pattern") == "row_reduce" &&
-           (op == "sum" || op == "max" || op == "mean") && BindHipRows(task, true, &b);
+           (op == "sum" || op == "max" || op == "mean") && BindRows(task, true, &b);
   }
   absl::StatusOr<v1::Candidate> Generate(const v1::Task& task, const Genome& genome) const override {
     KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome, kHipPlatform));
-    HipRowBinding b;
-    BindHipRows(task, true, &b);
+    RowBinding b;
+    BindRows(task, true, &b);
     KEVO_ASSIGN_OR_RETURN(std::string def, DefinitionLine(task, /*restrict_pointers=*/false));
     const std::string op = Hint(task, "op");
     const bool max = op == "max";

@@ -91,8 +91,10 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewMtiaBucketizeRecipe());
     v->push_back(NewMtiaEmbeddingBagRecipe());
     v->push_back(NewPytorchRewriteRecipe());
+    v->push_back(NewHipElementwiseRecipe());
     v->push_back(NewHipSoftmaxRecipe());
     v->push_back(NewHipRowReduceRecipe());
+    v->push_back(NewHipGemmLdsRecipe());
     v->push_back(NewGenericRecipe());
     return v;
   }();

@@ -120,7 +120,9 @@ std::unique_ptr<Recipe> NewMtiaGemmRecipe();
 std::unique_ptr<Recipe> NewMtiaBucketizeRecipe();
 std::unique_ptr<Recipe> NewMtiaEmbeddingBagRecipe();
 // amd (language "hip", 64-wide wavefronts), hip_*.cc.
+std::unique_ptr<Recipe> NewHipElementwiseRecipe();
 std::unique_ptr<Recipe> NewHipSoftmaxRecipe();
 std::unique_ptr<Recipe> NewHipRowReduceRecipe();
+std::unique_ptr<Recipe> NewHipGemmLdsRecipe();
 
 }  // namespace kevo::proposer
