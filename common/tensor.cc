@@ -67,6 +67,18 @@ SymbolValues BindingValues(const v1::Binding& binding) {
   return values;
 }
 
+std::pair<double, double> WorkAtTimedBinding(const v1::Task& task) {
+  const SymbolValues timed = BindingValues(task.time());
+  double bytes = 0, flops = 0;
+  if (!task.bytes_moved().empty()) {
+    if (auto v = EvalExpr(task.bytes_moved(), timed); v.ok()) bytes = static_cast<double>(*v);
+  }
+  if (!task.flops().empty()) {
+    if (auto v = EvalExpr(task.flops(), timed); v.ok()) flops = static_cast<double>(*v);
+  }
+  return {bytes, flops};
+}
+
 absl::StatusOr<std::vector<int64_t>> ResolveShape(const v1::TensorSpec& spec,
                                                   const SymbolValues& symbols) {
   std::vector<int64_t> shape;

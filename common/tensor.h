@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -23,6 +24,9 @@ std::string_view CTypeName(v1::DType dtype);
 std::string_view DTypeName(v1::DType dtype);  // "f32", "i64", ...
 
 SymbolValues BindingValues(const v1::Binding& binding);
+// The task's declared bytes moved and flops at its timed binding ({bytes,
+// flops}; 0 for one not given or not evaluable).
+std::pair<double, double> WorkAtTimedBinding(const v1::Task& task);
 absl::StatusOr<std::vector<int64_t>> ResolveShape(const v1::TensorSpec& spec,
                                                   const SymbolValues& symbols);
 int64_t NumElements(const std::vector<int64_t>& shape);

@@ -118,19 +118,6 @@ std::string FormatTime(double seconds) {
   return absl::StrFormat("%.3f s", seconds);
 }
 
-// bytes moved and flops at the timed binding (0 when not given).
-std::pair<double, double> WorkAtTimedShape(const v1::Task& task) {
-  const SymbolValues timed = BindingValues(task.time());
-  double bytes = 0, flops = 0;
-  if (!task.bytes_moved().empty()) {
-    if (auto v = EvalExpr(task.bytes_moved(), timed); v.ok()) bytes = static_cast<double>(*v);
-  }
-  if (!task.flops().empty()) {
-    if (auto v = EvalExpr(task.flops(), timed); v.ok()) flops = static_cast<double>(*v);
-  }
-  return {bytes, flops};
-}
-
 std::string TaskText(const v1::Task& task, const std::string& signature) {
   std::string out = absl::StrCat("## Task: ", task.name(), " (op family ", task.op_family(), ")\n",
                                  task.description(), "\n\nSignature: ", signature, "\n");
@@ -147,7 +134,7 @@ std::string TaskText(const v1::Task& task, const std::string& signature) {
     tolerances.push_back(absl::StrFormat("%s atol %g rtol %g", std::string(DTypeName(t.dtype())), t.atol(), t.rtol()));
   }
   if (!tolerances.empty()) absl::StrAppend(&out, "Tolerances: ", absl::StrJoin(tolerances, "; "), "\n");
-  auto [bytes, flops] = WorkAtTimedShape(task);
+  auto [bytes, flops] = WorkAtTimedBinding(task);
   if (bytes > 0 || flops > 0) {
     absl::StrAppend(&out, absl::StrFormat(
                               "Work per call at the timed shape: %.0f bytes moved (%s), %.0f flops (%s)\n",
@@ -343,7 +330,7 @@ std::string BottleneckLabel(const v1::Task& task, const v1::Evaluation& e) {
   if (e.timing().median_s() > 0 && e.timing().median_s() < 20e-6 && e.roofline_fraction() < 0.1) {
     return "latency";
   }
-  auto [bytes, flops] = WorkAtTimedShape(task);
+  auto [bytes, flops] = WorkAtTimedBinding(task);
   if (bytes <= 0 && flops <= 0) return "";
   return flops < 8 * bytes ? "memory" : "compute";
 }

@@ -315,14 +315,7 @@ bool CpuBackend::ProfileStage(CpuEvalRun& run) const {
   *ev.mutable_timing() = ToTiming(profile->candidate);
   *ev.mutable_baseline() = ToTiming(profile->baseline);
   ev.set_speedup(profile->baseline.median_s / profile->candidate.median_s);
-  const SymbolValues timed = BindingValues(task.time());
-  double bytes = 0, flops = 0;
-  if (!task.bytes_moved().empty()) {
-    if (auto v = EvalExpr(task.bytes_moved(), timed); v.ok()) bytes = static_cast<double>(*v);
-  }
-  if (!task.flops().empty()) {
-    if (auto v = EvalExpr(task.flops(), timed); v.ok()) flops = static_cast<double>(*v);
-  }
+  const auto [bytes, flops] = WorkAtTimedBinding(task);
   double roofline_s = 0;
   if (ceilings_.mem_bandwidth_gbs > 0) {
     roofline_s = std::max(roofline_s, bytes / (ceilings_.mem_bandwidth_gbs * 1e9));

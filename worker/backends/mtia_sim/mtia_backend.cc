@@ -323,14 +323,7 @@ bool MtiaBackend::ProfileStage(MtiaEvalRun& run) const {
   *ev.mutable_timing() = ToTiming(profile->candidate);
   *ev.mutable_baseline() = ToTiming(profile->baseline);
   ev.set_speedup(profile->baseline.median_s / profile->candidate.median_s);
-  const SymbolValues timed = BindingValues(task.time());
-  double bytes = 0, flops = 0;
-  if (!task.bytes_moved().empty()) {
-    if (auto v = EvalExpr(task.bytes_moved(), timed); v.ok()) bytes = static_cast<double>(*v);
-  }
-  if (!task.flops().empty()) {
-    if (auto v = EvalExpr(task.flops(), timed); v.ok()) flops = static_cast<double>(*v);
-  }
+  const auto [bytes, flops] = WorkAtTimedBinding(task);
   const double peak_gflops = UsesDpe(task) ? DpeGflops() : SimdGflops();
   const double roofline_s = std::max(bytes / (DramGbs() * 1e9), flops / (peak_gflops * 1e9));
   ev.set_roofline_fraction(roofline_s / profile->candidate.median_s);

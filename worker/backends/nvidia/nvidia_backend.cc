@@ -611,14 +611,7 @@ bool NvidiaBackend::ProfileStage(NvEvalRun& run, Gpu& gpu, const std::string& ti
   *ev.mutable_timing() = ToTiming(profile->candidate);
   *ev.mutable_baseline() = ToTiming(base);
   ev.set_speedup(base.median_s / profile->candidate.median_s);
-  const SymbolValues timed = BindingValues(task.time());
-  double bytes = 0, flops = 0;
-  if (!task.bytes_moved().empty()) {
-    if (auto v = EvalExpr(task.bytes_moved(), timed); v.ok()) bytes = static_cast<double>(*v);
-  }
-  if (!task.flops().empty()) {
-    if (auto v = EvalExpr(task.flops(), timed); v.ok()) flops = static_cast<double>(*v);
-  }
+  const auto [bytes, flops] = WorkAtTimedBinding(task);
   const double bw = gpu.info.copy_bandwidth_gbs > 0 ? gpu.info.copy_bandwidth_gbs
                                                     : gpu.info.theoretical_bandwidth_gbs;
   double roofline_s = 0;
