@@ -39,23 +39,15 @@ class CudaElementwiseRecipe final : public Recipe {
   }
 
   bool Applies(const v1::Task& task, std::string_view platform) const override {
-    if (platform != kCudaPlatform || Hint(task, "pattern") != "elementwise") return false;
-    const v1::TensorSpec* out = FindOutput(task, ElementwiseOutputName(task));
-    if (out == nullptr || out->dtype() != v1::F32 || !IsSignatureParam(task, out->name())) return false;
-    const ExprInfo info = AnalyzeExpr(task, Hint(task, "expr"));
-    if (!info.ok) return false;
-    for (const std::string& name : info.inputs) {
-      const v1::TensorSpec* in = FindInput(task, name);
-      if (!IsSignatureParam(task, name) || in->dtype() != v1::F32 || !SameShape(*in, *out)) return false;
-    }
-    return DefinitionLine(task).ok();
+    ExprInfo info;
+    return platform == kCudaPlatform && BindElementwiseF32(task, &info) != nullptr;
   }
 
   absl::StatusOr<v1::Candidate> Generate(const v1::Task& task, const Genome& genome) const override {
     KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome, kCudaPlatform));
-    const std::string out = ElementwiseOutputName(task);
-    const v1::TensorSpec* out_spec = FindOutput(task, out);
-    const ExprInfo info = AnalyzeExpr(task, Hint(task, "expr"));
+    ExprInfo info;
+    const v1::TensorSpec* out_spec = BindElementwiseF32(task, &info);
+    const std::string out = out_spec->name();
     KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
     const int64_t vec = IntParam(genome, "vec");
     std::vector<std::string> scalar_params, ptr_params, ptr_args, aligned;
