@@ -1,7 +1,10 @@
-// The fixed cost of one event-timed kernel launch on this GPU, the way
-// kevo-runner-cuda times a sample (L2 flushed by a read, device
-// synchronised, event, launch, event): an empty kernel over a full grid.
-// Subtract it from a memory-bound kernel's time to see how close its
+// The fixed cost of one event-timed kernel launch on this GPU: an empty
+// kernel over a full grid, timed two ways. "synchronised": L2 flushed by a
+// read, device synchronised, event, launch, event (kevo-runner-cuda before
+// 2026-11-30: the GPU idles between the events until the launch arrives).
+// "queued": device synchronised, flush, event, launch, event (the runner
+// now: the event and the launch queue up behind the running flush).
+// Subtract the floor from a memory-bound kernel's time to see how close its
 // transfer is to the copy rate. Build and run on the GPU host:
 //   nvcc -O3 -arch=sm_90 tests/bench/nvidia_launch_floor.cu -o /tmp/floor && /tmp/floor
 #include <algorithm>
@@ -33,22 +36,26 @@ int main() {
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
-  for (int blocks : {1, sms, sms * 8}) {
-    std::vector<float> ms;
-    for (int i = 0; i < 2000; ++i) {
-      Read<<<sms * 4, 512>>>(flush, flush_bytes / 16, sink);
-      cudaDeviceSynchronize();
-      cudaEventRecord(a);
-      Empty<<<blocks, 256>>>(sink);
-      cudaEventRecord(b);
-      cudaEventSynchronize(b);
-      float t = 0;
-      cudaEventElapsedTime(&t, a, b);
-      ms.push_back(t);
+  for (bool queued : {false, true}) {
+    for (int blocks : {1, sms, sms * 8}) {
+      std::vector<float> ms;
+      for (int i = 0; i < 2000; ++i) {
+        if (queued) cudaDeviceSynchronize();
+        Read<<<sms * 4, 512>>>(flush, flush_bytes / 16, sink);
+        if (!queued) cudaDeviceSynchronize();
+        cudaEventRecord(a);
+        Empty<<<blocks, 256>>>(sink);
+        cudaEventRecord(b);
+        cudaEventSynchronize(b);
+        float t = 0;
+        cudaEventElapsedTime(&t, a, b);
+        ms.push_back(t);
+      }
+      std::sort(ms.begin(), ms.end());
+      std::printf("%-12s empty kernel, %5d blocks of 256: median %.2f us, p10 %.2f us, p90 %.2f us\n",
+                  queued ? "queued" : "synchronised", blocks, ms[ms.size() / 2] * 1e3, ms[ms.size() / 10] * 1e3,
+                  ms[ms.size() * 9 / 10] * 1e3);
     }
-    std::sort(ms.begin(), ms.end());
-    std::printf("empty kernel, %5d blocks of 256: median %.2f us, p10 %.2f us, p90 %.2f us\n", blocks,
-                ms[ms.size() / 2] * 1e3, ms[ms.size() / 10] * 1e3, ms[ms.size() * 9 / 10] * 1e3);
   }
   return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }
