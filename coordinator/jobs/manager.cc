@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/hash.h"
 #include "common/log.h"
@@ -461,6 +462,12 @@ void JobManager::Pump(Running& r) {
     int budget_left = spec.budget().max_evaluations() - r.job.evaluations_done() - r.in_flight;
     if (budget_left <= 0) break;
     search::Selection sel = r.policy->Select(r.tree, r.rng);
+    if (r.tree.Exhausted(sel.parents)) {
+      // The policy has nothing left that could bring a new source.
+      r.stopping = true;
+      r.job.set_stop_reason("search space exhausted (every proposal was already evaluated)");
+      break;
+    }
     proposer::ProposeRequest req;
     req.task = &spec.task();
     req.platform = spec.platform();
@@ -542,6 +549,16 @@ void JobManager::Pump(Running& r) {
     if (any) {
       r.empty_rounds = 0;
       r.overask = 1;
+    } else if (r.overask >= kMaxOverask) {
+      // Asked for the most and still nothing new: the policies pass this
+      // selection over from now on.
+      r.tree.MarkExhausted(sel.parents);
+      r.overask = 1;
+      r.empty_rounds = 0;
+      LogInfo("job ", r.job.job_id(), ": ",
+              sel.parents.empty() ? std::string("seed generation")
+                                  : absl::StrCat("expanding ", absl::StrJoin(sel.parents, " x ")),
+              " exhausted (", kMaxOverask, "x over-asked, all proposals already evaluated)");
     } else {
       r.overask = std::min(2 * r.overask, kMaxOverask);
       if (++r.empty_rounds >= kMaxEmptyRounds) {

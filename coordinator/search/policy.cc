@@ -11,25 +11,46 @@ namespace {
 
 double Uniform(std::mt19937_64& rng) { return std::uniform_real_distribution<double>(0, 1)(rng); }
 
+// Fit nodes that can still be expanded, best first.
+std::vector<const v1::Node*> OpenRanked(const Tree& tree) {
+  std::vector<const v1::Node*> open;
+  for (const v1::Node* n : tree.Ranked()) {
+    if (!tree.Exhausted({n->node_id()})) open.push_back(n);
+  }
+  return open;
+}
+
+// What to return when no expandable node is left: fresh seeds while they
+// may still bring something new, else a selection already known to be
+// exhausted, which ends the job.
+Selection Seeds(const Tree& tree) {
+  if (!tree.Exhausted({})) return {};
+  auto ranked = tree.Ranked();
+  return ranked.empty() ? Selection{} : Selection{{ranked.front()->node_id()}};
+}
+
 // Greedy best-first: expand the fittest node, discounted by how often it has
 // been expanded already so that one node is not mutated forever; sometimes
 // a random node of the top five, sometimes a crossover of the top two.
+// Exhausted selections are passed over.
 class GreedyPolicy final : public Policy {
  public:
   std::string name() const override { return "greedy"; }
   Selection Select(const Tree& tree, std::mt19937_64& rng) override {
     auto ranked = tree.Ranked();
-    if (ranked.empty()) return {};
     if (ranked.size() >= 2 && Uniform(rng) < 0.15) {
-      return {{ranked[0]->node_id(), ranked[1]->node_id()}};
+      Selection cross{{ranked[0]->node_id(), ranked[1]->node_id()}};
+      if (!tree.Exhausted(cross.parents)) return cross;
     }
+    auto open = OpenRanked(tree);
+    if (open.empty()) return Seeds(tree);
     if (Uniform(rng) < 0.2) {
-      size_t k = std::min<size_t>(5, ranked.size());
-      return {{ranked[std::uniform_int_distribution<size_t>(0, k - 1)(rng)]->node_id()}};
+      size_t k = std::min<size_t>(5, open.size());
+      return {{open[std::uniform_int_distribution<size_t>(0, k - 1)(rng)]->node_id()}};
     }
     const v1::Node* best = nullptr;
     double best_score = -1;
-    for (const v1::Node* n : ranked) {
+    for (const v1::Node* n : open) {
       double score = n->fitness() * std::pow(0.93, tree.Children(n->node_id()).size());
       if (score > best_score) best_score = score, best = n;
     }
@@ -50,26 +71,27 @@ class UctPolicy final : public Policy {
     if (best == nullptr) return {};
     double norm = best->fitness();
     std::string at;  // "" = the virtual root
+    if (!tree.SubtreeOpen(at)) return Seeds(tree);
     for (int depth = 0; depth < 64; ++depth) {
+      const std::vector<std::string> here = at.empty() ? std::vector<std::string>{} : std::vector<std::string>{at};
       int visits = std::max(1, at.empty() ? tree.evaluated() : tree.SubtreeEvaluations(at));
       const auto& children = tree.Children(at);
       size_t allowed = static_cast<size_t>(std::ceil(kWiden * std::pow(visits, kAlpha)));
-      if (children.size() < allowed) {
-        if (at.empty()) return {};
-        return {{at}};
-      }
+      if (children.size() < allowed && !tree.Exhausted(here)) return {here};
+      // Descend to the best child whose subtree can still be expanded.
       std::string pick;
       double pick_score = -1;
       for (const auto& c : children) {
         const v1::Node* n = tree.Get(c);
-        if (n == nullptr || n->state() != v1::NODE_DONE || n->fitness() <= 0) continue;
+        if (n == nullptr || n->state() != v1::NODE_DONE || n->fitness() <= 0 || !tree.SubtreeOpen(c)) continue;
         int nc = std::max(1, tree.SubtreeEvaluations(c));
         double score = tree.SubtreeBest(c) / norm +
                        kExplore * std::sqrt(std::log(static_cast<double>(visits)) / nc) +
                        1e-9 * Uniform(rng);
         if (score > pick_score) pick_score = score, pick = c;
       }
-      if (pick.empty()) return at.empty() ? Selection{} : Selection{{at}};
+      // Nothing open below: this node itself is (SubtreeOpen held for it).
+      if (pick.empty()) return {here};
       at = pick;
     }
     return {{at}};
@@ -86,18 +108,21 @@ class UctPolicy final : public Policy {
 // visits the next island and runs a tournament among its fittest members;
 // some selections cross two members; every kMigrateEvery selections the
 // island's tournament winner is crossed with another island's best.
+// Exhausted members take no part.
 class EvolutionPolicy final : public Policy {
  public:
   std::string name() const override { return "evolution"; }
   Selection Select(const Tree& tree, std::mt19937_64& rng) override {
-    auto ranked = tree.Ranked();
-    if (ranked.empty()) return {};
+    auto ranked = OpenRanked(tree);
+    if (ranked.empty()) return Seeds(tree);
     std::map<int, std::vector<const v1::Node*>> islands;
     for (const v1::Node* n : ranked) islands[IslandOf(tree, *n)].push_back(n);
     int island = static_cast<int>(selections_++ % kIslands);
     if (!islands.contains(island)) {
-      // Fill an empty island with a fresh seed.
-      return {};
+      // Fill an empty island with a fresh seed, or once seeds bring nothing
+      // new, visit an island that can still be expanded.
+      if (!tree.Exhausted({})) return {};
+      island = islands.begin()->first;
     }
     auto& members = islands[island];
     if (members.size() > kPopulation) members.resize(kPopulation);
@@ -112,12 +137,14 @@ class EvolutionPolicy final : public Policy {
     const v1::Node* a = tournament();
     if (selections_ % kMigrateEvery == 0 && islands.size() > 1) {
       for (const auto& [other, others] : islands) {
-        if (other != island) return {{a->node_id(), others.front()->node_id()}};
+        Selection cross{{a->node_id(), others.front()->node_id()}};
+        if (other != island && !tree.Exhausted(cross.parents)) return cross;
       }
     }
     if (members.size() >= 2 && Uniform(rng) < 0.3) {
       const v1::Node* b = tournament();
-      if (b != a) return {{a->node_id(), b->node_id()}};
+      Selection cross{{a->node_id(), b->node_id()}};
+      if (b != a && !tree.Exhausted(cross.parents)) return cross;
     }
     return {{a->node_id()}};
   }

@@ -60,4 +60,17 @@ double Tree::SubtreeBest(const std::string& node_id) const {
   return best;
 }
 
+void Tree::MarkExhausted(const std::vector<std::string>& parents) { exhausted_.insert(parents); }
+
+bool Tree::Exhausted(const std::vector<std::string>& parents) const { return exhausted_.contains(parents); }
+
+bool Tree::SubtreeOpen(const std::string& node_id) const {
+  if (!Exhausted(node_id.empty() ? std::vector<std::string>{} : std::vector<std::string>{node_id})) return true;
+  for (const auto& c : Children(node_id)) {
+    const v1::Node* n = Get(c);
+    if (n != nullptr && n->state() == v1::NODE_DONE && n->fitness() > 0 && SubtreeOpen(c)) return true;
+  }
+  return false;
+}
+
 }  // namespace kevo::search

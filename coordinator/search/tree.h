@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,15 @@ class Tree {
   int SubtreeEvaluations(const std::string& node_id) const;
   // Highest fitness in the subtree of `node_id`, itself included.
   double SubtreeBest(const std::string& node_id) const;
+  // A selection (no parents = a fresh seed generation; one = mutate it; two
+  // = cross them) whose proposals all came back already evaluated, even when
+  // the proposer was asked for many: the policies pass it over, and a job
+  // whose policy has nothing else left has exhausted its search space.
+  // In memory only: after a restart it is found again in a few rounds.
+  void MarkExhausted(const std::vector<std::string>& parents);
+  bool Exhausted(const std::vector<std::string>& parents) const;
+  // True while `node_id` or a fit node below it can still be expanded.
+  bool SubtreeOpen(const std::string& node_id) const;
   size_t size() const { return nodes_.size(); }
   int evaluated() const { return evaluated_; }
   const std::map<std::string, v1::Node>& nodes() const { return nodes_; }
@@ -34,6 +44,7 @@ class Tree {
  private:
   std::map<std::string, v1::Node> nodes_;
   std::map<std::string, std::vector<std::string>> children_;
+  std::set<std::vector<std::string>> exhausted_;
   int evaluated_ = 0;
 };
 
