@@ -179,6 +179,12 @@ TEST_F(CpuBackendTest, FastCandidateIsCorrectAndTimedAgainstTheBaseline) {
   v1::Evaluation ev = Eval(backend_, Example("fast.cc"));
   EXPECT_GT(ev.roofline_fraction(), 0);
   EXPECT_GT(ev.profile().at("copies"), 0);
+  // The roofline is against the bandwidth measured right after timing, under
+  // the same load: achieved / measured, as the profile reports both.
+  const double measured = ev.profile().at("measured_bandwidth_gbs");
+  EXPECT_GT(measured, 0);
+  EXPECT_NEAR(ev.roofline_fraction(), ev.profile().at("achieved_bandwidth_gbs") / measured,
+              1e-6 * ev.roofline_fraction());
 }
 
 TEST_F(CpuBackendTest, ReferenceAsCandidateMatchesItself) {
