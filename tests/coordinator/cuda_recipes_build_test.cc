@@ -1,13 +1,17 @@
 // The built-in CUDA recipes without a GPU (runs in CI, where nvcc is
 // installed): on platform nvidia only CUDA recipes apply to the suite's
-// hinted tasks and they propose "cuda" candidates; every recipe's default
-// genome compiles with the nvidia backend's real compile
+// hinted tasks and they propose "cuda" candidates; every task's first seed
+// and a few more GEMM points compile with the nvidia backend's real compile
 // path (sandboxed nvcc for sm_90a, symbol policy, the task's exported
 // function). Skipped only when nvcc is absent. Whether the kernels are
-// correct and fast needs a GPU: tests/bench/nvidia_h200.sh.
+// correct and fast needs a GPU: tests/bench/nvidia_h200.sh, and for the
+// GEMM recipes tests/bench/cuda_gemm_bf16.sh.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/sandbox/sandbox.h"
@@ -35,19 +39,30 @@ v1::Task Load(const std::string& name) {
   return task.ok() ? *task : v1::Task();
 }
 
-// (task, the one CUDA recipe that applies to it)
+// (task, the first CUDA recipe that applies to it: its default genome is the
+// first seed)
 const std::pair<const char*, const char*> kCases[] = {
     {"gelu_erf", "cuda_elementwise"}, {"vector_add", "cuda_elementwise"},
     {"softmax", "cuda_softmax"},      {"layer_norm", "cuda_layer_norm"},
-    {"row_sum", "cuda_row_reduce"},   {"matmul_bf16", "cuda_gemm_mma"},
+    {"row_sum", "cuda_row_reduce"},   {"matmul_bf16", "cuda_gemm_wgmma"},
 };
+
+std::vector<std::string> Names(const std::vector<const Recipe*>& recipes) {
+  std::vector<std::string> names;
+  for (const Recipe* r : recipes) names.push_back(r->name());
+  return names;
+}
 
 TEST(CudaRecipesTest, OnlyCudaRecipesApplyOnNvidiaAndNeverOnOtherPlatforms) {
   for (const auto& [task_name, recipe_name] : kCases) {
     const v1::Task task = Load(task_name);
-    const std::vector<const Recipe*> recipes = BuiltinProposer::ApplicableRecipes(task, "nvidia");
-    ASSERT_EQ(recipes.size(), 1u) << task_name;
-    EXPECT_EQ(recipes[0]->name(), recipe_name);
+    const std::vector<std::string> names = Names(BuiltinProposer::ApplicableRecipes(task, "nvidia"));
+    if (std::string(task_name) == "matmul_bf16") {
+      // Hopper's wgmma recipe first, the mma.sync one for any tensor-core GPU.
+      EXPECT_EQ(names, (std::vector<std::string>{"cuda_gemm_wgmma", "cuda_gemm_mma"}));
+    } else {
+      EXPECT_EQ(names, std::vector<std::string>{recipe_name}) << task_name;
+    }
     for (const char* other : {"cpu", "mtia-sim"}) {
       for (const Recipe* r : BuiltinProposer::ApplicableRecipes(task, other)) {
         EXPECT_NE(r->name().rfind("cuda_", 0), 0u) << r->name() << " applies on " << other;
@@ -58,16 +73,29 @@ TEST(CudaRecipesTest, OnlyCudaRecipesApplyOnNvidiaAndNeverOnOtherPlatforms) {
   EXPECT_TRUE(BuiltinProposer::ApplicableRecipes(Load("matmul"), "nvidia").empty());
 }
 
-TEST(CudaRecipesTest, FirstGenerationIsCudaAndCompilesWithNvccForHopper) {
-  const std::string nvcc = worker::FindNvcc("");
-  if (nvcc.empty()) GTEST_SKIP() << "nvcc not found (set CUDACXX or install /usr/local/cuda)";
-  auto sb = sandbox::Sandbox::Create({});
-  ASSERT_TRUE(sb.ok()) << sb.status();
-  const std::string cache =
-      (fs::path(Env("KEVO_BIN_DIR", ".")) / ".." / "tests" / "cuda-recipes-build-cache").lexically_normal().string();
-  fs::create_directories(cache);
-  worker::KernelBuilder builder(sb->get(), nvcc, "cuda_recipes_build_test", cache, absl::Seconds(600),
-                                int64_t{8} << 30, {}, worker::NvccLayout());
+// The nvidia backend's compile path: sandboxed nvcc with a build cache in
+// the build tree. Skips the test where nvcc is absent.
+class CudaRecipesBuild : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string nvcc = worker::FindNvcc("");
+    if (nvcc.empty()) GTEST_SKIP() << "nvcc not found (set CUDACXX or install /usr/local/cuda)";
+    auto sb = sandbox::Sandbox::Create({});
+    ASSERT_TRUE(sb.ok()) << sb.status();
+    sandbox_ = std::move(*sb);
+    const std::string cache =
+        (fs::path(Env("KEVO_BIN_DIR", ".")) / ".." / "tests" / "cuda-recipes-build-cache").lexically_normal().string();
+    fs::create_directories(cache);
+    builder_ = std::make_unique<worker::KernelBuilder>(sandbox_.get(), nvcc, "cuda_recipes_build_test", cache,
+                                                       absl::Seconds(600), int64_t{8} << 30,
+                                                       std::vector<std::string>{}, worker::NvccLayout());
+  }
+
+  std::unique_ptr<sandbox::Sandbox> sandbox_;
+  std::unique_ptr<worker::KernelBuilder> builder_;
+};
+
+TEST_F(CudaRecipesBuild, FirstGenerationIsCudaAndCompilesWithNvccForHopper) {
   for (const auto& [task_name, recipe_name] : kCases) {
     if (std::string(task_name) == "vector_add") continue;  // the same recipe as gelu_erf
     const v1::Task task = Load(task_name);
@@ -82,9 +110,60 @@ TEST(CudaRecipesTest, FirstGenerationIsCudaAndCompilesWithNvccForHopper) {
     for (const Proposal& p : *proposals) {
       EXPECT_EQ(p.genome.recipe, recipe_name);
       EXPECT_EQ(p.candidate.language(), "cuda");
-      worker::CudaCompileResult r = worker::CompileCudaCandidate(builder, task, p.candidate, "sm_90a");
+      worker::CudaCompileResult r = worker::CompileCudaCandidate(*builder_, task, p.candidate, "sm_90a");
       EXPECT_EQ(r.status, v1::OK) << task_name << " " << p.genome.ToString() << ": " << r.message << "\n"
                                   << p.candidate.source();
+    }
+  }
+}
+
+// Stages that would not fit in 227 KB of shared memory are clamped: 128x256
+// and 256x128 tiles take 48 KB a stage, 128x128 tiles 32 KB.
+TEST(CudaRecipesTest, WgmmaStagesAreClampedToWhatFitsInSharedMemory) {
+  const v1::Task task = Load("matmul_bf16");
+  const Recipe* recipe = FindRecipe("cuda_gemm_wgmma");
+  ASSERT_NE(recipe, nullptr);
+  const std::pair<std::string, std::string> cases[] = {
+      {"tile=128x256,stages=6", "constexpr int kStages = 4;"},
+      {"tile=256x128,stages=5", "constexpr int kStages = 4;"},
+      {"tile=128x256,stages=3", "constexpr int kStages = 3;"},
+      {"tile=128x128,stages=6", "constexpr int kStages = 6;"},
+  };
+  for (const auto& [params, want] : cases) {
+    auto genome = Genome::FromString(absl::StrCat("cuda_gemm_wgmma{", params, "}"));
+    ASSERT_TRUE(genome.ok()) << genome.status();
+    auto candidate = recipe->Generate(task, *genome);
+    ASSERT_TRUE(candidate.ok()) << candidate.status();
+    EXPECT_NE(candidate->source().find(want), std::string::npos) << params;
+  }
+  // Not a gemm on nvidia: the recipe refuses it.
+  auto other = recipe->Generate(Load("softmax"), Genome{"cuda_gemm_wgmma", recipe->space().Defaults()});
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// The wgmma recipe's two-m64-per-consumer tiles (256x128; the default
+// 128x256 compiles above) and mma.sync's best measured point (no longer the
+// first seed) compile for sm_90a through the backend's path, import only
+// allowed symbols (the driver's tensor-map encoder comes through
+// cudaGetDriverEntryPointByVersion) and spill no registers.
+TEST_F(CudaRecipesBuild, GemmRecipePointsCompileForHopperWithoutSpills) {
+  const v1::Task task = Load("matmul_bf16");
+  for (const char* text :
+       {"cuda_gemm_wgmma{stages=3,tile=256x128}", "cuda_gemm_mma{stages=2,tile=128x128,tile_k=64,warp_tile=64x32}"}) {
+    auto genome = Genome::FromString(text);
+    ASSERT_TRUE(genome.ok()) << genome.status();
+    const Recipe* recipe = FindRecipe(genome->recipe);
+    ASSERT_NE(recipe, nullptr) << text;
+    auto candidate = recipe->Generate(task, *genome);
+    ASSERT_TRUE(candidate.ok()) << candidate.status();
+    worker::CudaCompileResult r = worker::CompileCudaCandidate(*builder_, task, *candidate, "sm_90a");
+    ASSERT_EQ(r.status, v1::OK) << text << ": " << r.message;
+    if (genome->recipe == "cuda_gemm_wgmma") {
+      EXPECT_NE(std::find(r.imports.begin(), r.imports.end(), "cudaGetDriverEntryPointByVersion"), r.imports.end())
+          << text;
+    }
+    if (r.max_registers >= 0) {  // a cache hit has no ptxas report
+      EXPECT_EQ(r.spill_bytes, 0) << text;
     }
   }
 }

@@ -1,13 +1,27 @@
-// Recipe "cuda_gemm_mma" (nvidia): C = A * B for row-major bf16 or fp16
-// matrices on the tensor cores, float32 accumulation, C in the input type
-// or float32; hints {pattern: gemm, a, b, c, m, n, k} as for the CPU recipe.
-// Each block computes a tile_m x tile_n tile of C: `stages`-deep cp.async
-// pipeline of A and B tiles (tile_k deep) in shared memory (rows padded by 16
-// bytes, so ldmatrix reads are free of bank conflicts); each warp owns a
-// warp_tile of C held in registers (register blocking) and multiplies with
-// mma.sync.m16n8k16 fed by ldmatrix (B transposed on the way). Shapes whose
-// rows are not whole 16-byte chunks (K or N not a multiple of 8), or
-// misaligned pointers, take a plain one-thread-per-output kernel.
+// Recipes "cuda_gemm_wgmma" and "cuda_gemm_mma" (nvidia): C = A * B for
+// row-major bf16 or fp16 matrices on the tensor cores, float32 accumulation,
+// C in the input type or float32; hints {pattern: gemm, a, b, c, m, n, k} as
+// for the CPU recipe.
+//
+// cuda_gemm_wgmma is Hopper's path (compute capability 9.0, built for
+// sm_90a): TMA copies 64-deep tiles of A and B into 128-byte-swizzled shared
+// memory, a `stages`-deep mbarrier pipeline hands them from a producer
+// warpgroup to two consumer warpgroups that multiply with wgmma.mma_async
+// (m64nNk16, B read transposed from its row-major tile), accumulators in
+// registers. Tensor maps come from the driver's cuTensorMapEncodeTiled,
+// reached through cudaGetDriverEntryPointByVersion.
+//
+// cuda_gemm_mma runs on any tensor-core GPU: each block computes a
+// tile_m x tile_n tile of C from a `stages`-deep cp.async pipeline of A and B
+// tiles (tile_k deep) in shared memory (rows padded by 16 bytes, so ldmatrix
+// reads are free of bank conflicts); each warp owns a warp_tile of C held in
+// registers and multiplies with mma.sync.m16n8k16 fed by ldmatrix (B
+// transposed on the way).
+//
+// Shapes whose rows are not whole 16-byte chunks (K or N not a multiple of
+// 8), misaligned pointers, and (wgmma) other GPUs take a plain
+// one-thread-per-output kernel.
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -150,6 +164,11 @@ __global__ void __launch_bounds__(kThreads) kevo_gemm_mma(const T* __restrict__ 
   }
 }
 
+)";
+
+// What both recipes fall back to: any shape, one thread per output, float32
+// accumulation; and the alignment test of the fast paths.
+constexpr char kPlainKernel[] = R"(
 // Any shape: one thread per output, float32 accumulation.
 __global__ void kevo_gemm_plain(const T* __restrict__ A, const T* __restrict__ B, OutT* __restrict__ C,
                                 int64_t M, int64_t N, int64_t K) {
@@ -166,10 +185,337 @@ bool kevo_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 
 }  // namespace
 )";
 
-class CudaGemmMmaRecipe final : public Recipe {
+
+// Hopper's path (sm_90a). One producer warpgroup (one thread issues the TMA
+// loads) and two consumer warpgroups (wgmma); `kStages` shared-memory stages
+// handed back and forth through mbarriers: full[s] completes when stage s's
+// bytes landed, empty[s] when every consumer thread's wgmmas are done reading
+// it. Tiles are 64 elements (128 bytes) deep in K, written by TMA with the
+// 128-byte swizzle that the wgmma descriptors name.
+constexpr char kWgmmaKernels[] = R"(
+constexpr int kBK = 64;  // one 128-byte swizzle row of 16-bit elements
+constexpr int kConsumers = 2;
+constexpr int kThreads = (kConsumers + 1) * 128;
+constexpr int kWM = kBM / kConsumers;  // rows of C a consumer warpgroup owns
+constexpr int kMI = kWM / 64;          // m64 wgmmas per k-step
+constexpr int kAcc = kBN / 2;          // f32 accumulators per thread of one m64nBNk16
+constexpr int kAStageBytes = kBM * kBK * 2, kBStageBytes = kBK * kBN * 2;
+constexpr int kStageBytes = kAStageBytes + kBStageBytes;
+// 1 KB of slack to align the stages to the swizzle's 1024-byte atoms, then
+// the stages, then full[] and empty[] (8 bytes each).
+constexpr size_t kSmemBytes = 1024 + static_cast<size_t>(kStages) * kStageBytes + 16 * kStages;
+
+__device__ __forceinline__ unsigned kevo_smem_u32(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void kevo_mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void kevo_mbar_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void kevo_mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Returns once the phase of parity `parity` of the barrier has completed.
+__device__ __forceinline__ void kevo_mbar_wait(unsigned bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  } while (!done);
+}
+// Box (c0 = column, c1 = row) of the 2-D tensor `map` into shared memory,
+// completing `bytes` transactions on `bar`.
+__device__ __forceinline__ void kevo_tma_load(unsigned dst, const CUtensorMap* map, unsigned bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n"
+      ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1) : "memory");
+}
+// A shared-memory matrix descriptor, 128-byte swizzle (the byte offsets in
+// 16-byte units): K-major tiles (A) step 1024 bytes between 8-row groups;
+// MN-major tiles (B) step `lbo` between 64-column swizzle atoms along N and
+// 1024 bytes between 8-row groups along K.
+__device__ __forceinline__ uint64_t kevo_desc(unsigned addr, unsigned lbo, unsigned sbo) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
+         (static_cast<uint64_t>(sbo >> 4) << 32) | (uint64_t{1} << 62);
+}
+__device__ __forceinline__ void kevo_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void kevo_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void kevo_wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving accumulator accesses across the async wgmmas.
+__device__ __forceinline__ void kevo_fence_acc(float (&acc)[kMI][kAcc]) {
+#pragma unroll
+  for (int i = 0; i < kMI; ++i)
+#pragma unroll
+    for (int j = 0; j < kAcc; ++j) asm volatile("" : "+f"(acc[i][j])::"memory");
+}
+
+// Needs K > 0, K % 8 == 0, N % 8 == 0 and 16-byte aligned A, B, C (what TMA
+// asks of the row strides and bases); partial tiles are TMA's zero fill.
+__global__ void __launch_bounds__(kThreads, 1) kevo_gemm_wgmma(const __grid_constant__ CUtensorMap map_a,
+                                                               const __grid_constant__ CUtensorMap map_b,
+                                                               OutT* __restrict__ C, int M, int N, int K) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char kevo_smem[];
+  const unsigned base = (kevo_smem_u32(kevo_smem) + 1023u) & ~1023u;
+  const unsigned full = base + kStages * kStageBytes, empty = full + 8 * kStages;
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * kBN;
+  const int k_tiles = (K + kBK - 1) / kBK;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      kevo_mbar_init(full + 8 * s, 1);
+      kevo_mbar_init(empty + 8 * s, kConsumers * 128);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (wg == 0) {  // producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (tid == 0) {
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        const int s = kt % kStages;
+        if (kt >= kStages) kevo_mbar_wait(empty + 8 * s, ((kt / kStages) - 1) & 1);
+        const unsigned a = base + s * kStageBytes, b = a + kAStageBytes, bar = full + 8 * s;
+        kevo_mbar_expect_tx(bar, kStageBytes);  // out-of-bounds parts of a box count too (zero-filled)
+        kevo_tma_load(a, &map_a, bar, kt * kBK, m0);
+#pragma unroll
+        for (int j = 0; j < kBN / 64; ++j) kevo_tma_load(b + j * (kBK * 128), &map_b, bar, n0 + 64 * j, kt * kBK);
+      }
+    }
+  } else {  // consumer warpgroup c: rows [c * kWM, (c + 1) * kWM) of the tile
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    const int c = wg - 1;
+    float acc[kMI][kAcc];
+#pragma unroll
+    for (int i = 0; i < kMI; ++i)
+#pragma unroll
+      for (int j = 0; j < kAcc; ++j) acc[i][j] = 0.0f;
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      const int s = kt % kStages;
+      kevo_mbar_wait(full + 8 * s, (kt / kStages) & 1);
+      const unsigned a = base + s * kStageBytes + c * kWM * 128, b = base + s * kStageBytes + kAStageBytes;
+      kevo_fence_acc(acc);
+      kevo_wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+        // A: 16 elements of K are 32 bytes along a swizzled row; B: 16 rows of K are two 1024-byte groups.
+        const uint64_t db = kevo_desc(b + kk * 2048, kBK * 128, 1024);
+#pragma unroll
+        for (int i = 0; i < kMI; ++i) kevo_wgmma(acc[i], kevo_desc(a + i * 64 * 128 + kk * 32, 16, 1024), db);
+      }
+      kevo_wgmma_commit();
+      kevo_fence_acc(acc);
+      kevo_wgmma_wait<1>();  // the previous tile's wgmmas are done: hand its stage back
+      if (kt > 0) kevo_mbar_arrive(empty + 8 * ((kt - 1) % kStages));
+    }
+    kevo_wgmma_wait<0>();
+    kevo_fence_acc(acc);
+    // Accumulator layout of m64nNk16: warp w holds rows 16w..16w+15; value
+    // 4j+r of a thread is row lane/4 (+8 for r >= 2), column 8j + 2(lane%4) + r%2.
+    const int warp = tid / 32, lane = tid % 32;
+#pragma unroll
+    for (int i = 0; i < kMI; ++i) {
+      const int row = m0 + c * kWM + i * 64 + warp * 16 + lane / 4;
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+        const int col = n0 + j * 8 + (lane % 4) * 2;  // N % 8 == 0: col + 1 < N too
+        if (col >= N) continue;
+        if (row < M) kevo_store2(C + static_cast<size_t>(row) * N + col, acc[i][4 * j], acc[i][4 * j + 1]);
+        if (row + 8 < M) kevo_store2(C + static_cast<size_t>(row + 8) * N + col, acc[i][4 * j + 2], acc[i][4 * j + 3]);
+      }
+    }
+  }
+#else
+  __trap();  // built without sm_90a; the host side launches this only on compute capability 9.0
+#endif
+}
+
+typedef CUresult (*kevo_encode_tiled_fn)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                         const cuuint64_t*, const cuuint32_t*, const cuuint32_t*,
+                                         CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                         CUtensorMapFloatOOBfill);
+
+// The driver's cuTensorMapEncodeTiled through the runtime (the candidate
+// links no libcuda); null where the driver has none.
+static kevo_encode_tiled_fn kevo_encode_tiled() {
+  static kevo_encode_tiled_fn fn = nullptr;
+  static bool looked = false;
+  if (!looked) {
+    looked = true;
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess) {
+      fn = reinterpret_cast<kevo_encode_tiled_fn>(p);
+    } else {
+      cudaGetLastError();
+    }
+  }
+  return fn;
+}
+
+// Row-major rows x cols 16-bit elements, read in boxes of box_rows x 64
+// (128 bytes a row, 128-byte swizzle). False when the driver refuses it.
+static bool kevo_tensor_map(CUtensorMap* map, const void* data, int64_t rows, int64_t cols, int box_rows) {
+  const kevo_encode_tiled_fn encode = kevo_encode_tiled();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * 2};
+  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t steps[2] = {1, 1};
+  return encode(map, kTmaType, 2, const_cast<void*>(data), dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+static bool kevo_is_sm90() {
+  static int cc = -1;
+  if (cc < 0) {
+    int dev = 0, major = 0, minor = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    cc = major * 10 + minor;
+  }
+  return cc == 90;
+}
+
+// The tensor maps of the last call's operands (encoding costs host time).
+struct KevoMaps {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  int64_t m = -1, n = -1, k = -1;
+  CUtensorMap map_a, map_b;
+};
+
+static bool kevo_maps_for(const void* a, const void* b, int64_t m, int64_t n, int64_t k, KevoMaps** out) {
+  static KevoMaps cached;
+  if (cached.a != a || cached.b != b || cached.m != m || cached.n != n || cached.k != k) {
+    cached.a = nullptr;  // invalid until both maps are encoded
+    if (!kevo_tensor_map(&cached.map_a, a, m, k, kBM) || !kevo_tensor_map(&cached.map_b, b, k, n, kBK)) return false;
+    cached.a = a;
+    cached.b = b;
+    cached.m = m;
+    cached.n = n;
+    cached.k = k;
+  }
+  *out = &cached;
+  return true;
+}
+)";
+
+// T (the inputs' type), OutT (C's) with kevo_store2 and kevo_from_float,
+// and kevo_to_float, for the task's dtypes.
+std::string TypeHelpers(const GemmShapes& g) {
+  const bool bf16 = g.a_dtype == v1::BF16;
+  std::string out = absl::StrCat("using T = ", bf16 ? "__nv_bfloat16" : "__half", ";\n");
+  if (g.c_dtype == v1::F32) {
+    absl::StrAppend(&out, R"(using OutT = float;
+__device__ __forceinline__ void kevo_store2(float* p, float a, float b) { *reinterpret_cast<float2*>(p) = make_float2(a, b); }
+__device__ __forceinline__ float kevo_from_float(float v) { return v; }
+)");
+  } else if (bf16) {
+    absl::StrAppend(&out, R"(using OutT = __nv_bfloat16;
+__device__ __forceinline__ void kevo_store2(__nv_bfloat16* p, float a, float b) { *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b); }
+__device__ __forceinline__ __nv_bfloat16 kevo_from_float(float v) { return __float2bfloat16_rn(v); }
+)");
+  } else {
+    absl::StrAppend(&out, R"(using OutT = __half;
+__device__ __forceinline__ void kevo_store2(__half* p, float a, float b) { *reinterpret_cast<__half2*>(p) = __floats2half2_rn(a, b); }
+__device__ __forceinline__ __half kevo_from_float(float v) { return __float2half_rn(v); }
+)");
+  }
+  absl::StrAppend(&out, "__device__ __forceinline__ float kevo_to_float(T v) { return ",
+                  bf16 ? "__bfloat162float" : "__half2float", "(v); }\n");
+  return out;
+}
+
+// `kernels` with MMA_TYPE replaced by the PTX name of the input type.
+std::string WithMmaType(std::string kernels, bool bf16) {
+  for (size_t p; (p = kernels.find("MMA_TYPE")) != std::string::npos;) kernels.replace(p, 8, bf16 ? "bf16" : "f16");
+  return kernels;
+}
+
+// The task's function: when `fast` (a condition over kevo_m, kevo_n, kevo_k,
+// kevo_a, kevo_b, kevo_c) holds it runs `fast_body`, which returns once it
+// launched; whatever gets past it runs kevo_gemm_plain.
+absl::StatusOr<std::string> EntryPoint(const v1::Task& task, const GemmShapes& g, const std::string& fast,
+                                       const std::string& fast_body) {
+  KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
+  return absl::StrCat("\n", definition, " {\n  const int64_t kevo_m = ", g.m, ", kevo_n = ", g.n, ", kevo_k = ", g.k,
+                      ";\n  const T* kevo_a = reinterpret_cast<const T*>(", g.a,
+                      ");\n  const T* kevo_b = reinterpret_cast<const T*>(", g.b,
+                      ");\n  OutT* kevo_c = reinterpret_cast<OutT*>(", g.c, R"();
+  if (kevo_m <= 0 || kevo_n <= 0) return;
+  if ()", fast, R"() {
+)", fast_body, R"(  }
+  const dim3 grid(static_cast<unsigned>(kevo_ceil_div(kevo_n, 16)), static_cast<unsigned>(kevo_ceil_div(kevo_m, 16)));
+  kevo_gemm_plain<<<grid, dim3(16, 16)>>>(kevo_a, kevo_b, kevo_c, kevo_m, kevo_n, kevo_k);
+}
+)");
+}
+
+// What both fast paths need: whole 16-byte chunks in the rows of B and A,
+// aligned bases, and 32-bit indices.
+constexpr char kFastShape[] =
+    "kevo_k % 8 == 0 && kevo_n % 8 == 0 && kevo_aligned16(kevo_a) && kevo_aligned16(kevo_b) && "
+    "kevo_aligned16(kevo_c) &&\n      kevo_m < (int64_t{1} << 31) && kevo_n < (int64_t{1} << 31) && "
+    "kevo_k < (int64_t{1} << 31)";
+
+// The generated file's first lines: provenance, prelude, includes (plus
+// `includes`), and the type helpers inside the anonymous namespace that
+// kPlainKernel closes.
+std::string SourceHead(const Genome& genome, const GemmShapes& g, const std::string& includes) {
+  return absl::StrCat("// Generated by kevo builtin recipe ", genome.ToString(), "\n", kCudaPrelude,
+                      "#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n", includes, "\nnamespace {\n\n",
+                      TypeHelpers(g));
+}
+
+// What the two GEMM recipes share: their family, when they apply, and the
+// checks and binding before a recipe writes its source.
+class CudaGemmRecipe : public Recipe {
+ public:
+  explicit CudaGemmRecipe(std::vector<ParamSpec> params) : space_(std::move(params)) {}
+
+  // Both are tensor-core GEMMs of one task: a search may switch between them.
+  std::string family() const final { return "cuda_gemm_mma"; }
+  const SearchSpace& space() const final { return space_; }
+
+  bool Applies(const v1::Task& task, std::string_view platform) const final {
+    GemmShapes g;
+    return platform == kCudaPlatform && Hint(task, "pattern") == "gemm" && BindMmaGemm(task, &g);
+  }
+
+  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task, const Genome& genome) const final {
+    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome, kCudaPlatform));
+    GemmShapes g;
+    BindMmaGemm(task, &g);
+    const auto [bm, bn] = Dims(StrParam(genome, "tile"));
+    KEVO_ASSIGN_OR_RETURN(std::string source, Source(task, genome, g, bm, bn));
+    return CudaCandidate(std::move(source));
+  }
+
+ protected:
+  // The candidate's source for a checked genome whose tile is bm x bn.
+  virtual absl::StatusOr<std::string> Source(const v1::Task& task, const Genome& genome, const GemmShapes& g,
+                                             int64_t bm, int64_t bn) const = 0;
+
+ private:
+  SearchSpace space_;
+};
+
+class CudaGemmMmaRecipe final : public CudaGemmRecipe {
  public:
   CudaGemmMmaRecipe()
-      : space_({
+      : CudaGemmRecipe({
             {"tile", {"64x128", "128x64", "128x128", "128x256", "256x128"}, "128x256",
              "rows x columns of C a block computes"},
             {"tile_k", {"32", "64"}, "32", "depth of the A and B tiles a pipeline stage holds"},
@@ -179,87 +525,108 @@ class CudaGemmMmaRecipe final : public Recipe {
         }) {}
 
   std::string name() const override { return "cuda_gemm_mma"; }
-  std::string family() const override { return "cuda_gemm_mma"; }
   std::string description() const override {
     return "CUDA bf16/fp16 GEMM on tensor cores: cp.async pipelined shared-memory tiles, "
            "ldmatrix + mma.sync m16n8k16, warp tiles in registers, float32 accumulation";
   }
-  const SearchSpace& space() const override { return space_; }
   std::vector<std::map<std::string, std::string>> SeedOverrides() const override {
     return {{{"tile", "128x128"}, {"stages", "4"}}, {{"tile", "256x128"}}, {{"tile_k", "64"}}};
   }
 
-  bool Applies(const v1::Task& task, std::string_view platform) const override {
-    GemmShapes g;
-    return platform == kCudaPlatform && Hint(task, "pattern") == "gemm" && BindMmaGemm(task, &g);
-  }
-
-  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task, const Genome& genome) const override {
-    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome, kCudaPlatform));
-    GemmShapes g;
-    BindMmaGemm(task, &g);
-    KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
-    const auto [bm, bn] = Dims(StrParam(genome, "tile"));
+ protected:
+  absl::StatusOr<std::string> Source(const v1::Task& task, const Genome& genome, const GemmShapes& g, int64_t bm,
+                                     int64_t bn) const override {
     const auto [wm, wn] = Dims(StrParam(genome, "warp_tile"));
-    const bool bf16 = g.a_dtype == v1::BF16;
-    const std::string t = bf16 ? "__nv_bfloat16" : "__half";
-    std::string out_helpers;
-    if (g.c_dtype == v1::F32) {
-      out_helpers = R"(using OutT = float;
-__device__ __forceinline__ void kevo_store2(float* p, float a, float b) { *reinterpret_cast<float2*>(p) = make_float2(a, b); }
-__device__ __forceinline__ float kevo_from_float(float v) { return v; }
-)";
-    } else if (bf16) {
-      out_helpers = R"(using OutT = __nv_bfloat16;
-__device__ __forceinline__ void kevo_store2(__nv_bfloat16* p, float a, float b) { *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b); }
-__device__ __forceinline__ __nv_bfloat16 kevo_from_float(float v) { return __float2bfloat16_rn(v); }
-)";
-    } else {
-      out_helpers = R"(using OutT = __half;
-__device__ __forceinline__ void kevo_store2(__half* p, float a, float b) { *reinterpret_cast<__half2*>(p) = __floats2half2_rn(a, b); }
-__device__ __forceinline__ __half kevo_from_float(float v) { return __float2half_rn(v); }
-)";
-    }
-    std::string kernels = kMmaKernels;
-    for (size_t p; (p = kernels.find("MMA_TYPE")) != std::string::npos;) kernels.replace(p, 8, bf16 ? "bf16" : "f16");
     std::string s = absl::StrCat(
-        "// Generated by kevo builtin recipe ", genome.ToString(), "\n", kCudaPrelude,
-        "#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n\nnamespace {\n\n",
-        "constexpr int kBM = ", bm, ", kBN = ", bn, ", kBK = ", IntParam(genome, "tile_k"), ";\n",
-        "constexpr int kWM = ", wm, ", kWN = ", wn, ";\n",
-        "constexpr int kStages = ", IntParam(genome, "stages"), ";\n",
-        "using T = ", t, ";\n", out_helpers,
-        "__device__ __forceinline__ float kevo_to_float(T v) { return ", bf16 ? "__bfloat162float" : "__half2float",
-        "(v); }\n", kernels);
-    const std::string cast_in = absl::StrCat("reinterpret_cast<const T*>(");
-    const std::string args = absl::StrCat(cast_in, g.a, "), ", cast_in, g.b, "), reinterpret_cast<OutT*>(", g.c, ")");
-    absl::StrAppend(&s, "\n", definition, " {\n  const int64_t kevo_m = ", g.m, ", kevo_n = ", g.n, ", kevo_k = ", g.k, R"(;
-  if (kevo_m <= 0 || kevo_n <= 0) return;
-  if (kevo_k % 8 == 0 && kevo_n % 8 == 0 && kevo_aligned16()", g.a, ") && kevo_aligned16(", g.b, ") && kevo_aligned16(", g.c,
-                    R"() &&
-      kevo_m < (int64_t{1} << 31) && kevo_n < (int64_t{1} << 31) && kevo_k < (int64_t{1} << 31)) {
-    static bool configured = false;
+        SourceHead(genome, g, ""), "constexpr int kBM = ", bm, ", kBN = ", bn, ", kBK = ", IntParam(genome, "tile_k"),
+        ";\n", "constexpr int kWM = ", wm, ", kWN = ", wn, ";\n", "constexpr int kStages = ", IntParam(genome, "stages"),
+        ";\n", WithMmaType(kMmaKernels, g.a_dtype == v1::BF16), kPlainKernel);
+    KEVO_ASSIGN_OR_RETURN(std::string entry, EntryPoint(task, g, kFastShape, R"(    static bool configured = false;
     if (!configured) {
       cudaFuncSetAttribute(kevo_gemm_mma, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes));
       configured = true;
     }
     const dim3 grid(static_cast<unsigned>(kevo_ceil_div(kevo_n, kBN)), static_cast<unsigned>(kevo_ceil_div(kevo_m, kBM)));
-    kevo_gemm_mma<<<grid, kThreads, kSmemBytes>>>()", args, R"(, static_cast<int>(kevo_m), static_cast<int>(kevo_n), static_cast<int>(kevo_k));
-  } else {
-    const dim3 grid(static_cast<unsigned>(kevo_ceil_div(kevo_n, 16)), static_cast<unsigned>(kevo_ceil_div(kevo_m, 16)));
-    kevo_gemm_plain<<<grid, dim3(16, 16)>>>()", args, R"(, kevo_m, kevo_n, kevo_k);
+    kevo_gemm_mma<<<grid, kThreads, kSmemBytes>>>(kevo_a, kevo_b, kevo_c, static_cast<int>(kevo_m), static_cast<int>(kevo_n),
+                                                  static_cast<int>(kevo_k));
+    return;
+)"));
+    return s + entry;
   }
+};
+
+// kevo_wgmma(d, desc_a, desc_b): d += A * B for one m64nNk16, A K-major and
+// B MN-major (transposed: B is row-major K x N) in shared memory.
+std::string WgmmaInstruction(int n, bool bf16) {
+  const char* type = bf16 ? "bf16" : "f16";
+  std::string regs, operands;
+  for (int i = 0; i < n / 2; ++i) {
+    absl::StrAppend(&regs, i ? ", " : "", "%", i);
+    absl::StrAppend(&operands, i ? ", " : "", i % 8 == 0 ? "\n        " : "", "\"+f\"(d[", i, "])");
+  }
+  return absl::StrCat("__device__ __forceinline__ void kevo_wgmma(float (&d)[", n / 2,
+                      "], uint64_t desc_a, uint64_t desc_b) {\n  asm volatile(\n      \"{\\n.reg .pred p;\\n"
+                      "setp.ne.b32 p, %", n / 2 + 2, ", 0;\\n\"\n      \"wgmma.mma_async.sync.aligned.m64n", n, "k16.f32.",
+                      type, ".", type, " {", regs, "}, %", n / 2, ", %", n / 2 + 1,
+                      ", p, 1, 1, 0, 1;\\n}\\n\"\n      :", operands, "\n      : \"l\"(desc_a), \"l\"(desc_b), \"r\"(1));\n}\n");
 }
-)");
-    return CudaCandidate(std::move(s));
+
+class CudaGemmWgmmaRecipe final : public CudaGemmRecipe {
+ public:
+  CudaGemmWgmmaRecipe()
+      : CudaGemmRecipe({
+            {"tile", {"128x128", "128x256", "256x128"}, "128x256",
+             "rows x columns of C a block computes (two consumer warpgroups split the rows)"},
+            {"stages", {"2", "3", "4", "5", "6"}, "4",
+             "shared-memory pipeline stages of 64-deep A and B tiles (at most what fits in 227 KB: 4 for "
+             "128x256 and 256x128)"},
+        }) {}
+
+  std::string name() const override { return "cuda_gemm_wgmma"; }
+  std::string description() const override {
+    return "CUDA bf16/fp16 GEMM for Hopper (sm_90a): TMA loads into 128-byte-swizzled shared memory, "
+           "an mbarrier pipeline between a producer warpgroup and two wgmma consumer warpgroups, "
+           "float32 accumulation; other GPUs and odd shapes take a plain kernel";
+  }
+  std::vector<std::map<std::string, std::string>> SeedOverrides() const override {
+    return {{{"tile", "256x128"}}, {{"tile", "128x128"}, {"stages", "6"}}};
   }
 
- private:
-  SearchSpace space_;
+ protected:
+  absl::StatusOr<std::string> Source(const v1::Task& task, const Genome& genome, const GemmShapes& g, int64_t bm,
+                                     int64_t bn) const override {
+    const bool bf16 = g.a_dtype == v1::BF16;
+    // Stages beyond the opt-in limit (227 KB) are clamped: 64-deep tiles of 16-bit elements.
+    const int64_t stage_bytes = (bm + bn) * 64 * 2;
+    const int64_t stages = std::min<int64_t>(IntParam(genome, "stages"), (227 * 1024 - 1024) / (stage_bytes + 16));
+    std::string s = absl::StrCat(
+        SourceHead(genome, g, "#include <cuda.h>  // CUtensorMap and its enums only: no libcuda calls\n"),
+        "constexpr int kBM = ", bm, ", kBN = ", bn, ";\n", "constexpr int kStages = ", stages, ";\n",
+        "constexpr CUtensorMapDataType kTmaType = ",
+        bf16 ? "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16" : "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", ";\n",
+        WgmmaInstruction(static_cast<int>(bn), bf16), kWgmmaKernels, kPlainKernel);
+    KEVO_ASSIGN_OR_RETURN(
+        std::string entry,
+        EntryPoint(task, g, absl::StrCat("kevo_k > 0 && ", kFastShape, " && kevo_is_sm90()"), R"(    KevoMaps* maps = nullptr;
+    if (kevo_maps_for(kevo_a, kevo_b, kevo_m, kevo_n, kevo_k, &maps)) {
+      static bool configured = false;
+      if (!configured) {
+        cudaFuncSetAttribute(kevo_gemm_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes));
+        configured = true;
+      }
+      const dim3 grid(static_cast<unsigned>(kevo_ceil_div(kevo_n, kBN)), static_cast<unsigned>(kevo_ceil_div(kevo_m, kBM)));
+      kevo_gemm_wgmma<<<grid, kThreads, kSmemBytes>>>(maps->map_a, maps->map_b, kevo_c, static_cast<int>(kevo_m),
+                                                      static_cast<int>(kevo_n), static_cast<int>(kevo_k));
+      return;
+    }
+)"));
+    return s + entry;
+  }
 };
 
 }  // namespace
 
 std::unique_ptr<Recipe> NewCudaGemmMmaRecipe() { return std::make_unique<CudaGemmMmaRecipe>(); }
+std::unique_ptr<Recipe> NewCudaGemmWgmmaRecipe() { return std::make_unique<CudaGemmWgmmaRecipe>(); }
 
 }  // namespace kevo::proposer

@@ -112,6 +112,7 @@ std::unique_ptr<Recipe> NewCudaSoftmaxRecipe();
 std::unique_ptr<Recipe> NewCudaLayerNormRecipe();
 std::unique_ptr<Recipe> NewCudaRowReduceRecipe();
 std::unique_ptr<Recipe> NewCudaGemmMmaRecipe();
+std::unique_ptr<Recipe> NewCudaGemmWgmmaRecipe();
 // mtia-sim (language "mtia-c++"), mtia_*.cc.
 std::unique_ptr<Recipe> NewMtiaSoftmaxRecipe();
 std::unique_ptr<Recipe> NewMtiaRowReduceRecipe();

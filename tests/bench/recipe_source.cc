@@ -1,0 +1,48 @@
+// recipe_source: writes the candidate source that a built-in recipe generates
+// for a task and a genome, without a coordinator (for benches that compile
+// and time recipe points by hand, e.g. tests/bench/cuda_gemm_bf16.sh).
+//
+//   recipe_source TASK_DIR OUT_DIR GENOME...
+//
+// Each genome (Genome::ToString form, e.g. "cuda_gemm_wgmma{stages=4,tile=128x256}")
+// goes to OUT_DIR/<index>.<ext>, .cu for cuda, .cc otherwise; the index
+// follows the order of the arguments. Exits 1 naming the first genome that
+// does not parse or that the recipe refuses.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "common/task/task_loader.h"
+#include "coordinator/proposer/builtin/recipe.h"
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: %s TASK_DIR OUT_DIR GENOME...\n", argv[0]);
+    return 2;
+  }
+  absl::StatusOr<kevo::v1::Task> task = kevo::task::LoadTaskDir(argv[1]);
+  if (!task.ok()) {
+    std::fprintf(stderr, "%s: %s\n", argv[1], std::string(task.status().message()).c_str());
+    return 1;
+  }
+  std::filesystem::create_directories(argv[2]);
+  for (int i = 3; i < argc; ++i) {
+    absl::StatusOr<kevo::proposer::Genome> genome = kevo::proposer::Genome::FromString(argv[i]);
+    const kevo::proposer::Recipe* recipe = genome.ok() ? kevo::proposer::FindRecipe(genome->recipe) : nullptr;
+    if (recipe == nullptr) {
+      std::fprintf(stderr, "%s: not a genome of a built-in recipe\n", argv[i]);
+      return 1;
+    }
+    absl::StatusOr<kevo::v1::Candidate> candidate = recipe->Generate(*task, *genome);
+    if (!candidate.ok()) {
+      std::fprintf(stderr, "%s: %s\n", argv[i], std::string(candidate.status().message()).c_str());
+      return 1;
+    }
+    const std::string path = absl::StrFormat("%s/%02d.%s", argv[2], i - 3, candidate->language() == "cuda" ? "cu" : "cc");
+    std::ofstream(path) << candidate->source();
+    std::printf("%s\t%s\n", path.c_str(), argv[i]);
+  }
+  return 0;
+}
