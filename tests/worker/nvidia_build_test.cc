@@ -195,7 +195,8 @@ TEST(CudaBuildPolicyTest, ArchForComputeCapability) {
 TEST(GpuProbeTest, MissingRunnerMeansNoGpu) {
   auto sb = sandbox::Sandbox::Create({});
   ASSERT_TRUE(sb.ok());
-  auto probe = ProbeGpus(**sb, NvidiaVendor(), "/nonexistent/kevo-runner-cuda", ::testing::TempDir() + "/probe", false);
+  auto probe = ProbeGpus(**sb, NvidiaVendor(), "/nonexistent/kevo-runner-cuda",
+                         ::testing::TempDir() + "/probe", false);
   EXPECT_EQ(probe.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(probe.status().message(), HasSubstr("no NVIDIA GPU found (kevo-runner-cuda probe: "));
 }

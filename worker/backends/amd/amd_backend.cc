@@ -275,7 +275,8 @@ AmdGpuPath SetUpGpuPath(AmdBackendOptions& opts, const sandbox::Sandbox* sb, std
   for (const GpuInfo& g : gpus->gpus) {
     const std::string arch(absl::string_view(g.arch).substr(0, g.arch.find(':')));
     if (std::find(opts.targets.begin(), opts.targets.end(), arch) == opts.targets.end()) {
-      *reason = absl::StrCat("GPU ", g.index, " (", g.name, ") is ", arch.empty() ? "of no known architecture" : arch,
+      *reason = absl::StrCat("GPU ", g.index, " (", g.name, ") is ",
+                             arch.empty() ? "of no known architecture" : arch,
                              ", not one of the targets ", absl::StrJoin(opts.targets, ","),
                              " (Debian's LLVM 15 builds for gfx90a and gfx940 only)");
       return {};
@@ -387,8 +388,9 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateAmdBackend(const AmdBackendOption
   AmdGpuPath gpu;
   if (probe.gpus > 0) gpu = SetUpGpuPath(opts, sb.get(), &gpu_reason);
   LogInfo("amd: ", identity, "; targets ", absl::StrJoin(opts.targets, ","), "; ", probe.description,
-          gpu.stages != nullptr ? ": validating and timing on the GPU"
-                                : absl::StrCat(gpu_reason.empty() ? "" : ", but ", gpu_reason, ": compile-only"));
+          gpu.stages != nullptr
+              ? ": validating and timing on the GPU"
+              : absl::StrCat(gpu_reason.empty() ? "" : ", but ", gpu_reason, ": compile-only"));
   return std::make_unique<AmdBackend>(opts, std::move(sb), identity, std::move(probe), std::move(gpu),
                                       std::move(gpu_reason));
 }
