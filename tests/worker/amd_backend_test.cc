@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
+#include "tests/worker/hip_test_kernels.h"
 #include "worker/backends/amd/hip_build.h"
 
 namespace kevo::worker {
@@ -20,22 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::kevo::testing::SourceDir;
 using ::testing::HasSubstr;
-
-// One wavefront per element block; `body` is the kernel's statement list
-// over x, y, n, i; `attributes` go before the kernel's name.
-std::string VectorKernel(const std::string& attributes, const std::string& body) {
-  return absl::StrCat(R"(#include <hip/hip_runtime.h>
-#include <cstdint>
-__global__ )", attributes, R"( void K(const float* a, const float* b, float* c, int64_t n) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-)", body, R"(
-}
-extern "C" void vector_add(const float* a, const float* b, float* c, int64_t n) {
-  hipLaunchKernelGGL(K, dim3((n + 255) / 256), dim3(256), 0, 0, a, b, c, n);
-}
-)");
-}
 
 // 48 live values a thread: about 60 VGPRs unconstrained; capped at 24 VGPRs
 // the compiler must spill. Same arithmetic either way.

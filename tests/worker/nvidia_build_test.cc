@@ -195,7 +195,8 @@ TEST(CudaBuildPolicyTest, ArchForComputeCapability) {
 TEST(GpuProbeTest, MissingRunnerMeansNoGpu) {
   auto sb = sandbox::Sandbox::Create({});
   ASSERT_TRUE(sb.ok());
-  auto probe = ProbeGpus(**sb, "/nonexistent/kevo-runner-cuda", ::testing::TempDir() + "/probe", false);
+  auto probe = ProbeGpus(**sb, NvidiaVendor(), "/nonexistent/kevo-runner-cuda",
+                         ::testing::TempDir() + "/probe", false);
   EXPECT_EQ(probe.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(probe.status().message(), HasSubstr("no NVIDIA GPU found (kevo-runner-cuda probe: "));
 }
@@ -220,7 +221,7 @@ TEST(GpuProbeTest, RealRunnerFindsAGpuOrSaysNoGpu) {
   if (!fs::exists(runner)) GTEST_SKIP() << "kevo-runner-cuda not built (no nvcc at configure time)";
   auto sb = sandbox::Sandbox::Create({});
   ASSERT_TRUE(sb.ok());
-  auto probe = ProbeGpus(**sb, runner, ::testing::TempDir() + "/probe-real", false);
+  auto probe = ProbeGpus(**sb, NvidiaVendor(), runner, ::testing::TempDir() + "/probe-real", false);
   if (probe.ok()) {
     ASSERT_FALSE(probe->gpus.empty());
     EXPECT_FALSE(probe->gpus[0].name.empty());

@@ -25,7 +25,8 @@ constexpr char kUsage[] =
     "                   [--profile-cap S] [--mtia-config 2i|1] [--offload-arch LIST]\n"
     "  --platform   cpu, nvidia (CUDA candidates on this host's GPUs, found with\n"
     "               kevo-runner-cuda probe), amd (HIP candidates compiled with hipcc;\n"
-    "               compile-only: static resource analysis, see docs/amd.md) or mtia-sim\n"
+    "               static resource analysis, and on a ROCm GPU of a target validation\n"
+    "               and timing by kevo-runner-hip, else compile-only: docs/amd.md) or mtia-sim\n"
     "  --offload-arch  amd targets, comma-separated: gfx90a, gfx940 (default both;\n"
     "               gfx940 stands in for gfx942, which Debian's LLVM 15 does not know)\n"
     "  --mtia-config  the chip mtia-sim simulates: 2i (MTIA 2i, default) or 1 (MTIA 1)\n"
@@ -39,6 +40,17 @@ kevo::worker::Daemon* g_daemon = nullptr;
 int Usage(const std::string& why) {
   std::fprintf(stderr, "kevo-worker: %s\n%s", why.c_str(), kUsage);
   return 2;
+}
+
+// The GPUs a GPU backend times on (its Hello's capabilities["gpus"]; 1 when
+// it does not say).
+int GpuCount(kevo::worker::Backend& backend) {
+  int gpus = 1;
+  auto hello = backend.Describe();
+  if (hello.ok() && hello->capabilities().contains("gpus")) {
+    if (!absl::SimpleAtoi(hello->capabilities().at("gpus"), &gpus)) gpus = 1;
+  }
+  return gpus;
 }
 
 }  // namespace
@@ -126,26 +138,25 @@ int main(int argc, char** argv) {
       return 1;
     }
     backend = std::move(*b);
-    if (!slots_given) {
-      int gpus = 1;
-      auto hello = backend->Describe();
-      if (hello.ok() && hello->capabilities().contains("gpus")) {
-        if (!absl::SimpleAtoi(hello->capabilities().at("gpus"), &gpus)) gpus = 1;
-      }
-      options.slots = gpus + 2;
-    }
+    if (!slots_given) options.slots = GpuCount(*backend) + 2;
   } else if (platform == "amd") {
     amd.work_dir = cpu.work_dir;
     if (compile_timeout_set) amd.compile_timeout = cpu.compile_timeout;
+    if (run_timeout_set) amd.run_timeout = cpu.run_timeout;
     amd.memory_limit_bytes = std::max<int64_t>(cpu.memory_limit_bytes, int64_t{8} << 30);
+    amd.profile_time_cap_s = cpu.profile_time_cap_s;
     auto b = kevo::worker::CreateAmdBackend(amd);
     if (!b.ok()) {
       std::fprintf(stderr, "kevo-worker: %s\n", std::string(b.status().message()).c_str());
       return 1;
     }
     backend = std::move(*b);
-    // Compile-only: hipcc runs on the CPU, two at a time.
-    if (!slots_given) options.slots = 2;
+    // Compile-only: hipcc runs on the CPU, two at a time; with ROCm GPUs as
+    // on nvidia.
+    if (!slots_given) {
+      auto hello = backend->Describe();
+      options.slots = hello.ok() && !hello->compile_only() ? GpuCount(*backend) + 2 : 2;
+    }
   } else {
     return Usage("unknown --platform '" + platform + "' (cpu, nvidia, amd, mtia-sim)");
   }

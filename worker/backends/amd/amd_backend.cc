@@ -7,17 +7,21 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "worker/backends/amd/hip_build.h"
 #include "worker/backends/cpu/eval_pipeline.h"
 #include "worker/backends/cpu/kernel_builder.h"
+#include "worker/backends/gpu/gpu_stages.h"
+#include "worker/runner/protocol.h"
 
 namespace kevo::worker {
 namespace fs = std::filesystem;
@@ -53,14 +57,36 @@ std::string ResourceSummary(const std::vector<KernelResources>& kernels,
   return absl::StrJoin(parts, "; ");
 }
 
+// The task's HIP baseline: an extra reference of language hip, else its CUDA
+// reference ported by PortCudaToHip; "" when it has neither.
+std::string HipReferenceSource(const v1::Task& task) {
+  for (const char* want : {"hip", "cuda"}) {
+    for (const v1::Reference& r : task.extra_references()) {
+      const std::string lang = absl::AsciiStrToLower(r.language());
+      if (r.source().empty()) continue;
+      if (std::string(want) == "hip" && lang == "hip") return r.source();
+      if (std::string(want) == "cuda" && (lang == "cuda" || lang == "cu")) return PortCudaToHip(r.source());
+    }
+  }
+  return "";
+}
+
+// The GPU path's parts, present only where a ROCm GPU of a target exists.
+struct AmdGpuPath {
+  std::unique_ptr<GpuStages> stages;
+  std::unique_ptr<KernelBuilder> cpu_builder;  // the C++ reference (golden outputs)
+};
+
 class AmdBackend final : public Backend {
  public:
   AmdBackend(AmdBackendOptions options, std::unique_ptr<sandbox::Sandbox> sandbox,
-             std::string hipcc_identity, RocmProbe probe)
+             std::string hipcc_identity, RocmProbe probe, AmdGpuPath gpu, std::string gpu_reason)
       : options_(std::move(options)),
         sandbox_(std::move(sandbox)),
         hipcc_identity_(std::move(hipcc_identity)),
         probe_(std::move(probe)),
+        gpu_(std::move(gpu)),
+        gpu_reason_(std::move(gpu_reason)),
         builder_(sandbox_.get(), options_.hipcc,
                  absl::StrCat(hipcc_identity_, "\n", absl::StrJoin(options_.targets, ",")),
                  options_.work_dir + "/build", options_.compile_timeout,
@@ -69,22 +95,31 @@ class AmdBackend final : public Backend {
   absl::StatusOr<v1::Hello> Describe() override;
   v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate,
                           const EventSink& on_event) override;
+  std::map<std::string, double> Gauges() const override {
+    if (gpu_.stages == nullptr) return {};
+    return {{"kevo_worker_gpu_timing_utilisation", gpu_.stages->TimingUtilisation()}};
+  }
 
  private:
+  bool OnGpu() const { return gpu_.stages != nullptr; }
   // Why this worker only compiles, for the Hello and every evaluation.
   std::string CompileOnlyReason() const {
-    if (probe_.gpus > 0) {
-      return absl::StrCat(probe_.description,
-                          ", but this build has no HIP runner to run candidates on them");
-    }
+    if (probe_.gpus > 0) return absl::StrCat(probe_.description, ", but ", gpu_reason_);
     return probe_.description;
   }
+  // Compiles and reads the resources; false (the run failed) when it did not compile.
+  bool CompileStage(EvalRun& run, HipCompileResult& built) const;
+  // Golden outputs, validation and timing on the GPU.
+  bool GpuStagesFor(EvalRun& run, const HipCompileResult& built);
   v1::Fingerprint MakeFingerprint() const;
 
   const AmdBackendOptions options_;
   const std::unique_ptr<sandbox::Sandbox> sandbox_;
   const std::string hipcc_identity_;
   const RocmProbe probe_;
+  const AmdGpuPath gpu_;
+  // Why the GPUs found are not used (when they are not).
+  const std::string gpu_reason_;
   const KernelBuilder builder_;
 };
 
@@ -95,7 +130,8 @@ v1::Fingerprint AmdBackend::MakeFingerprint() const {
   fp.set_compiler(hipcc_identity_);
   for (const std::string& f : HipCandidateFlags(options_.targets)) fp.add_flags(f);
   fp.set_os(OsDescription());
-  fp.set_device(absl::StrCat("compile-only: ", absl::StrJoin(options_.targets, ", ")));
+  fp.set_device(OnGpu() ? gpu_.stages->probe().gpus.front().name
+                        : absl::StrCat("compile-only: ", absl::StrJoin(options_.targets, ", ")));
   fp.set_sandbox(sandbox_->UsesBwrap() ? "bwrap+rlimits" : "rlimits");
   return fp;
 }
@@ -103,19 +139,85 @@ v1::Fingerprint AmdBackend::MakeFingerprint() const {
 absl::StatusOr<v1::Hello> AmdBackend::Describe() {
   v1::Hello hello;
   hello.set_platform("amd");
-  hello.set_device(absl::StrCat("no GPU (static analysis for ", absl::StrJoin(options_.targets, ", "), ")"));
+  if (OnGpu()) {
+    const GpuProbe& gp = gpu_.stages->probe();
+    const GpuInfo& g = gp.gpus.front();
+    hello.set_device(gp.gpus.size() == 1 ? g.name : absl::StrCat(g.name, " x", gp.gpus.size()));
+    hello.set_mem_bandwidth_gbs(g.copy_bandwidth_gbs);
+    hello.set_fp32_peak_gflops(g.fp32_gflops);
+  } else {
+    hello.set_device(absl::StrCat("no GPU (static analysis for ", absl::StrJoin(options_.targets, ", "), ")"));
+  }
   hello.add_toolchains(hipcc_identity_);
   hello.add_languages("hip");
   *hello.mutable_fingerprint() = MakeFingerprint();
-  hello.set_compile_only(true);
+  hello.set_compile_only(!OnGpu());
   for (const std::string& t : options_.targets) hello.add_targets(t);
   auto& caps = *hello.mutable_capabilities();
-  caps["compile_only_reason"] = CompileOnlyReason();
+  if (!OnGpu()) caps["compile_only_reason"] = CompileOnlyReason();
   caps["rocm_gpus"] = absl::StrCat(probe_.gpus);
+  if (OnGpu()) {
+    const GpuInfo& g = gpu_.stages->probe().gpus.front();
+    caps["gpus"] = absl::StrCat(gpu_.stages->probe().gpus.size());
+    caps["gpu_arch"] = g.arch;
+    caps["compute_units"] = absl::StrCat(g.sm_count);
+    caps["memory_bytes"] = absl::StrCat(g.memory_bytes);
+    caps["copy_bandwidth_gbs"] = absl::StrCat(g.copy_bandwidth_gbs);
+    caps["fp32_gflops"] = absl::StrCat(g.fp32_gflops);
+  }
   for (const std::string& t : options_.targets) {
     if (const AmdTarget* target = FindAmdTarget(t); target != nullptr) caps[t] = target->description;
   }
   return hello;
+}
+
+bool AmdBackend::CompileStage(EvalRun& run, HipCompileResult& built) const {
+  v1::Evaluation& ev = run.ev;
+  run.stage_start = absl::Now();
+  built = CompileHipCandidate(builder_, run.task, run.candidate, options_.targets);
+  auto& counters = *ev.mutable_profile();
+  for (const auto& [k, v] : ResourceCounters(built.kernels)) counters[k] = v;
+  if (built.status != v1::OK) {
+    ev.mutable_diagnostics()->set_compiler_output(built.build.compiler_output);
+    if (!built.forbidden.empty()) ev.mutable_diagnostics()->set_violation(absl::StrJoin(built.forbidden, ", "));
+    return run.Fail(v1::STAGE_COMPILE, built.status, built.message);
+  }
+  run.Emit(v1::STAGE_COMPILE, /*ok=*/true,
+           absl::StrCat("hipcc ", absl::StrJoin(options_.targets, ","),
+                        built.build.cache_hit ? " (cached)" : "",
+                        absl::StrFormat(" %.1fs; ", built.build.seconds),
+                        ResourceSummary(built.kernels, options_.targets)));
+  // Static, even where the candidate is then timed: the compiler's view.
+  counters["static_score"] = StaticScore(built.kernels);
+  return true;
+}
+
+bool AmdBackend::GpuStagesFor(EvalRun& run, const HipCompileResult& built) {
+  const v1::Task& task = run.task;
+  auto fail = [&](const std::string& message) {
+    return run.Fail(v1::STAGE_COMPILE, v1::INFRA_ERROR, message);
+  };
+  if (task.validate_size() == 0 || task.outputs_size() == 0) {
+    return fail("the task has no validate bindings or no outputs");
+  }
+  auto wrapper = runner::GenerateWrapperSource(task);
+  if (!wrapper.ok()) return fail(std::string(wrapper.status().message()));
+  auto built_error = [](const absl::StatusOr<BuildResult>& b) {
+    return b.ok() ? absl::StrCat(b->message, "\n", b->compiler_output) : std::string(b.status().message());
+  };
+  auto ref = gpu_.cpu_builder->Build(BuildSpec{task.reference().source(), {"-O2", "-fPIC"}, *wrapper});
+  if (!ref.ok() || ref->status != v1::OK) {
+    return fail(absl::StrCat("the task's C++ reference does not compile: ", built_error(ref)));
+  }
+  GpuBaseline baseline;
+  if (const std::string hip_ref = HipReferenceSource(task); !hip_ref.empty()) {
+    auto b = builder_.Build(BuildSpec{hip_ref, HipCandidateFlags(options_.targets), *wrapper});
+    if (!b.ok() || b->status != v1::OK) {
+      return fail(absl::StrCat("the task's HIP reference does not compile: ", built_error(b)));
+    }
+    baseline = {"hip_reference", b->library_path, "HIP reference"};
+  }
+  return gpu_.stages->Run(run, built.build.library_path, ref->library_path, baseline);
 }
 
 v1::Evaluation AmdBackend::Evaluate(const v1::Task& task, const v1::Candidate& candidate,
@@ -123,27 +225,24 @@ v1::Evaluation AmdBackend::Evaluate(const v1::Task& task, const v1::Candidate& c
   EvalRun run{task, candidate, on_event};
   v1::Evaluation& ev = run.ev;
   BeginEvaluation(task, candidate, "amd", MakeFingerprint(), &ev);
-  ev.set_compile_only(true);
-  run.stage_start = absl::Now();
-  HipCompileResult built = CompileHipCandidate(builder_, task, candidate, options_.targets);
-  auto& counters = *ev.mutable_profile();
-  for (const auto& [k, v] : ResourceCounters(built.kernels)) counters[k] = v;
-  if (built.status != v1::OK) {
-    ev.mutable_diagnostics()->set_compiler_output(built.build.compiler_output);
-    if (!built.forbidden.empty()) ev.mutable_diagnostics()->set_violation(absl::StrJoin(built.forbidden, ", "));
-    run.Fail(v1::STAGE_COMPILE, built.status, built.message);
+  ev.set_compile_only(!OnGpu());
+  HipCompileResult built;
+  if (!CompileStage(run, built)) {
     ev.set_finished_unix_micros(UnixMicros());
     return std::move(ev);
   }
-  run.Emit(v1::STAGE_COMPILE, /*ok=*/true,
-           absl::StrCat("hipcc ", absl::StrJoin(options_.targets, ","),
-                        built.build.cache_hit ? " (cached)" : "",
-                        absl::StrFormat(" %.1fs; ", built.build.seconds),
-                        ResourceSummary(built.kernels, options_.targets)));
+  if (OnGpu()) {
+    if (GpuStagesFor(run, built)) ev.set_status(v1::OK);
+    ev.set_finished_unix_micros(UnixMicros());
+    if (!run.scratch.empty()) {
+      std::error_code ec;
+      fs::remove_all(run.scratch, ec);
+    }
+    return std::move(ev);
+  }
   run.stage_start = absl::Now();
   const double score = StaticScore(built.kernels);
   ev.set_static_score(score);
-  counters["static_score"] = score;
   run.Emit(v1::STAGE_PROFILE, /*ok=*/true,
            absl::StrFormat("static score %.3f (occupancy, spills and LDS from the compiler's "
                            "report; not a measurement): compile-only worker (%s), so the "
@@ -152,6 +251,66 @@ v1::Evaluation AmdBackend::Evaluate(const v1::Task& task, const v1::Candidate& c
   ev.set_status(v1::OK);
   ev.set_finished_unix_micros(UnixMicros());
   return std::move(ev);
+}
+
+// The GPU path where a ROCm GPU exists: kevo-runner-hip's probe (in the
+// sandbox) must list a GPU whose architecture is one of the targets (the
+// candidates and the runner's own kernels are built for those alone), and
+// kevo-runner-cpu and the host compiler must be there for the golden
+// outputs. Otherwise no stages, and `reason` says why.
+AmdGpuPath SetUpGpuPath(AmdBackendOptions& opts, const sandbox::Sandbox* sb, std::string* reason) {
+  std::error_code ec;
+  const fs::path self_dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  if (opts.runner_path.empty()) opts.runner_path = (self_dir / "kevo-runner-hip").string();
+  if (opts.cpu_runner_path.empty()) opts.cpu_runner_path = (self_dir / "kevo-runner-cpu").string();
+  opts.runner_path = fs::absolute(opts.runner_path, ec).lexically_normal().string();
+  opts.cpu_runner_path = fs::absolute(opts.cpu_runner_path, ec).lexically_normal().string();
+  auto gpus = ProbeGpus(*sb, RocmVendor(), opts.runner_path,
+                        absl::StrCat(opts.work_dir, "/evals/probe-", getpid()), /*measure=*/true);
+  if (!gpus.ok()) {
+    *reason = std::string(gpus.status().message());
+    return {};
+  }
+  // "gfx90a:sramecc+:xnack-" -> gfx90a; every GPU must be a target.
+  for (const GpuInfo& g : gpus->gpus) {
+    const std::string arch(absl::string_view(g.arch).substr(0, g.arch.find(':')));
+    if (std::find(opts.targets.begin(), opts.targets.end(), arch) == opts.targets.end()) {
+      *reason = absl::StrCat("GPU ", g.index, " (", g.name, ") is ",
+                             arch.empty() ? "of no known architecture" : arch,
+                             ", not one of the targets ", absl::StrJoin(opts.targets, ","),
+                             " (Debian's LLVM 15 builds for gfx90a and gfx940 only)");
+      return {};
+    }
+  }
+  auto cpu_runner = ReadFileBytes(opts.cpu_runner_path);
+  auto hip_runner = ReadFileBytes(opts.runner_path);
+  auto cxx = RunVersion(*sb, opts.host_compiler);
+  if (!cpu_runner.ok() || !hip_runner.ok() || !cxx.ok() || !cxx->Succeeded()) {
+    *reason = absl::StrCat("kevo-runner-cpu (", opts.cpu_runner_path, ") or the host compiler '",
+                           opts.host_compiler, "' is missing: no golden outputs");
+    return {};
+  }
+  for (const GpuInfo& g : gpus->gpus) {
+    LogInfo("GPU ", g.index, ": ", g.name, " (", g.arch, "), ", g.sm_count, " CUs, ", g.memory_bytes >> 20,
+            " MiB, copy ", g.copy_bandwidth_gbs, " GB/s, FP32 ", g.fp32_gflops, " GFLOP/s");
+  }
+  GpuStagesOptions so;
+  so.vendor = &RocmVendor();
+  so.work_dir = opts.work_dir;
+  so.runner_path = opts.runner_path;
+  so.cpu_runner_path = opts.cpu_runner_path;
+  so.runner_hash = Sha256Hex(*hip_runner);
+  so.cpu_runner_hash = Sha256Hex(*cpu_runner);
+  so.run_timeout = opts.run_timeout;
+  so.memory_limit_bytes = opts.memory_limit_bytes;
+  so.profile_time_cap_s = opts.profile_time_cap_s;
+  AmdGpuPath path;
+  path.cpu_builder = std::make_unique<KernelBuilder>(
+      sb, opts.host_compiler, FirstLineOf(cxx->stdout_data), opts.work_dir + "/build",
+      opts.compile_timeout, std::max<int64_t>(opts.memory_limit_bytes, int64_t{4} << 30),
+      SandboxSystemPaths());
+  path.stages = std::make_unique<GpuStages>(sb, std::move(so), *std::move(gpus));
+  return path;
 }
 
 }  // namespace
@@ -225,9 +384,15 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateAmdBackend(const AmdBackendOption
     probe = ProbeRocm();
   }
   const std::string identity = HipccIdentity(version->stdout_data);
-  LogInfo("amd: ", identity, "; targets ", absl::StrJoin(opts.targets, ","), "; ",
-          probe.description, ": compile-only");
-  return std::make_unique<AmdBackend>(opts, std::move(sb), identity, std::move(probe));
+  std::string gpu_reason;
+  AmdGpuPath gpu;
+  if (probe.gpus > 0) gpu = SetUpGpuPath(opts, sb.get(), &gpu_reason);
+  LogInfo("amd: ", identity, "; targets ", absl::StrJoin(opts.targets, ","), "; ", probe.description,
+          gpu.stages != nullptr
+              ? ": validating and timing on the GPU"
+              : absl::StrCat(gpu_reason.empty() ? "" : ", but ", gpu_reason, ": compile-only"));
+  return std::make_unique<AmdBackend>(opts, std::move(sb), identity, std::move(probe), std::move(gpu),
+                                      std::move(gpu_reason));
 }
 
 }  // namespace kevo::worker

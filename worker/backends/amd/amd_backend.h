@@ -4,18 +4,26 @@
 //
 // At start-up the backend looks for ROCm GPUs: /dev/kfd, then the HIP runtime
 // (libamdhip64, loaded with dlopen only when /dev/kfd exists) and its device
-// count. This build has no HIP runner process, so the worker always
-// registers as compile-only (Hello.compile_only, with the reason in
-// capabilities["compile_only_reason"]): it compiles, reads each kernel's
-// VGPRs, AGPRs, SGPRs, LDS, scratch and spills, derives occupancy, and
-// returns status OK with Evaluation.compile_only set and a static score
+// count. Where it finds one, and kevo-runner-hip's probe (in the sandbox)
+// lists a GPU whose architecture is one of the targets, it runs candidates
+// there like the nvidia worker (worker/backends/gpu/gpu_stages.h: golden
+// outputs on the CPU, validation, hipEvent timing with the caches flushed
+// and the device synchronised, against the task's HIP reference or the C++
+// reference on the CPU). That path is built and tested in CI only up to the
+// runner's "no device" errors: it has never run on AMD hardware here.
+//
+// Everywhere else it registers as compile-only (Hello.compile_only, with the
+// reason in capabilities["compile_only_reason"]): it compiles, reads each
+// kernel's VGPRs, AGPRs, SGPRs, LDS, scratch and spills, derives occupancy,
+// and returns status OK with Evaluation.compile_only set and a static score
 // (hip_build.h StaticScore) instead of a time. Nothing is validated or timed,
-// and the evaluation says so. docs/amd.md says what would run on a GPU host.
+// and the evaluation says so. docs/amd.md says what runs where.
 //
 //   compile   hipcc --offload-arch=<each target> (sandboxed, timeout,
 //             content-addressed cache), symbol check of the host object, the
 //             task's function defined, LDS within every target's limit
 //   static    resource counters per target (profile map) and the score
+//   GPU       (with a ROCm GPU) golden, validate, profile: gpu_stages.h
 #pragma once
 
 #include <cstdint>
@@ -42,6 +50,14 @@ struct AmdBackendOptions {
   sandbox::SandboxOptions::Bwrap use_bwrap = sandbox::SandboxOptions::Bwrap::kAuto;
   // Tests: pretend the host has no GPU whatever it has.
   bool ignore_gpus = false;
+  // The GPU path. Empty: kevo-runner-hip / kevo-runner-cpu next to
+  // /proc/self/exe.
+  std::string runner_path;
+  std::string cpu_runner_path;
+  // Compiles the C++ reference for the golden outputs.
+  std::string host_compiler = "g++";
+  absl::Duration run_timeout = absl::Seconds(60);
+  double profile_time_cap_s = 3.0;
 };
 
 // What the ROCm detection found.

@@ -43,6 +43,7 @@
 #include "absl/time/time.h"
 #include "common/sandbox/sandbox.h"
 #include "worker/backend.h"
+#include "worker/backends/gpu/gpu_stages.h"
 
 namespace kevo::worker {
 
@@ -70,36 +71,6 @@ struct NvidiaBackendOptions {
   // Measure copy bandwidth and FP32 rate in the probe (about a second).
   bool measure = true;
 };
-
-// One GPU as `kevo-runner-cuda probe` describes it.
-struct GpuInfo {
-  int index = 0;
-  std::string name;
-  std::string compute_capability;  // "9.0"
-  int sm_count = 0;
-  int64_t memory_bytes = 0;
-  int64_t l2_bytes = 0;
-  int sm_clock_khz = 0;
-  int memory_clock_khz = 0;
-  int memory_bus_bits = 0;
-  double copy_bandwidth_gbs = 0;  // measured; 0 when not measured
-  double fp32_gflops = 0;         // measured; 0 when not measured
-  double theoretical_bandwidth_gbs = 0;
-};
-struct GpuProbe {
-  int driver_version = 0;   // 13000 = CUDA 13.0
-  int runtime_version = 0;
-  std::vector<GpuInfo> gpus;
-};
-// Parses the probe's JSON. Returns InvalidArgument when it is malformed or
-// lists no GPU.
-absl::StatusOr<GpuProbe> ParseGpuProbe(const std::string& json);
-
-// Runs `runner probe` (with --measure when asked) in the sandbox. Returns
-// FailedPrecondition "no NVIDIA GPU found (kevo-runner-cuda probe: ...)" when
-// the runner is missing, fails or finds no GPU.
-absl::StatusOr<GpuProbe> ProbeGpus(const sandbox::Sandbox& sandbox, const std::string& runner_path,
-                                   const std::string& scratch_dir, bool measure);
 
 // Creates the backend: finds the runners and nvcc, probes the GPUs. Returns
 // InvalidArgument for unusable options, FailedPrecondition when there is no
