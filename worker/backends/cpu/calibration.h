@@ -1,6 +1,6 @@
 // Measures a CPU worker's ceilings for the roofline: memory bandwidth as the
 // best of a STREAM triad, the triad with streaming stores and a read-only sum
-// on all cores, and FP32 peak with independent vector FMA chains on all
+// on all cores and on one, and FP32 peak with independent vector FMA chains on all
 // cores. The benchmark is compiled with the candidates' flags (g++ -O3
 // -march=native -fopenmp) and run in the sandbox; it takes about a second
 // (half that for the bandwidth alone). The worker measures everything at
