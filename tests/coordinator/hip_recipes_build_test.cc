@@ -141,6 +141,7 @@ TEST(HipGemmMfmaTest, Fp16WithFloatOutputCompilesToMfmaForGfx90aAndGfx940) {
   ASSERT_TRUE(sb.ok()) << sb.status();
   const std::unique_ptr<worker::KernelBuilder> builder = HipBuilder(sb->get(), hipcc);
   v1::Task task = Load("matmul_bf16");
+  ASSERT_EQ(task.outputs_size(), 1);
   for (v1::TensorSpec& in : *task.mutable_inputs()) in.set_dtype(v1::F16);
   task.mutable_outputs(0)->set_dtype(v1::F32);
   const Recipe* recipe = FindRecipe("hip_gemm_mfma");
