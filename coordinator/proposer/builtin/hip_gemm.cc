@@ -352,7 +352,8 @@ class HipGemmMfmaRecipe final : public Recipe {
              "tile of C per workgroup (rows x columns)"},
             {"wave_tile", {"32x32", "32x64", "64x32", "64x64"}, "64x64",
              "tile of C per wavefront (rows x columns), MFMA accumulators"},
-            {"tile_k", {"16", "32", "64"}, "32", "K step staged in LDS"},
+            // 16: two 128x128 stages take 20 KiB of LDS, 3 workgroups a CU (32: 1).
+            {"tile_k", {"16", "32", "64"}, "16", "K step staged in LDS"},
             {"double_buffer", {"0", "1"}, "1", "two LDS stages: load the next K step while computing"},
             {"pad", {"0", "4", "8"}, "4", "16-bit elements of padding per LDS row (bank conflicts)"},
         }) {}
