@@ -85,21 +85,27 @@ TEST_F(AmdBackendTest, CompileOnlyResultIsOkWithResourcesAndAStaticScoreButNoTim
   v1::Evaluation ev = Evaluate(VectorKernel("__launch_bounds__(256)", "  c[i] = a[i] + b[i];"));
   ASSERT_EQ(ev.status(), v1::OK) << ev.diagnostics().message() << ev.diagnostics().compiler_output();
   EXPECT_TRUE(ev.compile_only());
-  EXPECT_DOUBLE_EQ(ev.static_score(), 1.0);  // full occupancy, no spills, no LDS
+  // Full occupancy, no spills, no LDS; 4-byte global accesses: 0.75 + 0.25 x 4/16.
+  EXPECT_DOUBLE_EQ(ev.static_score(), 0.8125);
   EXPECT_EQ(ev.timing().median_s(), 0);
   EXPECT_EQ(ev.speedup(), 0);
   for (const char* t : {"gfx90a", "gfx940"}) {
     for (const char* what : {"_vgprs", "_agprs", "_sgprs", "_lds_bytes", "_scratch_bytes",
-                             "_vgpr_spills", "_sgpr_spills", "_occupancy_waves", "_kernels"}) {
+                             "_vgpr_spills", "_sgpr_spills", "_occupancy_waves", "_kernels",
+                             "_instructions", "_access_bytes", "_mfma"}) {
       EXPECT_TRUE(ev.profile().contains(absl::StrCat(t, what))) << t << what;
     }
     EXPECT_GT(ev.profile().at(absl::StrCat(t, "_vgprs")), 0);
     EXPECT_EQ(ev.profile().at(absl::StrCat(t, "_occupancy_waves")), 8);
     EXPECT_EQ(ev.profile().at(absl::StrCat(t, "_kernels")), 1);
+    EXPECT_GT(ev.profile().at(absl::StrCat(t, "_instructions")), 5);
+    EXPECT_EQ(ev.profile().at(absl::StrCat(t, "_access_bytes")), 4);  // global_load_dword
+    EXPECT_EQ(ev.profile().at(absl::StrCat(t, "_mfma")), 0);
   }
   ASSERT_EQ(ev.events_size(), 2);
   EXPECT_EQ(ev.events(0).stage(), v1::STAGE_COMPILE);
   EXPECT_THAT(ev.events(0).message(), HasSubstr("VGPRs"));
+  EXPECT_THAT(ev.events(0).message(), HasSubstr("4 B per global access"));
   EXPECT_EQ(ev.events(1).stage(), v1::STAGE_PROFILE);
   EXPECT_THAT(ev.events(1).message(), HasSubstr("static score"));
   EXPECT_THAT(ev.events(1).message(), HasSubstr("not a measurement"));
@@ -128,6 +134,20 @@ TEST_F(AmdBackendTest, CandidateWithRegisterSpillsScoresBelowTheSameKernelWithou
   EXPECT_GT(capped.profile().at("gfx90a_scratch_bytes"), 0);
   EXPECT_GT(free.static_score(), 0);
   EXPECT_LT(capped.static_score(), free.static_score());
+}
+
+TEST_F(AmdBackendTest, SixteenByteGlobalAccessesScoreAboveFourByteOnesAtEqualOccupancy) {
+  v1::Evaluation narrow = Evaluate(VectorKernel("__launch_bounds__(256)", "  c[i] = a[i] + b[i];"), gfx90a_.get());
+  v1::Evaluation wide = Evaluate(VectorKernel("__launch_bounds__(256)", R"(  if (4 * i + 3 >= n) return;
+  const float4 x = reinterpret_cast<const float4*>(a)[i], y = reinterpret_cast<const float4*>(b)[i];
+  reinterpret_cast<float4*>(c)[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);)"),
+                                 gfx90a_.get());
+  ASSERT_EQ(narrow.status(), v1::OK) << narrow.diagnostics().compiler_output();
+  ASSERT_EQ(wide.status(), v1::OK) << wide.diagnostics().compiler_output();
+  EXPECT_EQ(narrow.profile().at("gfx90a_occupancy_waves"), wide.profile().at("gfx90a_occupancy_waves"));
+  EXPECT_EQ(wide.profile().at("gfx90a_access_bytes"), 16);  // global_load_dwordx4
+  EXPECT_DOUBLE_EQ(wide.static_score(), 1.0);
+  EXPECT_LT(narrow.static_score(), wide.static_score());
 }
 
 TEST_F(AmdBackendTest, OtherLanguagesAndForbiddenImportsAreRefused) {
@@ -173,6 +193,43 @@ TEST(HipBuildTest, OccupancyFollowsRegistersAndLds) {
   k.lds_bytes = 70000;
   EXPECT_EQ(OccupancyWavesPerSimd(t, k), 0);
   EXPECT_EQ(StaticScore({k}), 0);
+}
+
+TEST(HipBuildTest, DisassemblySummaryCountsInstructionsAccessWidthsAndMfma) {
+  std::vector<KernelResources> kernels(3);
+  kernels[0].target = kernels[1].target = "gfx90a";
+  kernels[2].target = "gfx940";
+  kernels[0].kernel = kernels[2].kernel = "_Z1KPKfPf";
+  kernels[1].kernel = "_Z5OtherPf";
+  SummarizeHipIsa(R"(
+k.co:	file format elf64-amdgpu
+
+Disassembly of section .text:
+
+0000000000001700 <_Z1KPKfPf>:
+	s_load_dwordx4 s[0:3], s[4:5], 0x0                         // 000000001700:
+	global_load_dwordx4 v[2:5], v1, s[0:1]                     // 000000001708:
+	global_load_ushort v6, v1, s[0:1]                          // 000000001710:
+	scratch_store_dword off, v7, s0                            // 000000001718:
+	v_mfma_f32_32x32x8bf16_1k a[0:15], v[8:9], v[6:7], a[0:15] // 000000001720:
+	global_store_dword v0, v2, s[2:3]                          // 000000001728:
+	s_endpgm                                                   // 000000001730:
+
+0000000000001800 <_Z9NotOursPf>:
+	global_load_dword v0, v1, s[0:1]                           // 000000001800:
+)",
+                  "gfx90a", kernels);
+  EXPECT_TRUE(kernels[0].disassembled);
+  EXPECT_EQ(kernels[0].instructions, 7);
+  EXPECT_EQ(kernels[0].global_accesses, 3);  // not s_load, not scratch_
+  EXPECT_EQ(kernels[0].global_access_bytes, 16 + 2 + 4);
+  EXPECT_EQ(kernels[0].mfma_instructions, 1);
+  EXPECT_FALSE(kernels[1].disassembled);  // not in the text
+  EXPECT_FALSE(kernels[2].disassembled);  // another target's kernel of the same name
+  // 22 / 3 bytes an access: 0.75 + 0.25 x 22 / 48.
+  kernels[0].vgprs = 16;
+  EXPECT_DOUBLE_EQ(StaticScore({kernels[0]}), 0.75 + 0.25 * 22.0 / 48.0);
+  EXPECT_EQ(ResourceCounters({kernels[0]}).at("gfx90a_mfma"), 1);
 }
 
 TEST(HipBuildTest, CudaReferencePortsToHip) {

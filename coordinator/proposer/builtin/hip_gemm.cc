@@ -1,15 +1,31 @@
-// Recipe "hip_gemm_lds" (amd): C = A B for float32 row-major A [M, K],
-// B [K, N], C [M, N] (hints {pattern: gemm, a, b, c, m, n, k}).
+// Recipes "hip_gemm_lds" and "hip_gemm_mfma" (amd), hints {pattern: gemm,
+// a, b, c, m, n, k}: C = A B for row-major A [M, K], B [K, N], C [M, N].
+//
+// hip_gemm_lds (float32):
 // Each workgroup computes a tile_m x tile_n tile of C; per step of tile_k it
 // stages A (transposed) and B tiles in LDS, then every thread accumulates a
 // micro_m x micro_n block of C in registers from LDS. `pad` floats per LDS
 // row move consecutive rows to other banks. Edges are zero-filled when
 // loading and masked when storing, so any M, N, K work.
 //
-// MFMA (v_mfma_f32_*, which gfx90a and gfx940 have) is not used yet: this
-// recipe has only been compiled, never run on an AMD GPU (docs/amd.md), and
-// an MFMA variant would need its lane layout checked on hardware first.
+// hip_gemm_mfma (bf16 or fp16 A and B; C of their type or float32): the
+// matrix cores of CDNA2/3 (v_mfma_f32_32x32x8 / 16x16x16, f16 and bf16_1k,
+// float32 accumulation). Each workgroup computes a tile of C; its wavefronts
+// each own a wave_tile of C, held as MFMA accumulators (AGPRs). Per step of
+// tile_k, 16-byte chunks of A and B go from global memory through registers
+// into LDS (A row-major, B transposed, so every lane reads its 4 K-consecutive
+// operand elements with one 8-byte LDS read); with double_buffer the next
+// step's chunks are loaded while the MFMAs work on the other LDS stage (one
+// barrier a step). Shapes whose rows are not whole 16-byte chunks (K or N not
+// a multiple of 8), misaligned pointers and indices past 2^31 take a plain
+// one-thread-per-output kernel.
+//
+// Neither recipe has run on an AMD GPU (docs/amd.md): they are compiled and
+// analysed only. The MFMA lane layouts are the documented ones (AMD's matrix
+// instruction calculator); the code objects hold v_mfma_* instructions
+// (tests/coordinator/hip_recipes_build_test.cc disassembles them).
 #include <string>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -154,8 +170,268 @@ __global__ __launch_bounds__(kThreads) void GemmLds(const float* __restrict__ a,
   SearchSpace space_;
 };
 
+
+// bf16 or fp16 A and B; C of their type or f32.
+bool BindMfmaGemm(const v1::Task& task, GemmShapes* g) {
+  if (!BindGemmShapes(task, g) || (g->a_dtype != v1::BF16 && g->a_dtype != v1::F16)) return false;
+  return g->c_dtype == g->a_dtype || g->c_dtype == v1::F32;
+}
+
+// The MFMA shape, its accumulator and builtin; the operand and output types
+// and conversions for the task's dtypes.
+std::string MfmaTypes(const GemmShapes& g, bool m32) {
+  const bool bf16 = g.a_dtype == v1::BF16;
+  std::string out = absl::StrCat(R"(typedef float kevo_f32x16 __attribute__((ext_vector_type(16)));
+typedef float kevo_f32x4 __attribute__((ext_vector_type(4)));
+typedef _Float16 kevo_f16x4 __attribute__((ext_vector_type(4)));
+typedef short kevo_i16x4 __attribute__((ext_vector_type(4)));
+using Operand = )", bf16 ? "kevo_i16x4" : "kevo_f16x4", ";\n");
+  // v_mfma_f32_32x32x8: lane l holds A[l % 32][4 (l / 32) .. +3], B[same k][l % 32],
+  // and 16 floats of D: D[8 (v / 4) + 4 (l / 32) + v % 4][l % 32].
+  // v_mfma_f32_16x16x16: A[l % 16][4 (l / 16) .. +3], D[4 (l / 16) + v][l % 16].
+  absl::StrAppend(&out, "constexpr int kMfmaM = ", m32 ? 32 : 16, ", kMfmaK = ", m32 ? 8 : 16,
+                  ";\nusing Acc = ", m32 ? "kevo_f32x16" : "kevo_f32x4", ";\nconstexpr int kAccN = ", m32 ? 16 : 4,
+                  ";\n__device__ __forceinline__ Acc kevo_mfma(Operand a, Operand b, Acc c) {\n  return ",
+                  m32 ? (bf16 ? "__builtin_amdgcn_mfma_f32_32x32x8bf16_1k" : "__builtin_amdgcn_mfma_f32_32x32x8f16")
+                      : (bf16 ? "__builtin_amdgcn_mfma_f32_16x16x16bf16_1k" : "__builtin_amdgcn_mfma_f32_16x16x16f16"),
+                  "(a, b, c, 0, 0, 0);\n}\n");
+  absl::StrAppend(&out, "__device__ __forceinline__ float kevo_to_float(uint16_t v) { return ",
+                  bf16 ? "__uint_as_float(static_cast<uint32_t>(v) << 16)"
+                       : "static_cast<float>(__builtin_bit_cast(_Float16, v))",
+                  "; }\n");
+  if (g.c_dtype == v1::F32) {
+    absl::StrAppend(&out, "using OutT = float;\n__device__ __forceinline__ float kevo_from_float(float v) { return v; }\n");
+  } else if (bf16) {  // round to nearest even; NaN stays NaN
+    absl::StrAppend(&out, R"(using OutT = uint16_t;
+__device__ __forceinline__ uint16_t kevo_from_float(float v) {
+  uint32_t u = __float_as_uint(v);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+)");
+  } else {
+    absl::StrAppend(&out, R"(using OutT = uint16_t;
+__device__ __forceinline__ uint16_t kevo_from_float(float v) { return __builtin_bit_cast(uint16_t, static_cast<_Float16>(v)); }
+)");
+  }
+  return out;
+}
+
+constexpr char kMfmaKernels[] = R"(
+constexpr int kWavesN = kBN / kWN;
+constexpr int kThreads = (kBM / kWM) * kWavesN * kWave;
+constexpr int kFragM = kWM / kMfmaM, kFragN = kWN / kMfmaM;  // MFMA blocks of a wave tile
+constexpr int kGroups = kWave / kMfmaM;                      // lane groups along K
+constexpr int kLdsK = kBK + kPad;                            // 16-bit elements per LDS row
+constexpr int kAChunks = kBM * kBK / 8, kBChunks = kBK * kBN / 8;  // 16-byte chunks a step
+constexpr int kAPer = (kAChunks + kThreads - 1) / kThreads, kBPer = (kBChunks + kThreads - 1) / kThreads;
+
+__global__ __launch_bounds__(kThreads) void kevo_gemm_mfma(const uint16_t* __restrict__ A, const uint16_t* __restrict__ B,
+                                                           OutT* __restrict__ C, int M, int N, int K) {
+  __shared__ uint16_t as[kStages][kBM][kLdsK];  // A tile, row-major: as[row][k]
+  __shared__ uint16_t bs[kStages][kBN][kLdsK];  // B tile, transposed: bs[col][k]
+  const int tid = threadIdx.x, lane = tid % kWave, wave = tid / kWave;
+  const int wm0 = wave / kWavesN * kWM, wn0 = wave % kWavesN * kWN;
+  const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * kBN;
+  Acc acc[kFragM][kFragN];
+#pragma unroll
+  for (int i = 0; i < kFragM; ++i) {
+#pragma unroll
+    for (int j = 0; j < kFragN; ++j) acc[i][j] = Acc{};
+  }
+  uint4 ra[kAPer], rb[kBPer];
+  // Chunks past M, N or K are zeros (K and N are multiples of 8: a chunk is all in or all out).
+  auto load = [&](int k0) {
+#pragma unroll
+    for (int i = 0; i < kAPer; ++i) {
+      const int c = tid + i * kThreads;
+      const int gm = m0 + c / (kBK / 8), gk = k0 + c % (kBK / 8) * 8;
+      ra[i] = c < kAChunks && gm < M && gk < K ? *reinterpret_cast<const uint4*>(A + static_cast<int64_t>(gm) * K + gk)
+                                               : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int i = 0; i < kBPer; ++i) {
+      const int c = tid + i * kThreads;
+      const int gk = k0 + c / (kBN / 8), gn = n0 + c % (kBN / 8) * 8;
+      rb[i] = c < kBChunks && gk < K && gn < N ? *reinterpret_cast<const uint4*>(B + static_cast<int64_t>(gk) * N + gn)
+                                               : make_uint4(0, 0, 0, 0);
+    }
+  };
+  auto store = [&](int s) {
+#pragma unroll
+    for (int i = 0; i < kAPer; ++i) {
+      const int c = tid + i * kThreads;
+      if (c >= kAChunks) continue;
+      uint2* p = reinterpret_cast<uint2*>(&as[s][c / (kBK / 8)][c % (kBK / 8) * 8]);
+      p[0] = make_uint2(ra[i].x, ra[i].y);
+      p[1] = make_uint2(ra[i].z, ra[i].w);
+    }
+#pragma unroll
+    for (int i = 0; i < kBPer; ++i) {
+      const int c = tid + i * kThreads;
+      if (c >= kBChunks) continue;
+      const int kk = c / (kBN / 8), col = c % (kBN / 8) * 8;
+      const uint32_t w[4] = {rb[i].x, rb[i].y, rb[i].z, rb[i].w};
+#pragma unroll
+      for (int t = 0; t < 8; ++t) bs[s][col + t][kk] = static_cast<uint16_t>(w[t / 2] >> (16 * (t % 2)));
+    }
+  };
+  auto compute = [&](int s) {
+#pragma unroll
+    for (int kk = 0; kk < kBK; kk += kMfmaK) {
+      const int k = kk + lane / kMfmaM * 4;
+      Operand af[kFragM], bf[kFragN];
+#pragma unroll
+      for (int i = 0; i < kFragM; ++i) af[i] = *reinterpret_cast<const Operand*>(&as[s][wm0 + i * kMfmaM + lane % kMfmaM][k]);
+#pragma unroll
+      for (int j = 0; j < kFragN; ++j) bf[j] = *reinterpret_cast<const Operand*>(&bs[s][wn0 + j * kMfmaM + lane % kMfmaM][k]);
+#pragma unroll
+      for (int i = 0; i < kFragM; ++i) {
+#pragma unroll
+        for (int j = 0; j < kFragN; ++j) acc[i][j] = kevo_mfma(af[i], bf[j], acc[i][j]);
+      }
+    }
+  };
+  const int steps = (K + kBK - 1) / kBK;
+  if (kStages == 2) {  // compute on one stage while the next step's chunks are in flight
+    load(0);
+    store(0);
+    __syncthreads();
+    for (int t = 0; t < steps; ++t) {
+      if (t + 1 < steps) load((t + 1) * kBK);
+      compute(t % kStages);
+      if (t + 1 < steps) store((t + 1) % kStages);
+      __syncthreads();
+    }
+  } else {
+    for (int t = 0; t < steps; ++t) {
+      load(t * kBK);
+      store(0);
+      __syncthreads();
+      compute(0);
+      __syncthreads();
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kFragM; ++i) {
+#pragma unroll
+    for (int j = 0; j < kFragN; ++j) {
+      const int col = n0 + wn0 + j * kMfmaM + lane % kMfmaM;
+#pragma unroll
+      for (int v = 0; v < kAccN; ++v) {
+        const int row = m0 + wm0 + i * kMfmaM + v / 4 * (4 * kGroups) + lane / kMfmaM * 4 + v % 4;
+        if (row < M && col < N) C[static_cast<int64_t>(row) * N + col] = kevo_from_float(acc[i][j][v]);
+      }
+    }
+  }
+}
+
+// Any shape: one thread per output, float32 accumulation.
+__global__ __launch_bounds__(256) void kevo_gemm_plain(const uint16_t* __restrict__ A, const uint16_t* __restrict__ B,
+                                                       OutT* __restrict__ C, int64_t M, int64_t N, int64_t K) {
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * 16 + threadIdx.x;
+  const int64_t row = static_cast<int64_t>(blockIdx.y) * 16 + threadIdx.y;
+  if (row >= M || col >= N) return;
+  float s = 0.0f;
+  for (int64_t k = 0; k < K; ++k) s = fmaf(kevo_to_float(A[row * K + k]), kevo_to_float(B[k * N + col]), s);
+  C[row * N + col] = kevo_from_float(s);
+}
+
+bool kevo_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+)";
+
+class HipGemmMfmaRecipe final : public Recipe {
+ public:
+  HipGemmMfmaRecipe()
+      : space_({
+            {"instr", {"32x32x8", "16x16x16"}, "32x32x8", "MFMA shape (v_mfma_f32_MxNxK, f16 or bf16_1k)"},
+            {"tile", {"64x64", "64x128", "128x64", "128x128", "128x256", "256x128"}, "128x128",
+             "tile of C per workgroup (rows x columns)"},
+            {"wave_tile", {"32x32", "32x64", "64x32", "64x64"}, "64x64",
+             "tile of C per wavefront (rows x columns), MFMA accumulators"},
+            // 16: two 128x128 stages take 20 KiB of LDS, 3 workgroups a CU (32: 1).
+            {"tile_k", {"16", "32", "64"}, "16", "K step staged in LDS"},
+            {"double_buffer", {"0", "1"}, "1", "two LDS stages: load the next K step while computing"},
+            {"pad", {"0", "4", "8"}, "4", "16-bit elements of padding per LDS row (bank conflicts)"},
+        }) {}
+
+  std::string name() const override { return "hip_gemm_mfma"; }
+  std::string family() const override { return "hip_gemm_mfma"; }
+  std::string description() const override {
+    return "HIP bf16/fp16 GEMM on the matrix cores: LDS-tiled A and B, v_mfma_f32 32x32x8 or 16x16x16, "
+           "wave tiles in accumulators, float32 accumulation";
+  }
+  const SearchSpace& space() const override { return space_; }
+  std::vector<std::map<std::string, std::string>> SeedOverrides() const override {
+    return {{{"instr", "16x16x16"}}, {{"tile", "256x128"}}, {{"double_buffer", "0"}, {"tile_k", "64"}}};
+  }
+  bool Applies(const v1::Task& task, std::string_view platform) const override {
+    GemmShapes g;
+    return platform == kHipPlatform && Hint(task, "pattern") == "gemm" && BindMfmaGemm(task, &g);
+  }
+
+  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task, const Genome& genome) const override {
+    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome, kHipPlatform));
+    GemmShapes g;
+    BindMfmaGemm(task, &g);
+    const auto [bm, bn] = Pair(StrParam(genome, "tile"));
+    const auto [wm, wn] = Pair(StrParam(genome, "wave_tile"));
+    const bool m32 = StrParam(genome, "instr") == "32x32x8";
+    const int bk = IntParam(genome, "tile_k"), pad = IntParam(genome, "pad");
+    const int stages = IntParam(genome, "double_buffer") != 0 ? 2 : 1;
+    const int mfma_m = m32 ? 32 : 16;
+    if (bm % wm != 0 || bn % wn != 0 || wm % mfma_m != 0 || wn % mfma_m != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("wave tile ", StrParam(genome, "wave_tile"),
+                                                     " does not divide tile ", StrParam(genome, "tile"),
+                                                     " or is not whole ", mfma_m, "x", mfma_m, " MFMA blocks"));
+    }
+    const int waves = (bm / wm) * (bn / wn);
+    if (waves > 16) {
+      return absl::InvalidArgumentError(absl::StrCat("tile ", StrParam(genome, "tile"), " with wave tile ",
+                                                     StrParam(genome, "wave_tile"), " needs ", waves,
+                                                     " wavefronts a workgroup (at most 16)"));
+    }
+    const int lds = stages * (bm + bn) * (bk + pad) * 2;
+    if (lds > 65536) {
+      return absl::InvalidArgumentError(absl::StrCat("tile ", StrParam(genome, "tile"), ", tile_k ", bk, ", pad ",
+                                                     pad, " and ", stages, " LDS stage(s) need ", lds,
+                                                     " bytes of LDS (64 KiB a workgroup)"));
+    }
+    KEVO_ASSIGN_OR_RETURN(std::string def, DefinitionLine(task, /*restrict_pointers=*/false));
+    std::string s = absl::StrCat("// Generated by kevo builtin recipe ", genome.ToString(), "\n",
+                                 "// HIP bf16/fp16 GEMM: LDS-tiled, MFMA, float32 accumulation\n", kHipPrelude,
+                                 "\nnamespace {\n\n", MfmaTypes(g, m32), "constexpr int kBM = ", bm, ", kBN = ", bn,
+                                 ", kBK = ", bk, ", kWM = ", wm, ", kWN = ", wn, ", kPad = ", pad,
+                                 ", kStages = ", stages, ";\n", kMfmaKernels);
+    absl::StrAppend(&s, "\n", def, " {\n  const int64_t kevo_m = ", g.m, ", kevo_n = ", g.n, ", kevo_k = ", g.k,
+                    ";\n  const uint16_t* kevo_a = reinterpret_cast<const uint16_t*>(", g.a,
+                    ");\n  const uint16_t* kevo_b = reinterpret_cast<const uint16_t*>(", g.b,
+                    ");\n  OutT* kevo_c = reinterpret_cast<OutT*>(", g.c, R"();
+  if (kevo_m <= 0 || kevo_n <= 0) return;
+  if (kevo_k % 8 == 0 && kevo_n % 8 == 0 && kevo_aligned16(kevo_a) && kevo_aligned16(kevo_b) &&
+      kevo_m < (int64_t{1} << 31) && kevo_n < (int64_t{1} << 31) && kevo_k < (int64_t{1} << 31)) {
+    const dim3 grid(static_cast<unsigned>(kevo_ceil_div(kevo_n, kBN)), static_cast<unsigned>(kevo_ceil_div(kevo_m, kBM)));
+    hipLaunchKernelGGL(kevo_gemm_mfma, grid, dim3(kThreads), 0, 0, kevo_a, kevo_b, kevo_c, static_cast<int>(kevo_m),
+                       static_cast<int>(kevo_n), static_cast<int>(kevo_k));
+    return;
+  }
+  const dim3 grid(static_cast<unsigned>(kevo_ceil_div(kevo_n, 16)), static_cast<unsigned>(kevo_ceil_div(kevo_m, 16)));
+  hipLaunchKernelGGL(kevo_gemm_plain, grid, dim3(16, 16), 0, 0, kevo_a, kevo_b, kevo_c, kevo_m, kevo_n, kevo_k);
+}
+)");
+    return HipCandidate(std::move(s));
+  }
+
+ private:
+  SearchSpace space_;
+};
+
 }  // namespace
 
 std::unique_ptr<Recipe> NewHipGemmLdsRecipe() { return std::make_unique<HipGemmLdsRecipe>(); }
+std::unique_ptr<Recipe> NewHipGemmMfmaRecipe() { return std::make_unique<HipGemmMfmaRecipe>(); }
 
 }  // namespace kevo::proposer

@@ -96,6 +96,7 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewHipSoftmaxRecipe());
     v->push_back(NewHipRowReduceRecipe());
     v->push_back(NewHipGemmLdsRecipe());
+    v->push_back(NewHipGemmMfmaRecipe());
     v->push_back(NewGenericRecipe());
     return v;
   }();

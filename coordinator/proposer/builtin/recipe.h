@@ -125,5 +125,6 @@ std::unique_ptr<Recipe> NewHipElementwiseRecipe();
 std::unique_ptr<Recipe> NewHipSoftmaxRecipe();
 std::unique_ptr<Recipe> NewHipRowReduceRecipe();
 std::unique_ptr<Recipe> NewHipGemmLdsRecipe();
+std::unique_ptr<Recipe> NewHipGemmMfmaRecipe();
 
 }  // namespace kevo::proposer

@@ -48,11 +48,16 @@ std::string ResourceSummary(const std::vector<KernelResources>& kernels,
       auto it = c.find(absl::StrCat(t, "_", what));
       return it == c.end() ? 0 : static_cast<int>(it->second);
     };
-    parts.push_back(absl::StrFormat(
+    std::string part = absl::StrFormat(
         "%s: %d kernel(s), %d VGPRs, %d AGPRs, %d SGPRs, %d B LDS, %d B scratch, %d spills, "
         "occupancy %d waves/SIMD",
         t, v("kernels"), v("vgprs"), v("agprs"), v("sgprs"), v("lds_bytes"), v("scratch_bytes"),
-        v("vgpr_spills") + v("sgpr_spills"), v("occupancy_waves")));
+        v("vgpr_spills") + v("sgpr_spills"), v("occupancy_waves"));
+    if (c.count(absl::StrCat(t, "_instructions")) > 0) {
+      absl::StrAppend(&part, absl::StrFormat(", %d instructions, %d MFMA, %d B per global access",
+                                             v("instructions"), v("mfma"), v("access_bytes")));
+    }
+    parts.push_back(std::move(part));
   }
   return absl::StrJoin(parts, "; ");
 }
@@ -121,6 +126,8 @@ class AmdBackend final : public Backend {
   // Why the GPUs found are not used (when they are not).
   const std::string gpu_reason_;
   const KernelBuilder builder_;
+  // Disassembles the kernels for the static score (llvm-15 comes with hipcc).
+  const std::string objdump_ = FindLlvmObjdump();
 };
 
 v1::Fingerprint AmdBackend::MakeFingerprint() const {
@@ -174,7 +181,7 @@ absl::StatusOr<v1::Hello> AmdBackend::Describe() {
 bool AmdBackend::CompileStage(EvalRun& run, HipCompileResult& built) const {
   v1::Evaluation& ev = run.ev;
   run.stage_start = absl::Now();
-  built = CompileHipCandidate(builder_, run.task, run.candidate, options_.targets);
+  built = CompileHipCandidate(builder_, run.task, run.candidate, options_.targets, objdump_);
   auto& counters = *ev.mutable_profile();
   for (const auto& [k, v] : ResourceCounters(built.kernels)) counters[k] = v;
   if (built.status != v1::OK) {
@@ -244,8 +251,8 @@ v1::Evaluation AmdBackend::Evaluate(const v1::Task& task, const v1::Candidate& c
   const double score = StaticScore(built.kernels);
   ev.set_static_score(score);
   run.Emit(v1::STAGE_PROFILE, /*ok=*/true,
-           absl::StrFormat("static score %.3f (occupancy, spills and LDS from the compiler's "
-                           "report; not a measurement): compile-only worker (%s), so the "
+           absl::StrFormat("static score %.3f (occupancy, spills, LDS and global access "
+                           "width from the compiled code; not a measurement): compile-only worker (%s), so the "
                            "candidate was neither validated nor timed",
                            score, CompileOnlyReason()));
   ev.set_status(v1::OK);
@@ -391,6 +398,10 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateAmdBackend(const AmdBackendOption
           gpu.stages != nullptr
               ? ": validating and timing on the GPU"
               : absl::StrCat(gpu_reason.empty() ? "" : ", but ", gpu_reason, ": compile-only"));
+  if (FindLlvmObjdump().empty()) {
+    LogWarning("amd: llvm-objdump (llvm-15) not found: kernels are not disassembled, and the static "
+               "score leaves out the global access width");
+  }
   return std::make_unique<AmdBackend>(opts, std::move(sb), identity, std::move(probe), std::move(gpu),
                                       std::move(gpu_reason));
 }

@@ -1,16 +1,23 @@
 #include "worker/backends/amd/hip_build.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <regex>
 #include <set>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/log.h"
+#include "common/status.h"
 #include "worker/backends/cpu/elf_symbols.h"
 #include "worker/backends/cpu/eval_pipeline.h"
 #include "worker/backends/cpu/symbol_policy.h"
@@ -177,7 +184,13 @@ bool IsAllowedHipImport(std::string_view name) {
   return exact->count(name) > 0;
 }
 
-absl::StatusOr<std::vector<KernelResources>> ReadHipKernelResources(std::string_view host_object) {
+namespace {
+
+// Calls `each(target, code_object)` for every device code object in the
+// host object's .hip_fatbin bundle, in bundle order; stops at its first error.
+absl::Status ForEachHipCodeObject(
+    std::string_view host_object,
+    const std::function<absl::Status(const std::string&, std::string_view)>& each) {
   auto fatbin = ElfSection(host_object, ".hip_fatbin");
   if (!fatbin.ok()) {
     if (fatbin.status().code() == absl::StatusCode::kNotFound) {
@@ -194,7 +207,6 @@ absl::StatusOr<std::vector<KernelResources>> ReadHipKernelResources(std::string_
       count > 64) {
     return absl::InvalidArgumentError(".hip_fatbin is not a clang offload bundle");
   }
-  std::vector<KernelResources> out;
   uint64_t at = kMagic + 8;
   for (uint64_t i = 0; i < count; ++i) {
     uint64_t offset = 0, size = 0, id_len = 0;
@@ -211,9 +223,107 @@ absl::StatusOr<std::vector<KernelResources>> ReadHipKernelResources(std::string_
     }
     std::string target = id.substr(sep + 2);
     target = target.substr(0, target.find(':'));
-    if (absl::Status s = ReadCodeObject(b.substr(offset, size), target, out); !s.ok()) return s;
+    if (absl::Status s = each(target, b.substr(offset, size)); !s.ok()) return s;
   }
+  return absl::OkStatus();
+}
+
+// Bytes per lane a global/flat memory mnemonic moves: "global_load_dwordx4"
+// 16, "global_store_short_d16_hi" 2, "global_atomic_add_f64" 8; 0 for other
+// instructions (scratch_* and buffer_* are spills and private arrays).
+int GlobalAccessBytes(std::string_view op) {
+  if (!StartsWith(op, "global_") && !StartsWith(op, "flat_")) return 0;
+  static const std::regex kWidth(R"(dwordx([234])|(dword)|(short)|(byte)|(_x2|64)$)");
+  std::match_results<std::string_view::const_iterator> m;
+  if (!std::regex_search(op.begin(), op.end(), m, kWidth)) return 4;
+  if (m[1].matched) return 4 * (*m[1].first - '0');
+  if (m[2].matched) return 4;
+  if (m[3].matched) return 2;
+  if (m[4].matched) return 1;
+  return 8;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<KernelResources>> ReadHipKernelResources(std::string_view host_object) {
+  std::vector<KernelResources> out;
+  KEVO_RETURN_IF_ERROR(ForEachHipCodeObject(
+      host_object, [&](const std::string& target, std::string_view elf) { return ReadCodeObject(elf, target, out); }));
   return out;
+}
+
+std::string FindLlvmObjdump() {
+  // hipcc drives /usr/lib/llvm-15's clang; its objdump knows the same targets.
+  for (const char* path : {"/usr/lib/llvm-15/bin/llvm-objdump", "/usr/bin/llvm-objdump-15"}) {
+    if (access(path, X_OK) == 0) return path;
+  }
+  return "";
+}
+
+void SummarizeHipIsa(std::string_view disassembly, const std::string& target,
+                     std::vector<KernelResources>& kernels) {
+  KernelResources* current = nullptr;
+  for (absl::string_view line : absl::StrSplit(absl::string_view(disassembly.data(), disassembly.size()), '\n')) {
+    // "0000000000001700 <_Z1kPf>:" starts a function; instructions are indented.
+    if (!line.empty() && line.front() != '\t' && line.front() != ' ') {
+      current = nullptr;
+      const size_t open = line.find(" <");
+      if (open == absl::string_view::npos || !absl::EndsWith(line, ">:")) continue;
+      const absl::string_view name = line.substr(open + 2, line.size() - open - 4);
+      for (KernelResources& k : kernels) {
+        if (k.target == target && k.kernel == name) {
+          current = &k;
+          current->disassembled = true;
+          current->instructions = current->global_accesses = 0;
+          current->global_access_bytes = current->mfma_instructions = 0;
+        }
+      }
+      continue;
+    }
+    const absl::string_view code = absl::StripAsciiWhitespace(line.substr(0, line.find("//")));
+    if (current == nullptr || code.empty()) continue;
+    const absl::string_view word = code.substr(0, code.find_first_of(" \t"));
+    const std::string_view op(word.data(), word.size());
+    ++current->instructions;
+    if (StartsWith(op, "v_mfma")) ++current->mfma_instructions;
+    if (const int bytes = GlobalAccessBytes(op); bytes > 0) {
+      ++current->global_accesses;
+      current->global_access_bytes += bytes;
+    }
+  }
+}
+
+absl::Status DisassembleHipKernels(const sandbox::Sandbox& sandbox, const std::string& objdump,
+                                   std::string_view host_object, const std::string& dir,
+                                   std::vector<KernelResources>& kernels) {
+  return ForEachHipCodeObject(host_object, [&](const std::string& target, std::string_view elf) -> absl::Status {
+    // Written once per build folder; a temporary name and a rename keep
+    // concurrent evaluations of one cached build from reading half a file.
+    const std::string path = absl::StrCat(dir, "/", target, ".co");
+    if (std::error_code ec; !std::filesystem::exists(path, ec)) {
+      const std::string tmp = absl::StrCat(path, ".", getpid(), ".", reinterpret_cast<uintptr_t>(&elf));
+      KEVO_RETURN_IF_ERROR(WriteFileBytes(tmp, std::string(elf)));
+      std::filesystem::rename(tmp, path, ec);
+      if (ec) return absl::InternalError(absl::StrCat("cannot write ", path, ": ", ec.message()));
+    }
+    sandbox::Command cmd;
+    cmd.argv = {objdump, "-d", "--no-show-raw-insn", absl::StrCat("--mcpu=", target), path};
+    cmd.cwd = dir;
+    cmd.visible_paths = SandboxSystemPaths();
+    cmd.visible_paths.push_back(dir);
+    cmd.limits.wall_timeout = absl::Seconds(60);
+    cmd.limits.address_space_bytes = int64_t{4} << 30;
+    cmd.output_cap_bytes = 64 << 20;
+    auto r = sandbox.Run(cmd);
+    if (!r.ok()) return r.status();
+    if (!r->Succeeded() || r->output_truncated) {
+      return absl::InternalError(absl::StrCat("llvm-objdump of the ", target, " code object: ", r->Summary(), " ",
+                                              r->output_truncated ? "(output truncated) " : "",
+                                              r->stderr_data.substr(0, 300)));
+    }
+    SummarizeHipIsa(r->stdout_data, target, kernels);
+    return absl::OkStatus();
+  });
 }
 
 int OccupancyWavesPerSimd(const AmdTarget& target, const KernelResources& k) {
@@ -239,6 +349,7 @@ int OccupancyWavesPerSimd(const AmdTarget& target, const KernelResources& k) {
 double StaticScore(const std::vector<KernelResources>& kernels) {
   if (kernels.empty()) return 0;
   double occupancy = 1;
+  double width = 1;  // the narrowest kernel's mean global access width / 16 bytes
   int spills = 0;
   bool scratch = false;
   for (const KernelResources& k : kernels) {
@@ -249,8 +360,11 @@ double StaticScore(const std::vector<KernelResources>& kernels) {
                                         t->max_waves_per_simd);
     spills += k.vgpr_spills + k.sgpr_spills;
     scratch = scratch || k.scratch_bytes > 0;
+    if (k.global_accesses > 0) {
+      width = std::min(width, static_cast<double>(k.global_access_bytes) / k.global_accesses / 16.0);
+    }
   }
-  double score = occupancy;
+  double score = occupancy * (0.75 + 0.25 * width);
   if (spills > 0) {
     score *= 0.5 / (1.0 + spills / 64.0);
   } else if (scratch) {
@@ -280,6 +394,14 @@ std::map<std::string, double> ResourceCounters(const std::vector<KernelResources
     worst("sgpr_spills", k.sgpr_spills);
     worst("occupancy_waves", k.occupancy, /*lower_is_worse=*/true);
     c[absl::StrCat(k.target, "_kernels")] += 1;
+    if (k.disassembled) {
+      worst("instructions", k.instructions);
+      if (k.global_accesses > 0) {
+        worst("access_bytes", static_cast<double>(k.global_access_bytes) / k.global_accesses,
+              /*lower_is_worse=*/true);
+      }
+      c[absl::StrCat(k.target, "_mfma")] += k.mfma_instructions;
+    }
   }
   return c;
 }
@@ -294,7 +416,8 @@ std::string PortCudaToHip(std::string_view cuda_source) {
 
 HipCompileResult CompileHipCandidate(const KernelBuilder& builder, const v1::Task& task,
                                      const v1::Candidate& candidate,
-                                     const std::vector<std::string>& targets) {
+                                     const std::vector<std::string>& targets,
+                                     const std::string& objdump) {
   HipCompileResult out;
   auto fail = [&](v1::EvalStatus status, std::string message) {
     out.status = status;
@@ -322,6 +445,12 @@ HipCompileResult CompileHipCandidate(const KernelBuilder& builder, const v1::Tas
                                               kernels.status().message()));
   }
   out.kernels = *std::move(kernels);
+  if (!objdump.empty() && builder.sandbox() != nullptr) {
+    const std::string dir = std::filesystem::path(build->object_path).parent_path().string();
+    if (absl::Status s = DisassembleHipKernels(*builder.sandbox(), objdump, *object, dir, out.kernels); !s.ok()) {
+      LogWarning("amd: no ISA summary for ", task.name(), " (static score without access widths): ", s.message());
+    }
+  }
 
   auto symbols = ParseElfSymbols(*object);
   if (!symbols.ok()) return fail(v1::INFRA_ERROR, std::string(symbols.status().message()));

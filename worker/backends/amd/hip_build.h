@@ -83,12 +83,37 @@ struct KernelResources {
   int max_workgroup_size = 1024;
   int wavefront_size = 64;
   int occupancy = 0;  // waves per SIMD (OccupancyWavesPerSimd)
+  // From the disassembly (SummarizeHipIsa); all 0 when it was not read.
+  bool disassembled = false;
+  int instructions = 0;         // static count, not executed instructions
+  int global_accesses = 0;      // global_/flat_ loads, stores and atomics (not scratch)
+  int global_access_bytes = 0;  // summed width per lane of those
+  int mfma_instructions = 0;    // v_mfma_*
 };
 
 // The kernels of every target in a host object's .hip_fatbin bundle, in
 // target order. InvalidArgument when the bundle or a note is malformed,
 // NotFound when the object holds no device code.
 absl::StatusOr<std::vector<KernelResources>> ReadHipKernelResources(std::string_view host_object);
+
+// llvm-objdump from the LLVM hipcc uses (Debian's hipcc depends on llvm-15),
+// or "" when none is found.
+std::string FindLlvmObjdump();
+
+// Reads `llvm-objdump -d` output of one code object for `target` into the
+// kernels of that target (matched by symbol name): their static instruction
+// count, global memory accesses and the bytes they move per lane (from the
+// mnemonic: dword = 4, dwordx4 = 16, short = 2, ...), and MFMA instructions.
+// Pure; kernels the text does not name are left as they are.
+void SummarizeHipIsa(std::string_view disassembly, const std::string& target,
+                     std::vector<KernelResources>& kernels);
+
+// Disassembles every code object in `host_object` with `objdump` (run in
+// `sandbox`, the code objects written to `dir`) and summarizes it into
+// `kernels`. Internal when the tool fails.
+absl::Status DisassembleHipKernels(const sandbox::Sandbox& sandbox, const std::string& objdump,
+                                   std::string_view host_object, const std::string& dir,
+                                   std::vector<KernelResources>& kernels);
 
 // Waves per SIMD one kernel can keep resident on `target`: the least of the
 // target's maximum and the limits from unified VGPR/AGPR use (granule 8),
@@ -100,14 +125,19 @@ int OccupancyWavesPerSimd(const AmdTarget& target, const KernelResources& k);
 // 0 when a kernel needs more LDS than its target has; otherwise the worst
 // kernel's occupancy as a fraction of the target's maximum, halved and
 // shrunk further by the number of spilled registers when anything spills,
-// and x0.75 for scratch without spills (private arrays). In (0, 1]; higher
-// is better. A static estimate from the compiler's report, never a measured
-// speedup.
+// x0.75 for scratch without spills (private arrays), and x(0.75 + 0.25 w)
+// where w is the narrowest kernel's mean global access width per lane over
+// 16 bytes (1 when nothing was disassembled or a kernel has no global
+// access). In (0, 1]; higher is better. A static estimate from the
+// compiler's report, never a measured speedup.
 double StaticScore(const std::vector<KernelResources>& kernels);
 
 // Profile counters for the Evaluation: per target the worst kernel's
 // "<target>_vgprs", "_agprs", "_sgprs", "_lds_bytes", "_scratch_bytes",
-// "_vgpr_spills", "_sgpr_spills", "_occupancy_waves", and "<target>_kernels".
+// "_vgpr_spills", "_sgpr_spills", "_occupancy_waves", and "<target>_kernels";
+// where the kernels were disassembled also "<target>_instructions" (the
+// largest kernel's), "_access_bytes" (the narrowest kernel's mean global
+// access width per lane) and "_mfma" (MFMA instructions of all kernels).
 std::map<std::string, double> ResourceCounters(const std::vector<KernelResources>& kernels);
 
 // The CUDA reference mechanically ported to HIP (cuda_runtime.h ->
@@ -128,9 +158,13 @@ struct HipCompileResult {
 // symbols (else SANDBOX_VIOLATION), kernel.so defines the task's function
 // (else COMPILE_ERROR), no kernel needs more LDS than its target has (else
 // COMPILE_ERROR; hipcc usually refuses first, and its message is kept).
+// With `objdump` (FindLlvmObjdump) the kernels are also disassembled
+// (DisassembleHipKernels, in the build's folder); a failure there is logged
+// and leaves them without the ISA summary.
 // Never fails itself: worker errors come back as INFRA_ERROR.
 HipCompileResult CompileHipCandidate(const KernelBuilder& builder, const v1::Task& task,
                                      const v1::Candidate& candidate,
-                                     const std::vector<std::string>& targets);
+                                     const std::vector<std::string>& targets,
+                                     const std::string& objdump = "");
 
 }  // namespace kevo::worker

@@ -82,6 +82,9 @@ class KernelBuilder {
   absl::StatusOr<std::string> BuildProgram(const std::string& source,
                                            const std::vector<std::string>& flags) const;
 
+  // The sandbox the compiler runs in (for tools that read its output).
+  const sandbox::Sandbox* sandbox() const { return sandbox_; }
+
  private:
   absl::StatusOr<sandbox::Result> RunCompiler(const std::vector<std::string>& args,
                                               const std::string& dir,
