@@ -102,7 +102,9 @@ TEST_P(HipRecipesTest, FirstGenerationCompilesForGfx90aWithoutSpills) {
   const std::vector<std::string> targets =
       GetParam().mfma ? std::vector<std::string>{"gfx90a", "gfx940"} : std::vector<std::string>{"gfx90a"};
   const std::string objdump = worker::FindLlvmObjdump();
-  if (GetParam().mfma) ASSERT_FALSE(objdump.empty()) << "llvm-objdump (llvm-15, a dependency of hipcc) not found";
+  if (GetParam().mfma) {
+    ASSERT_FALSE(objdump.empty()) << "llvm-objdump (llvm-15, a dependency of hipcc) not found";
+  }
   const v1::Task task = Load(GetParam().task);
   BuiltinProposer proposer;
   ProposeRequest req;
