@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <thread>
@@ -30,6 +31,7 @@
 #include "common/tensor.h"
 #include "worker/backends/cpu/eval_pipeline.h"
 #include "worker/backends/cpu/kernel_builder.h"
+#include "worker/backends/cpu/kernelbench_eval.h"
 #include "worker/backends/nvidia/cuda_build.h"
 #include "worker/runner/protocol.h"
 
@@ -96,6 +98,30 @@ bool IsGemmTask(const v1::Task& task) {
   return false;
 }
 
+// The dtype of a GEMM task's A operand when its multiplies run on tensor
+// cores (f16, bf16), else DTYPE_UNSPECIFIED.
+v1::DType TensorCoreDType(const v1::Task& task) {
+  if (!IsGemmTask(task)) return v1::DTYPE_UNSPECIFIED;
+  for (const auto& in : task.inputs()) {
+    if (in.name() == task.hints().at("a") && (in.dtype() == v1::F16 || in.dtype() == v1::BF16)) {
+      return in.dtype();
+    }
+  }
+  return v1::DTYPE_UNSPECIFIED;
+}
+
+// Dense f16/bf16 tensor-core peak in GFLOP/s from the vendor's datasheet
+// (H100 SXM and H200 SXM: 989.4 TFLOP/s; docs/nvidia.md), or 0 for a GPU
+// without a figure here. Not measured: mma.sync, the instruction a short
+// probe kernel could time, reaches only part of Hopper's wgmma rate.
+double DatasheetTensorPeakGflops(const GpuInfo& gpu) {
+  if (absl::StrContains(gpu.name, "H200") ||
+      (absl::StrContains(gpu.name, "H100") && absl::StrContains(gpu.name, "HBM3"))) {
+    return 989.4e3;
+  }
+  return 0;
+}
+
 const v1::Reference* CudaReference(const v1::Task& task) {
   for (const v1::Reference& r : task.extra_references()) {
     const std::string lang = absl::AsciiStrToLower(r.language());
@@ -135,12 +161,20 @@ struct CpuReferenceProfile {
   std::string outputs;
 };
 
+// KernelBench problems on this worker: the evaluator when an interpreter with
+// a CUDA torch was found, else why not.
+struct KernelBenchSetup {
+  std::optional<KernelBenchProbe> probe;
+  std::optional<KernelBenchOptions> options;
+  std::string unavailable;
+};
+
 class NvidiaBackend final : public Backend {
  public:
   NvidiaBackend(NvidiaBackendOptions options, std::unique_ptr<sandbox::Sandbox> sandbox,
                 GpuProbe probe, std::string arch, std::string nvcc_version,
                 std::string host_compiler_version, std::string cpu_runner_hash,
-                std::string cuda_runner_hash)
+                std::string cuda_runner_hash, KernelBenchSetup kernelbench)
       : options_(std::move(options)),
         sandbox_(std::move(sandbox)),
         probe_(std::move(probe)),
@@ -156,7 +190,12 @@ class NvidiaBackend final : public Backend {
                      std::max<int64_t>(options_.memory_limit_bytes, int64_t{4} << 30),
                      CompilerVisible()),
         cpu_harness_(sandbox_.get(), CpuHarnessOptions(options_, cpu_runner_hash)),
-        start_(absl::Now()) {
+        start_(absl::Now()),
+        kernelbench_probe_(std::move(kernelbench.probe)),
+        kernelbench_unavailable_(std::move(kernelbench.unavailable)) {
+    if (kernelbench.options) {
+      kernelbench_ = std::make_unique<KernelBenchEvaluator>(sandbox_.get(), *std::move(kernelbench.options));
+    }
     for (const GpuInfo& info : probe_.gpus) {
       auto gpu = std::make_unique<Gpu>();
       gpu->info = info;
@@ -210,6 +249,14 @@ class NvidiaBackend final : public Backend {
 
   bool CompileStage(NvEvalRun& run) const;
   bool GpuStages(NvEvalRun& run);
+  // Takes a GPU's timing slot (a free GPU first), health-checks it when an
+  // earlier fault left it in doubt, runs `body` on it, checks its health
+  // again after a fault, gives the slot back and records the time held
+  // (profile counters gpu_index, gpu_wait_s, gpu_stage_s). Returns body's
+  // result.
+  bool OnGpu(EvalRun& run, const std::function<bool(Gpu&)>& body);
+  v1::Evaluation EvaluateKernelBench(const v1::Task& task, const v1::Candidate& candidate,
+                                     const EventSink& on_event);
   bool ProfileStage(NvEvalRun& run, Gpu& gpu, const std::string& timed_inputs,
                     const std::string& baseline_kind, const CpuReferenceProfile* cpu_ref);
   absl::StatusOr<CpuReferenceProfile> CpuReference(const v1::Task& task, const std::string& ref_so,
@@ -234,6 +281,9 @@ class NvidiaBackend final : public Backend {
   std::atomic<uint64_t> next_gpu_{0};
   absl::Mutex cpu_ref_mu_;
   std::map<std::string, CpuReferenceProfile> cpu_ref_cache_ ABSL_GUARDED_BY(cpu_ref_mu_);
+  const std::optional<KernelBenchProbe> kernelbench_probe_;
+  const std::string kernelbench_unavailable_;
+  std::unique_ptr<KernelBenchEvaluator> kernelbench_;
 };
 
 double NvidiaBackend::TimingUtilisation() const {
@@ -291,12 +341,46 @@ absl::StatusOr<v1::Hello> NvidiaBackend::Describe() {
   caps["copy_bandwidth_gbs"] = absl::StrCat(g.copy_bandwidth_gbs);
   caps["theoretical_bandwidth_gbs"] = absl::StrCat(g.theoretical_bandwidth_gbs);
   caps["fp32_gflops"] = absl::StrCat(g.fp32_gflops);
+  if (const double tc = DatasheetTensorPeakGflops(g); tc > 0) {
+    caps["bf16_tensor_peak_gflops"] = absl::StrCat(tc, " (datasheet, dense)");
+  }
   caps["sandbox"] = hello.fingerprint().sandbox();
+  if (kernelbench_) {
+    const KernelBenchProbe& kb = *kernelbench_probe_;
+    hello.add_languages("python");
+    hello.add_toolchains(absl::StrCat("Python ", kb.python_version, ", torch ", kb.torch));
+    caps["kernelbench"] = kb.python;
+    caps["kernelbench_torch"] = absl::StrCat(kb.torch, " (CUDA ", kb.torch_cuda, ")");
+    caps["kernelbench_triton"] = kb.triton.empty() ? "none" : kb.triton;
+    caps["kernelbench_torch_compile"] = kb.torch_compile ? "yes" : "no";
+  } else {
+    caps["kernelbench"] = absl::StrCat("unavailable: ", kernelbench_unavailable_);
+  }
   return hello;
+}
+
+v1::Evaluation NvidiaBackend::EvaluateKernelBench(const v1::Task& task, const v1::Candidate& candidate,
+                                                  const EventSink& on_event) {
+  if (!kernelbench_) {
+    EvalRun run{task, candidate, on_event};
+    BeginEvaluation(task, candidate, "nvidia", MakeFingerprint(), &run.ev);
+    run.stage_start = absl::Now();
+    run.Fail(v1::STAGE_COMPILE, v1::INFRA_ERROR,
+             absl::StrCat("this nvidia worker cannot run KernelBench problems: ", kernelbench_unavailable_));
+    run.ev.set_finished_unix_micros(UnixMicros());
+    LogWarning("kernelbench ", task.name(), " refused: ", kernelbench_unavailable_);
+    return std::move(run.ev);
+  }
+  return kernelbench_->Evaluate(
+      task, candidate, on_event, "nvidia", MakeFingerprint(),
+      [this](EvalRun& run, const std::function<bool(const std::string&)>& stages) {
+        return OnGpu(run, [&](Gpu& gpu) { return stages(absl::StrCat("cuda:", gpu.info.index)); });
+      });
 }
 
 v1::Evaluation NvidiaBackend::Evaluate(const v1::Task& task, const v1::Candidate& candidate,
                                        const EventSink& on_event) {
+  if (task.format() == v1::TASK_FORMAT_KERNELBENCH) return EvaluateKernelBench(task, candidate, on_event);
   NvEvalRun run{{task, candidate, on_event}};
   v1::Evaluation& ev = run.ev;
   BeginEvaluation(task, candidate, "nvidia", MakeFingerprint(), &ev);
@@ -473,6 +557,13 @@ bool NvidiaBackend::GpuStages(NvEvalRun& run) {
     cpu_ref = *std::move(p);
   }
 
+  return OnGpu(run, [&](Gpu& gpu) {
+    return gpu.harness->Validate(run, run.cand.build.library_path, run.ref.library_path, &cpu_harness_) &&
+           ProfileStage(run, gpu, *timed_inputs, baseline_kind, cpu_ref ? &*cpu_ref : nullptr);
+  });
+}
+
+bool NvidiaBackend::OnGpu(EvalRun& run, const std::function<bool(Gpu&)>& body) {
   const absl::Time wait_start = absl::Now();
   Gpu& gpu = PickGpu();
   const absl::Time held_from = absl::Now();
@@ -494,8 +585,7 @@ bool NvidiaBackend::GpuStages(NvEvalRun& run) {
              absl::StrCat("GPU ", gpu.info.index, " (", gpu.info.name,
                           ") failed its health check after an earlier fault; not evaluating on it"));
   } else {
-    ok = gpu.harness->Validate(run, run.cand.build.library_path, run.ref.library_path, &cpu_harness_) &&
-         ProfileStage(run, gpu, *timed_inputs, baseline_kind, cpu_ref ? &*cpu_ref : nullptr);
+    ok = body(gpu);
     // A fault or a killed runner may have left the GPU in a bad state: check
     // it before the next candidate gets it.
     const v1::EvalStatus s = run.ev.status();
@@ -614,11 +704,28 @@ bool NvidiaBackend::ProfileStage(NvEvalRun& run, Gpu& gpu, const std::string& ti
   const auto [bytes, flops] = WorkAtTimedBinding(task);
   const double bw = gpu.info.copy_bandwidth_gbs > 0 ? gpu.info.copy_bandwidth_gbs
                                                     : gpu.info.theoretical_bandwidth_gbs;
+  // The compute roof: the tensor-core peak for f16/bf16 GEMMs (datasheet),
+  // else the measured FP32 FMA rate.
+  const v1::DType tc_dtype = TensorCoreDType(task);
+  const double tc_peak = tc_dtype != v1::DTYPE_UNSPECIFIED ? DatasheetTensorPeakGflops(gpu.info) : 0;
+  const double compute_peak = tc_peak > 0 ? tc_peak : gpu.info.fp32_gflops;
   double roofline_s = 0;
   if (bw > 0) roofline_s = std::max(roofline_s, bytes / (bw * 1e9));
-  if (gpu.info.fp32_gflops > 0) roofline_s = std::max(roofline_s, flops / (gpu.info.fp32_gflops * 1e9));
+  if (compute_peak > 0) roofline_s = std::max(roofline_s, flops / (compute_peak * 1e9));
   ev.set_roofline_fraction(roofline_s / profile->candidate.median_s);
   auto& counters = *ev.mutable_profile();
+  counters["compute_peak_gflops"] = compute_peak;
+  counters["compute_peak_datasheet"] = tc_peak > 0 ? 1 : 0;
+  (*ev.mutable_notes())["roofline"] =
+      tc_peak > 0
+          ? absl::StrCat(std::string(DTypeName(tc_dtype)), " tensor-core peak ", tc_peak / 1e3,
+                         " TFLOP/s (datasheet, dense) and the measured copy bandwidth ", bw, " GB/s")
+      : tc_dtype != v1::DTYPE_UNSPECIFIED
+          ? absl::StrCat("no tensor-core peak known for ", gpu.info.name, ": the measured FP32 FMA rate ",
+                         gpu.info.fp32_gflops, " GFLOP/s and copy bandwidth ", bw, " GB/s (reads high for ",
+                         std::string(DTypeName(tc_dtype)), ")")
+          : absl::StrCat("the measured FP32 FMA rate ", gpu.info.fp32_gflops, " GFLOP/s and copy bandwidth ",
+                         bw, " GB/s");
   const double achieved_gbs = bytes / profile->candidate.median_s / 1e9;
   counters["achieved_bandwidth_gbs"] = achieved_gbs;
   if (bw > 0) counters["bandwidth_fraction"] = achieved_gbs / bw;
@@ -638,6 +745,13 @@ bool NvidiaBackend::ProfileStage(NvEvalRun& run, Gpu& gpu, const std::string& ti
   const std::string base_label = baseline_kind == "cublas"           ? "cuBLAS"
                                  : baseline_kind == "cuda_reference" ? "CUDA reference"
                                                                      : "C++ reference on the CPU";
+  const std::string on_gpu = absl::StrCat(" on GPU ", gpu.info.index, " (", gpu.info.name, ")");
+  (*ev.mutable_notes())["baseline"] =
+      baseline_kind == "cublas"           ? absl::StrCat("cuBLAS (cublasGemmEx, FP32 compute, no TF32)", on_gpu)
+      : baseline_kind == "cuda_reference" ? absl::StrCat("the task's reference.cu (a naive CUDA port)", on_gpu)
+                                          : absl::StrCat("the task's C++ reference (-O2) on this worker's CPU (",
+                                                         ev.fingerprint().cpu_model(),
+                                                         "): a CPU time, not a GPU one");
   run.Emit(v1::STAGE_PROFILE, /*ok=*/true,
            absl::StrCat("GPU ", gpu.info.index, ": median ", profile->candidate.median_s * 1e6,
                         " us (spread ", profile->candidate.spread * 100, "%), ", base_label, " ",
@@ -647,6 +761,80 @@ bool NvidiaBackend::ProfileStage(NvEvalRun& run, Gpu& gpu, const std::string& ti
                         ", ", ev.timing().samples_s_size(), " samples",
                         profile->converged ? "" : " (time cap reached before 1% spread)", escaped));
   return true;
+}
+
+// The interpreters to try for KernelBench problems: the configured one, else
+// python3 on PATH and Debian's.
+std::vector<std::string> KernelBenchPythons(const std::string& configured) {
+  if (!configured.empty()) return {configured};
+  std::vector<std::string> out;
+  if (const char* path = std::getenv("PATH"); path != nullptr) {
+    for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
+      const std::string p = absl::StrCat(dir, "/python3");
+      if (access(p.c_str(), X_OK) == 0) {
+        out.push_back(p);
+        break;
+      }
+    }
+  }
+  if (std::find(out.begin(), out.end(), kDefaultPython) == out.end()) out.push_back(kDefaultPython);
+  return out;
+}
+
+// Finds an interpreter whose torch runs on the GPUs and the evaluator's
+// options for it; or why there is none (the worker then serves CUDA C++
+// only and says so in its Hello).
+KernelBenchSetup SetUpKernelBench(const sandbox::Sandbox& sb, const NvidiaBackendOptions& o,
+                                  const GpuProbe& gpus, const std::string& self_dir) {
+  KernelBenchSetup setup;
+  const std::string runner = o.kernelbench_runner_path.empty()
+                                 ? (fs::path(self_dir) / kKernelBenchRunnerName).string()
+                                 : o.kernelbench_runner_path;
+  const std::string cuda_home = fs::path(o.nvcc).parent_path().parent_path().string();
+  std::vector<std::string> env = {absl::StrCat("CUDA_HOME=", cuda_home),
+                                  // load_inline builds for this GPU only.
+                                  absl::StrCat("TORCH_CUDA_ARCH_LIST=", gpus.gpus.front().compute_capability)};
+  // Settings the host wants every GPU program to keep (NVLink multicast off).
+  for (const char* name : {"NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"}) {
+    if (const char* v = std::getenv(name); v != nullptr) env.push_back(absl::StrCat(name, "=", v));
+  }
+  std::vector<std::string> reasons;
+  for (const std::string& python : KernelBenchPythons(o.kernelbench_python)) {
+    // ninja and the interpreter's tools beside it; nvcc for load_inline.
+    std::vector<std::string> py_env = env;
+    py_env.push_back(absl::StrCat("PATH=", fs::path(python).parent_path().string(), ":", cuda_home,
+                                  "/bin:/usr/local/bin:/usr/bin:/bin"));
+    auto probe = ProbeKernelBench(sb, python, runner, "cuda",
+                                  absl::StrCat(o.work_dir, "/evals/kbprobe-", getpid()),
+                                  GpuVisiblePaths(o.runner_path), py_env);
+    if (!probe.ok()) {
+      reasons.emplace_back(probe.status().message());
+      continue;
+    }
+    KernelBenchOptions k;
+    k.python = python;
+    k.runner_path = runner;
+    k.device = "cuda";
+    k.work_dir = o.work_dir + "/kernelbench";
+    k.extra_visible_paths = probe->visible_paths;
+    k.env = py_env;
+    k.compile_timeout = o.compile_timeout;
+    k.run_timeout = o.run_timeout;
+    k.torch_compile_timeout = o.torch_compile_timeout;
+    k.memory_limit_bytes = 0;  // CUDA reserves far more address space than it uses
+    k.open_files = 4096;
+    k.profile_time_cap_s = o.profile_time_cap_s;
+    k.exclusive_device = true;
+    LogInfo("KernelBench on the GPU: ", python, " (Python ", probe->python_version, ", torch ", probe->torch,
+            ", CUDA ", probe->torch_cuda, ", Triton ", probe->triton.empty() ? "none" : probe->triton,
+            ", torch.compile ", probe->torch_compile ? "yes" : "no", ")");
+    setup.probe = *std::move(probe);
+    setup.options = std::move(k);
+    return setup;
+  }
+  setup.unavailable = absl::StrJoin(reasons, "; ");
+  LogWarning("no KernelBench problems on this worker (no Python with a CUDA torch): ", setup.unavailable);
+  return setup;
 }
 
 // "Cuda compilation tools, release 13.0, V13.0.88" out of nvcc --version.
@@ -799,9 +987,11 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateNvidiaBackend(const NvidiaBackend
             g.sm_count, " SMs, ", g.memory_bytes >> 20, " MiB, L2 ", g.l2_bytes >> 20, " MiB, copy ",
             g.copy_bandwidth_gbs, " GB/s, FP32 ", g.fp32_gflops, " GFLOP/s");
   }
+  KernelBenchSetup kernelbench = SetUpKernelBench(*sb, opts, probe, self_dir.string());
   return std::make_unique<NvidiaBackend>(
       opts, std::move(sb), std::move(probe), arch, NvccRelease(nvcc_version->stdout_data),
-      FirstLineOf(cxx_version->stdout_data), Sha256Hex(*cpu_runner), Sha256Hex(*cuda_runner));
+      FirstLineOf(cxx_version->stdout_data), Sha256Hex(*cpu_runner), Sha256Hex(*cuda_runner),
+      std::move(kernelbench));
 }
 
 }  // namespace kevo::worker
