@@ -5,7 +5,8 @@
 # and the GPU tests (nvidia_kernelbench_test, nvidia_backend_test: whichever
 # the caller copied into BUNDLE/tests, in that order), each within what is
 # left of KEVO_DEVICE_DEADLINE_S (default 560) seconds. KEVO_SKIP_BENCH=1 and
-# KEVO_SKIP_SEARCH=1 skip steps, KEVO_GPU_TESTS_FIRST=1 runs the tests first;
+# KEVO_SKIP_SEARCH=1 skip steps, KEVO_GPU_TESTS_FIRST=1 runs the tests first
+# (each binary for at most KEVO_GPU_TEST_LIMIT_S, default 240);
 # the other KEVO_* variables go to the steps' scripts. OUT_DIR gets
 # device_run.txt (what the steps printed) and all.tgz (every file they wrote).
 #
@@ -42,7 +43,7 @@ gpu_tests() {
     [[ -x "$bundle/tests/$t" ]] && (( end - SECONDS > 30 )) || continue
     cp "$bundle/tests/$t" /tmp/kevo-gpu-test/tests/
     KEVO_SOURCE_DIR="$PWD" KEVO_BIN_DIR=/tmp/kevo-gpu-test/bin LD_LIBRARY_PATH="$PWD/$bundle/lib" \
-      timeout "$(left 240)" /tmp/kevo-gpu-test/tests/$t ${KEVO_GPU_TEST_FILTER:+--gtest_filter="$KEVO_GPU_TEST_FILTER"} 2>&1 |
+      timeout "$(left "${KEVO_GPU_TEST_LIMIT_S:-240}")" /tmp/kevo-gpu-test/tests/$t ${KEVO_GPU_TEST_FILTER:+--gtest_filter="$KEVO_GPU_TEST_FILTER"} 2>&1 |
       tee "$out/$t.txt" | grep -E "^\[ *(OK|FAILED|SKIPPED|PASSED|RUN) *\]|Failure|Expected|Which is|Value of" | tail -60 | tee -a "$log"
   done
 }
