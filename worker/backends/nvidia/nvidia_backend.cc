@@ -785,10 +785,10 @@ std::vector<std::string> KernelBenchPythons(const std::string& configured) {
 // options for it; or why there is none (the worker then serves CUDA C++
 // only and says so in its Hello).
 KernelBenchSetup SetUpKernelBench(const sandbox::Sandbox& sb, const NvidiaBackendOptions& o,
-                                  const GpuProbe& gpus, const std::string& self_dir) {
+                                  const GpuProbe& gpus) {
   KernelBenchSetup setup;
   const std::string runner = o.kernelbench_runner_path.empty()
-                                 ? (fs::path(self_dir) / kKernelBenchRunnerName).string()
+                                 ? (fs::path(o.runner_path).parent_path() / kKernelBenchRunnerName).string()
                                  : o.kernelbench_runner_path;
   const std::string cuda_home = fs::path(o.nvcc).parent_path().parent_path().string();
   std::vector<std::string> env = {absl::StrCat("CUDA_HOME=", cuda_home),
@@ -987,7 +987,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateNvidiaBackend(const NvidiaBackend
             g.sm_count, " SMs, ", g.memory_bytes >> 20, " MiB, L2 ", g.l2_bytes >> 20, " MiB, copy ",
             g.copy_bandwidth_gbs, " GB/s, FP32 ", g.fp32_gflops, " GFLOP/s");
   }
-  KernelBenchSetup kernelbench = SetUpKernelBench(*sb, opts, probe, self_dir.string());
+  KernelBenchSetup kernelbench = SetUpKernelBench(*sb, opts, probe);
   return std::make_unique<NvidiaBackend>(
       opts, std::move(sb), std::move(probe), arch, NvccRelease(nvcc_version->stdout_data),
       FirstLineOf(cxx_version->stdout_data), Sha256Hex(*cpu_runner), Sha256Hex(*cuda_runner),

@@ -80,7 +80,7 @@ struct NvidiaBackendOptions {
   // when its torch has CUDA. Empty: python3 on PATH, then /usr/bin/python3
   // (the first whose torch sees the GPU).
   std::string kernelbench_python;
-  // Empty: kevo-runner-kernelbench next to /proc/self/exe.
+  // Empty: kevo-runner-kernelbench next to kevo-runner-cuda.
   std::string kernelbench_runner_path;
   // torch.compile's compile + warm-up cap (the baseline is dropped past it).
   absl::Duration torch_compile_timeout = absl::Seconds(120);
