@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -175,18 +176,33 @@ int WorkersCommand(const std::vector<std::string>& argv) {
                    {"compile_only", w.compile_only()},
                    {"targets", std::vector<std::string>(w.targets().begin(), w.targets().end())},
                    {"mem_bandwidth_gbs", w.mem_bandwidth_gbs()},
-                   {"fp32_peak_gflops", w.fp32_peak_gflops()}});
+                   {"fp32_peak_gflops", w.fp32_peak_gflops()},
+                   {"languages", std::vector<std::string>(w.languages().begin(), w.languages().end())},
+                   {"capabilities", std::map<std::string, std::string>(w.capabilities().begin(),
+                                                                       w.capabilities().end())}});
     }
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("%-22s %-9s %-5s %-5s %-12s %-14s %s\n", "WORKER", "PLATFORM", "SLOTS", "BUSY", "MODE",
-              "TARGETS", "DEVICE");
+  std::printf("%-22s %-9s %-5s %-5s %-12s %-14s %-12s %s\n", "WORKER", "PLATFORM", "SLOTS", "BUSY", "MODE",
+              "TARGETS", "LANGUAGES", "DEVICE");
   for (const auto& w : resp.workers()) {
     const std::string targets = w.targets().empty() ? "-" : absl::StrJoin(w.targets(), ",");
-    std::printf("%-22s %-9s %-5d %-5d %-12s %-14s %s\n", w.worker_id().c_str(), w.platform().c_str(),
+    const std::string languages = w.languages().empty() ? "-" : absl::StrJoin(w.languages(), ",");
+    std::printf("%-22s %-9s %-5d %-5d %-12s %-14s %-12s %s\n", w.worker_id().c_str(), w.platform().c_str(),
                 w.slots(), w.busy(), w.compile_only() ? "compile-only" : "full", targets.c_str(),
-                w.device().c_str());
+                languages.c_str(), w.device().c_str());
+    // What runs KernelBench problems there (or why nothing does).
+    const auto& caps = w.capabilities();
+    if (auto kb = caps.find("kernelbench"); kb != caps.end()) {
+      std::string detail;
+      for (const char* key : {"kernelbench_torch", "kernelbench_triton", "kernelbench_torch_compile"}) {
+        if (auto it = caps.find(key); it != caps.end()) {
+          absl::StrAppend(&detail, detail.empty() ? " (" : ", ", std::string(key).substr(12), " ", it->second);
+        }
+      }
+      std::printf("  kernelbench: %s%s\n", kb->second.c_str(), detail.empty() ? "" : (detail + ")").c_str());
+    }
   }
   return 0;
 }

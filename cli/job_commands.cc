@@ -319,10 +319,23 @@ int RunCommand(const std::vector<std::string>& argv) {
     if (have_best && best.node().static_fitness()) {
       std::printf("baseline      none (compile-only worker: nothing ran, so nothing was timed)\n");
     } else {
-      std::printf("baseline      %s (%s)\n", FormatSeconds(job->baseline_time_s()).c_str(),
-                  mtia          ? "the task's naive reference_mtia.cc, simulated time"
-                  : kernelbench ? "PyTorch eager: the problem's Model"
-                                : "the reference compiled -O2");
+      // What the baseline was, as the worker that timed the best reported it
+      // (cuBLAS, reference.cu or the CPU reference on nvidia, PyTorch eager
+      // for KernelBench problems).
+      const std::string what = mtia         ? "the task's naive reference_mtia.cc, simulated time"
+                               : have_best  ? BaselineDescription(best.evaluation())
+                               : kernelbench ? "PyTorch eager: the problem's Model"
+                                             : "the reference compiled -O2";
+      std::printf("baseline      %s (%s)\n", FormatSeconds(job->baseline_time_s()).c_str(), what.c_str());
+      if (have_best && kernelbench) {
+        const auto& e = best.evaluation();
+        if (auto it = e.profile().find("torch_compile_median_s"); it != e.profile().end() && it->second > 0) {
+          std::printf("torch.compile %s (the best %.2fx over it)\n", FormatSeconds(it->second).c_str(),
+                      e.profile().at("speedup_vs_torch_compile"));
+        } else if (auto n = e.notes().find("baseline_torch_compile"); n != e.notes().end()) {
+          std::printf("torch.compile %s\n", n->second.c_str());
+        }
+      }
     }
     if (have_best && best.node().static_fitness()) {
       std::printf("best          node %s (%s)\n", best.node().node_id().c_str(),

@@ -46,6 +46,11 @@ std::string BaselineLabel(const v1::Evaluation& e) {
 
 }  // namespace
 
+std::string BaselineDescription(const v1::Evaluation& e) {
+  if (auto it = e.notes().find("baseline"); it != e.notes().end() && !it->second.empty()) return it->second;
+  return BaselineKind(e) == "reference" ? "the reference compiled -O2" : BaselineLabel(e);
+}
+
 nlohmann::json EvaluationJson(const v1::Evaluation& e) {
   nlohmann::json j;
   j["baseline_kind"] = BaselineKind(e);
@@ -147,6 +152,10 @@ std::string HumanReport(const v1::Evaluation& e) {
                                           100 * e.timing().spread(), e.timing().samples_s_size()));
     absl::StrAppend(&out, absl::StrFormat("speedup       %.2fx over %s\n", e.speedup(),
                                           BaselineLabel(e)));
+    if (auto it = e.profile().find("torch_compile_median_s"); it != e.profile().end() && it->second > 0) {
+      absl::StrAppend(&out, absl::StrFormat("torch.compile %s (the candidate %.2fx over it)\n",
+                                            FormatSeconds(it->second), it->second / e.timing().median_s()));
+    }
     absl::StrAppend(&out, absl::StrFormat("roofline      %.1f%% of this worker's measured limits\n",
                                           100 * e.roofline_fraction()));
   }

@@ -21,6 +21,12 @@ std::string HumanReport(const v1::Evaluation& evaluation);
 // compile-only fleet ranked it without measuring ("s0.88" in short form).
 std::string JobBestLabel(const v1::Job& job, bool short_form = false);
 
+// What an evaluation's baseline was, as its worker described it
+// (notes["baseline"]: "cuBLAS (cublasGemmEx, FP32 compute) on GPU 0 (NVIDIA
+// H200)", "PyTorch eager: the problem's Model (...)"), else from the kind in
+// its profile map; "the reference compiled -O2" for the cpu worker.
+std::string BaselineDescription(const v1::Evaluation& evaluation);
+
 // "1.23 ms", "45.6 us".
 std::string FormatSeconds(double seconds);
 

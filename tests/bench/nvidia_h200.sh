@@ -3,10 +3,14 @@
 # starts a coordinator and `kevo-worker --platform nvidia`, evaluates the CUDA
 # examples (fast.cu for softmax, vector_add, matmul) and the cheat candidates
 # through `kevo eval --coordinator` (the last, vector_add/fast.cu again, shows
-# the worker serving candidates after all the cheats), and prints a table. Run from the
-# repository root (it reads tasks/):
+# the worker serving candidates after all the cheats), then the KernelBench test
+# problems (tests/data/kernelbench: plain PyTorch, load_inline CUDA and Triton
+# ModelNew candidates, timed against PyTorch eager and torch.compile), and prints
+# a table. Run from the repository root (it reads tasks/ and tests/data/):
 #
 #   tests/bench/nvidia_h200.sh [BUNDLE_DIR] [OUT_DIR]
+#
+# KEVO_BENCH_CASES: all (default), cuda (the .cu examples) or kernelbench.
 #
 # OUT_DIR (default $OUT, else /tmp/kevo-nvidia-bench) gets at most 6 files:
 # table.txt, results.json (every evaluation as `kevo eval --json` prints it),
@@ -63,6 +67,8 @@ for _ in $(seq 1 300); do
   sleep 0.2
 done
 echo "worker metrics on port $metrics_port"
+# What the worker offers (KernelBench: which Python and torch, or why not).
+"$bundle/bin/kevo" workers --coordinator "$addr" 2>&1 | tee -a "$logs"
 
 # task file expected-status
 cases=(
@@ -77,13 +83,33 @@ cases=(
   "vector_add cublas.cu SANDBOX_VIOLATION"
   "vector_add fast.cu OK"
 )
+# KernelBench problems: problem.py candidate.py expected-status
+kb_cases=(
+  "relu.py relu_new.py OK"
+  "relu.py relu_cuda.py OK"
+  "relu.py relu_triton.py OK"
+  "matmul.py matmul_new.py OK"
+  "relu.py relu_wrong.py WRONG_ANSWER"
+  "relu.py relu_inplace.py INPUT_MODIFIED"
+)
+case "${KEVO_BENCH_CASES:-all}" in
+  cuda) kb_cases=() ;;
+  kernelbench) cases=() ;;
+esac
+for c in "${kb_cases[@]}"; do cases+=("kb:$c"); done
 echo "[" > "$out/results.json"
 first=1
 for c in "${cases[@]}"; do
   read -r task file expect <<< "$c"
   echo "== $task/$file (expect $expect)"
+  if [[ "$task" == kb:* ]]; then
+    task="${task#kb:}"
+    paths=("tests/data/kernelbench/$task" "tests/data/kernelbench/candidates/$file" --platform nvidia)
+  else
+    paths=("tasks/$task" "tasks/$task/examples/$file")
+  fi
   start=$(date +%s.%N)
-  json="$("$bundle/bin/kevo" eval "tasks/$task" "tasks/$task/examples/$file" --coordinator "$addr" --json 2> "$work/eval.err")"
+  json="$("$bundle/bin/kevo" eval "${paths[@]}" --coordinator "$addr" --json 2> "$work/eval.err")"
   rc=$?
   cat "$work/eval.err"
   end=$(date +%s.%N)
@@ -128,6 +154,11 @@ for r in rows:
           f"{int(p.get('escaped_samples', 0)):4d}")
     if status != "OK":
         print(f"    {e.get('diagnostics', {}).get('message', '')[:200]}")
+    elif kind == "pytorch_eager":
+        n = e.get("notes", {})
+        tc = p.get("torch_compile_median_s", 0) * 1e6
+        print(f"    torch.compile {tc:.1f} us (candidate {p.get('speedup_vs_torch_compile', 0):.2f}x over it)" if tc
+              else f"    {n.get('baseline_torch_compile', '')}")
 print()
 print("all statuses as expected" if ok else "SOME STATUSES DIFFER FROM THE EXPECTED ONES")
 EOF

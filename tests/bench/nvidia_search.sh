@@ -7,7 +7,8 @@
 #   tests/bench/nvidia_search.sh [BUNDLE_DIR] [OUT_DIR]
 #
 # KEVO_SEARCH_TASKS (default: softmax layer_norm gelu_erf matmul_bf16) picks
-# the searched tasks; KEVO_UTIL_BUDGET=0 skips the long job.
+# the searched tasks (folder names under tasks/, or KernelBench problems'
+# paths such as tests/data/kernelbench/relu.py); KEVO_UTIL_BUDGET=0 skips the long job.
 # OUT_DIR gets search.json (every `kevo run --json` result, one a line),
 # search.txt (a table) and search_logs.txt (stderr and the workers' logs). KEVO_SEARCH_BUDGET (default 10)
 # and KEVO_UTIL_BUDGET (default 100) set the budgets; KEVO_UTIL_TASK the
@@ -27,10 +28,13 @@ logs="$out/search_logs.txt"
 run() {  # TASK BUDGET CAP
   local task="$1" b="$2" cap="$3" db
   db="$(mktemp -d /tmp/kevo-search.XXXXXX)"
-  echo "== kevo run tasks/$task --platform nvidia --budget $b --profile-cap $cap" | tee -a "$logs"
+  # A task folder's name, or a KernelBench problem's path (ends in .py).
+  local path="tasks/$task"
+  [[ "$task" == *.py ]] && path="$task"
+  echo "== kevo run $path --platform nvidia --budget $b --profile-cap $cap" | tee -a "$logs"
   local start end json
   start=$(date +%s.%N)
-  json="$(timeout 420 "$bundle/bin/kevo" run "tasks/$task" --platform nvidia --budget "$b" \
+  json="$(timeout 420 "$bundle/bin/kevo" run "$path" --platform nvidia --budget "$b" \
             --profile-cap "$cap" --db "$db" --out "$db/best.cu" --json 2>> "$logs")"
   end=$(date +%s.%N)
   [[ -n "$json" ]] || json='{"status": "NO_RESULT"}'

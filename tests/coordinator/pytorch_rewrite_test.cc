@@ -1,4 +1,4 @@
-// Tests of the built-in recipe pytorch_rewrite (KernelBench tasks on cpu): it
+// Tests of the built-in recipe pytorch_rewrite (KernelBench tasks on cpu, nvidia): it
 // applies to KernelBench tasks only, the built-in proposer seeds it for them,
 // and the ModelNew variants it generates are correct on the real cpu worker
 // (PyTorch under /usr/bin/python3, the real sandbox).
@@ -37,10 +37,11 @@ const Recipe& PytorchRewrite() {
   return *r;
 }
 
-TEST(PytorchRewriteTest, AppliesToKernelBenchTasksOnCpuOnly) {
+TEST(PytorchRewriteTest, AppliesToKernelBenchTasksOnCpuAndNvidiaOnly) {
   const Recipe& r = PytorchRewrite();
   EXPECT_TRUE(r.Applies(Problem("relu.py"), "cpu"));
-  EXPECT_FALSE(r.Applies(Problem("relu.py"), "nvidia"));
+  EXPECT_TRUE(r.Applies(Problem("relu.py"), "nvidia"));
+  EXPECT_FALSE(r.Applies(Problem("relu.py"), "amd"));
   absl::StatusOr<v1::Task> native = task::LoadTaskDir(SourceDir() + "/tasks/vector_add");
   ASSERT_TRUE(native.ok()) << native.status();
   EXPECT_FALSE(r.Applies(*native, "cpu"));

@@ -32,6 +32,8 @@ TEST(ServiceTest, SubmitWatchBestJobsAndWorkers) {
   ASSERT_EQ(workers.exit_code, 0) << workers.err;
   EXPECT_NE(workers.out.find("worker-a"), std::string::npos) << workers.out;
   EXPECT_NE(workers.out.find("cpu"), std::string::npos);
+  // Its languages: C++ kernels (and Python where it found PyTorch).
+  EXPECT_NE(workers.out.find("c++"), std::string::npos) << workers.out;
 
   auto submit = RunCommand({Kevo(), "submit", SourceDir() + "/tasks/vector_add", "--platform",
                             "cpu", "--budget", "4", "--coordinator", addr},

@@ -8,6 +8,7 @@
 // The golden outputs of each problem are cached in the work folder, shared
 // between the test processes that ctest starts one per test.
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 
@@ -17,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
 #include "worker/backends/cpu/cpu_backend.h"
+#include "worker/backends/cpu/kernelbench_eval.h"
 
 namespace kevo::worker {
 namespace {
@@ -194,6 +196,57 @@ TEST_F(KernelBenchEvalTest, DifferentResultsOnTwoCallsAreNondeterministic) {
   v1::Evaluation ev = Eval("relu.py", ReluWith("        self.calls += 1\n"
                                               "        return torch.relu(x) + (self.calls - 1) * 1e-3\n"));
   ASSERT_EQ(ev.status(), v1::NONDETERMINISTIC) << Explain(ev);
+}
+
+// The GPU path of the same evaluator and runner (what the nvidia worker
+// uses), here with Debian's CPU-only torch: the probe and the runner say so
+// plainly instead of running on the CPU.
+TEST(KernelBenchCudaWithoutCudaTest, ProbeNamesTheCpuOnlyBuild) {
+  auto sb = sandbox::Sandbox::Create({});
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  const std::string runner = BinDir() + "/" + kKernelBenchRunnerName;
+  auto cpu = ProbeKernelBench(**sb, kDefaultPython, runner, "cpu", ::testing::TempDir() + "/kbprobe-cpu",
+                              SandboxSystemPaths(), {});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_FALSE(cpu->torch.empty());
+  EXPECT_FALSE(cpu->python_version.empty());
+  if (!cpu->torch_cuda.empty()) GTEST_SKIP() << "this torch has CUDA " << cpu->torch_cuda;
+  auto cuda = ProbeKernelBench(**sb, kDefaultPython, runner, "cuda", ::testing::TempDir() + "/kbprobe-cuda",
+                               SandboxSystemPaths(), {});
+  EXPECT_EQ(cuda.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(cuda.status().message(), HasSubstr("is a CPU-only build (torch.version.cuda is None)"));
+  auto missing = ProbeKernelBench(**sb, "/nonexistent/python3", runner, "cuda",
+                                  ::testing::TempDir() + "/kbprobe-none", SandboxSystemPaths(), {});
+  EXPECT_THAT(missing.status().message(), HasSubstr("no such interpreter"));
+}
+
+TEST(KernelBenchCudaWithoutCudaTest, EvaluatingOnCudaIsAnInfraErrorNamingTheCpuOnlyBuild) {
+  auto sb = sandbox::Sandbox::Create({});
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  KernelBenchOptions o;
+  o.runner_path = BinDir() + "/" + kKernelBenchRunnerName;
+  o.device = "cuda";
+  o.exclusive_device = true;
+  o.work_dir = ::testing::TempDir() + "/kb-cuda-without-cuda";
+  o.compile_timeout = absl::Seconds(60);
+  o.run_timeout = absl::Seconds(8);
+  KernelBenchEvaluator evaluator(sb->get(), o);
+  absl::StatusOr<v1::Task> task = task::LoadTaskPath(DataDir() + "/relu.py");
+  ASSERT_TRUE(task.ok()) << task.status();
+  std::vector<std::string> devices;
+  v1::Evaluation ev = evaluator.Evaluate(
+      *task, Example("relu_new.py"), nullptr, "nvidia", v1::Fingerprint(),
+      [&](EvalRun&, const std::function<bool(const std::string&)>& stages) {
+        devices.push_back("cuda:0");
+        return stages("cuda:0");
+      });
+  if (ev.status() == v1::OK) GTEST_SKIP() << "this host's torch runs on a GPU";
+  EXPECT_EQ(ev.status(), v1::INFRA_ERROR) << Explain(ev);
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("CPU-only build"));
+  // The import ran ahead without the device (it does not need CUDA); the
+  // device was taken once, for the golden run + validation + profile.
+  EXPECT_GT(ev.profile().at("import_ahead_s"), 0);
+  EXPECT_EQ(devices.size(), 1u);
 }
 
 }  // namespace

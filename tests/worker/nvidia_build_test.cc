@@ -10,8 +10,10 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/sandbox/sandbox.h"
+#include "common/task/kernelbench.h"
 #include "common/task/task_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -214,6 +216,33 @@ TEST(GpuProbeTest, ParsesTheProbeJson) {
   EXPECT_EQ(ParseGpuProbe("not json").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The tensor-core roof of f16/bf16 GEMMs: NVIDIA's datasheet figure for the
+// GPUs it is known for, 0 (the FP32 rate then) for others; none for ROCm.
+TEST(GpuProbeTest, TensorCorePeakIsTheDatasheetFigureOfKnownGpusOnly) {
+  auto peak = [](const std::string& name) {
+    GpuInfo g;
+    g.name = name;
+    return NvidiaVendor().tensor_peak_gflops(g);
+  };
+  EXPECT_DOUBLE_EQ(peak("NVIDIA H200"), 989.4e3);
+  EXPECT_DOUBLE_EQ(peak("NVIDIA H100 80GB HBM3"), 989.4e3);
+  EXPECT_DOUBLE_EQ(peak("NVIDIA H100 PCIe"), 0);
+  EXPECT_DOUBLE_EQ(peak("NVIDIA A100-SXM4-80GB"), 0);
+  EXPECT_EQ(RocmVendor().tensor_peak_gflops, nullptr);
+}
+
+TEST(GpuProbeTest, GemmTasksAreKnownByTheirHintsAndOperandType) {
+  auto gemm = task::LoadTaskPath(SourceDir() + "/tasks/matmul_bf16");
+  ASSERT_TRUE(gemm.ok()) << gemm.status();
+  EXPECT_TRUE(IsGemmTask(*gemm));
+  v1::Task no_k = *gemm;
+  no_k.mutable_hints()->erase("k");
+  EXPECT_FALSE(IsGemmTask(no_k));
+  auto softmax = task::LoadTaskPath(SourceDir() + "/tasks/softmax");
+  ASSERT_TRUE(softmax.ok()) << softmax.status();
+  EXPECT_FALSE(IsGemmTask(*softmax));
+}
+
 // On this host (CI has no GPU) the real runner either finds GPUs or says
 // plainly that it found none.
 TEST(GpuProbeTest, RealRunnerFindsAGpuOrSaysNoGpu) {
@@ -230,6 +259,67 @@ TEST(GpuProbeTest, RealRunnerFindsAGpuOrSaysNoGpu) {
     EXPECT_EQ(probe.status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_THAT(probe.status().message(), HasSubstr("no NVIDIA GPU found (kevo-runner-cuda probe: "));
   }
+}
+
+// A stand-in for kevo-runner-cuda whose probe reports one GPU, so that the
+// backend can be created on a host without one and its KernelBench routing
+// checked.
+std::string FakeCudaRunner(const std::string& dir) {
+  fs::create_directories(dir);
+  const std::string path = dir + "/kevo-runner-cuda";
+  std::ofstream(path) << R"SH(#!/bin/sh
+[ "$1" = probe ] || { echo "fake runner: only probe" >&2; exit 3; }
+for a in "$@"; do case "$a" in --result=*) out="${a#--result=}";; esac; done
+printf '%s' '{"driver_version": 13000, "runtime_version": 13000, "devices": [{"index": 0,
+  "name": "Fake GPU", "compute_capability": "9.0", "sm_count": 132, "memory_bytes": 1000000000,
+  "l2_bytes": 62914560}]}' > "$out"
+)SH";
+  fs::permissions(path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec);
+  return path;
+}
+
+// Without a Python whose torch has CUDA (Debian's torch is CPU-only) the
+// worker still serves CUDA C++, says in its Hello why it takes no
+// KernelBench problems, and answers one with INFRA_ERROR giving that reason,
+// from the Python runner's probe, instead of sending it to nvcc.
+TEST(NvidiaKernelBenchRoutingTest, WithoutACudaTorchKernelBenchTasksAreRefusedWithTheReason) {
+  if (FindNvcc("").empty()) GTEST_SKIP() << "nvcc not found";
+  const std::string work = ::testing::TempDir() + "/nvidia-kb-routing";
+  NvidiaBackendOptions o;
+  o.work_dir = work + "/work";
+  o.runner_path = FakeCudaRunner(work + "/bin");
+  o.cpu_runner_path = BinDir() + "/kevo-runner-cpu";
+  o.kernelbench_python = "/usr/bin/python3";
+  o.kernelbench_runner_path = BinDir() + "/kevo-runner-kernelbench";
+  o.measure = false;
+  auto backend = CreateNvidiaBackend(o);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  auto hello = (*backend)->Describe();
+  ASSERT_TRUE(hello.ok());
+  EXPECT_EQ(hello->device(), "Fake GPU");
+  EXPECT_THAT(hello->languages(), Contains("cuda"));
+  // No datasheet tensor-core figure for this GPU.
+  EXPECT_FALSE(hello->capabilities().contains("bf16_tensor_peak_gflops"));
+  const std::string kb = hello->capabilities().at("kernelbench");
+  if (!absl::StartsWith(kb, "unavailable: ")) GTEST_SKIP() << "this host's Python has a CUDA torch: " << kb;
+  EXPECT_THAT(hello->languages(), Not(Contains("python")));
+  EXPECT_THAT(kb, HasSubstr("/usr/bin/python3: "));
+  // Debian's python3-torch: the probe names the CPU-only build.
+  if (absl::StrContains(kb, "torch ")) EXPECT_THAT(kb, HasSubstr("CPU-only build"));
+
+  auto task = task::LoadTaskPath(SourceDir() + "/tests/data/kernelbench/relu.py");
+  ASSERT_TRUE(task.ok()) << task.status();
+  v1::Candidate c;
+  c.set_language("python");
+  c.set_source(ReadText(SourceDir() + "/tests/data/kernelbench/candidates/relu_new.py"));
+  v1::Evaluation ev = (*backend)->Evaluate(*task, c, nullptr);
+  EXPECT_EQ(ev.status(), v1::INFRA_ERROR);
+  EXPECT_EQ(ev.platform(), "nvidia");
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("cannot run KernelBench problems: "));
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr(kb.substr(std::string("unavailable: ").size())));
+  // Routed to the Python path: nvcc never saw it.
+  for (const auto& e : ev.events()) EXPECT_THAT(e.message(), Not(HasSubstr("nvcc"))) << e.message();
 }
 
 }  // namespace

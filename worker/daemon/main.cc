@@ -23,6 +23,7 @@ constexpr char kUsage[] =
     "                   [--work-dir DIR] [--metrics HOST:PORT] [--worker-id ID]\n"
     "                   [--compile-timeout S] [--run-timeout S] [--memory-limit-mb MB]\n"
     "                   [--profile-cap S] [--mtia-config 2i|1] [--offload-arch LIST]\n"
+    "                   [--python PATH] [--torch-compile-timeout S]\n"
     "  --platform   cpu, nvidia (CUDA candidates on this host's GPUs, found with\n"
     "               kevo-runner-cuda probe), amd (HIP candidates compiled with hipcc;\n"
     "               static resource analysis, and on a ROCm GPU of a target validation\n"
@@ -33,7 +34,12 @@ constexpr char kUsage[] =
     "  --slots      evaluations run at once (default 1; timing is most stable with 1;\n"
     "               nvidia: default GPUs + 2, so candidates compile on the CPU while\n"
     "               each GPU times one candidate at a time)\n"
-    "  --work-dir   per-candidate folders and the build cache (default /tmp/kevo-worker)\n";
+    "  --work-dir   per-candidate folders and the build cache (default /tmp/kevo-worker)\n"
+    "  --python     the interpreter (with PyTorch) for KernelBench problems (cpu default\n"
+    "               /usr/bin/python3; nvidia default: python3 on PATH, then /usr/bin/python3,\n"
+    "               the first whose torch sees the GPU)\n"
+    "  --torch-compile-timeout  cap on torch.compile's compile + warm-up for the\n"
+    "               KernelBench baseline (default 120; past it the baseline is dropped)\n";
 
 kevo::worker::Daemon* g_daemon = nullptr;
 
@@ -66,6 +72,7 @@ int main(int argc, char** argv) {
   bool run_timeout_set = false;
   bool slots_given = false;
   bool compile_timeout_set = false;
+  bool python_given = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -101,6 +108,11 @@ int main(int argc, char** argv) {
     }
     else if (arg == "--memory-limit-mb" && numeric && number > 0) cpu.memory_limit_bytes = static_cast<int64_t>(number) << 20;
     else if (arg == "--profile-cap" && numeric && number > 0) cpu.profile_time_cap_s = number;
+    else if (arg == "--python") {
+      cpu.kernelbench_python = value;
+      python_given = true;
+    }
+    else if (arg == "--torch-compile-timeout" && numeric && number > 0) cpu.torch_compile_timeout = absl::Seconds(number);
     else return Usage("bad flag or value: " + arg + " " + value);
   }
   if (options.coordinator.empty()) return Usage("--coordinator is required");
@@ -131,6 +143,8 @@ int main(int argc, char** argv) {
     if (run_timeout_set) nv.run_timeout = cpu.run_timeout;
     nv.memory_limit_bytes = cpu.memory_limit_bytes;
     nv.profile_time_cap_s = cpu.profile_time_cap_s;
+    if (python_given) nv.kernelbench_python = cpu.kernelbench_python;
+    nv.torch_compile_timeout = cpu.torch_compile_timeout;
     auto b = kevo::worker::CreateNvidiaBackend(nv);
     if (!b.ok()) {
       // "no NVIDIA GPU found (kevo-runner-cuda probe: ...)" on a host without one.

@@ -17,6 +17,11 @@ reference's results). docs/kernelbench.md is the full contract; in short:
   kevo-runner-kernelbench profile --problem=P.py --candidate=C.py
       --device=cpu|cuda --result=R.json [--phase=F] [--time_cap_s=3]
       [--baselines=eager,compile] [--compile_timeout_s=60] [--run_timeout_s=60]
+      [--torch_compile_timeout_s=120]
+  kevo-runner-kernelbench compile --problem=P.py --candidate=C.py --result=R.json
+  kevo-runner-kernelbench probe --device=cpu|cuda --result=R.json
+
+--device=cuda:N runs on GPU N (cuda is cuda:0).
 
 run: without --candidate the problem's Model is evaluated (golden outputs),
   with it the candidate's ModelNew. For every seed: init inputs, the model and
@@ -28,8 +33,17 @@ run: without --candidate the problem's Model is evaluated (golden outputs),
 profile: Model (PyTorch eager, and torch.compile where this torch has it) and
   ModelNew are built with the same init inputs and timed interleaved in this
   process, input copies rotated so that the working set exceeds the caches (on
-  CUDA the L2 is flushed before each sample), until every series' spread is
-  under 1% or the time cap; medians and spreads go to R.
+  CUDA one call per sample between CUDA events, after a device-wide
+  synchronisation and an L2 flush), until every series' spread is under 1% or
+  the time cap; medians and spreads go to R. torch.compile gets
+  torch_compile_timeout_s to compile and warm up; past it, or when it fails,
+  it is dropped with a note ("torch.compile unavailable: ...") instead of
+  failing the evaluation.
+compile: imports the candidate only (where a module-level load_inline builds),
+  without touching the device, so that a GPU worker compiles ahead of the GPU.
+probe: what this interpreter offers: Python, torch (and its CUDA), Triton,
+  torch.compile, the devices; INFRA_ERROR when torch is missing or, for cuda,
+  is a CPU-only build or sees no GPU.
 
 R always has "status": OK or a kevo EvalStatus name (COMPILE_ERROR,
 RUNTIME_ERROR, RESOURCE_EXHAUSTED, INFRA_ERROR) with "message" and "traceback"
@@ -50,6 +64,7 @@ import math
 import os
 import platform
 import random
+import signal
 import sys
 import time
 import traceback
@@ -278,20 +293,27 @@ def first_difference(a, b, torch):
     return 0
 
 
+def import_candidate(args, phase):
+    """The candidate's module, imported under the compile timeout (the
+    watchdog stays armed for the first ModelNew's construction); a module
+    without ModelNew is COMPILE_ERROR."""
+    phase.set("import")
+    faulthandler.dump_traceback_later(args.compile_timeout_s, exit=True)
+    try:
+        candidate = load_module(args.candidate, "kevo_candidate")
+    except BaseException as e:  # noqa: BLE001 - SystemExit included
+        raise classify(e, "import", "the candidate") from None
+    if not hasattr(candidate, "ModelNew"):
+        raise CandidateError("COMPILE_ERROR", "the candidate defines no class ModelNew")
+    return candidate
+
+
 def run_mode(torch, args, phase, result):
     problem = Problem(torch, args, phase)
     who = "the candidate" if args.candidate else "the problem's Model"
     cls = problem.problem.Model
     if args.candidate:
-        phase.set("import")
-        faulthandler.dump_traceback_later(args.compile_timeout_s, exit=True)
-        try:
-            candidate = load_module(args.candidate, "kevo_candidate")
-        except BaseException as e:  # noqa: BLE001 - SystemExit included
-            raise classify(e, "import", who) from None
-        if not hasattr(candidate, "ModelNew"):
-            raise CandidateError("COMPILE_ERROR", "the candidate defines no class ModelNew")
-        cls = candidate.ModelNew
+        cls = import_candidate(args, phase).ModelNew
     seeds = [int(s) for s in args.seeds.split(",") if s]
     cases = []
     offset = 0
@@ -370,6 +392,7 @@ class Series:
         self.threads = threads
         self.samples = []
         self.calls = 1
+        self.escaped = 0  # CUDA samples timed to the device-wide sync
 
     def summary(self):
         s = sorted(self.samples)
@@ -388,6 +411,78 @@ class Series:
 
     def spread(self):
         return self.summary()["spread"] if len(self.samples) >= 3 else float("inf")
+
+
+class AlarmTimeout(Exception):
+    pass
+
+
+class Alarm:
+    """Raises AlarmTimeout in the main thread after `seconds` (0: never)."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def __enter__(self):
+        if self.seconds > 0:
+            def fire(signum, frame):
+                raise AlarmTimeout()
+
+            self.previous = signal.signal(signal.SIGALRM, fire)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc):
+        if self.seconds > 0:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.previous)
+        return False
+
+
+def last_line(exc):
+    tail = traceback_tail(exc).splitlines()
+    return tail[-1] if tail else type(exc).__name__
+
+
+class CudaSampler:
+    """One CUDA sample, as kevo-runner-cuda takes them: the whole device
+    synchronised, L2 flushed by reading a buffer twice its size (reading
+    leaves clean lines, so the timed call pays for no one else's write-back),
+    then, without waiting for the flush, an event on the current (default)
+    stream, the call, an event; the start event and the call's kernels queue
+    behind the flush, so the events time the GPU's work rather than the
+    host's launch latency. After the stop event the device is synchronised
+    again: work still running then (launched on a side stream that the
+    default stream does not wait for) is counted, the sample being the event
+    time plus that wait."""
+
+    ESCAPE_S = 20e-6
+
+    def __init__(self, torch):
+        self.torch = torch
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        l2 = getattr(props, "L2_cache_size", 0) or (64 << 20)
+        self.flush = torch.ones(2 * l2 // 4, dtype=torch.float32, device="cuda")
+        self.flush_bytes = self.flush.numel() * 4
+        self.begin = torch.cuda.Event(enable_timing=True)
+        self.end = torch.cuda.Event(enable_timing=True)
+
+    def sample(self, series, fn):
+        torch = self.torch
+        torch.cuda.synchronize()
+        torch.sum(self.flush)
+        self.begin.record()
+        fn()
+        self.end.record()
+        self.end.synchronize()
+        stopped = time.perf_counter()
+        torch.cuda.synchronize()
+        waited = time.perf_counter() - stopped
+        event_s = self.begin.elapsed_time(self.end) / 1e3
+        if waited > self.ESCAPE_S and waited > 0.2 * event_s:
+            series.escaped += 1
+            return event_s + waited
+        return event_s
 
 
 class GlobalFlags:
@@ -425,14 +520,7 @@ def profile_mode(torch, args, phase, result):
     base_flags = flags.capture()
     seed = 1
     notes = {}
-    phase.set("import")
-    faulthandler.dump_traceback_later(args.compile_timeout_s, exit=True)
-    try:
-        candidate = load_module(args.candidate, "kevo_candidate")
-    except BaseException as e:  # noqa: BLE001
-        raise classify(e, "import", "the candidate") from None
-    if not hasattr(candidate, "ModelNew"):
-        raise CandidateError("COMPILE_ERROR", "the candidate defines no class ModelNew")
+    candidate = import_candidate(args, phase)
     phase.set("build")
     init_inputs = problem.init_inputs(seed)
     try:
@@ -453,7 +541,7 @@ def profile_mode(torch, args, phase, result):
                 compiled = torch.compile(problem.build(problem.problem.Model, seed, init_inputs))
                 series.append(Series("torch_compile", compiled, base_flags))
             except Exception as e:  # noqa: BLE001
-                notes["torch_compile"] = f"torch.compile failed: {traceback_tail(e).splitlines()[-1]}"
+                notes["torch_compile"] = f"torch.compile unavailable: it failed: {last_line(e)}"
 
     inputs = problem.inputs(seed)
     in_tensors = flatten(inputs, torch, [])
@@ -464,11 +552,7 @@ def profile_mode(torch, args, phase, result):
     copies = 1 if device == "cuda" else max(1, min(64, math.ceil(working_set / max(1, in_bytes))))
     input_sets = [inputs] + [[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs] for _ in range(copies - 1)]
     before = [digest(flatten(s, torch, []), torch) for s in input_sets]
-    flush = None
-    if device == "cuda":
-        props = torch.cuda.get_device_properties(0)
-        l2 = getattr(props, "L2_cache_size", 0) or (64 << 20)
-        flush = torch.empty(2 * l2 // 4, dtype=torch.float32, device="cuda")
+    timer = CudaSampler(torch) if device == "cuda" else None
 
     def call(s, n, start):
         for i in range(n):
@@ -481,18 +565,27 @@ def profile_mode(torch, args, phase, result):
     with torch.no_grad():
         for s in list(series):
             phase.set("build" if s.name == "candidate" else "baseline")
-            faulthandler.dump_traceback_later(args.compile_timeout_s, exit=True)
+            compiling = s.name == "torch_compile"
+            # torch.compile gets its own cap, enforced in-process (an alarm
+            # that raises), with the watchdog as the backstop for a compiler
+            # stuck outside Python.
+            cap = args.torch_compile_timeout_s if compiling else args.compile_timeout_s
+            faulthandler.dump_traceback_later(cap + (60 if compiling else 0), exit=True)
             flags.apply(s.threads)
             t0 = time.perf_counter()
             try:
-                call(s, 2, 0)
-                synchronize(torch, device)
+                with Alarm(cap if compiling else 0):
+                    call(s, 2, 0)
+                    synchronize(torch, device)
             except BaseException as e:  # noqa: BLE001
                 if s.name == "candidate":
                     raise classify(e, "forward", "the candidate") from None
-                if s.name == "torch_compile":
-                    notes["torch_compile"] = f"torch.compile failed: {traceback_tail(e).splitlines()[-1]}"
+                if compiling:
+                    why = (f"did not compile and warm up within {cap:g} s" if isinstance(e, AlarmTimeout)
+                           else f"it failed: {last_line(e)}")
+                    notes["torch_compile"] = f"torch.compile unavailable: {why}"
                     series.remove(s)
+                    synchronize(torch, device)
                     continue
                 raise CandidateError("INFRA_ERROR", f"the problem's Model failed: {e}", traceback_tail(e)) from None
             if s.name == "torch_compile":
@@ -521,14 +614,8 @@ def profile_mode(torch, args, phase, result):
             order = series[rounds % len(series):] + series[: rounds % len(series)]
             for s in order:
                 flags.apply(s.threads)
-                if flush is not None:
-                    flush.zero_()
-                    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    begin.record()
-                    call(s, s.calls, position)
-                    end.record()
-                    end.synchronize()
-                    s.samples.append(begin.elapsed_time(end) / 1e3 / s.calls)
+                if timer is not None:
+                    s.samples.append(timer.sample(s, lambda: call(s, s.calls, position)) / s.calls)
                 else:
                     t0 = time.perf_counter()
                     call(s, s.calls, position)
@@ -554,19 +641,61 @@ def profile_mode(torch, args, phase, result):
     result["series"] = {s.name: s.summary() for s in series}
     result["threads"] = {"candidate": cand_flags["threads"], "baseline": base_flags["threads"]}
     result["copies"] = copies
+    if timer is not None:
+        result["escaped_samples"] = {s.name: s.escaped for s in series}
+        result["l2_flush_bytes"] = timer.flush_bytes
     result["working_set_bytes"] = copies * in_bytes
     result["converged"] = converged
     result["elapsed_s"] = time.perf_counter() - start
     result["notes"] = notes
 
 
+def cuda_unavailable(torch):
+    """Why this torch cannot run on a CUDA GPU, or ""."""
+    if getattr(torch.version, "cuda", None) is None:
+        return (f"torch {torch.__version__} at {os.path.dirname(torch.__file__)} is a CPU-only build "
+                f"(torch.version.cuda is None): it cannot run KernelBench problems on a GPU")
+    if not torch.cuda.is_available():
+        return f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA device"
+    return ""
+
+
+def probe_mode(torch, args, result):
+    """What this interpreter offers for `args.device`."""
+    result["executable"] = sys.executable
+    result["prefixes"] = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+    result["torch_dir"] = os.path.realpath(os.path.dirname(torch.__file__))
+    result["torch_cuda"] = getattr(torch.version, "cuda", None) or ""
+    try:
+        import triton
+
+        result["triton"] = triton.__version__
+    except Exception as e:  # noqa: BLE001 - any failure means no Triton
+        result["triton"] = ""
+        result["triton_missing"] = f"{type(e).__name__}: {e}"[:200]
+    if args.device == "cuda":
+        why = cuda_unavailable(torch)
+        if why:
+            result.update(status="INFRA_ERROR", message=why)
+            return
+        result["devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        result["device_name"] = result["devices"][0]
+
+
+def compile_mode(torch, args, phase, result):
+    """Imports the candidate (a module-level load_inline builds here) and
+    checks that it defines ModelNew; never touches the device."""
+    import_candidate(args, phase)
+    faulthandler.cancel_dump_traceback_later()
+
+
 def main():
     parser = argparse.ArgumentParser(prog="kevo-runner-kernelbench", description=__doc__.split("\n")[0])
-    parser.add_argument("mode", choices=["run", "profile"])
-    parser.add_argument("--problem", required=True)
+    parser.add_argument("mode", choices=["run", "profile", "compile", "probe"])
+    parser.add_argument("--problem", default="")
     parser.add_argument("--candidate", default="")
     parser.add_argument("--seeds", default="1,2,3")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--outputs", default="")
     parser.add_argument("--result", required=True)
     parser.add_argument("--phase", default="")
@@ -576,11 +705,20 @@ def main():
     parser.add_argument("--min_samples", type=int, default=10)
     parser.add_argument("--target_spread", type=float, default=0.01)
     parser.add_argument("--baselines", default="eager,compile")
+    parser.add_argument("--torch_compile_timeout_s", type=float, default=120)
     args = parser.parse_args()
+    if args.mode != "probe" and not args.problem:
+        parser.error(f"{args.mode} needs --problem")
     if args.mode == "run" and not args.outputs:
         parser.error("run needs --outputs")
-    if args.mode == "profile" and not args.candidate:
-        parser.error("profile needs --candidate")
+    if args.mode in ("profile", "compile") and not args.candidate:
+        parser.error(f"{args.mode} needs --candidate")
+    gpu = 0
+    if args.device.startswith("cuda:") and args.device[5:].isdigit():
+        gpu = int(args.device[5:])
+        args.device = "cuda"
+    elif args.device not in ("cpu", "cuda"):
+        parser.error(f"--device must be cpu, cuda or cuda:N, not {args.device!r}")
 
     # load_inline builds into a folder the sandbox lets it write; nothing in
     # the user's home is read or written.
@@ -588,6 +726,10 @@ def main():
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(scratch, "torch_extensions"))
     os.environ.setdefault("HOME", scratch)
     os.environ.setdefault("XDG_CACHE_HOME", os.path.join(scratch, "cache"))
+    os.environ.setdefault("TMPDIR", scratch)
+    # torch.compile's and Triton's caches, in the same folder.
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(scratch, "inductor"))
+    os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(scratch, "triton"))
     faulthandler.enable()
 
     phase = Phase(args.phase)
@@ -609,17 +751,30 @@ def main():
         result.update(status="INFRA_ERROR", message=f"cannot import torch with {sys.executable}: {e}")
         finish(EXIT_INFRA)
     result["torch"] = torch.__version__
-    if args.device == "cuda":
-        if not torch.cuda.is_available():
-            result.update(status="INFRA_ERROR", message=f"torch {torch.__version__} sees no CUDA device")
-            finish(EXIT_INFRA)
-        result["device_name"] = torch.cuda.get_device_name(0)
-    else:
-        result["device_name"] = platform.processor() or platform.machine()
     result["torch_compile_available"] = hasattr(torch, "compile")
+    if args.mode == "probe":
+        probe_mode(torch, args, result)
+        if result["status"] != "OK":
+            finish(EXIT_INFRA)
+        phase.set("done")
+        finish(EXIT_OK)
+    # compile never touches the device: a GPU worker runs it while another
+    # candidate is timed.
+    if args.device == "cuda" and args.mode != "compile":
+        why = cuda_unavailable(torch)
+        if why:
+            result.update(status="INFRA_ERROR", message=why)
+            finish(EXIT_INFRA)
+        if gpu >= torch.cuda.device_count():
+            result.update(status="INFRA_ERROR", message=f"no GPU {gpu}: torch sees {torch.cuda.device_count()}")
+            finish(EXIT_INFRA)
+        torch.cuda.set_device(gpu)
+        result["device_name"] = torch.cuda.get_device_name(gpu)
+    elif args.device == "cpu":
+        result["device_name"] = platform.processor() or platform.machine()
     t0 = time.perf_counter()
     try:
-        (run_mode if args.mode == "run" else profile_mode)(torch, args, phase, result)
+        {"run": run_mode, "profile": profile_mode, "compile": compile_mode}[args.mode](torch, args, phase, result)
     except BaseException as e:  # noqa: BLE001
         err = classify(e, phase.name, "the runner")
         result.update(status=err.status, message=err.message, traceback=err.tb)

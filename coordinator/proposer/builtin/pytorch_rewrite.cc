@@ -1,4 +1,5 @@
-// Recipe "pytorch_rewrite": for KernelBench-format tasks on the cpu worker.
+// Recipe "pytorch_rewrite": for KernelBench-format tasks on the cpu and nvidia
+// workers (on a GPU the threads parameter changes only the host side).
 // The candidate is the problem's own source followed by a ModelNew that wraps
 // its Model (built first in ModelNew.__init__, so it draws the same seeded
 // parameters as the reference) and changes only how PyTorch runs it:
@@ -111,7 +112,7 @@ class PytorchRewriteRecipe final : public Recipe {
   }
 
   bool Applies(const v1::Task& task, std::string_view platform) const override {
-    return platform == "cpu" && task.format() == v1::TASK_FORMAT_KERNELBENCH &&
+    return (platform == "cpu" || platform == "nvidia") && task.format() == v1::TASK_FORMAT_KERNELBENCH &&
            task::LooksLikeKernelBench(task.reference().source());
   }
 

@@ -222,7 +222,8 @@ bool AmdBackend::GpuStagesFor(EvalRun& run, const HipCompileResult& built) {
     if (!b.ok() || b->status != v1::OK) {
       return fail(absl::StrCat("the task's HIP reference does not compile: ", built_error(b)));
     }
-    baseline = {"hip_reference", b->library_path, "HIP reference"};
+    baseline = {"hip_reference", b->library_path, "HIP reference",
+                "the task's HIP reference (its reference.hip, else its reference.cu ported to HIP)"};
   }
   return gpu_.stages->Run(run, built.build.library_path, ref->library_path, baseline);
 }

@@ -107,6 +107,7 @@ class CpuBackend final : public Backend {
     k.work_dir = o.work_dir + "/kernelbench";
     k.compile_timeout = o.compile_timeout;
     k.run_timeout = o.run_timeout;
+    k.torch_compile_timeout = o.torch_compile_timeout;
     k.memory_limit_bytes = o.memory_limit_bytes;
     k.profile_time_cap_s = o.profile_time_cap_s;
     return k;
@@ -172,7 +173,12 @@ absl::StatusOr<v1::Hello> CpuBackend::Describe() {
 v1::Evaluation CpuBackend::Evaluate(const v1::Task& task, const v1::Candidate& candidate,
                                     const EventSink& on_event) {
   if (task.format() == v1::TASK_FORMAT_KERNELBENCH) {
-    return kernelbench_.Evaluate(task, candidate, on_event, "cpu", MakeFingerprint(), &profile_mu_);
+    return kernelbench_.Evaluate(
+        task, candidate, on_event, "cpu", MakeFingerprint(),
+        [this](EvalRun&, const std::function<bool(const std::string&)>& stages) {
+          absl::MutexLock lock(&profile_mu_);
+          return stages("cpu");
+        });
   }
   CpuEvalRun run{{task, candidate, on_event}};
   v1::Evaluation& ev = run.ev;

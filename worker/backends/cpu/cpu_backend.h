@@ -56,6 +56,8 @@ struct CpuBackendOptions {
   // kevo-runner-cpu). Without them the worker does not offer "python".
   std::string kernelbench_python = "/usr/bin/python3";
   std::string kernelbench_runner_path;
+  // Cap on torch.compile's compile + warm-up (the baseline is dropped past it).
+  absl::Duration torch_compile_timeout = absl::Seconds(120);
 };
 
 // Evaluate() is thread-safe; compile and validate stages of several slots run

@@ -14,6 +14,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -391,6 +392,10 @@ absl::StatusOr<RunnerHarness::RunnerRun> RunnerHarness::Run(const std::vector<st
   // glibc's fatal messages (stack smashing, heap corruption) go to stderr
   // rather than /dev/tty, which the seccomp filter would not let it open.
   cmd.env = {"PATH=/usr/bin:/bin", "LC_ALL=C", "LIBC_FATAL_STDERR_=1"};
+  for (const std::string& e : options_.env) {
+    if (absl::StartsWith(e, "PATH=")) cmd.env.front() = e;
+    else cmd.env.push_back(e);
+  }
   cmd.cwd = dir;
   cmd.writable_dirs = {dir};
   cmd.visible_paths = options_.visible_paths;

@@ -151,6 +151,9 @@ struct RunnerHarnessOptions {
   // RLIMIT_NOFILE of the runner (the CUDA driver opens device files and
   // libraries of its own).
   int64_t open_files = 64;
+  // NAME=value entries added to the runner's environment (PATH=... replaces
+  // the default PATH).
+  std::vector<std::string> env;
 };
 
 // Runs a kevo runner in the sandbox and implements the stages that only need

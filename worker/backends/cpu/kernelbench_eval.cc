@@ -159,7 +159,8 @@ KernelBenchEvaluator::KernelBenchEvaluator(const sandbox::Sandbox* sandbox, Kern
         h.run_timeout = options_.run_timeout;
         h.memory_limit_bytes = options_.memory_limit_bytes;
         // load_inline runs the compiler and ninja, which open many files.
-        h.open_files = 1024;
+        h.open_files = options_.open_files;
+        h.env = options_.env;
         return h;
       }()) {
   std::error_code ec;
@@ -171,12 +172,13 @@ bool KernelBenchEvaluator::Available() const {
 }
 
 KernelBenchEvaluator::Outcome KernelBenchEvaluator::RunRunner(const std::vector<std::string>& args,
+                                                              const std::string& device,
                                                               const std::string& dir,
                                                               absl::Duration timeout) const {
   Outcome out;
   std::vector<std::string> argv = {options_.runner_path};
   argv.insert(argv.end(), args.begin(), args.end());
-  argv.push_back("--device=" + options_.device);
+  argv.push_back("--device=" + device);
   argv.push_back("--result=" + dir + "/result.json");
   argv.push_back("--phase=" + dir + "/phase");
   argv.push_back(absl::StrCat("--compile_timeout_s=", absl::ToDoubleSeconds(options_.compile_timeout)));
@@ -202,7 +204,8 @@ KernelBenchEvaluator::Outcome KernelBenchEvaluator::RunRunner(const std::vector<
   if ((out.process.timed_out || watchdog) && out.phase == "baseline") {
     out.status = v1::INFRA_ERROR;
     out.message = absl::StrCat("a baseline (torch.compile) did not build within ",
-                               absl::FormatDuration(options_.compile_timeout));
+                               absl::FormatDuration(options_.torch_compile_timeout),
+                               " and did not stop when asked");
     return out;
   }
   if (out.process.timed_out || watchdog) {
@@ -239,7 +242,7 @@ KernelBenchEvaluator::Outcome KernelBenchEvaluator::RunRunner(const std::vector<
 }
 
 absl::StatusOr<KernelBenchEvaluator::Golden> KernelBenchEvaluator::GoldenOutputs(
-    const v1::Task& task, const std::vector<uint64_t>& seeds, const std::string& problem_path) const {
+    const v1::Task& task, const std::vector<uint64_t>& seeds, const std::string& device) const {
   auto runner_text = ReadFileBytes(options_.runner_path);
   if (!runner_text.ok()) return runner_text.status();
   const std::string key = Sha256Hex(absl::StrCat(
@@ -273,7 +276,8 @@ absl::StatusOr<KernelBenchEvaluator::Golden> KernelBenchEvaluator::GoldenOutputs
   Outcome run = RunRunner({"run", "--problem=" + scratch + "/problem.py",
                            "--seeds=" + absl::StrJoin(seeds, ","),
                            "--outputs=" + scratch + "/outputs.bin"},
-                          scratch, options_.compile_timeout + options_.run_timeout + kStartupAllowance);
+                          device, scratch,
+                          options_.compile_timeout + options_.run_timeout + kStartupAllowance);
   if (run.status != v1::OK) {
     fs::remove_all(scratch, ec);
     return absl::InternalError(absl::StrCat(
@@ -298,7 +302,7 @@ absl::StatusOr<KernelBenchEvaluator::Golden> KernelBenchEvaluator::GoldenOutputs
 v1::Evaluation KernelBenchEvaluator::Evaluate(const v1::Task& task, const v1::Candidate& candidate,
                                               const EventSink& on_event, const std::string& platform,
                                               const v1::Fingerprint& fingerprint,
-                                              absl::Mutex* profile_mu) const {
+                                              const DeviceHold& hold) const {
   EvalRun run{task, candidate, on_event};
   v1::Evaluation& ev = run.ev;
   BeginEvaluation(task, candidate, platform, fingerprint, &ev);
@@ -328,9 +332,16 @@ v1::Evaluation KernelBenchEvaluator::Evaluate(const v1::Task& task, const v1::Ca
     if (written.ok()) written = WriteFileBytes(cand, candidate.source());
     if (!written.ok()) {
       run.Fail(v1::STAGE_COMPILE, v1::INFRA_ERROR, std::string(written.message()));
-    } else if (CompileAndValidate(run, problem, cand)) {
-      absl::MutexLockMaybe lock(profile_mu);
-      if (Profile(run, problem, cand)) ev.set_status(v1::OK);
+    } else if (options_.exclusive_device) {
+      if (ImportAhead(run, problem, cand) &&
+          hold(run, [&](const std::string& device) {
+            return CompileAndValidate(run, problem, cand, device) && Profile(run, problem, cand, device);
+          })) {
+        ev.set_status(v1::OK);
+      }
+    } else if (CompileAndValidate(run, problem, cand, options_.device) &&
+               hold(run, [&](const std::string& device) { return Profile(run, problem, cand, device); })) {
+      ev.set_status(v1::OK);
     }
   }
   ev.set_finished_unix_micros(UnixMicros());
@@ -344,19 +355,34 @@ v1::Evaluation KernelBenchEvaluator::Evaluate(const v1::Task& task, const v1::Ca
   return std::move(ev);
 }
 
+bool KernelBenchEvaluator::ImportAhead(EvalRun& run, const std::string& problem,
+                                       const std::string& candidate) const {
+  const absl::Time start = absl::Now();
+  Outcome out = RunRunner({"compile", "--problem=" + problem, "--candidate=" + candidate}, options_.device,
+                          run.scratch, options_.compile_timeout + kStartupAllowance);
+  (*run.ev.mutable_profile())["import_ahead_s"] = absl::ToDoubleSeconds(absl::Now() - start);
+  if (out.status == v1::OK) return true;
+  std::string message = out.message;
+  if (!out.traceback.empty()) absl::StrAppend(&message, "\n", out.traceback);
+  run.ev.mutable_diagnostics()->set_compiler_output(out.traceback);
+  run.ev.mutable_diagnostics()->set_signal(out.signal);
+  return run.Fail(v1::STAGE_COMPILE, out.status, absl::StrCat("candidate ", message));
+}
+
 bool KernelBenchEvaluator::CompileAndValidate(EvalRun& run, const std::string& problem,
-                                              const std::string& candidate) const {
+                                              const std::string& candidate,
+                                              const std::string& device) const {
   const v1::Task& task = run.task;
   v1::Evaluation& ev = run.ev;
   const std::vector<uint64_t> seeds = runner::ValidationSeeds(task);
-  auto golden = GoldenOutputs(task, seeds, problem);
+  auto golden = GoldenOutputs(task, seeds, device);
   if (!golden.ok()) return run.Fail(v1::STAGE_COMPILE, v1::INFRA_ERROR, std::string(golden.status().message()));
 
   run.stage_start = absl::Now();
   Outcome out = RunRunner({"run", "--problem=" + problem, "--candidate=" + candidate,
                            "--seeds=" + absl::StrJoin(seeds, ","),
                            "--outputs=" + run.scratch + "/outputs.bin"},
-                          run.scratch,
+                          device, run.scratch,
                           options_.compile_timeout + options_.run_timeout + kStartupAllowance);
   if (out.result.is_object()) {
     ev.mutable_fingerprint()->set_compiler(absl::StrCat("Python ", out.result.value("python", "?"),
@@ -372,7 +398,7 @@ bool KernelBenchEvaluator::CompileAndValidate(EvalRun& run, const std::string& p
     return run.Fail(v1::STAGE_COMPILE, out.status, absl::StrCat("candidate ", message));
   }
   run.Emit(v1::STAGE_COMPILE, /*ok=*/true,
-           absl::StrCat("imported ModelNew (", ev.fingerprint().compiler(), ", ", options_.device, ")"));
+           absl::StrCat("imported ModelNew (", ev.fingerprint().compiler(), ", ", device, ")"));
   run.stage_start = absl::Now();
   if (out.status != v1::OK) {
     ev.mutable_diagnostics()->set_signal(out.signal);
@@ -435,22 +461,41 @@ bool KernelBenchEvaluator::CompileAndValidate(EvalRun& run, const std::string& p
 }
 
 bool KernelBenchEvaluator::Profile(EvalRun& run, const std::string& problem,
-                                   const std::string& candidate) const {
+                                   const std::string& candidate, const std::string& device) const {
   v1::Evaluation& ev = run.ev;
   run.stage_start = absl::Now();
-  std::vector<std::string> baselines = {"eager"};
-  for (const std::string& b : options_.baselines) {
-    if (b != "eager") baselines.push_back(b);
+  const std::string problem_key = Sha256Hex(run.task.reference().source());
+  std::string compile_note;  // why torch.compile is not timed, when known beforehand
+  bool want_compile = false;
+  for (const std::string& b : options_.baselines) want_compile |= b == "compile";
+  if (want_compile) {
+    absl::MutexLock l(&mu_);
+    if (auto it = torch_compile_unavailable_.find(problem_key); it != torch_compile_unavailable_.end()) {
+      compile_note = it->second;
+    }
   }
-  Outcome out = RunRunner(
-      {"profile", "--problem=" + problem, "--candidate=" + candidate,
-       absl::StrCat("--time_cap_s=", options_.profile_time_cap_s),
-       "--baselines=" + absl::StrJoin(baselines, ",")},
-      run.scratch,
-      // Warm-up: the candidate and torch.compile each get the compile
-      // timeout; then sampling to the cap, then the final checks.
-      2 * options_.compile_timeout + 2 * options_.run_timeout + kStartupAllowance +
-          absl::Seconds(3 * options_.profile_time_cap_s + 30));
+  auto profile = [&](bool with_compile) {
+    return RunRunner(
+        {"profile", "--problem=" + problem, "--candidate=" + candidate,
+         absl::StrCat("--time_cap_s=", options_.profile_time_cap_s),
+         absl::StrCat("--torch_compile_timeout_s=", absl::ToDoubleSeconds(options_.torch_compile_timeout)),
+         with_compile ? "--baselines=eager,compile" : "--baselines=eager"},
+        device, run.scratch,
+        // Warm-up: the candidate gets the compile timeout, torch.compile its
+        // own (and a minute's grace); then sampling to the cap, then the
+        // final checks.
+        options_.compile_timeout + options_.torch_compile_timeout + absl::Seconds(60) +
+            2 * options_.run_timeout + kStartupAllowance +
+            absl::Seconds(3 * options_.profile_time_cap_s + 30));
+  };
+  Outcome out = profile(want_compile && compile_note.empty());
+  if (out.status == v1::INFRA_ERROR && out.phase == "baseline" && want_compile && compile_note.empty()) {
+    // torch.compile hung past its cap where the runner could not stop it:
+    // time without it rather than fail the candidate.
+    compile_note = absl::StrCat("torch.compile unavailable: ", out.message);
+    LogWarning("kernelbench ", run.task.name(), ": ", compile_note, "; timing without it");
+    out = profile(false);
+  }
   if (out.status != v1::OK) {
     ev.mutable_diagnostics()->set_signal(out.signal);
     std::string message = out.message;
@@ -486,30 +531,104 @@ bool KernelBenchEvaluator::Profile(EvalRun& run, const std::string& problem,
     counters["threads_candidate"] = r["threads"].value("candidate", 0.0);
     counters["threads_baseline"] = r["threads"].value("baseline", 0.0);
   }
+  if (r.contains("escaped_samples")) {
+    counters["escaped_samples"] = r["escaped_samples"].value("candidate", 0.0);
+    counters["baseline_escaped_samples"] = r["escaped_samples"].value("eager", 0.0);
+  }
+  if (r.contains("l2_flush_bytes")) counters["l2_flush_bytes"] = r.value("l2_flush_bytes", 0.0);
   auto& notes = *ev.mutable_notes();
   const std::string torch = r.value("torch", "?");
-  notes["baseline"] = absl::StrCat("PyTorch eager: the problem's Model (torch ", torch, ", ",
-                                   options_.device, ")");
+  const std::string where = absl::StrCat(device, ", ", r.value("device_name", std::string("?")));
+  notes["baseline"] = absl::StrCat("PyTorch eager: the problem's Model (torch ", torch, ", ", where, ")");
   std::string compile_line;
   if (series.contains("torch_compile")) {
     runner::TimingSeries compiled = SeriesFromJson(series["torch_compile"]);
     counters["torch_compile_median_s"] = compiled.median_s;
     counters["torch_compile_spread"] = compiled.spread;
     if (compiled.median_s > 0) counters["speedup_vs_torch_compile"] = compiled.median_s / cand.median_s;
-    notes["baseline_torch_compile"] = absl::StrCat("torch.compile(Model), torch ", torch);
-    compile_line = absl::StrCat(", torch.compile ", compiled.median_s * 1e3, " ms");
+    counters["torch_compile_warmup_s"] = r.value("torch_compile_warmup_s", 0.0);
+    notes["baseline_torch_compile"] = absl::StrCat("torch.compile(Model), torch ", torch, ", ", where);
+    compile_line = absl::StrCat(", torch.compile ", compiled.median_s * 1e3, " ms (candidate ",
+                                counters["speedup_vs_torch_compile"], "x over it)");
   } else {
-    const nlohmann::json n = r.value("notes", nlohmann::json::object());
-    notes["baseline_torch_compile"] =
-        n.value("torch_compile", std::string("torch.compile was not timed"));
-    compile_line = absl::StrCat("; ", notes["baseline_torch_compile"]);
+    if (compile_note.empty()) {
+      const nlohmann::json n = r.value("notes", nlohmann::json::object());
+      compile_note = n.value("torch_compile", std::string("torch.compile was not timed"));
+    }
+    notes["baseline_torch_compile"] = compile_note;
+    compile_line = absl::StrCat("; ", compile_note);
   }
+  if (want_compile && absl::StartsWith(compile_note, "torch.compile unavailable")) {
+    absl::MutexLock l(&mu_);
+    torch_compile_unavailable_[problem_key] = compile_note;
+  }
+  const double escaped = counters.contains("escaped_samples") ? counters["escaped_samples"] : 0;
   run.Emit(v1::STAGE_PROFILE, /*ok=*/true,
            absl::StrCat("median ", cand.median_s * 1e3, " ms (spread ", cand.spread * 100,
                         "%), PyTorch eager ", eager.median_s * 1e3, " ms, speedup ", ev.speedup(),
                         "x", compile_line, ", ", cand.samples_s.size(), " samples",
-                        r.value("converged", false) ? "" : " (time cap reached before 1% spread)"));
+                        r.value("converged", false) ? "" : " (time cap reached before 1% spread)",
+                        escaped > 0 ? absl::StrCat("; ", escaped, " samples finished after the "
+                                                   "default stream (timed to device sync)")
+                                    : ""));
   return true;
+}
+
+absl::StatusOr<KernelBenchProbe> ProbeKernelBench(const sandbox::Sandbox& sandbox, const std::string& python,
+                                                  const std::string& runner_path, const std::string& device,
+                                                  const std::string& scratch_dir,
+                                                  std::vector<std::string> visible_paths,
+                                                  const std::vector<std::string>& env) {
+  auto unavailable = [&](const std::string& why) {
+    return absl::FailedPreconditionError(absl::StrCat(python, ": ", why));
+  };
+  if (access(python.c_str(), X_OK) != 0) return unavailable("no such interpreter");
+  if (access(runner_path.c_str(), R_OK) != 0) return unavailable(absl::StrCat("the runner ", runner_path, " is missing"));
+  std::error_code ec;
+  fs::create_directories(scratch_dir, ec);
+  // The interpreter's own folders: a virtual environment's (bin/..) and the
+  // installation it links to.
+  for (const fs::path& p : {fs::path(python), fs::weakly_canonical(python, ec)}) {
+    const fs::path prefix = p.parent_path().parent_path();
+    if (!prefix.empty() && prefix != "/") visible_paths.push_back(prefix.string());
+  }
+  visible_paths.push_back(fs::path(runner_path).parent_path().string());
+  sandbox::Command cmd;
+  cmd.argv = {python, runner_path, "probe", "--device=" + device, "--result=" + scratch_dir + "/probe.json"};
+  cmd.env = {"PATH=/usr/bin:/bin", "LC_ALL=C"};
+  for (const std::string& e : env) {
+    if (absl::StartsWith(e, "PATH=")) cmd.env.front() = e;
+    else cmd.env.push_back(e);
+  }
+  cmd.cwd = scratch_dir;
+  cmd.writable_dirs = {scratch_dir};
+  cmd.visible_paths = visible_paths;
+  cmd.limits.wall_timeout = absl::Seconds(120);
+  cmd.limits.open_files = 1024;
+  auto r = sandbox.Run(cmd);
+  auto text = ReadFileBytes(scratch_dir + "/probe.json");
+  fs::remove_all(scratch_dir, ec);
+  if (!r.ok()) return unavailable(std::string(r.status().message()));
+  nlohmann::json j = text.ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+  if (!j.is_object()) {
+    return unavailable(absl::StrCat("the probe wrote no result (", r->Summary(), ") ",
+                                    FirstLineOf(r->stderr_data)));
+  }
+  if (j.value("status", "") != "OK") return unavailable(j.value("message", std::string("probe failed")));
+  KernelBenchProbe p;
+  p.python = python;
+  p.python_version = j.value("python", "");
+  p.torch = j.value("torch", "");
+  p.torch_cuda = j.value("torch_cuda", "");
+  p.triton = j.value("triton", "");
+  p.torch_compile = j.value("torch_compile_available", false);
+  p.devices = j.value("devices", std::vector<std::string>{});
+  p.visible_paths = visible_paths;
+  for (const std::string& dir : j.value("prefixes", std::vector<std::string>{})) {
+    if (dir != "/") p.visible_paths.push_back(dir);
+  }
+  if (const std::string t = j.value("torch_dir", ""); !t.empty()) p.visible_paths.push_back(t);
+  return p;
 }
 
 }  // namespace kevo::worker

@@ -29,10 +29,18 @@
 //            median; the torch.compile figure, or why there is none, is in
 //            the evaluation's profile map and notes.
 //
+// On a GPU (device "cuda", the nvidia backend) the candidate is first
+// imported in a process that does not touch the GPU (a module-level
+// load_inline builds there, on a CPU slot), then the golden run, validation
+// and profile run on the GPU the backend holds for them (DeviceHold), one
+// call per sample between CUDA events after an L2 flush.
+//
 // Thread-safety: Evaluate() may be called from several slots at once.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -62,14 +70,57 @@ struct KernelBenchOptions {
   // What the runner may see inside bubblewrap besides the system folders
   // (e.g. /dev/nvidia* on a GPU host).
   std::vector<std::string> extra_visible_paths;
+  // NAME=value entries for the runner's environment (PATH with the
+  // interpreter's and nvcc's folders, CUDA_HOME, TORCH_CUDA_ARCH_LIST).
+  std::vector<std::string> env;
   // Import + first ModelNew (where load_inline compiles), and then the calls.
   absl::Duration compile_timeout = absl::Seconds(120);
   absl::Duration run_timeout = absl::Seconds(60);
+  // torch.compile's compile and warm-up; past it the baseline is dropped
+  // with the note "torch.compile unavailable: ..." (the evaluation goes on).
+  absl::Duration torch_compile_timeout = absl::Seconds(120);
+  // 0: no address-space limit (CUDA reserves far more than it uses).
   int64_t memory_limit_bytes = int64_t{8} << 30;
+  int64_t open_files = 1024;
   double profile_time_cap_s = 3.0;
   // Baselines the profile times besides the candidate ("eager", "compile").
   std::vector<std::string> baselines = {"eager", "compile"};
+  // GPU: import the candidate first in a process that leaves the device
+  // alone, and run the golden outputs and validation on the held device too
+  // (on the CPU only the profile holds it).
+  bool exclusive_device = false;
 };
+
+// Runs `stages` on a device the backend takes for them and gives back
+// afterwards, passing the runner's --device value ("cpu", "cuda:1").
+// Returns what `stages` returned, or false after run.Fail() when no device
+// can be had.
+using DeviceHold =
+    std::function<bool(EvalRun& run, const std::function<bool(const std::string& device)>& stages)>;
+
+// What `python` offers for KernelBench problems, as the runner's `probe`
+// reports it.
+struct KernelBenchProbe {
+  std::string python;       // the interpreter probed
+  std::string python_version;
+  std::string torch;        // "2.11.0+cu130"
+  std::string torch_cuda;   // "13.0"; "" for a CPU-only build
+  std::string triton;       // "" when it does not import
+  bool torch_compile = false;
+  std::vector<std::string> devices;  // GPU names (device "cuda")
+  // Folders the interpreter needs to see in the sandbox (its prefixes, torch).
+  std::vector<std::string> visible_paths;
+};
+// Runs `kevo-runner-kernelbench probe --device=D` with `python` in the
+// sandbox. FailedPrecondition with the runner's reason ("torch 1.13.0a0 ...
+// is a CPU-only build ...") when it cannot run problems on `device`.
+absl::StatusOr<KernelBenchProbe> ProbeKernelBench(const sandbox::Sandbox& sandbox,
+                                                  const std::string& python,
+                                                  const std::string& runner_path,
+                                                  const std::string& device,
+                                                  const std::string& scratch_dir,
+                                                  std::vector<std::string> visible_paths,
+                                                  const std::vector<std::string>& env);
 
 class KernelBenchEvaluator {
  public:
@@ -84,30 +135,39 @@ class KernelBenchEvaluator {
   const KernelBenchOptions& options() const { return options_; }
 
   // Evaluates `candidate` (language "python") for the KernelBench `task`.
-  // `profile_mu`, when given, is held while timing (one profile at a time
-  // per worker). `fingerprint` is the backend's; its compiler field is
-  // replaced by the Python and torch versions. Never throws; candidate faults
-  // are statuses, the worker's own failures INFRA_ERROR.
+  // `hold` wraps the stages that need the device: the profile on the CPU
+  // (one at a time per worker), golden run + validation + profile with
+  // exclusive_device. `fingerprint` is the backend's; its compiler field is
+  // replaced by the Python and torch versions. Never throws; candidate
+  // faults are statuses, the worker's own failures INFRA_ERROR.
   v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate,
                           const EventSink& on_event, const std::string& platform,
-                          const v1::Fingerprint& fingerprint, absl::Mutex* profile_mu) const;
+                          const v1::Fingerprint& fingerprint, const DeviceHold& hold) const;
 
  private:
   struct Golden;
   struct Outcome;
-  // Runs the runner with `args` in `dir`; reads dir/result.json and
-  // dir/phase.
-  Outcome RunRunner(const std::vector<std::string>& args, const std::string& dir,
-                    absl::Duration timeout) const;
+  // Runs the runner with `args` and --device=`device` in `dir`; reads
+  // dir/result.json and dir/phase.
+  Outcome RunRunner(const std::vector<std::string>& args, const std::string& device,
+                    const std::string& dir, absl::Duration timeout) const;
   // The problem Model's outputs for `seeds`, cached under work_dir/golden.
   absl::StatusOr<Golden> GoldenOutputs(const v1::Task& task, const std::vector<uint64_t>& seeds,
-                                       const std::string& problem_path) const;
-  bool CompileAndValidate(EvalRun& run, const std::string& problem, const std::string& candidate) const;
-  bool Profile(EvalRun& run, const std::string& problem, const std::string& candidate) const;
+                                       const std::string& device) const;
+  // exclusive_device: the candidate imported without the device.
+  bool ImportAhead(EvalRun& run, const std::string& problem, const std::string& candidate) const;
+  bool CompileAndValidate(EvalRun& run, const std::string& problem, const std::string& candidate,
+                          const std::string& device) const;
+  bool Profile(EvalRun& run, const std::string& problem, const std::string& candidate,
+               const std::string& device) const;
 
   const sandbox::Sandbox* sandbox_;
   const KernelBenchOptions options_;
   const RunnerHarness harness_;
+  // Why torch.compile cannot be timed for a problem (by the hash of its
+  // source), learnt once, so later evaluations do not wait for it again.
+  mutable absl::Mutex mu_;
+  mutable std::map<std::string, std::string> torch_compile_unavailable_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kevo::worker

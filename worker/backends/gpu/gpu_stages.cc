@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -41,6 +42,29 @@ std::vector<std::string> Glob(const std::string& pattern) {
 // than the worker's whole life.
 constexpr absl::Duration kUtilisationWindow = absl::Seconds(60);
 
+// The dtype of a GEMM task's A operand when its multiplies run on tensor
+// cores (f16, bf16), else DTYPE_UNSPECIFIED.
+v1::DType TensorCoreDType(const v1::Task& task) {
+  if (!IsGemmTask(task)) return v1::DTYPE_UNSPECIFIED;
+  for (const auto& in : task.inputs()) {
+    if (in.name() == task.hints().at("a") && (in.dtype() == v1::F16 || in.dtype() == v1::BF16)) {
+      return in.dtype();
+    }
+  }
+  return v1::DTYPE_UNSPECIFIED;
+}
+
+// Dense f16/bf16 tensor-core peak from NVIDIA's datasheet (H100 SXM and
+// H200 SXM: 989.4 TFLOP/s; docs/nvidia.md), or 0 for a GPU without a figure
+// here. Not measured: mma.sync, the instruction a short probe kernel could
+// time, reaches only part of Hopper's wgmma rate.
+double NvidiaDatasheetTensorPeakGflops(const GpuInfo& gpu) {
+  if (absl::StrContains(gpu.name, "H200") ||
+      (absl::StrContains(gpu.name, "H100") && absl::StrContains(gpu.name, "HBM3"))) {
+    return 989.4e3;
+  }
+  return 0;
+}
 
 RunnerHarnessOptions CpuHarnessOptions(const GpuStagesOptions& o) {
   RunnerHarnessOptions h;
@@ -60,6 +84,20 @@ RunnerHarnessOptions CpuHarnessOptions(const GpuStagesOptions& o) {
 }
 
 }  // namespace
+
+bool IsGemmTask(const v1::Task& task) {
+  auto it = task.hints().find("pattern");
+  if (it == task.hints().end() || it->second != "gemm") return false;
+  for (const char* key : {"a", "b", "c", "m", "n", "k"}) {
+    if (!task.hints().contains(key)) return false;
+  }
+  for (const auto& in : task.inputs()) {
+    if (in.name() == task.hints().at("a")) {
+      return in.dtype() == v1::F32 || in.dtype() == v1::F16 || in.dtype() == v1::BF16;
+    }
+  }
+  return false;
+}
 
 void AddVisibleFolder(std::vector<std::string>& paths, const std::string& folder) {
   std::error_code ec;
@@ -174,7 +212,8 @@ struct GpuStages::Gpu {
 
 
 const GpuVendor& NvidiaVendor() {
-  static const auto* v = new GpuVendor{"NVIDIA", "kevo-runner-cuda", {"/dev/nvidia*"}, {"/usr/local/cuda"}};
+  static const auto* v = new GpuVendor{"NVIDIA", "kevo-runner-cuda", {"/dev/nvidia*"}, {"/usr/local/cuda"},
+                                       &NvidiaDatasheetTensorPeakGflops};
   return *v;
 }
 
@@ -336,7 +375,17 @@ bool GpuStages::Run(EvalRun& run, const std::string& candidate_so, const std::st
     if (!p.ok()) return run.Fail(v1::STAGE_PROFILE, v1::INFRA_ERROR, std::string(p.status().message()));
     cpu_ref = *std::move(p);
   }
+  return HoldGpu(run, [&](Gpu& gpu) {
+    return gpu.harness->Validate(run, candidate_so, reference_so, &cpu_harness_) &&
+           ProfileStage(run, gpu, candidate_so, *timed_inputs, baseline, cpu_ref ? &*cpu_ref : nullptr);
+  });
+}
 
+bool GpuStages::OnGpu(EvalRun& run, const std::function<bool(const GpuInfo& gpu)>& body) {
+  return HoldGpu(run, [&](Gpu& gpu) { return body(gpu.info); });
+}
+
+bool GpuStages::HoldGpu(EvalRun& run, const std::function<bool(Gpu& gpu)>& body) {
   const absl::Time wait_start = absl::Now();
   Gpu& gpu = PickGpu();
   const absl::Time held_from = absl::Now();
@@ -358,8 +407,7 @@ bool GpuStages::Run(EvalRun& run, const std::string& candidate_so, const std::st
              absl::StrCat("GPU ", gpu.info.index, " (", gpu.info.name,
                           ") failed its health check after an earlier fault; not evaluating on it"));
   } else {
-    ok = gpu.harness->Validate(run, candidate_so, reference_so, &cpu_harness_) &&
-         ProfileStage(run, gpu, candidate_so, *timed_inputs, baseline, cpu_ref ? &*cpu_ref : nullptr);
+    ok = body(gpu);
     // A fault or a killed runner may have left the GPU in a bad state: check
     // it before the next candidate gets it.
     const v1::EvalStatus s = run.ev.status();
@@ -477,11 +525,29 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
   const auto [bytes, flops] = WorkAtTimedBinding(task);
   const double bw = gpu.info.copy_bandwidth_gbs > 0 ? gpu.info.copy_bandwidth_gbs
                                                     : gpu.info.theoretical_bandwidth_gbs;
+  // The compute roof: the tensor-core peak for f16/bf16 GEMMs (datasheet),
+  // else the measured FP32 FMA rate.
+  const v1::DType tc_dtype = TensorCoreDType(task);
+  const auto tc_peak_of = options_.vendor->tensor_peak_gflops;
+  const double tc_peak =
+      tc_dtype != v1::DTYPE_UNSPECIFIED && tc_peak_of != nullptr ? tc_peak_of(gpu.info) : 0;
+  const double compute_peak = tc_peak > 0 ? tc_peak : gpu.info.fp32_gflops;
   double roofline_s = 0;
   if (bw > 0) roofline_s = std::max(roofline_s, bytes / (bw * 1e9));
-  if (gpu.info.fp32_gflops > 0) roofline_s = std::max(roofline_s, flops / (gpu.info.fp32_gflops * 1e9));
+  if (compute_peak > 0) roofline_s = std::max(roofline_s, flops / (compute_peak * 1e9));
   ev.set_roofline_fraction(roofline_s / profile->candidate.median_s);
   auto& counters = *ev.mutable_profile();
+  counters["compute_peak_gflops"] = compute_peak;
+  counters["compute_peak_datasheet"] = tc_peak > 0 ? 1 : 0;
+  const std::string fp32_roof =
+      absl::StrCat("the measured FP32 FMA rate ", gpu.info.fp32_gflops, " GFLOP/s and copy bandwidth ", bw, " GB/s");
+  (*ev.mutable_notes())["roofline"] =
+      tc_peak > 0 ? absl::StrCat(std::string(DTypeName(tc_dtype)), " tensor-core peak ", tc_peak / 1e3,
+                                 " TFLOP/s (datasheet, dense) and the measured copy bandwidth ", bw, " GB/s")
+      : tc_dtype != v1::DTYPE_UNSPECIFIED
+          ? absl::StrCat("no tensor-core peak known for ", gpu.info.name, ": ", fp32_roof, " (reads high for ",
+                         std::string(DTypeName(tc_dtype)), ")")
+          : fp32_roof;
   const double achieved_gbs = bytes / profile->candidate.median_s / 1e9;
   counters["achieved_bandwidth_gbs"] = achieved_gbs;
   if (bw > 0) counters["bandwidth_fraction"] = achieved_gbs / bw;
@@ -499,6 +565,11 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
                          " samples finished after the default stream (timed to device sync)")
           : "";
   const std::string base_label = gpu_baseline ? baseline.label : "C++ reference on the CPU";
+  (*ev.mutable_notes())["baseline"] =
+      gpu_baseline ? absl::StrCat(baseline.description.empty() ? baseline.label : baseline.description,
+                                  " on GPU ", gpu.info.index, " (", gpu.info.name, ")")
+                   : absl::StrCat("the task's C++ reference (-O2) on this worker's CPU (",
+                                  ev.fingerprint().cpu_model(), "): a CPU time, not a GPU one");
   run.Emit(v1::STAGE_PROFILE, /*ok=*/true,
            absl::StrCat("GPU ", gpu.info.index, ": median ", profile->candidate.median_s * 1e6,
                         " us (spread ", profile->candidate.spread * 100, "%), ", base_label, " ",

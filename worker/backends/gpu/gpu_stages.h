@@ -25,6 +25,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -72,9 +73,18 @@ struct GpuVendor {
   std::vector<std::string> device_globs;
   // Other folders it must see (the CUDA installation, for cuBLAS).
   std::vector<std::string> extra_paths;
+  // The dense f16/bf16 tensor-core peak of a GPU in GFLOP/s from the
+  // vendor's datasheet, or 0 when none is known (the roofline of f16/bf16
+  // GEMMs then uses the measured FP32 rate and says it reads high).
+  double (*tensor_peak_gflops)(const GpuInfo& gpu) = nullptr;
 };
 const GpuVendor& NvidiaVendor();
 const GpuVendor& RocmVendor();
+
+// A GEMM task by its hints (pattern=gemm with a, b, c, m, n, k) whose A
+// operand is f32, f16 or bf16: cuBLAS is its NVIDIA baseline, and f16/bf16
+// ones are held to the tensor-core roof.
+bool IsGemmTask(const v1::Task& task);
 
 // Adds `folder` (resolved) to `paths` unless a visible folder holds it
 // already (binding /usr/local/cuda, a symlink, inside a bound /usr fails);
@@ -103,6 +113,10 @@ struct GpuBaseline {
   // --baseline= for a GPU baseline: a .so, or a name the runner knows.
   std::string runner_arg;
   std::string label;  // "cuBLAS", for the profile event
+  // What was timed, for the evaluation's notes["baseline"] ("cuBLAS
+  // (cublasGemmEx, FP32 compute, no TF32)"; " on GPU i (name)" is added).
+  // The CPU reference's note is written here.
+  std::string description;
 };
 
 struct GpuStagesOptions {
@@ -126,10 +140,19 @@ class GpuStages {
 
   // Golden outputs and timed inputs (CPU), then on a GPU: validation of
   // `candidate_so` against `reference_so`'s outputs, and timing against
-  // `baseline`. Fills run.ev (timing, speedup, counters) and returns true,
-  // or fails the run (run.Fail) and returns false.
+  // `baseline`. Fills run.ev (timing, speedup, counters, notes "baseline"
+  // and "roofline") and returns true, or fails the run (run.Fail) and
+  // returns false.
   bool Run(EvalRun& run, const std::string& candidate_so, const std::string& reference_so,
            const GpuBaseline& baseline);
+
+  // Takes a GPU's timing slot (a free GPU first), health-checks it when an
+  // earlier fault left it in doubt, runs `body` on it, checks its health
+  // again after a fault, gives the slot back and records the time held
+  // (profile counters gpu_index, gpu_wait_s, gpu_stage_s). Returns body's
+  // result, or false after run.Fail() when the GPU is unhealthy. Run() holds
+  // its GPU this way; the nvidia backend's KernelBench problems too.
+  bool OnGpu(EvalRun& run, const std::function<bool(const GpuInfo& gpu)>& body);
 
   double TimingUtilisation() const;
   const GpuProbe& probe() const { return probe_; }
@@ -151,6 +174,7 @@ class GpuStages {
   // Runs the health kernel on `gpu` and records the verdict; returns it.
   bool CheckHealth(Gpu& gpu) const;
   Gpu& PickGpu();
+  bool HoldGpu(EvalRun& run, const std::function<bool(Gpu& gpu)>& body);
 
   const sandbox::Sandbox* sandbox_;
   const GpuStagesOptions options_;

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -25,6 +27,7 @@
 #include "common/tensor.h"
 #include "worker/backends/cpu/eval_pipeline.h"
 #include "worker/backends/cpu/kernel_builder.h"
+#include "worker/backends/cpu/kernelbench_eval.h"
 #include "worker/backends/nvidia/cuda_build.h"
 #include "worker/runner/protocol.h"
 
@@ -35,20 +38,6 @@ namespace {
 const std::vector<std::string>& ReferenceFlags() {
   static const auto* flags = new std::vector<std::string>{"-O2", "-fPIC"};
   return *flags;
-}
-
-bool IsGemmTask(const v1::Task& task) {
-  auto it = task.hints().find("pattern");
-  if (it == task.hints().end() || it->second != "gemm") return false;
-  for (const char* key : {"a", "b", "c", "m", "n", "k"}) {
-    if (!task.hints().contains(key)) return false;
-  }
-  for (const auto& in : task.inputs()) {
-    if (in.name() == task.hints().at("a")) {
-      return in.dtype() == v1::F32 || in.dtype() == v1::F16 || in.dtype() == v1::BF16;
-    }
-  }
-  return false;
 }
 
 const v1::Reference* CudaReference(const v1::Task& task) {
@@ -65,12 +54,20 @@ struct NvEvalRun : EvalRun {
   BuildResult cuda_ref;  // the task's CUDA reference, when it has one
 };
 
+// KernelBench problems on this worker: the evaluator when an interpreter with
+// a CUDA torch was found, else why not.
+struct KernelBenchSetup {
+  std::optional<KernelBenchProbe> probe;
+  std::optional<KernelBenchOptions> options;
+  std::string unavailable;
+};
+
 class NvidiaBackend final : public Backend {
  public:
   NvidiaBackend(NvidiaBackendOptions options, std::unique_ptr<sandbox::Sandbox> sandbox,
                 GpuProbe probe, std::string arch, std::string nvcc_version,
                 std::string host_compiler_version, std::string cpu_runner_hash,
-                std::string cuda_runner_hash)
+                std::string cuda_runner_hash, KernelBenchSetup kernelbench)
       : options_(std::move(options)),
         sandbox_(std::move(sandbox)),
         probe_(std::move(probe)),
@@ -85,7 +82,13 @@ class NvidiaBackend final : public Backend {
                      options_.work_dir + "/build", options_.compile_timeout,
                      std::max<int64_t>(options_.memory_limit_bytes, int64_t{4} << 30),
                      CompilerVisible()),
-        gpu_stages_(sandbox_.get(), StagesOptions(options_, cpu_runner_hash, cuda_runner_hash), probe_) {}
+        gpu_stages_(sandbox_.get(), StagesOptions(options_, cpu_runner_hash, cuda_runner_hash), probe_),
+        kernelbench_probe_(std::move(kernelbench.probe)),
+        kernelbench_unavailable_(std::move(kernelbench.unavailable)) {
+    if (kernelbench.options) {
+      kernelbench_ = std::make_unique<KernelBenchEvaluator>(sandbox_.get(), *std::move(kernelbench.options));
+    }
+  }
 
   absl::StatusOr<v1::Hello> Describe() override;
   v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate,
@@ -116,6 +119,8 @@ class NvidiaBackend final : public Backend {
   }
 
   bool CompileStage(NvEvalRun& run) const;
+  v1::Evaluation EvaluateKernelBench(const v1::Task& task, const v1::Candidate& candidate,
+                                     const EventSink& on_event);
   // The baseline: cuBLAS for gemm tasks, else the CUDA reference, else the CPU.
   static GpuBaseline BaselineFor(const NvEvalRun& run);
   v1::Fingerprint MakeFingerprint() const;
@@ -129,6 +134,9 @@ class NvidiaBackend final : public Backend {
   const KernelBuilder cuda_builder_;
   const KernelBuilder cpu_builder_;
   GpuStages gpu_stages_;
+  const std::optional<KernelBenchProbe> kernelbench_probe_;
+  const std::string kernelbench_unavailable_;
+  std::unique_ptr<KernelBenchEvaluator> kernelbench_;
 };
 
 v1::Fingerprint NvidiaBackend::MakeFingerprint() const {
@@ -170,12 +178,47 @@ absl::StatusOr<v1::Hello> NvidiaBackend::Describe() {
   caps["copy_bandwidth_gbs"] = absl::StrCat(g.copy_bandwidth_gbs);
   caps["theoretical_bandwidth_gbs"] = absl::StrCat(g.theoretical_bandwidth_gbs);
   caps["fp32_gflops"] = absl::StrCat(g.fp32_gflops);
+  if (const double tc = NvidiaVendor().tensor_peak_gflops(g); tc > 0) {
+    caps["bf16_tensor_peak_gflops"] = absl::StrCat(tc, " (datasheet, dense)");
+  }
   caps["sandbox"] = hello.fingerprint().sandbox();
+  if (kernelbench_) {
+    const KernelBenchProbe& kb = *kernelbench_probe_;
+    hello.add_languages("python");
+    hello.add_toolchains(absl::StrCat("Python ", kb.python_version, ", torch ", kb.torch));
+    caps["kernelbench"] = kb.python;
+    caps["kernelbench_torch"] = absl::StrCat(kb.torch, " (CUDA ", kb.torch_cuda, ")");
+    caps["kernelbench_triton"] = kb.triton.empty() ? "none" : kb.triton;
+    caps["kernelbench_torch_compile"] = kb.torch_compile ? "yes" : "no";
+  } else {
+    caps["kernelbench"] = absl::StrCat("unavailable: ", kernelbench_unavailable_);
+  }
   return hello;
+}
+
+v1::Evaluation NvidiaBackend::EvaluateKernelBench(const v1::Task& task, const v1::Candidate& candidate,
+                                                  const EventSink& on_event) {
+  if (!kernelbench_) {
+    EvalRun run{task, candidate, on_event};
+    BeginEvaluation(task, candidate, "nvidia", MakeFingerprint(), &run.ev);
+    run.stage_start = absl::Now();
+    run.Fail(v1::STAGE_COMPILE, v1::INFRA_ERROR,
+             absl::StrCat("this nvidia worker cannot run KernelBench problems: ", kernelbench_unavailable_));
+    run.ev.set_finished_unix_micros(UnixMicros());
+    LogWarning("kernelbench ", task.name(), " refused: ", kernelbench_unavailable_);
+    return std::move(run.ev);
+  }
+  return kernelbench_->Evaluate(
+      task, candidate, on_event, "nvidia", MakeFingerprint(),
+      [this](EvalRun& run, const std::function<bool(const std::string&)>& stages) {
+        return gpu_stages_.OnGpu(run,
+                                 [&](const GpuInfo& gpu) { return stages(absl::StrCat("cuda:", gpu.index)); });
+      });
 }
 
 v1::Evaluation NvidiaBackend::Evaluate(const v1::Task& task, const v1::Candidate& candidate,
                                        const EventSink& on_event) {
+  if (task.format() == v1::TASK_FORMAT_KERNELBENCH) return EvaluateKernelBench(task, candidate, on_event);
   NvEvalRun run{{task, candidate, on_event}};
   v1::Evaluation& ev = run.ev;
   BeginEvaluation(task, candidate, "nvidia", MakeFingerprint(), &ev);
@@ -243,11 +286,88 @@ bool NvidiaBackend::CompileStage(NvEvalRun& run) const {
 }
 
 GpuBaseline NvidiaBackend::BaselineFor(const NvEvalRun& run) {
-  if (IsGemmTask(run.task)) return {"cublas", "cublas", "cuBLAS"};
+  if (IsGemmTask(run.task)) {
+    return {"cublas", "cublas", "cuBLAS", "cuBLAS (cublasGemmEx, FP32 compute, no TF32)"};
+  }
   if (!run.cuda_ref.library_path.empty()) {
-    return {"cuda_reference", run.cuda_ref.library_path, "CUDA reference"};
+    return {"cuda_reference", run.cuda_ref.library_path, "CUDA reference",
+            "the task's reference.cu (a naive CUDA port)"};
   }
   return {};
+}
+
+// The interpreters to try for KernelBench problems: the configured one, else
+// python3 on PATH and Debian's.
+std::vector<std::string> KernelBenchPythons(const std::string& configured) {
+  if (!configured.empty()) return {configured};
+  std::vector<std::string> out;
+  if (const char* path = std::getenv("PATH"); path != nullptr) {
+    for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
+      const std::string p = absl::StrCat(dir, "/python3");
+      if (access(p.c_str(), X_OK) == 0) {
+        out.push_back(p);
+        break;
+      }
+    }
+  }
+  if (std::find(out.begin(), out.end(), kDefaultPython) == out.end()) out.push_back(kDefaultPython);
+  return out;
+}
+
+// Finds an interpreter whose torch runs on the GPUs and the evaluator's
+// options for it; or why there is none (the worker then serves CUDA C++
+// only and says so in its Hello).
+KernelBenchSetup SetUpKernelBench(const sandbox::Sandbox& sb, const NvidiaBackendOptions& o,
+                                  const GpuProbe& gpus) {
+  KernelBenchSetup setup;
+  const std::string runner = o.kernelbench_runner_path.empty()
+                                 ? (fs::path(o.runner_path).parent_path() / kKernelBenchRunnerName).string()
+                                 : o.kernelbench_runner_path;
+  const std::string cuda_home = fs::path(o.nvcc).parent_path().parent_path().string();
+  std::vector<std::string> env = {absl::StrCat("CUDA_HOME=", cuda_home),
+                                  // load_inline builds for this GPU only.
+                                  absl::StrCat("TORCH_CUDA_ARCH_LIST=", gpus.gpus.front().compute_capability)};
+  // Settings the host wants every GPU program to keep (NVLink multicast off).
+  for (const char* name : {"NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"}) {
+    if (const char* v = std::getenv(name); v != nullptr) env.push_back(absl::StrCat(name, "=", v));
+  }
+  std::vector<std::string> reasons;
+  for (const std::string& python : KernelBenchPythons(o.kernelbench_python)) {
+    // ninja and the interpreter's tools beside it; nvcc for load_inline.
+    std::vector<std::string> py_env = env;
+    py_env.push_back(absl::StrCat("PATH=", fs::path(python).parent_path().string(), ":", cuda_home,
+                                  "/bin:/usr/local/bin:/usr/bin:/bin"));
+    auto probe = ProbeKernelBench(sb, python, runner, "cuda",
+                                  absl::StrCat(o.work_dir, "/evals/kbprobe-", getpid()),
+                                  GpuVisiblePaths(NvidiaVendor(), o.runner_path), py_env);
+    if (!probe.ok()) {
+      reasons.emplace_back(probe.status().message());
+      continue;
+    }
+    KernelBenchOptions k;
+    k.python = python;
+    k.runner_path = runner;
+    k.device = "cuda";
+    k.work_dir = o.work_dir + "/kernelbench";
+    k.extra_visible_paths = probe->visible_paths;
+    k.env = py_env;
+    k.compile_timeout = o.compile_timeout;
+    k.run_timeout = o.run_timeout;
+    k.torch_compile_timeout = o.torch_compile_timeout;
+    k.memory_limit_bytes = 0;  // CUDA reserves far more address space than it uses
+    k.open_files = 4096;
+    k.profile_time_cap_s = o.profile_time_cap_s;
+    k.exclusive_device = true;
+    LogInfo("KernelBench on the GPU: ", python, " (Python ", probe->python_version, ", torch ", probe->torch,
+            ", CUDA ", probe->torch_cuda, ", Triton ", probe->triton.empty() ? "none" : probe->triton,
+            ", torch.compile ", probe->torch_compile ? "yes" : "no", ")");
+    setup.probe = *std::move(probe);
+    setup.options = std::move(k);
+    return setup;
+  }
+  setup.unavailable = absl::StrJoin(reasons, "; ");
+  LogWarning("no KernelBench problems on this worker (no Python with a CUDA torch): ", setup.unavailable);
+  return setup;
 }
 
 // "Cuda compilation tools, release 13.0, V13.0.88" out of nvcc --version.
@@ -327,8 +447,10 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateNvidiaBackend(const NvidiaBackend
             g.sm_count, " SMs, ", g.memory_bytes >> 20, " MiB, L2 ", g.l2_bytes >> 20, " MiB, copy ",
             g.copy_bandwidth_gbs, " GB/s, FP32 ", g.fp32_gflops, " GFLOP/s");
   }
+  KernelBenchSetup kernelbench = SetUpKernelBench(*sb, opts, probe);
   return std::make_unique<NvidiaBackend>(
       opts, std::move(sb), std::move(probe), arch, NvccRelease(nvcc_version->stdout_data),
-      FirstLineOf(cxx_version->stdout_data), Sha256Hex(*cpu_runner), Sha256Hex(*cuda_runner));
+      FirstLineOf(cxx_version->stdout_data), Sha256Hex(*cpu_runner), Sha256Hex(*cuda_runner),
+      std::move(kernelbench));
 }
 }  // namespace kevo::worker

@@ -28,6 +28,13 @@
 // else the C++ reference's time on this host's CPU (measured by
 // kevo-runner-cpu, labelled baseline_kind_cpu_reference in the profile map).
 //
+// KernelBench-format tasks (Python ModelNew candidates) go to the
+// KernelBenchEvaluator (worker/backends/cpu/kernelbench_eval.h) with device
+// "cuda", when an interpreter whose torch has CUDA was found at start-up:
+// the candidate is imported ahead on a CPU slot, then the golden run,
+// validation and the profile (candidate, PyTorch eager, torch.compile) run
+// on a GPU under its timing slot.
+//
 // After a device fault (illegal address, ...) or a runner killed at its
 // timeout the GPU is checked with `kevo-runner-cuda health` before it takes
 // more work; an unhealthy GPU fails evaluations with INFRA_ERROR until a
@@ -70,6 +77,14 @@ struct NvidiaBackendOptions {
   bool keep_eval_dirs = false;
   // Measure copy bandwidth and FP32 rate in the probe (about a second).
   bool measure = true;
+  // KernelBench problems (docs/kernelbench.md) run with this interpreter
+  // when its torch has CUDA. Empty: python3 on PATH, then /usr/bin/python3
+  // (the first whose torch sees the GPU).
+  std::string kernelbench_python;
+  // Empty: kevo-runner-kernelbench next to kevo-runner-cuda.
+  std::string kernelbench_runner_path;
+  // torch.compile's compile + warm-up cap (the baseline is dropped past it).
+  absl::Duration torch_compile_timeout = absl::Seconds(120);
 };
 
 // Creates the backend: finds the runners and nvcc, probes the GPUs. Returns
