@@ -24,7 +24,18 @@
 namespace kevo::cli {
 
 std::unique_ptr<v1::JobService::Stub> Stub(const std::string& address) {
-  return v1::JobService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ChannelArguments channel_args;
+  channel_args.SetMaxReceiveMessageSize(64 << 20);  // the coordinator's send limit
+  return v1::JobService::NewStub(
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), channel_args));
+}
+
+absl::Status CoordinatorError(const std::string& address, const grpc::Status& status) {
+  absl::Status s = FromGrpcStatus(status);
+  if (s.code() != absl::StatusCode::kUnavailable) return s;
+  return absl::UnavailableError(
+      absl::StrCat("no coordinator answers at ", address, " (", s.message(),
+                   "); start one, or pass --coordinator HOST:PORT"));
 }
 
 void Deadline(grpc::ClientContext* ctx, int seconds) {
@@ -129,6 +140,7 @@ absl::StatusOr<v1::JobSpec> SpecFromFlags(const ParsedArgs& args) {
   spec.set_policy(args.Get("policy"));
   spec.set_proposer(args.Get("proposer", "builtin"));
   spec.set_warm_start(args.Has("warm-start"));
+  spec.set_no_skills(args.Has("no-skills"));
   spec.set_seed(static_cast<uint64_t>(seed));
   spec.set_max_in_flight(static_cast<int32_t>(in_flight));
   return spec;
@@ -162,7 +174,7 @@ constexpr char kRunUsage[] =
     "usage: kevo run TASK [--platform cpu] [--budget N] [--db DIR] [--json] [--out FILE]\n"
     "                [--policy greedy|uct|evolution] [--seed S] [--stall K] [--max-wall S]\n"
     "                [--target-speedup X] [--slots N] [--profile-cap S] [--run-timeout S]\n"
-    "                [--warm-start]\n"
+    "                [--warm-start] [--no-skills]\n"
     "Searches for the fastest correct kernel for a task, embedded: a coordinator and a local\n"
     "worker in this process tree, state in --db (a temporary folder when not given).\n"
     "TASK is a task folder, a KernelBench problem (.py), or a folder of several: one search\n"
@@ -174,7 +186,10 @@ constexpr char kRunUsage[] =
     "--run-timeout: the worker's limit on one run of a candidate (validation + timing, with\n"
     "the reference), seconds (default 60: raise it for slow references on a loaded host).\n"
     "--proposer builtin|llm|llm+builtin with --llm-config FILE (the LLM endpoints; see\n"
-    "docs/llm.md); `kevo llm-log JOB --db DIR` then shows the LLM calls.\n";
+    "docs/llm.md); `kevo llm-log JOB --db DIR` then shows the LLM calls.\n"
+    "--warm-start: seed the search with the best kernels of earlier jobs on this task (in --db);\n"
+    "--no-skills: do not use what earlier jobs taught (skill memory: the builtin proposer's\n"
+    "priors, the skills in LLM prompts); the job still adds to it when it ends.\n";
 
 // `argv` with its one positional argument (the task) replaced by `path`.
 std::vector<std::string> WithTask(const std::vector<std::string>& argv,
@@ -214,7 +229,7 @@ int RunEach(const std::vector<std::string>& argv, const std::set<std::string>& v
 
 int RunCommand(const std::vector<std::string>& argv) {
   const std::set<std::string> value_flags = With(kSpecFlags, {"db", "out", "slots", "profile-cap", "run-timeout", "llm-config"});
-  auto args = ParseArgs(argv, value_flags, {"json", "warm-start", "help"});
+  auto args = ParseArgs(argv, value_flags, {"json", "warm-start", "no-skills", "help"});
   if (!args.ok()) return Fail("run", args.status());
   if (args->Has("help")) {
     std::fputs(kRunUsage, stdout);
@@ -305,6 +320,7 @@ int RunCommand(const std::vector<std::string>& argv) {
     j["device_busy_s"] = job->device_busy_s();
     j["device_utilisation"] = job->device_utilisation();
     j["policy"] = job->spec().policy();
+    j["no_skills"] = job->spec().no_skills();
     j["best_kernel_path"] = have_best ? out_path : "";
     if (have_best) {
       j["best_node"] = best.node().node_id();
@@ -367,9 +383,21 @@ int RunCommand(const std::vector<std::string>& argv) {
   return have_best ? 0 : 3;
 }
 
+constexpr char kSubmitUsage[] =
+    "usage: kevo submit TASK [--coordinator ADDR] [--platform cpu] [--budget N]\n"
+    "                   [--proposer builtin|llm|llm+builtin] [--policy greedy|uct|evolution]\n"
+    "                   [--seed S] [--stall K] [--max-wall S] [--target-speedup X]\n"
+    "                   [--max-in-flight N] [--warm-start] [--no-skills]\n"
+    "Submits a search job to the coordinator at ADDR (default 127.0.0.1:50051) and prints its\n"
+    "id; the flags mean what they mean for `kevo run`.\n";
+
 int SubmitCommand(const std::vector<std::string>& argv) {
-  auto args = ParseArgs(argv, With(kSpecFlags, {"coordinator"}), {"warm-start"});
+  auto args = ParseArgs(argv, With(kSpecFlags, {"coordinator"}), {"warm-start", "no-skills", "help"});
   if (!args.ok()) return Fail("submit", args.status());
+  if (args->Has("help")) {
+    std::fputs(kSubmitUsage, stdout);
+    return 0;
+  }
   auto spec = SpecFromArgs(*args);
   if (!spec.ok()) return Fail("submit", spec.status());
   auto stub = Stub(args->Get("coordinator", kDefaultCoordinator));

@@ -19,18 +19,41 @@ namespace kevo::cli {
 
 inline constexpr char kDefaultCoordinator[] = "127.0.0.1:50051";
 
-// A JobService stub on an insecure channel to `address`.
+// A JobService stub on an insecure channel to `address`, accepting answers
+// as large as the coordinator sends (64 MiB).
 std::unique_ptr<v1::JobService::Stub> Stub(const std::string& address);
+// `status` as an absl::Status; when the coordinator could not be reached
+// (Unavailable), the message says which address was tried.
+absl::Status CoordinatorError(const std::string& address, const grpc::Status& status);
+
 // Sets `ctx`'s deadline `seconds` from now.
 void Deadline(grpc::ClientContext* ctx, int seconds = 30);
+
+// Calls the unary JobService `method` (e.g. &v1::JobService::Stub::ListSkills)
+// on the coordinator at `address` with the default deadline. Returns its
+// answer, or its error through CoordinatorError.
+template <typename Request, typename Response>
+absl::StatusOr<Response> CallCoordinator(
+    const std::string& address,
+    grpc::Status (v1::JobService::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+    const Request& request) {
+  auto stub = Stub(address);
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  Response response;
+  grpc::Status st = (stub.get()->*method)(&ctx, request, &response);
+  if (!st.ok()) return CoordinatorError(address, st);
+  return response;
+}
 
 // The flags SpecFromFlags reads (platform, budget, stall, seed, max-wall,
 // policy, proposer, target-speedup, max-in-flight).
 extern const std::set<std::string> kSpecFlags;
 // `base` plus `more`.
 std::set<std::string> With(std::set<std::string> base, std::initializer_list<std::string> more);
-// A JobSpec from the flags, without its task. InvalidArgument naming the
-// flag when one is malformed.
+// A JobSpec from the flags, without its task; also reads the boolean flags
+// --warm-start and --no-skills, which the caller declares. InvalidArgument
+// naming the flag when one is malformed.
 absl::StatusOr<v1::JobSpec> SpecFromFlags(const ParsedArgs& args);
 // SpecFromFlags plus the task loaded from the one positional TASK_DIR.
 absl::StatusOr<v1::JobSpec> SpecFromArgs(const ParsedArgs& args);

@@ -1,7 +1,7 @@
-// `kevo llm-log JOB`: the LLM calls a job made, from the coordinator's
-// RocksDB (the `llm_calls` family; coordinator/llm/call_log.h). Reads the
-// database folder directly (`--db`, the folder `kevo run --db` or
-// `kevo-coordinator --db` used), so the coordinator must not be running on it.
+// `kevo llm-log JOB`: the LLM calls a job made. From a running coordinator
+// (JobService.ListLlmCalls, `--coordinator`, the default), or offline from
+// the RocksDB folder of a stopped one or of `kevo run --db` (`--db`; the
+// `llm_calls` family, coordinator/llm/call_log.h).
 #include <cstdio>
 #include <filesystem>
 
@@ -12,6 +12,8 @@
 #include "absl/strings/str_join.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/job_common.h"
+#include "common/status.h"
 #include "coordinator/llm/call_log.h"
 #include "coordinator/store/store.h"
 
@@ -19,17 +21,15 @@ namespace kevo::cli {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: kevo llm-log JOB --db DIR [--json] [--full]\n"
+    "usage: kevo llm-log JOB [--coordinator ADDR | --db DIR] [--json] [--full]\n"
     "The LLM calls of a job, oldest first: endpoint, model, tokens, latency, cost, outcome and\n"
     "the nodes each call's candidates became. --full adds each call's prompt and answer;\n"
     "--json prints the stored records (with the prompt and answer) as a JSON array.\n"
-    "DIR is the folder given to `kevo run --db` or `kevo-coordinator --db` (not while the\n"
-    "coordinator runs on it).\n";
+    "They come from the coordinator at ADDR (default 127.0.0.1:50051), or with --db from the\n"
+    "folder given to `kevo run --db` or `kevo-coordinator --db` (not while a coordinator runs\n"
+    "on it).\n";
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "kevo llm-log: %s\n", std::string(s.message()).c_str());
-  return s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
-}
+int Fail(const absl::Status& s) { return cli::Fail("llm-log", s); }
 
 // `kevo run --db DIR` keeps the database in DIR/db.
 std::string DatabaseDir(const std::string& dir) {
@@ -80,23 +80,58 @@ void PrintTable(const std::vector<nlohmann::json>& calls, bool full) {
   }
 }
 
+// Every call of `job_id` from the coordinator at `address`, a page at a time.
+absl::StatusOr<std::vector<nlohmann::json>> CallsFromCoordinator(const std::string& address,
+                                                                 const std::string& job_id,
+                                                                 bool include_text) {
+  v1::ListLlmCallsRequest req;
+  req.set_job_id(job_id);
+  req.set_include_text(include_text);
+  std::vector<nlohmann::json> calls;
+  for (;;) {
+    KEVO_ASSIGN_OR_RETURN(v1::ListLlmCallsResponse resp,
+                          CallCoordinator(address, &v1::JobService::Stub::ListLlmCalls, req));
+    for (const v1::LlmCall& c : resp.calls()) {
+      auto parsed = nlohmann::json::parse(c.record_json(), nullptr, /*allow_exceptions=*/false);
+      if (parsed.is_discarded() || !parsed.is_object()) {
+        return absl::DataLossError(
+            absl::StrCat("the coordinator sent call ", c.call_id(), " as a record that is not JSON"));
+      }
+      calls.push_back(std::move(parsed));
+    }
+    if (resp.next_page_token().empty()) return calls;
+    req.set_page_token(resp.next_page_token());
+  }
+}
+
 }  // namespace
 
 int LlmLogCommand(const std::vector<std::string>& argv) {
-  auto args = ParseArgs(argv, {"db"}, {"json", "full", "help"});
+  auto args = ParseArgs(argv, {"db", "coordinator"}, {"json", "full", "help"});
   if (!args.ok()) return Fail(args.status());
   if (args->Has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (args->positional.size() != 1 || args->Get("db").empty()) {
+  if (args->positional.size() != 1) {
     std::fputs(kUsage, stderr);
     return 2;
   }
-  auto store = store::Store::Open(DatabaseDir(args->Get("db")));
-  if (!store.ok()) return Fail(store.status());
+  if (args->Has("db") && args->Has("coordinator")) {
+    return Fail(absl::InvalidArgumentError(
+        "--db reads a stopped coordinator's folder, --coordinator a running one: give one"));
+  }
   const std::string& job_id = args->positional[0];
-  auto calls = llm::ListCalls(store->get(), job_id);
+  const bool offline = args->Has("db");
+  absl::StatusOr<std::vector<nlohmann::json>> calls;
+  if (offline) {
+    auto store = store::Store::Open(DatabaseDir(args->Get("db")));
+    if (!store.ok()) return Fail(store.status());
+    calls = llm::ListCalls(store->get(), job_id);
+  } else {
+    calls = CallsFromCoordinator(args->Get("coordinator", kDefaultCoordinator), job_id,
+                                 /*include_text=*/args->Has("json") || args->Has("full"));
+  }
   if (!calls.ok()) return Fail(calls.status());
   if (args->Has("json")) {
     nlohmann::json out = nlohmann::json::array();
@@ -105,8 +140,12 @@ int LlmLogCommand(const std::vector<std::string>& argv) {
     return 0;
   }
   if (calls->empty()) {
-    std::fprintf(stderr, "kevo llm-log: job %s made no LLM calls (or is not in %s)\n",
-                 job_id.c_str(), args->Get("db").c_str());
+    if (offline) {
+      std::fprintf(stderr, "kevo llm-log: job %s made no LLM calls (or is not in %s)\n",
+                   job_id.c_str(), args->Get("db").c_str());
+    } else {
+      std::fprintf(stderr, "kevo llm-log: job %s made no LLM calls\n", job_id.c_str());
+    }
     return 1;
   }
   PrintTable(*calls, args->Has("full"));

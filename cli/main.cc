@@ -22,9 +22,12 @@ constexpr char kUsage[] =
     "  jobs                           list jobs\n"
     "  cancel JOB                     stop a job (in-flight evaluations finish)\n"
     "  workers                        list the workers connected to a coordinator\n"
-    "  llm-log JOB --db DIR           the LLM calls a job made (prompts, answers, tokens)\n"
+    "  llm-log JOB                    the LLM calls a job made (prompts, answers, tokens)\n"
     "  kb search QUERY                search the knowledge base (hardware docs, guidance)\n"
-    "  skills --db DIR                what earlier jobs learnt (skill memory)\n"
+    "  kb import [DIR] --db DIR       import a knowledge-base folder into a store\n"
+    "  skills                         what earlier jobs learnt (skill memory)\n"
+    "llm-log, kb search and skills ask a coordinator (--coordinator ADDR) or, with --db DIR,\n"
+    "read a stopped coordinator's or `kevo run --db` folder.\n"
     "Run `kevo COMMAND --help` for a command's flags.\n";
 
 }  // namespace

@@ -41,6 +41,7 @@ constexpr char kSuiteUsage[] =
     "usage: kevo suite TASKS_DIR [--platform cpu] [--budget N] [--jobs K] [--out results.json]\n"
     "                  [--coordinator ADDR] [--db DIR] [--rerun TASK,TASK] [--markdown]\n"
     "                  [--policy P] [--seed S] [--stall K] [--max-wall S] [--target-speedup X]\n"
+    "                  [--warm-start] [--no-skills]\n"
     "Searches every task under TASKS_DIR as a job, K at a time (embedded, or on the\n"
     "coordinator at ADDR), then prints a table and writes --out (JSON, default\n"
     "kevo-out/suite/results.json), a CSV beside it and each best kernel in\n"
@@ -430,7 +431,7 @@ std::string CsvPath(const std::string& json_path) {
 
 int SuiteCommand(const std::vector<std::string>& argv) {
   auto args = ParseArgs(argv, With(kSpecFlags, {"jobs", "out", "coordinator", "db", "rerun"}),
-                        {"help", "warm-start", "markdown"});
+                        {"help", "warm-start", "no-skills", "markdown"});
   if (!args.ok()) return Fail("suite", args.status());
   if (args->Has("help")) {
     std::fputs(kSuiteUsage, stdout);

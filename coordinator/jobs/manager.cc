@@ -475,6 +475,7 @@ void JobManager::Pump(Running& r) {
     req.count = std::min(budget_left, target - r.in_flight) * r.overask;
     req.seed = r.rng();
     req.priors = r.priors;
+    req.use_skills = !spec.no_skills();
     req.job_id = r.job.job_id();
     auto proposals = r.proposer->Propose(req);
     if (!proposals.ok()) {

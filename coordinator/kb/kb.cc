@@ -17,6 +17,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
@@ -38,6 +39,27 @@ constexpr char kFamilyTerm[] = "XF";
 constexpr char kBottleneckTerm[] = "XB";
 constexpr char kAny[] = "any";
 // A title word counts as much as this many body words.
+// The filter values a query may name (the LLM proposer's platforms and
+// bottleneck labels); anything else is a typo that would match nothing.
+const std::vector<std::string>& KnownPlatforms() {
+  static const auto* known = new std::vector<std::string>{"cpu", "nvidia", "amd", "mtia-sim"};
+  return *known;
+}
+const std::vector<std::string>& KnownBottlenecks() {
+  static const auto* known = new std::vector<std::string>{
+      "memory", "compute", "latency", "compile", "wrong-answer", "nan", "crash", "timeout"};
+  return *known;
+}
+
+absl::Status CheckFilter(const char* what, const std::string& value,
+                         const std::vector<std::string>& known) {
+  if (value.empty() || std::find(known.begin(), known.end(), value) != known.end()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown ", what, " '", value,
+                                                 "' (known: ", absl::StrJoin(known, ", "), ")"));
+}
+
 constexpr int kTitleWeight = 3;
 constexpr int kSnippetChars = 160;
 
@@ -210,6 +232,8 @@ class XapianKnowledgeBase final : public KnowledgeBase {
         q.bottleneck.empty()) {
       return absl::InvalidArgumentError("kb search: the query has no text and no filter");
     }
+    KEVO_RETURN_IF_ERROR(CheckFilter("platform", q.platform, KnownPlatforms()));
+    KEVO_RETURN_IF_ERROR(CheckFilter("bottleneck", q.bottleneck, KnownBottlenecks()));
     const absl::Time start = absl::Now();
     std::vector<KbDoc> out;
     absl::MutexLock l(&mu_);  // a Xapian database is not safe for concurrent use

@@ -47,7 +47,8 @@ class KnowledgeBase {
   // whose front matter lists platforms / families / bottlenecks is returned
   // only when the query's value is among them (or the document says "any");
   // a document that lists none matches every value. InvalidArgument for an
-  // empty query text with no filter. Thread-safe.
+  // empty query text with no filter, and for a platform or bottleneck that is
+  // not one of those listed in KbQuery. Thread-safe.
   virtual absl::StatusOr<std::vector<KbDoc>> Search(const KbQuery& query) const = 0;
 };
 

@@ -1,6 +1,7 @@
 #include "coordinator/llm/call_log.h"
 
 #include <atomic>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -49,9 +50,24 @@ absl::StatusOr<nlohmann::json> GetCall(store::Store* store, const std::string& j
 }
 
 absl::StatusOr<std::vector<nlohmann::json>> ListCalls(store::Store* store, const std::string& job_id) {
+  bool more = false;
+  return ListCallsAfter(store, job_id, "", std::numeric_limits<size_t>::max(), &more);
+}
+
+absl::StatusOr<std::vector<nlohmann::json>> ListCallsAfter(store::Store* store,
+                                                           const std::string& job_id,
+                                                           const std::string& after_call_id,
+                                                           size_t limit, bool* more) {
   std::vector<nlohmann::json> calls;
+  *more = false;
+  const std::string after = after_call_id.empty() ? "" : CallKey(job_id, after_call_id);
   absl::Status s = store->Scan(store::Family::kLlmCalls, absl::StrCat(job_id, "/"),
                                [&](std::string_view key, std::string_view value) {
+                                 if (key <= after) return true;  // before the page
+                                 if (calls.size() >= limit) {
+                                   *more = true;
+                                   return false;
+                                 }
                                  auto parsed = nlohmann::json::parse(value, nullptr, false);
                                  if (parsed.is_discarded() || !parsed.is_object()) {
                                    LogWarning("llm call record ", std::string(key), " is unreadable; skipped");

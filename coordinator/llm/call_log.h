@@ -42,4 +42,12 @@ absl::StatusOr<nlohmann::json> GetCall(store::Store* store, const std::string& j
 // logged). Returns the store's error.
 absl::StatusOr<std::vector<nlohmann::json>> ListCalls(store::Store* store, const std::string& job_id);
 
+// One page of ListCalls: at most `limit` (> 0) calls of `job_id` whose call
+// id sorts after `after_call_id` (empty: from the first), oldest first.
+// `*more` is set when calls remain past the page. Returns the store's error.
+absl::StatusOr<std::vector<nlohmann::json>> ListCallsAfter(store::Store* store,
+                                                           const std::string& job_id,
+                                                           const std::string& after_call_id,
+                                                           size_t limit, bool* more);
+
 }  // namespace kevo::llm

@@ -215,6 +215,9 @@ class ChatClientImpl final : public ChatClient {
         verdict.status = WithContext(parsed);
         return verdict;
       }
+      // A server that echoes request headers may put the key in its answer.
+      response->content = Redact(std::move(response->content));
+      response->raw = Redact(std::move(response->raw));
       if (response->usage.estimated && response->usage.prompt_tokens == 0) {
         response->usage.prompt_tokens = EstimatePromptTokens(request);
       }

@@ -8,7 +8,8 @@
 //
 // The API key is read from an environment variable or a file when the client
 // is created, kept in memory only, sent only in the endpoint's Authorization
-// header, and scrubbed from every log line and error message the client makes.
+// header, and scrubbed from every log line and error message the client makes
+// and from the answers it returns.
 #pragma once
 
 #include <cstdint>
@@ -89,14 +90,17 @@ struct Usage {
 struct ChatResponse {
   std::string endpoint;       // EndpointConfig::name
   std::string model;          // as the server reported it (the configured one if absent)
-  std::string content;        // the assistant's answer
+  std::string content;        // the assistant's answer (any echo of the API key redacted)
   std::string finish_reason;  // "stop", "length", ... ("" if the server sent none)
   Usage usage;
   double cost_usd = 0;        // from usage and the endpoint's prices
   int attempts = 0;           // 1 + retries
   int http_status = 0;
   absl::Duration latency;     // of the successful attempt
-  std::string raw;            // the response body (JSON or the SSE text), for storing
+  // The response body (JSON or the SSE text), the key replaced where it
+  // appears whole: in SSE text an echoed key may be split across chunks, so
+  // store `content`, never `raw`.
+  std::string raw;
 };
 
 // Totals over the life of one client. Thread-safe snapshot.

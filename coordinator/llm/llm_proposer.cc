@@ -37,6 +37,7 @@ struct CallSpec {
   std::string platform;
   std::optional<proposer::ParentInfo> parent;
   uint64_t seed = 0;
+  bool use_skills = true;  // ProposeRequest::use_skills
 };
 
 // What one call produced, handed back to the job's proposer.
@@ -302,8 +303,8 @@ CallResult ServiceImpl::Run(const CallSpec& spec) {
       LogWarning("llm call ", result.call_id, ": knowledge-base search: ", docs.status().ToString());
     }
   }
-  if (skills_ != nullptr && options_.skills > 0) {
-    auto found = skills_->SkillsFor(spec.platform, spec.task.op_family(), options_.skills);
+  if (skills_ != nullptr && options_.skills > 0 && spec.use_skills) {
+    auto found = skills_->SkillsFor(spec.platform, skills::SkillFamily(spec.task), options_.skills);
     if (found.ok()) {
       in.skills = *std::move(found);
     } else {
@@ -512,6 +513,7 @@ absl::StatusOr<std::vector<Proposal>> LlmProposer::Propose(const proposer::Propo
       spec.platform = request.platform;
       if (!request.parents.empty()) spec.parent = request.parents.front();
       spec.seed = request.seed + static_cast<uint64_t>(i);
+      spec.use_skills = request.use_skills;
       service_->Submit(inbox_, std::move(spec));
     }
   }

@@ -63,6 +63,9 @@ struct ProposeRequest {
   // favours it): "<recipe name>" for a recipe, "param:<name>=<value>" for a
   // parameter value, "genome:<Genome::ToString()>" for a whole point to seed.
   std::map<std::string, double> priors;
+  // False when the job's spec says no_skills: the proposer must not use skill
+  // memory at all (the LLM proposer leaves skills out of its prompts).
+  bool use_skills = true;
   std::string job_id;           // the job asking (for proposers that keep per-job records)
 };
 

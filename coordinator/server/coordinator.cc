@@ -84,7 +84,12 @@ class CoordinatorImpl final : public Coordinator {
     jobs_->Start();
 
     worker_service_ = std::make_unique<WorkerServiceImpl>(scheduler_.get());
-    job_service_ = std::make_unique<JobServiceImpl>(scheduler_.get(), jobs_.get());
+    KnowledgeSources knowledge;
+    knowledge.store = store_.get();
+    knowledge.kb = kb_.get();
+    knowledge.skills = skills_.get();
+    job_service_ = std::make_unique<JobServiceImpl>(scheduler_.get(), jobs_.get(), knowledge,
+                                                    registry_.get());
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
@@ -116,6 +121,7 @@ class CoordinatorImpl final : public Coordinator {
     if (scheduler_) scheduler_->Stop();
     if (server_) server_->Wait();
     server_.reset();
+    job_service_.reset();  // joins its executor
     jobs_.reset();
     if (llm_) llm_->Shutdown();  // waits for LLM calls in flight
     llm_.reset();

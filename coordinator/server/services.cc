@@ -1,9 +1,15 @@
 #include "coordinator/server/services.h"
 
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
 #include <deque>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 
@@ -204,6 +210,88 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
 }
 
 }  // namespace
+
+struct JobServiceImpl::RpcMetrics {
+  prometheus::Family<prometheus::Counter>* calls = nullptr;
+  prometheus::Family<prometheus::Histogram>* seconds = nullptr;
+
+  explicit RpcMetrics(prometheus::Registry* r) {
+    if (r == nullptr) return;
+    calls = &prometheus::BuildCounter()
+                 .Name("kevo_coordinator_rpcs_total")
+                 .Help("JobService calls answered off the gRPC threads, by method and status code")
+                 .Register(*r);
+    seconds = &prometheus::BuildHistogram()
+                   .Name("kevo_coordinator_rpc_seconds")
+                   .Help("Time to answer a JobService call run off the gRPC threads, queueing included")
+                   .Register(*r);
+  }
+
+  void Record(const char* method, const absl::Status& status, absl::Duration took) {
+    if (calls == nullptr) return;
+    calls->Add({{"method", method}, {"code", absl::StatusCodeToString(status.code())}}).Increment();
+    seconds
+        ->Add({{"method", method}},
+              prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.02, 0.1, 0.5, 2, 10})
+        .Observe(absl::ToDoubleSeconds(took));
+  }
+};
+
+JobServiceImpl::JobServiceImpl(scheduler::Scheduler* scheduler, jobs::JobManager* jobs,
+                               KnowledgeSources knowledge, prometheus::Registry* registry)
+    : scheduler_(scheduler),
+      jobs_(jobs),
+      knowledge_(knowledge),
+      metrics_(std::make_unique<RpcMetrics>(registry)),
+      executor_(std::make_unique<Executor>(/*threads=*/2)) {
+  knowledge_.jobs = jobs;
+}
+
+JobServiceImpl::~JobServiceImpl() { executor_.reset(); }
+
+template <typename T>
+grpc::ServerUnaryReactor* JobServiceImpl::FinishOffThread(
+    grpc::CallbackServerContext* context, const char* method,
+    std::function<absl::StatusOr<T>()> compute, T* response) {
+  auto* reactor = context->DefaultReactor();
+  const absl::Time start = absl::Now();
+  executor_->Post([this, reactor, method, compute = std::move(compute), response, start] {
+    absl::StatusOr<T> result = compute();
+    metrics_->Record(method, result.status(), absl::Now() - start);
+    if (result.ok()) {
+      *response = *std::move(result);
+    } else if (result.status().code() == absl::StatusCode::kInternal ||
+               result.status().code() == absl::StatusCode::kDataLoss) {
+      LogError(method, ": ", result.status().ToString());
+    }
+    reactor->Finish(ToGrpcStatus(result.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::ListLlmCalls(grpc::CallbackServerContext* context,
+                                                       const v1::ListLlmCallsRequest* request,
+                                                       v1::ListLlmCallsResponse* response) {
+  return FinishOffThread<v1::ListLlmCallsResponse>(
+      context, "ListLlmCalls", [this, request] { return coordinator::ListLlmCalls(knowledge_, *request); },
+      response);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::SearchKnowledge(grpc::CallbackServerContext* context,
+                                                          const v1::SearchKnowledgeRequest* request,
+                                                          v1::SearchKnowledgeResponse* response) {
+  return FinishOffThread<v1::SearchKnowledgeResponse>(
+      context, "SearchKnowledge",
+      [this, request] { return coordinator::SearchKnowledge(knowledge_, *request); }, response);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::ListSkills(grpc::CallbackServerContext* context,
+                                                     const v1::ListSkillsRequest* request,
+                                                     v1::ListSkillsResponse* response) {
+  return FinishOffThread<v1::ListSkillsResponse>(
+      context, "ListSkills", [this, request] { return coordinator::ListSkills(knowledge_, *request); },
+      response);
+}
 
 grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
                                                     const v1::SubmitJobRequest* request,

@@ -2,10 +2,18 @@
 // block on another RPC or on a worker; they hand work to the scheduler.
 #pragma once
 
+#include <memory>
+
+#include "common/executor.h"
 #include "coordinator/jobs/manager.h"
 #include "coordinator/scheduler/scheduler.h"
+#include "coordinator/server/knowledge.h"
 #include "kevo/v1/job.grpc.pb.h"
 #include "kevo/v1/worker.grpc.pb.h"
+
+namespace prometheus {
+class Registry;
+}
 
 namespace kevo::coordinator {
 
@@ -21,11 +29,17 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   scheduler::Scheduler* scheduler_;
 };
 
-// The user-facing API.
+// The user-facing API. The knowledge RPCs (ListLlmCalls, SearchKnowledge,
+// ListSkills) read RocksDB and the Xapian index on an executor of its own
+// and finish from there; the others answer from memory at once.
 class JobServiceImpl : public v1::JobService::CallbackService {
  public:
-  JobServiceImpl(scheduler::Scheduler* scheduler, jobs::JobManager* jobs)
-      : scheduler_(scheduler), jobs_(jobs) {}
+  // `knowledge.jobs` is set to `jobs`. Registers kevo_coordinator_rpcs_total
+  // and kevo_coordinator_rpc_seconds in `registry` when it is not null.
+  JobServiceImpl(scheduler::Scheduler* scheduler, jobs::JobManager* jobs,
+                 KnowledgeSources knowledge, prometheus::Registry* registry);
+  // Runs the knowledge calls still queued (the server must be shut down).
+  ~JobServiceImpl() override;
   grpc::ServerWriteReactor<v1::EvaluateEvent>* EvaluateCandidate(
       grpc::CallbackServerContext* context, const v1::EvaluateRequest* request) override;
   grpc::ServerUnaryReactor* GetEvaluation(grpc::CallbackServerContext* context,
@@ -55,9 +69,33 @@ class JobServiceImpl : public v1::JobService::CallbackService {
                                       const v1::ListNodesRequest* request,
                                       v1::ListNodesResponse* response) override;
 
+  grpc::ServerUnaryReactor* ListLlmCalls(grpc::CallbackServerContext* context,
+                                         const v1::ListLlmCallsRequest* request,
+                                         v1::ListLlmCallsResponse* response) override;
+  grpc::ServerUnaryReactor* SearchKnowledge(grpc::CallbackServerContext* context,
+                                            const v1::SearchKnowledgeRequest* request,
+                                            v1::SearchKnowledgeResponse* response) override;
+  grpc::ServerUnaryReactor* ListSkills(grpc::CallbackServerContext* context,
+                                       const v1::ListSkillsRequest* request,
+                                       v1::ListSkillsResponse* response) override;
+
  private:
+  struct RpcMetrics;
+
+  // Runs `compute` on the executor and finishes the call with its result,
+  // recording the RPC's metrics under `method`.
+  template <typename T>
+  grpc::ServerUnaryReactor* FinishOffThread(grpc::CallbackServerContext* context,
+                                            const char* method,
+                                            std::function<absl::StatusOr<T>()> compute,
+                                            T* response);
+
   scheduler::Scheduler* scheduler_;
   jobs::JobManager* jobs_;
+  KnowledgeSources knowledge_;
+  std::unique_ptr<RpcMetrics> metrics_;
+  // Last: destroyed first, so that queued calls run while the rest is alive.
+  std::unique_ptr<Executor> executor_;
 };
 
 }  // namespace kevo::coordinator

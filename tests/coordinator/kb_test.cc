@@ -179,6 +179,17 @@ TEST_F(KbTest, EmptyQueryIsInvalidArgument) {
   EXPECT_EQ(Search({.text = "  "}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(KbTest, UnknownPlatformOrBottleneckIsInvalidArgument) {
+  ASSERT_TRUE(ImportDirectory(store_.get(), docs_).ok());
+  auto platform = Search({.text = "vectorise loads", .platform = "cuda"});
+  EXPECT_EQ(platform.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(platform.status().message(), ::testing::HasSubstr("unknown platform 'cuda'"));
+  auto bottleneck = Search({.text = "vectorise loads", .bottleneck = "bandwidth"});
+  EXPECT_EQ(bottleneck.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bottleneck.status().message(), ::testing::HasSubstr("known: memory, compute"));
+  EXPECT_TRUE(Search({.text = "vectorise loads", .platform = "mtia-sim", .bottleneck = "wrong-answer"}).ok());
+}
+
 // The project's own knowledge base: every document imports, and the questions
 // the LLM proposer asks find the document written for them.
 TEST_F(KbTest, ProjectKnowledgeBaseAnswersTypicalQuestions) {

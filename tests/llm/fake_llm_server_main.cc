@@ -5,12 +5,13 @@
 //
 //   fake-llm-server [--host 127.0.0.1] [--port 0]
 //                   [--content TEXT | --content-file FILE]
-//                   [--script answer,429:2,500,slow:3,truncated,malformed,close,400]
+//                   [--script answer,429:2,500,slow:3,truncated,malformed,close,400,400:echo]
 //                   [--answers FILE,FILE,...]  # scripted answers, one per request
 //                   [--api-key-file FILE]   # require this key (401 otherwise)
 //                   [--no-usage] [--tls-self-signed CERT_OUT]
 //
-// --script queues replies for the first requests; --answers then queues one
+// --script queues replies for the first requests ("400:echo": a 400 whose
+// message quotes the Authorization header, as careless servers do); --answers then queues one
 // normal answer per file, in order, with that file's text as the content (an
 // end-to-end test scripts a correct kernel, a broken one, garbage, ...);
 // afterwards every request gets the normal answer. --tls-self-signed serves HTTPS with a fresh
@@ -130,6 +131,8 @@ int main(int argc, char** argv) {
       absl::SimpleAtoi(kind, &reply.status);
     } else if (kind == "400") {
       reply.kind = FakeReply::Kind::kClientError;
+      // "400:echo": the error message quotes the request's Authorization header.
+      reply.echo_authorization = parts.size() > 1 && parts[1] == "echo";
     } else if (kind == "slow") {
       reply.kind = FakeReply::Kind::kSlow;
       reply.delay = absl::Seconds(has_arg ? arg : 60);

@@ -342,7 +342,8 @@ class FakeOpenAiServer::Impl {
     }
     std::vector<std::string> pieces;
     const size_t step = std::max<size_t>(1, reply.chunk_size);
-    for (size_t i = 0; i < reply.content.size(); i += step) pieces.push_back(reply.content.substr(i, step));
+    const std::string content = reply.content + echo;
+    for (size_t i = 0; i < content.size(); i += step) pieces.push_back(content.substr(i, step));
     const int64_t completion_tokens =
         reply.completion_tokens ? reply.completion_tokens : static_cast<int64_t>(pieces.size());
     const int64_t id = NextId();
@@ -365,7 +366,7 @@ class FakeOpenAiServer::Impl {
                 {"type", "message"},
                 {"role", "assistant"},
                 {"model", model},
-                {"content", json::array({{{"type", "text"}, {"text", reply.content}}})},
+                {"content", json::array({{{"type", "text"}, {"text", content}}})},
                 {"stop_reason", "end_turn"}};
       if (reply.include_usage) {
         answer["usage"] = {{"input_tokens", prompt_tokens}, {"output_tokens", completion_tokens}};
@@ -376,7 +377,7 @@ class FakeOpenAiServer::Impl {
                 {"created", absl::ToUnixSeconds(absl::Now())},
                 {"model", model},
                 {"choices", json::array({{{"index", 0},
-                                          {"message", {{"role", "assistant"}, {"content", reply.content}}},
+                                          {"message", {{"role", "assistant"}, {"content", content}}},
                                           {"finish_reason", "stop"}}})}};
       if (reply.include_usage) {
         answer["usage"] = {{"prompt_tokens", prompt_tokens},

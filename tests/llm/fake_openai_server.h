@@ -45,7 +45,7 @@ struct FakeReply {
   int64_t completion_tokens = 0;      // 0: the number of content chunks
   size_t chunk_size = 7;              // content bytes per SSE chunk
   std::string error_message;          // kClientError's "error.message"
-  bool echo_authorization = false;    // append the Authorization header to error messages
+  bool echo_authorization = false;    // append the Authorization header to the error message or answer
 };
 
 struct RecordedRequest {

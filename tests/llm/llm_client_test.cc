@@ -654,6 +654,29 @@ TEST_F(ApiKeyTest, KeyNeverAppearsInLogsOrErrors) {
   EXPECT_THAT(log2, Not(HasSubstr(kKey)));
 }
 
+// A server that echoes the Authorization header into its answer: the key
+// never reaches the caller (which stores the answer), streamed or not.
+TEST_F(ApiKeyTest, KeyEchoedIntoTheAnswerIsRedacted) {
+  for (bool stream : {false, true}) {
+    EndpointConfig config = Config();
+    config.api_key_env = "KEVO_LLM_TEST_KEY";
+    config.stream = stream;
+    auto client = Client(config);
+    FakeReply echo;
+    echo.content = "ANSWER-TEXT";
+    echo.echo_authorization = true;
+    server_->Enqueue(echo);
+    auto response = client->Complete(Request());
+    ASSERT_TRUE(response.ok()) << response.status();
+    EXPECT_THAT(response->content, HasSubstr("ANSWER-TEXT; you sent Authorization: Bearer [redacted]"))
+        << "stream=" << stream;
+    EXPECT_THAT(response->content, Not(HasSubstr(kKey))) << "stream=" << stream;
+    if (!stream) {
+      EXPECT_THAT(response->raw, Not(HasSubstr(kKey)));
+    }
+  }
+}
+
 TEST_F(ApiKeyTest, WrongOrMissingKeyIsUnauthenticatedOrNotFound) {
   EndpointConfig config = Config();
   auto no_key = Client(config);

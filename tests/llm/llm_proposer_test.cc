@@ -313,6 +313,29 @@ TEST_F(LlmProposerTest, GoodAnswerBecomesProposalsAndTheCallIsStored) {
   EXPECT_NEAR(MetricValue(*registry_, "kevo_llm_fitness_gain_total", {{"endpoint", "fake"}}), 0.75, 1e-9);
 }
 
+// A job whose spec says no_skills: skill memory stays out of its prompts.
+TEST_F(LlmProposerTest, NoSkillsKeepsSkillMemoryOutOfThePrompt) {
+  FakeReply reply;
+  reply.content = kTwoCandidates;
+  server_->SetDefault(reply);
+  MakeService();
+  auto proposer = service_->NewProposer();
+  proposer::ProposeRequest req = Request(2);
+  req.use_skills = false;
+  ASSERT_TRUE(proposer->Propose(req).ok());
+  AwaitIdle(*proposer);
+  ASSERT_EQ(server_->requests().size(), 1u);
+  const std::string body = server_->requests()[0].body;
+  EXPECT_THAT(body, HasSubstr("DOC-FROM-FAKE-KB"));  // retrieval itself still runs
+  EXPECT_THAT(body, ::testing::Not(HasSubstr("SKILL-FROM-MEMORY")));
+  auto calls = Calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0]["skills"], nlohmann::json::array());
+  for (const auto& part : calls[0]["prompt_included"]) {
+    EXPECT_NE(part.get<std::string>().rfind("skill:", 0), 0u) << part;
+  }
+}
+
 TEST_F(LlmProposerTest, GarbageAnswerIsStoredCountedAndReportedNotCrashed) {
   FakeReply reply;
   reply.content = "I am sorry, but I cannot write kernels today. ```not closed";

@@ -5,9 +5,8 @@
 // The job finishes its budget of 4 evaluations, each kernel gets its status,
 // and `kevo llm-log` shows every call with its prompt — the parent's feedback
 // and the retrieved knowledge-base documents in it — and the nodes it made.
+// (--no-skills changes nothing in a fresh store; the job reports it as stored.)
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -21,18 +20,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-}
-
 std::string Answer(const std::string& label, const std::string& code) {
   return absl::StrCat("Transformation: ", label, "\n```cpp\n", code, "```\n");
 }
@@ -40,15 +27,15 @@ std::string Answer(const std::string& label, const std::string& code) {
 TEST(LlmRunTest, KevoRunWithTheLlmProposerAgainstTheFakeServer) {
   const std::string dir = MakeTempDir("kevo-llm-run");
   const std::string softmax = SourceDir() + "/tasks/softmax";
-  WriteFile(dir + "/1.md", Answer("online softmax with SIMD", ReadFile(softmax + "/examples/fast.cc")));
-  WriteFile(dir + "/2.md",
+  WriteTextFile(dir + "/1.md", Answer("online softmax with SIMD", ReadTextFile(softmax + "/examples/fast.cc")));
+  WriteTextFile(dir + "/2.md",
             Answer("broken on purpose",
                    "#include <cstdint>\nextern \"C\" void softmax(const float* x, float* y, int64_t "
                    "rows, int64_t cols) { this is not C++; }\n"));
-  WriteFile(dir + "/3.md", "I would rather not write a kernel today.\n");
-  WriteFile(dir + "/4.md",
-            absl::StrCat("Two more.\n", Answer("the reference, plainly", ReadFile(softmax + "/reference.cc")),
-                         Answer("skip the normalisation", ReadFile(softmax + "/examples/no_normalize.cc"))));
+  WriteTextFile(dir + "/3.md", "I would rather not write a kernel today.\n");
+  WriteTextFile(dir + "/4.md",
+            absl::StrCat("Two more.\n", Answer("the reference, plainly", ReadTextFile(softmax + "/reference.cc")),
+                         Answer("skip the normalisation", ReadTextFile(softmax + "/examples/no_normalize.cc"))));
 
   auto server = ChildProcess::Start(
       {BinDir() + "/fake-llm-server", "--answers",
@@ -57,18 +44,19 @@ TEST(LlmRunTest, KevoRunWithTheLlmProposerAgainstTheFakeServer) {
   ASSERT_TRUE(server.ok()) << server.status();
   auto address = (*server)->WaitForLine("listening ", absl::Seconds(30));
   ASSERT_TRUE(address.ok()) << address.status();
-  WriteFile(dir + "/llm.conf", absl::StrCat("[endpoint fake]\nbase_url = http://", *address,
+  WriteTextFile(dir + "/llm.conf", absl::StrCat("[endpoint fake]\nbase_url = http://", *address,
                                             "/v1\nmodel = fake-coder\nmax_retries = 1\n"));
 
   auto run = RunCommand({BinDir() + "/kevo", "run", softmax, "--platform", "cpu", "--proposer", "llm",
                          "--llm-config", dir + "/llm.conf", "--budget", "4", "--db", dir + "/db",
-                         "--out", dir + "/best.cc", "--json"},
+                         "--out", dir + "/best.cc", "--no-skills", "--json"},
                         absl::Minutes(8));
   ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
   auto job = nlohmann::json::parse(run.out);
   EXPECT_EQ(job["job_state"], "JOB_DONE");
   EXPECT_EQ(job["stop_reason"], "evaluation budget spent");
   EXPECT_EQ(job["evaluations_total"], 4);
+  EXPECT_EQ(job["no_skills"], true);  // --no-skills reached the job's stored spec
   EXPECT_EQ(job["evaluations"]["OK"], 2) << run.out;
   EXPECT_EQ(job["evaluations"]["COMPILE_ERROR"], 1) << run.out;
   EXPECT_EQ(job["evaluations"]["WRONG_ANSWER"], 1) << run.out;

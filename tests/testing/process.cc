@@ -179,6 +179,18 @@ std::string MakeTempDir(const std::string& prefix) {
   return tmpl;
 }
 
+std::string ReadTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+void WriteTextFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
 }  // namespace kevo::testing
 
 namespace kevo::testing {

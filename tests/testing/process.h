@@ -53,6 +53,10 @@ std::string BinDir();
 std::string SourceDir();
 // A fresh temporary folder, removed by the caller (or left for debugging).
 std::string MakeTempDir(const std::string& prefix);
+// The file's bytes; empty when it cannot be read.
+std::string ReadTextFile(const std::string& path);
+// Replaces the file's content with `text` (test fixtures).
+void WriteTextFile(const std::string& path, const std::string& text);
 
 }  // namespace kevo::testing
 
