@@ -1,5 +1,9 @@
-// Recipes for chains of small batched matmuls with row-wise steps between
+// Recipes for (chains of) small batched matmuls with row-wise steps between
 // them, on the CPU (float32, row-major):
+//   - "gemm_tiles": C[b] = epilogue(A[b] B[b] + bias), either operand stored
+//     transposed; hints {pattern: matmul_ex, a, b, c, m, n, k, batch, bias,
+//     a_layout: mk|km, b_layout: kn|nk, epilogue: none|gelu_erf} (defaults A,
+//     B, C, M, N, K, no batch, no bias, mk, kn, none);
 //   - "fm_ikj": the factorisation-machine interaction Z[b] = X[b] (X[b]^T Y[b]),
 //     hints {pattern: fm_interaction, x, y, z, batch, n, d, e} (defaults X, Y,
 //     Z, batch, N, D, E; X [batch, n, d], Y and Z [batch, n, e]);
@@ -211,6 +215,82 @@ std::string MlpSource(const v1::Task& task, const Genome& genome, const std::str
   return s;
 }
 
+struct MatmulBinding {
+  std::string a, b, c, m, n, k, batch, bias;
+  bool a_km = false, b_nk = false, gelu = false;
+};
+
+bool BindMatmul(const v1::Task& task, MatmulBinding* p) {
+  if (Hint(task, "pattern") != "matmul_ex") return false;
+  *p = {Hint(task, "a", "A"), Hint(task, "b", "B"), Hint(task, "c", "C"), Hint(task, "m", "M"),
+        Hint(task, "n", "N"), Hint(task, "k", "K"), Hint(task, "batch"), Hint(task, "bias")};
+  const std::string a_layout = Hint(task, "a_layout", "mk"), b_layout = Hint(task, "b_layout", "kn");
+  const std::string epilogue = Hint(task, "epilogue", "none");
+  if ((a_layout != "mk" && a_layout != "km") || (b_layout != "kn" && b_layout != "nk") ||
+      (epilogue != "none" && epilogue != "gelu_erf")) {
+    return false;
+  }
+  p->a_km = a_layout == "km";
+  p->b_nk = b_layout == "nk";
+  p->gelu = epilogue == "gelu_erf";
+  auto shape = [&](const std::string& r, const std::string& c) {
+    std::vector<std::string> out;
+    if (!p->batch.empty()) out.push_back(p->batch);
+    out.push_back(r);
+    out.push_back(c);
+    return out;
+  };
+  return IsF32Tensor(task, p->a, p->a_km ? shape(p->k, p->m) : shape(p->m, p->k), false) &&
+         IsF32Tensor(task, p->b, p->b_nk ? shape(p->n, p->k) : shape(p->k, p->n), false) &&
+         IsF32Tensor(task, p->c, shape(p->m, p->n), true) &&
+         (p->bias.empty() || IsF32Tensor(task, p->bias, {p->n}, false)) && DefinitionLine(task).ok();
+}
+
+// The source of gemm_tiles for a bound task.
+std::string MatmulSource(const v1::Task& task, const Genome& genome, const std::string& definition) {
+  MatmulBinding p;
+  BindMatmul(task, &p);
+  const bool threaded = StrParam(genome, "threads") == "all";
+  std::string s = TilePreamble(genome);
+  absl::StrAppend(&s, definition, " {\n  const float* kevo_a = ", p.a, ";\n  const float* kevo_b = ", p.b,
+                  ";\n  float* kevo_c = ", p.c, ";\n  const int64_t kevo_m = ", p.m, ", kevo_n = ", p.n,
+                  ", kevo_k = ", p.k, ", kevo_batch = ", p.batch.empty() ? "1" : p.batch, ";\n");
+  if (p.b_nk) {
+    // B^T packed to k x n rows once, so the tiles read B rows contiguously.
+    absl::StrAppend(&s, R"(  float* kevo_bt = static_cast<float*>(std::malloc(sizeof(float) * (kevo_batch * kevo_k * kevo_n + 1)));
+)", threaded ? "#pragma omp parallel for schedule(static)\n" : "", R"(  for (int64_t bk = 0; bk < kevo_batch * kevo_k; ++bk) {
+    const int64_t bb = bk / kevo_k, kk = bk % kevo_k;
+    for (int64_t j = 0; j < kevo_n; ++j) {
+      kevo_bt[bk * kevo_n + j] = kevo_b[(bb * kevo_n + j) * kevo_k + kk];
+    }
+  }
+  const float* kevo_bkn = kevo_bt;
+)");
+  } else {
+    absl::StrAppend(&s, "  const float* kevo_bkn = kevo_b;\n");
+  }
+  absl::StrAppend(&s, "  const int64_t kevo_blocks = kevo_ceil_div(kevo_m, MR);\n",
+                  threaded ? "#pragma omp parallel for schedule(static)\n" : "",
+                  R"(  for (int64_t blk = 0; blk < kevo_batch * kevo_blocks; ++blk) {
+    const int64_t bb = blk / kevo_blocks, i0 = blk % kevo_blocks * MR;
+    const int64_t rows = kevo_min(MR, kevo_m - i0);
+    float* c = kevo_c + (bb * kevo_m + i0) * kevo_n;
+)",
+                  p.a_km ? "    kevo_rows_times(kevo_a + bb * kevo_k * kevo_m + i0, 1, kevo_m, rows, kevo_k,"
+                         : "    kevo_rows_times(kevo_a + (bb * kevo_m + i0) * kevo_k, kevo_k, 1, rows, kevo_k,",
+                  R"(
+                    kevo_bkn + bb * kevo_k * kevo_n, kevo_n, kevo_n, c, kevo_n);
+)");
+  if (!p.bias.empty() || p.gelu) {
+    absl::StrAppend(&s, "    for (int64_t r = 0; r < rows; ++r) {\n      for (int64_t j = 0; j < kevo_n; ++j) {\n",
+                    "        const float z = c[r * kevo_n + j]", p.bias.empty() ? "" : absl::StrCat(" + ", p.bias, "[j]"),
+                    ";\n        c[r * kevo_n + j] = ",
+                    p.gelu ? "0.5f * z * (1.0f + std::erf(z * 0.70710678f))" : "z", ";\n      }\n    }\n");
+  }
+  absl::StrAppend(&s, "  }\n", p.b_nk ? "  std::free(kevo_bt);\n" : "", "}\n");
+  return s;
+}
+
 // One recipe of this file: names, whether a task binds, and its source.
 struct ChainSpec {
   std::string name, family, description;
@@ -267,6 +347,18 @@ std::unique_ptr<Recipe> NewMlpRmsNormIkjRecipe() {
         return BindMlp(task, &p);
       },
       MlpSource});
+}
+
+std::unique_ptr<Recipe> NewGemmTilesRecipe() {
+  return std::make_unique<TiledChainRecipe>(ChainSpec{
+      "gemm_tiles", "matmul_ex",
+      "(batched) matmul with either operand transposed and an optional bias and GELU epilogue: "
+      "register tiles vectorised along the output row (B^T packed first), threads take row blocks",
+      [](const v1::Task& task) {
+        MatmulBinding p;
+        return BindMatmul(task, &p);
+      },
+      MatmulSource});
 }
 
 }  // namespace kevo::proposer

@@ -82,6 +82,7 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewEmbeddingBagRowsRecipe());
     v->push_back(NewFmIkjRecipe());
     v->push_back(NewMlpRmsNormIkjRecipe());
+    v->push_back(NewGemmTilesRecipe());
     v->push_back(NewJaggedTruncateRecipe());
     v->push_back(NewSaturatingCastRecipe());
     v->push_back(NewConv2dRowsRecipe());

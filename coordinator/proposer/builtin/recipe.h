@@ -106,6 +106,7 @@ std::unique_ptr<Recipe> NewBucketizeTreeRecipe();
 std::unique_ptr<Recipe> NewEmbeddingBagRowsRecipe();
 std::unique_ptr<Recipe> NewFmIkjRecipe();
 std::unique_ptr<Recipe> NewMlpRmsNormIkjRecipe();
+std::unique_ptr<Recipe> NewGemmTilesRecipe();
 std::unique_ptr<Recipe> NewJaggedTruncateRecipe();
 std::unique_ptr<Recipe> NewSaturatingCastRecipe();
 std::unique_ptr<Recipe> NewConv2dRowsRecipe();
