@@ -165,6 +165,11 @@ absl::Status WriteFile(const std::string& path, const std::string& data) {
   return out ? absl::OkStatus() : absl::DataLossError(absl::StrCat("short write to ", path));
 }
 
+std::string KernelExtension(const v1::Task& task, const std::string& platform) {
+  if (task.format() == v1::TASK_FORMAT_KERNELBENCH) return ".py";
+  return platform == "amd" ? ".hip" : ".cc";
+}
+
 int Fail(const char* command, const absl::Status& s) {
   std::fprintf(stderr, "kevo %s: %s\n", command, std::string(s.message()).c_str());
   return s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
@@ -280,7 +285,7 @@ int RunCommand(const std::vector<std::string>& argv) {
   const bool kernelbench = spec->task().format() == v1::TASK_FORMAT_KERNELBENCH;
   std::string out_path = args->Get(
       "out", absl::StrCat("kevo-out/", spec->task().name(), "/best",
-                          kernelbench ? ".py" : spec->platform() == "amd" ? ".hip" : ".cc"));
+                          KernelExtension(spec->task(), spec->platform())));
   v1::GetBestResponse best;
   bool have_best = false;
   {

@@ -61,6 +61,9 @@ absl::StatusOr<v1::JobSpec> SpecFromArgs(const ParsedArgs& args);
 // Writes `data` to `path`, creating its folder. PermissionDenied when it
 // cannot be opened, DataLoss on a short write.
 absl::Status WriteFile(const std::string& path, const std::string& data);
+// The file extension of a kernel for `task` on `platform`: ".py" for a
+// KernelBench task (a ModelNew module), ".hip" on amd, else ".cc".
+std::string KernelExtension(const v1::Task& task, const std::string& platform);
 // Prints "kevo COMMAND: message" on stderr; returns 2 for InvalidArgument, else 1.
 int Fail(const char* command, const absl::Status& s);
 

@@ -1,4 +1,5 @@
-// kevo suite: every task under a folder searched as a job, K at a time,
+// kevo suite: every task under a folder (native task folders and KernelBench
+// files, found as kevo run finds them) searched as a job, K at a time,
 // embedded or against a coordinator; a table, a JSON results file and a CSV
 // beside it. Resumable: tasks already finished in the results file are
 // skipped, so a long suite survives an interruption.
@@ -29,6 +30,7 @@
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/task/kernelbench.h"
 #include "common/task/task_loader.h"
 #include "coordinator/proposer/builtin/recipe.h"
 
@@ -42,7 +44,8 @@ constexpr char kSuiteUsage[] =
     "                  [--coordinator ADDR] [--db DIR] [--rerun TASK,TASK] [--markdown]\n"
     "                  [--policy P] [--seed S] [--stall K] [--max-wall S] [--target-speedup X]\n"
     "                  [--warm-start] [--no-skills]\n"
-    "Searches every task under TASKS_DIR as a job, K at a time (embedded, or on the\n"
+    "Searches every task under TASKS_DIR (native task folders and KernelBench .py\n"
+    "files, as kevo run finds them) as a job, K at a time (embedded, or on the\n"
     "coordinator at ADDR), then prints a table and writes --out (JSON, default\n"
     "kevo-out/suite/results.json), a CSV beside it and each best kernel in\n"
     "<out>-kernels/. Tasks already finished in an existing --out are skipped (rows with\n"
@@ -51,7 +54,7 @@ constexpr char kSuiteUsage[] =
 
 // One task's outcome: a row of the table, the JSON and the CSV.
 struct SuiteRow {
-  std::string task;  // the task folder relative to TASKS_DIR (the resume key)
+  std::string task;  // the task path relative to TASKS_DIR (the resume key)
   std::string family;
   std::string op_family;
   std::string status = "ERROR";  // OK | NO_CORRECT_KERNEL | ERROR
@@ -322,8 +325,8 @@ struct SuiteContext {
   Progress* progress = nullptr;
 };
 
-// One task of the suite: its key (the folder relative to TASKS_DIR) and the
-// task loaded from the folder, or why it did not load.
+// One task of the suite: its key (the path relative to TASKS_DIR) and the
+// task loaded from that path, or why it did not load.
 struct SuiteTask {
   std::string key;
   absl::StatusOr<v1::Task> task;
@@ -401,7 +404,10 @@ SuiteRow RunTask(const SuiteContext& ctx, const SuiteTask& t) {
   row.best_genome = best.node().genome();
   row.family = Family(*task, row.best_genome);
   row.cpu_model = best.evaluation().fingerprint().cpu_model();
-  std::string kernel = ctx.kernels_dir + "/" + absl::StrReplaceAll(key, {{"/", "__"}}) + ".cc";
+  std::string stem = key;
+  if (stem.ends_with(".py")) stem.resize(stem.size() - 3);
+  std::string kernel = absl::StrCat(ctx.kernels_dir, "/", absl::StrReplaceAll(stem, {{"/", "__"}}),
+                                    KernelExtension(*task, ctx.base.platform()));
   if (absl::Status w = WriteFile(kernel, best.candidate().source()); w.ok()) {
     row.best_kernel_path = kernel;
   } else {
@@ -447,19 +453,22 @@ int SuiteCommand(const std::vector<std::string>& argv) {
   if (!jobs.ok()) return Fail("suite", jobs.status());
   if (*jobs < 1) return Fail("suite", absl::InvalidArgumentError("--jobs must be at least 1"));
   const std::string root = args->positional[0];
-  auto dirs = task::FindTaskDirs(root);
-  if (!dirs.ok()) return Fail("suite", dirs.status());
-  if (dirs->empty()) {
-    return Fail("suite", absl::NotFoundError(absl::StrCat("no task folder (holding ",
-                                                          task::kTaskFileName, ") under ", root)));
+  // The same tasks `kevo run` finds: native task folders and KernelBench files.
+  auto paths = task::FindTaskPaths(root);
+  if (!paths.ok()) return Fail("suite", paths.status());
+  if (paths->empty()) {
+    return Fail("suite", absl::NotFoundError(absl::StrCat(
+                             "no task (a folder holding ", task::kTaskFileName,
+                             ", or a KernelBench .py problem) under ", root)));
   }
   const std::string out = args->Get("out", "kevo-out/suite/results.json");
   const std::string csv = CsvPath(out);
   std::string kernels_dir = (fs::path(out).parent_path() / (fs::path(out).stem().string() + "-kernels")).string();
 
-  // Tasks by key; the key is the folder relative to TASKS_DIR.
+  // Tasks by key; the key is the task's path (folder or .py file) relative to
+  // TASKS_DIR.
   std::vector<std::pair<std::string, std::string>> tasks;
-  for (const auto& d : *dirs) {
+  for (const auto& d : *paths) {
     std::string key = fs::path(d).lexically_relative(root).string();
     if (key.empty() || key == ".") key = fs::path(d).filename().string();
     if (key.empty()) key = fs::absolute(d).lexically_normal().parent_path().filename().string();
@@ -506,7 +515,7 @@ int SuiteCommand(const std::vector<std::string>& argv) {
   bool any_loaded = false;
   for (const auto& [key, dir] : tasks) {
     if (rows.contains(key)) continue;
-    todo.push_back({key, task::LoadTaskDir(dir)});
+    todo.push_back({key, task::LoadTaskPath(dir)});
     any_loaded |= todo.back().task.ok();
   }
 

@@ -222,8 +222,10 @@ extern "C" void matmul(const float* A, const float* B, float* C, int64_t M, int6
   edits.restrict_pointers = true;
   edits.outer_pragma = "#pragma omp parallel for schedule(static)";
   edits.inner_pragma = "#pragma GCC unroll 4";
-  absl::StatusOr<std::string> out = EditFunction(src, "matmul", edits);
-  ASSERT_TRUE(out.ok()) << out.status();
+  absl::StatusOr<EditedSource> edited = EditFunction(src, "matmul", edits);
+  ASSERT_TRUE(edited.ok()) << edited.status();
+  const std::string* out = &edited->source;
+  EXPECT_EQ(edited->shared_loops, 1);
   EXPECT_THAT(*out, HasSubstr("const float* __restrict  A, const float* __restrict  B, "
                               "float* __restrict  C, int64_t M"));
   // The declaration is left alone.
@@ -235,6 +237,105 @@ extern "C" void matmul(const float* A, const float* B, float* C, int64_t M, int6
   EXPECT_EQ(FindFunction(src, "softmax").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(FindFunction("void f(int a) { if (a) {", "f").status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// The analysis that decides which outermost loops OpenMP threads may share.
+LoopSharing SharingOf(const std::string& src, const std::string& function, int loop = 0) {
+  absl::StatusOr<FunctionSpan> fn = FindFunction(src, function);
+  EXPECT_TRUE(fn.ok()) << fn.status();
+  if (!fn.ok()) return {};
+  std::vector<LoopSpan> outer;
+  for (const LoopSpan& l : FindLoops(src, *fn)) {
+    if (l.outermost) outer.push_back(l);
+  }
+  EXPECT_GT(outer.size(), static_cast<size_t>(loop));
+  if (outer.size() <= static_cast<size_t>(loop)) return {};
+  return AnalyseLoop(src, *fn, outer[loop]);
+}
+
+TEST(GenericSourceTest, AccumulatedScalarsBecomeReductionsAndOwnElementWritesAreShared) {
+  LoopSharing s = SharingOf(R"(
+void f(const long* x, int* y, long* bad, long n) {
+  const long lo = -5;
+  long count = 0;
+  double total = 0.0;
+  for (long i = 0; i < n; ++i) {
+    long v = x[i];
+    if (v < lo) { v = lo; ++count; }
+    total += 0.5 * v;
+    count++;
+    y[i] = static_cast<int>(v);
+  }
+  bad[0] = count + static_cast<long>(total);
+})", "f");
+  EXPECT_TRUE(s.shareable) << s.reason;
+  EXPECT_EQ(s.reductions, (std::vector<std::string>{"count", "total"}));
+}
+
+TEST(GenericSourceTest, SharedScratchRunningValuesAndEscapesKeepTheLoopSerial) {
+  // Scratch declared before the loop, written at an inner index (bmm's row).
+  LoopSharing scratch = SharingOf(R"(
+void f(const float* x, float* y, long b, long h) {
+  float* row = static_cast<float*>(std::malloc(sizeof(float) * h));
+  for (long i = 0; i < b; ++i) {
+    for (long k = 0; k < h; ++k) row[k] = x[i * h + k];
+    y[i] = row[0];
+  }
+  std::free(row);
+})", "f");
+  EXPECT_FALSE(scratch.shareable);
+  EXPECT_THAT(scratch.reason, HasSubstr("`row[k]`"));
+  // A running offset that later iterations read (embedding_bag's off).
+  LoopSharing running = SharingOf(R"(
+void f(const long* len, const float* v, float* out, long b) {
+  long off = 0;
+  for (long i = 0; i < b; ++i) {
+    out[i] = v[off];
+    off += len[i];
+  }
+})", "f");
+  EXPECT_FALSE(running.shareable);
+  EXPECT_THAT(running.reason, HasSubstr("running value"));
+  // One element every iteration writes; a plain assignment of an outer
+  // scalar; a return out of the loop.
+  EXPECT_FALSE(SharingOf("void f(float* s, long n) { for (long i = 0; i < n; ++i) s[0] += i; }",
+                         "f").shareable);
+  EXPECT_FALSE(SharingOf("void f(long* s, long n) { long last = 0;\n"
+                         "for (long i = 0; i < n; ++i) last = i; s[0] = last; }",
+                         "f").shareable);
+  EXPECT_FALSE(SharingOf("void f(long* s, long n) { for (long i = 0; i < n; ++i) { if (s[i]) "
+                         "return; s[i] = 1; } }",
+                         "f").shareable);
+  // An inner break is fine; one out of the shared loop is not.
+  EXPECT_TRUE(SharingOf("void f(long* s, long n) { for (long i = 0; i < n; ++i) { for (long j = 0; "
+                        "j < n; ++j) { if (j > i) break; s[i] += j; } } }",
+                        "f").shareable);
+  EXPECT_FALSE(SharingOf("void f(long* s, long n) { for (long i = 0; i < n; ++i) { if (s[i]) "
+                         "break; s[i] = 1; } }",
+                         "f").shareable);
+  // The second loop of jagged_truncate's shape (its own index) is shareable
+  // although the first is not.
+  const std::string two = R"(
+void f(const long* len, float* out, long b, long l) {
+  long off = 0;
+  for (long i = 0; i < b; ++i) { out[off] = 1.0f; off += len[i]; }
+  for (long t = off; t < b * l; ++t) out[t] = 0.0f;
+})";
+  EXPECT_FALSE(SharingOf(two, "f", 0).shareable);
+  EXPECT_TRUE(SharingOf(two, "f", 1).shareable);
+}
+
+TEST(GenericRecipeTest, OmpValuesDoNotApplyWhenNoOuterLoopCanBeShared) {
+  v1::Task task = LoadStarterTask("fm_interaction");
+  const Recipe* generic = FindRecipe("generic");
+  ASSERT_NE(generic, nullptr);
+  Genome g{"generic", generic->space().Defaults()};
+  ASSERT_EQ(g.params.at("omp"), "parallel_for");
+  absl::StatusOr<v1::Candidate> c = generic->Generate(task, g);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition) << c.status();
+  EXPECT_THAT(c.status().message(), HasSubstr("`T["));
+  g.params["omp"] = "off";
+  EXPECT_TRUE(generic->Generate(task, g).ok());
 }
 
 // ---------------------------------------------------------------- proposer
@@ -586,6 +687,79 @@ TEST_P(RecipeCorrectnessTest, GenomesCoveringTheSpaceMatchTheReference) {
     }
   }
 }
+
+// The generic mutator's OpenMP variants on references whose outer loops carry
+// state (counts, sums, running offsets, scratch): each variant it generates
+// matches the reference on every validation binding, bit for bit on a second
+// call (the reductions combine in thread order), and the tasks whose only
+// outer loop cannot be shared get no OpenMP variant at all.
+struct CarriedStateCase {
+  std::string task;
+  bool shared;  // whether an outer loop can be shared
+  bool reduction;  // whether one becomes a per-thread reduction
+};
+
+class GenericOmpTest : public ::testing::TestWithParam<CarriedStateCase> {};
+
+TEST_P(GenericOmpTest, VariantsMatchTheReferenceOrAreNotGenerated) {
+  const CarriedStateCase& tc = GetParam();
+  const v1::Task task = LoadStarterTask(tc.task);
+  ASSERT_FALSE(task.name().empty());
+  const Recipe* generic = FindRecipe("generic");
+  ASSERT_NE(generic, nullptr);
+  ASSERT_TRUE(generic->Applies(task, "cpu"));
+  Genome genome{"generic", generic->space().Defaults()};
+  genome.params["schedule"] = "dynamic";  // reductions must still partition statically
+  absl::StatusOr<v1::Candidate> candidate = generic->Generate(task, genome);
+  if (!tc.shared) {
+    EXPECT_EQ(candidate.status().code(), absl::StatusCode::kFailedPrecondition)
+        << candidate.status() << "\n" << (candidate.ok() ? candidate->source() : "");
+    return;
+  }
+  ASSERT_TRUE(candidate.ok()) << candidate.status();
+  EXPECT_EQ(candidate->source().find("kevo_part_") != std::string::npos, tc.reduction)
+      << candidate->source();
+  auto dir = harness::TempDir::Create("kevo_generic_omp_");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  auto reference = harness::CompiledKernel::Compile(task.reference().source(),
+                                                    harness::ReferenceFlags(),
+                                                    task.signature().function(), (*dir)->path(), "ref");
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  auto kernel = harness::CompiledKernel::Compile(candidate->source(),
+                                                 harness::CandidateFlags(*candidate),
+                                                 task.signature().function(), (*dir)->path(), "omp");
+  ASSERT_TRUE(kernel.ok()) << kernel.status() << "\n" << candidate->source();
+  for (const v1::Binding& b : task.validate()) {
+    SCOPED_TRACE(b.name());
+    auto want = harness::MakeTaskCall(task, b, /*seed=*/2);
+    auto got = harness::MakeTaskCall(task, b, /*seed=*/2);
+    ASSERT_TRUE(want.ok() && got.ok());
+    (*reference)->Call((*want)->args);
+    (*kernel)->Call((*got)->args);
+    EXPECT_TRUE(harness::CompareOutputs(task, **got, **want).ok())
+        << harness::CompareOutputs(task, **got, **want);
+    std::vector<std::string> first;
+    for (const auto& o : (*got)->outputs) first.emplace_back(static_cast<const char*>(o->data), o->size);
+    (*got)->PoisonOutputs(task);
+    (*kernel)->Call((*got)->args);
+    for (size_t i = 0; i < first.size(); ++i) {
+      EXPECT_EQ(std::memcmp(first[i].data(), (*got)->outputs[i]->data, first[i].size()), 0)
+          << "output " << i << " differs between two calls";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    CarriedState, GenericOmpTest,
+    ::testing::Values(CarriedStateCase{"cast_i64_i32", true, true},
+                      CarriedStateCase{"cross_entropy", true, true},
+                      CarriedStateCase{"mse_loss", true, true},
+                      CarriedStateCase{"jagged_truncate", true, false},
+                      CarriedStateCase{"topk_truncate", true, false},
+                      CarriedStateCase{"embedding_bag_sum", false, false},
+                      CarriedStateCase{"bmm_gelu_rmsnorm_bmm", false, false},
+                      CarriedStateCase{"fm_interaction", false, false}),
+    [](const ::testing::TestParamInfo<CarriedStateCase>& info) { return info.param.task; });
 
 INSTANTIATE_TEST_SUITE_P(HintedTasks, RecipeCorrectnessTest, ::testing::ValuesIn(HintedTasks()),
                          [](const ::testing::TestParamInfo<std::string>& info) {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -74,24 +75,30 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompiledKernel::Compile(
 
 CompiledKernel::~CompiledKernel() { dlclose(handle_); }
 
+namespace {
+
+template <size_t>
+using Arg = intptr_t;
+
+// Calls `fn` as a function of sizeof...(I) intptr_t arguments a[0], a[1], ...
+template <size_t... I>
+void CallWith(void* fn, const intptr_t* a, std::index_sequence<I...>) {
+  reinterpret_cast<void (*)(Arg<I>...)>(fn)(a[I]...);
+}
+
+template <size_t... N>
+void CallN(void* fn, const std::vector<intptr_t>& a, std::index_sequence<N...>) {
+  // One entry per arity 1..kMaxParams.
+  static constexpr void (*kCalls[])(void*, const intptr_t*) = {
+      [](void* f, const intptr_t* x) { CallWith(f, x, std::make_index_sequence<N + 1>()); }...};
+  if (a.empty() || a.size() > sizeof...(N)) std::abort();  // MakeTaskCall refuses these
+  kCalls[a.size() - 1](fn, a.data());
+}
+
+}  // namespace
+
 void CompiledKernel::Call(const std::vector<intptr_t>& a) const {
-  using I = intptr_t;
-  switch (a.size()) {
-    case 1: return reinterpret_cast<void (*)(I)>(fn_)(a[0]);
-    case 2: return reinterpret_cast<void (*)(I, I)>(fn_)(a[0], a[1]);
-    case 3: return reinterpret_cast<void (*)(I, I, I)>(fn_)(a[0], a[1], a[2]);
-    case 4: return reinterpret_cast<void (*)(I, I, I, I)>(fn_)(a[0], a[1], a[2], a[3]);
-    case 5: return reinterpret_cast<void (*)(I, I, I, I, I)>(fn_)(a[0], a[1], a[2], a[3], a[4]);
-    case 6:
-      return reinterpret_cast<void (*)(I, I, I, I, I, I)>(fn_)(a[0], a[1], a[2], a[3], a[4], a[5]);
-    case 7:
-      return reinterpret_cast<void (*)(I, I, I, I, I, I, I)>(fn_)(a[0], a[1], a[2], a[3], a[4],
-                                                                  a[5], a[6]);
-    case 8:
-      return reinterpret_cast<void (*)(I, I, I, I, I, I, I, I)>(fn_)(a[0], a[1], a[2], a[3], a[4],
-                                                                     a[5], a[6], a[7]);
-    default: std::abort();  // MakeTaskCall refuses more than 8 parameters
-  }
+  CallN(fn_, a, std::make_index_sequence<kMaxParams>());
 }
 
 AlignedBuffer::AlignedBuffer(size_t bytes) : size(bytes) {
@@ -123,8 +130,9 @@ absl::StatusOr<std::unique_ptr<TaskCall>> MakeTaskCall(const v1::Task& task,
     call->output_counts.push_back(count);
   }
   call->PoisonOutputs(task);
-  if (task.signature().params_size() > 8) {
-    return absl::InvalidArgumentError("the harness calls functions of at most 8 parameters");
+  if (task.signature().params_size() > static_cast<int>(CompiledKernel::kMaxParams)) {
+    return absl::InvalidArgumentError(absl::StrCat("the harness calls functions of at most ",
+                                                   CompiledKernel::kMaxParams, " parameters"));
   }
   for (const std::string& p : task.signature().params()) {
     bool found = false;

@@ -46,8 +46,10 @@ class CompiledKernel {
       const std::string& function, const std::string& dir, const std::string& name);
   ~CompiledKernel();
 
-  // Calls the function with up to 8 integer-class arguments (pointers and
-  // int64_t are both passed in 64-bit integer registers or stack slots).
+  // The most parameters Call passes.
+  static constexpr size_t kMaxParams = 12;
+  // Calls the function with 1 to kMaxParams integer-class arguments (pointers
+  // and int64_t are both passed in 64-bit integer registers or stack slots).
   void Call(const std::vector<intptr_t>& args) const;
 
  private:

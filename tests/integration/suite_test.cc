@@ -2,7 +2,8 @@
 // small timed shape) and one malformed task, searched embedded with a small
 // budget. Every task gets a row in the JSON and the CSV, the malformed one an
 // error row while the others still finish; a second run over the same
-// results file skips the finished tasks.
+// results file skips the finished tasks. KernelBench problems under the folder
+// are tasks of the suite too.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -97,7 +98,48 @@ TEST(SuiteTest, RunsEveryTaskWritesJsonAndCsvAndKeepsGoingPastABrokenTask) {
   auto j2 = nlohmann::json::parse(ReadAll(out));
   ASSERT_EQ(j2["tasks"].size(), 3u);
   for (const auto& row : j2["tasks"]) {
-    if (row["task"] != "broken") EXPECT_EQ(row["job_id"], rows[row["task"]]["job_id"]);
+    if (row["task"] != "broken") {
+      EXPECT_EQ(row["job_id"], rows[row["task"]]["job_id"]);
+    }
+  }
+  fs::remove_all(dir);
+}
+
+TEST(SuiteTest, FindsKernelBenchProblemsBesideNativeTasksAndSkipsOtherPython) {
+  std::string dir = MakeTempDir("kevo-suite-kb");
+  std::string tasks = dir + "/tasks";
+  fs::create_directories(tasks + "/level1");
+  CopyTask("vector_add", tasks, "value: 16777216", "value: 262144");
+  const std::string data = SourceDir() + "/tests/data/kernelbench/";
+  fs::copy_file(data + "relu.py", tasks + "/relu.py");
+  fs::copy_file(data + "matmul.py", tasks + "/level1/matmul.py");
+  // A script beside the problems (as a KernelBench checkout has): not a task.
+  std::ofstream(tasks + "/level1/helper.py") << "import torch\nprint(torch.__version__)\n";
+
+  std::string out = dir + "/results.json";
+  auto r = RunCommand({Kevo(), "suite", tasks, "--platform", "cpu", "--budget", "1", "--max-wall",
+                       "240", "--out", out},
+                      absl::Minutes(9));
+  // 0 where the worker has PyTorch, 3 where the KernelBench jobs found no
+  // correct kernel (no python3-torch); never a usage or load error.
+  ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 3) << r.exit_code << r.err << r.out;
+  auto j = nlohmann::json::parse(ReadAll(out));
+  std::map<std::string, nlohmann::json> rows;
+  for (const auto& row : j["tasks"]) rows[row["task"].get<std::string>()] = row;
+  ASSERT_EQ(rows.size(), 3u) << j.dump(2);
+  ASSERT_TRUE(rows.contains("vector_add") && rows.contains("relu.py") &&
+              rows.contains("level1/matmul.py"))
+      << j.dump(2);
+  EXPECT_EQ(rows["vector_add"]["status"], "OK") << rows["vector_add"].dump(2);
+  for (const char* name : {"relu.py", "level1/matmul.py"}) {
+    const auto& row = rows[name];
+    // Loaded as a KernelBench problem, not rejected as a folder without a task file.
+    EXPECT_EQ(row["op_family"], "kernelbench") << row.dump(2);
+    if (row["status"] == "OK") {
+      const std::string kernel = row["best_kernel_path"].get<std::string>();
+      EXPECT_TRUE(kernel.ends_with(".py") && fs::exists(kernel)) << row.dump(2);
+      EXPECT_NE(ReadAll(kernel).find("class ModelNew"), std::string::npos) << kernel;
+    }
   }
   fs::remove_all(dir);
 }

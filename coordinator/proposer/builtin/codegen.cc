@@ -1,6 +1,7 @@
 #include "coordinator/proposer/builtin/codegen.h"
 
 #include <cctype>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -130,6 +131,41 @@ std::string ReplaceWord(const std::string& text, const std::string& word,
     }
   }
   return out;
+}
+
+v1::Candidate CppCandidate(std::string source) {
+  v1::Candidate candidate;
+  candidate.set_language("c++");
+  candidate.set_source(std::move(source));
+  return candidate;
+}
+
+bool BindEmbeddingBag(const v1::Task& task, EmbeddingBagShapes* b) {
+  const std::string mode = Hint(task, "mode");
+  if (Hint(task, "pattern") != "embedding_bag" || (mode != "sum" && mode != "mean")) return false;
+  b->table = Hint(task, "table", "table");
+  b->indices = Hint(task, "indices", "indices");
+  b->lengths = Hint(task, "lengths", "lengths");
+  b->out = Hint(task, "out", "out");
+  b->d = Hint(task, "d", "D");
+  b->bags = Hint(task, "bags", "B");
+  b->mean = mode == "mean";
+  const v1::TensorSpec* tt = FindInput(task, b->table);
+  const v1::TensorSpec* ti = FindInput(task, b->indices);
+  const v1::TensorSpec* tl = FindInput(task, b->lengths);
+  const v1::TensorSpec* to = FindOutput(task, b->out);
+  if (tt == nullptr || ti == nullptr || tl == nullptr || to == nullptr) return false;
+  if (tt->dtype() != v1::F32 || ti->dtype() != v1::I64 || tl->dtype() != v1::I64 ||
+      to->dtype() != v1::F32) {
+    return false;
+  }
+  for (const std::string& name : {b->table, b->indices, b->lengths, b->out}) {
+    if (!IsSignatureParam(task, name)) return false;
+  }
+  return tt->shape_size() == 2 && tt->shape(1) == b->d && tl->shape_size() == 1 &&
+         tl->shape(0) == b->bags && to->shape_size() == 2 && to->shape(0) == b->bags &&
+         to->shape(1) == b->d && ti->shape_size() == 1 && IsSymbolParam(task, b->d) &&
+         IsSymbolParam(task, b->bags);
 }
 
 }  // namespace kevo::proposer

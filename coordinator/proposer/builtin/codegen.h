@@ -41,6 +41,9 @@ std::string ElementCountExpr(const v1::TensorSpec& spec);
 // Includes and helpers every generated source starts with.
 extern const char kPrelude[];
 
+// A C++ candidate with `source` and no extra flags.
+v1::Candidate CppCandidate(std::string source);
+
 // OK when `genome` names `recipe` and lies in its space; InvalidArgument
 // otherwise. FailedPrecondition when the recipe does not apply to `task` on
 // the CPU.
@@ -83,6 +86,18 @@ struct GemmShapes {
 // c [m, n], a and b of one dtype (set in a_dtype, c's in c_dtype), all
 // signature parameters (gemm.cc). Callers check the dtypes they support.
 bool BindGemmShapes(const v1::Task& task, GemmShapes* g);
+
+// An embedding bag's names: hints {pattern: embedding_bag, mode: sum|mean,
+// table, indices, lengths, out, d, bags} (defaults table, indices, lengths,
+// out, D, B).
+struct EmbeddingBagShapes {
+  std::string table, indices, lengths, out, d, bags;
+  bool mean = false;
+};
+// Binds the hints and checks them: float32 table [?, d], int64 indices [?]
+// (the bags packed in order), int64 lengths [bags], float32 out [bags, d],
+// d and bags signature symbols. False when the task does not fit (codegen.cc).
+bool BindEmbeddingBag(const v1::Task& task, EmbeddingBagShapes* b);
 
 // The names a row recipe binds to.
 struct RowBinding {

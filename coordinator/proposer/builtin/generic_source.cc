@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
+#include <set>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -180,17 +182,256 @@ std::vector<LoopSpan> FindLoops(const std::string& source, const FunctionSpan& f
   return loops;
 }
 
-absl::StatusOr<std::string> EditFunction(const std::string& source, std::string_view function,
-                                         const SourceEdits& edits) {
+namespace {
+
+// The identifier words of m[from, to), skipping the spans in `holes`.
+std::set<std::string> Words(const std::string& m, size_t from, size_t to,
+                            const std::vector<std::pair<size_t, size_t>>& holes = {}) {
+  std::set<std::string> out;
+  for (size_t i = from; i < to;) {
+    bool skipped = false;
+    for (const auto& [b, e] : holes) {
+      if (i >= b && i < e) {
+        i = e;
+        skipped = true;
+        break;
+      }
+    }
+    if (skipped) continue;
+    if (IsIdent(m[i]) && !std::isdigit(static_cast<unsigned char>(m[i])) &&
+        (i == 0 || !IsIdent(m[i - 1]))) {
+      size_t e = i;
+      while (e < to && IsIdent(m[e])) ++e;
+      out.insert(m.substr(i, e - i));
+      i = e;
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
+
+bool HasWord(const std::string& text, std::string_view word) {
+  for (size_t p = text.find(word); p != std::string::npos; p = text.find(word, p + 1)) {
+    const size_t e = p + word.size();
+    if ((p == 0 || !IsIdent(text[p - 1])) && (e >= text.size() || !IsIdent(text[e]))) return true;
+  }
+  return false;
+}
+
+// The last non-space character before `i`, or '\0'.
+char PrevChar(const std::string& m, size_t i, size_t* at = nullptr) {
+  while (i > 0) {
+    --i;
+    if (!std::isspace(static_cast<unsigned char>(m[i]))) {
+      if (at != nullptr) *at = i;
+      return m[i];
+    }
+  }
+  return '\0';
+}
+
+// Length of the assignment operator at `i` (`=`, `+=`, `<<=`, ...), or 0.
+size_t AssignmentAt(const std::string& m, size_t i) {
+  if (i >= m.size()) return 0;
+  if (m[i] == '=') return i + 1 < m.size() && m[i + 1] == '=' ? 0 : 1;
+  if (m.compare(i, 3, "<<=") == 0 || m.compare(i, 3, ">>=") == 0) return 3;
+  if (i + 1 < m.size() && m[i + 1] == '=' && std::string_view("+-*/%&|^").find(m[i]) != std::string_view::npos) {
+    return 2;
+  }
+  return 0;
+}
+
+// The statement of `fn` (parameter or declaration) that first names `word`
+// before `before`: a parameter's text, or the body's statement around it.
+std::string Declaration(const std::string& m, const FunctionSpan& fn, const std::string& word,
+                        size_t before) {
+  for (auto [b, e] : SplitParams(m, fn.params_open + 1, fn.params_close)) {
+    std::string param = m.substr(b, e - b);
+    if (HasWord(param, word)) return param;
+  }
+  for (size_t p = m.find(word, fn.body_open); p != std::string::npos && p < before;
+       p = m.find(word, p + 1)) {
+    const size_t e = p + word.size();
+    if (IsIdent(m[p - 1]) || IsIdent(m[e])) continue;
+    size_t start = m.find_last_of(";{}", p);
+    size_t end = m.find(';', p);
+    start = start == std::string::npos ? 0 : start + 1;
+    return m.substr(start, (end == std::string::npos ? m.size() : end) - start);
+  }
+  return "";
+}
+
+}  // namespace
+
+LoopSharing AnalyseLoop(const std::string& source, const FunctionSpan& fn, const LoopSpan& loop) {
+  const std::string m = Mask(source);
+  LoopSharing out;
+  const size_t open = SkipSpace(m, loop.begin + 3);
+  // The loop variable: the name before the `=` of the header's init.
+  const size_t init_end = m.find(';', open);
+  const size_t eq = m.find('=', open);
+  std::string var;
+  if (eq != std::string::npos && eq < init_end && AssignmentAt(m, eq) == 1) {
+    size_t e = eq;
+    while (e > open && std::isspace(static_cast<unsigned char>(m[e - 1]))) --e;
+    size_t b = e;
+    while (b > open && IsIdent(m[b - 1])) --b;
+    var = m.substr(b, e - b);
+  }
+  if (var.empty()) {
+    out.reason = "its header declares no loop variable";
+    return out;
+  }
+  // Names visible before the loop: parameters, the body up to the loop
+  // (without earlier loops, whose names are scoped) and whatever precedes
+  // the function (globals).
+  const std::vector<LoopSpan> loops = FindLoops(source, fn);
+  std::vector<std::pair<size_t, size_t>> earlier;
+  for (const LoopSpan& l : loops) {
+    if (l.end <= loop.begin) earlier.emplace_back(l.begin, l.end);
+  }
+  const std::set<std::string> params = Words(m, fn.params_open, fn.params_close);
+  const std::set<std::string> locals = Words(m, fn.body_open, loop.begin, earlier);
+  const std::set<std::string> globals = Words(m, 0, fn.params_open);
+  auto is_outer = [&](const std::string& w) {
+    return locals.contains(w) || params.contains(w) || globals.contains(w);
+  };
+  auto unshareable = [&](std::string reason) {
+    out.shareable = false;
+    out.reductions.clear();
+    out.reason = std::move(reason);
+    return out;
+  };
+
+  struct Use {
+    int total = 0;
+    int accumulations = 0;  // +=, -=, ++, --
+  };
+  std::map<std::string, Use> uses;
+  std::vector<std::string> order;
+  for (size_t i = open; i < loop.end;) {
+    if (!IsIdent(m[i]) || std::isdigit(static_cast<unsigned char>(m[i])) || IsIdent(m[i - 1])) {
+      ++i;
+      continue;
+    }
+    size_t e = i;
+    while (e < loop.end && IsIdent(m[e])) ++e;
+    const std::string w = m.substr(i, e - i);
+    const size_t b = i;
+    i = e;
+    size_t prev_at = 0;
+    const char prev = PrevChar(m, b, &prev_at);
+    if (prev == '.' || (prev == '>' && prev_at > 0 && m[prev_at - 1] == '-') ||
+        (prev == ':' && prev_at > 0 && m[prev_at - 1] == ':')) {
+      continue;  // a member or a qualified name
+    }
+    if (w == "return" || w == "goto") return unshareable(absl::StrCat("it contains `", w, "`"));
+    if (w == "break") {
+      bool inner = false;
+      for (const LoopSpan& l : loops) {
+        inner |= l.begin > loop.begin && l.begin < b && b < l.end;
+      }
+      if (!inner) return unshareable("it contains a `break` out of it");
+      continue;
+    }
+    if (w == var || !is_outer(w)) continue;
+    const size_t after = SkipSpace(m, e);
+    if (after < m.size() && m[after] == '(') continue;  // a call (or a functional cast)
+    const bool pre_step = prev_at > 0 && (prev == '+' || prev == '-') && m[prev_at - 1] == prev;
+    const bool post_step = m.compare(after, 2, "++") == 0 || m.compare(after, 2, "--") == 0;
+    const size_t assign = AssignmentAt(m, after);
+    const std::string decl = Declaration(m, fn, w, loop.begin);
+    const bool local = locals.contains(w) && !params.contains(w);
+    const bool buffer = decl.find_first_of("*[<&") != std::string::npos;
+    Use& use = uses[w];
+    if (use.total++ == 0) order.push_back(w);
+    if (after < m.size() && m[after] == '[') {
+      const size_t index_close = Match(m, after);
+      if (index_close == std::string::npos || index_close > loop.end) {
+        return unshareable("unbalanced brackets");
+      }
+      const size_t next = SkipSpace(m, index_close + 1);
+      const bool written = AssignmentAt(m, next) > 0 || m.compare(next, 2, "++") == 0 ||
+                           m.compare(next, 2, "--") == 0 ||
+                           (prev_at > 0 && (prev == '+' || prev == '-') && m[prev_at - 1] == prev);
+      if (written && !HasWord(m.substr(after + 1, index_close - after - 1), var)) {
+        return unshareable(absl::StrCat("iterations write `", w, "[", 
+                                        m.substr(after + 1, index_close - after - 1),
+                                        "]`, an index that does not name `", var, "`"));
+      }
+      use.accumulations = -1;  // an array, never a reduction
+      continue;
+    }
+    if (prev == '*' && assign > 0) {
+      return unshareable(absl::StrCat("iterations write through `*", w, "`"));
+    }
+    if (local && buffer) {
+      return unshareable(absl::StrCat("the buffer `", w, "` declared before it is used whole in it"));
+    }
+    const bool accumulate =
+        pre_step || post_step || m.compare(after, 2, "+=") == 0 || m.compare(after, 2, "-=") == 0;
+    if (accumulate || assign > 0) {
+      if (!accumulate || buffer || !local) {
+        return unshareable(absl::StrCat("iterations assign `", w, "`, declared before it"));
+      }
+      if (use.accumulations >= 0) ++use.accumulations;
+    }
+  }
+  for (const std::string& w : order) {
+    const Use& use = uses[w];
+    if (use.accumulations <= 0) continue;
+    if (use.accumulations != use.total) {
+      return unshareable(
+          absl::StrCat("`", w, "` is accumulated and also read in it (a running value)"));
+    }
+    out.reductions.push_back(w);
+  }
+  out.shareable = true;
+  return out;
+}
+
+absl::StatusOr<EditedSource> EditFunction(const std::string& source, std::string_view function,
+                                          const SourceEdits& edits) {
   absl::StatusOr<FunctionSpan> fn = FindFunction(source, function);
   if (!fn.ok()) return fn.status();
   const std::string m = Mask(source);
+  EditedSource result;
+  bool regions = false;  // whether a loop got a reduction region (needs omp.h)
   // (position, text) insertions, applied from the back so positions stay valid.
   std::vector<std::pair<size_t, std::string>> inserts;
   for (const LoopSpan& loop : FindLoops(source, *fn)) {
     if (loop.outermost && !edits.outer_pragma.empty()) {
-      inserts.emplace_back(loop.begin, absl::StrCat("\n", edits.outer_pragma, "\n"));
-    } else if (loop.innermost && !edits.inner_pragma.empty()) {
+      LoopSharing sharing = AnalyseLoop(source, *fn, loop);
+      if (!sharing.shareable) {
+        result.unshared.push_back(absl::StrCat("the loop at offset ", loop.begin, ": ", sharing.reason));
+      } else if (sharing.reductions.empty()) {
+        ++result.shared_loops;
+        inserts.emplace_back(loop.begin, absl::StrCat("\n", edits.outer_pragma, "\n"));
+        continue;
+      } else {
+        ++result.shared_loops;
+        regions = true;
+        std::string before = "\n{  // kevo: each thread accumulates into its own copy\n"
+                             "const int kevo_threads = omp_get_max_threads() < 64 ? "
+                             "omp_get_max_threads() : 64;\n";
+        std::string inside, after_loop = "\n", combine;
+        for (const std::string& r : sharing.reductions) {
+          absl::StrAppend(&before, "decltype(", r, ") kevo_part_", r, "[64] = {};\n");
+          absl::StrAppend(&inside, "decltype(", r, ") ", r, " = 0;\n");
+          absl::StrAppend(&after_loop, "kevo_part_", r, "[omp_get_thread_num()] = ", r, ";\n");
+          absl::StrAppend(&combine, r, " += kevo_part_", r, "[kevo_t];\n");
+        }
+        absl::StrAppend(&before, "#pragma omp parallel num_threads(kevo_threads)\n{\n", inside,
+                        edits.outer_for_pragma, "\n");
+        absl::StrAppend(&after_loop, "}\nfor (int kevo_t = 0; kevo_t < kevo_threads; ++kevo_t) {\n",
+                        combine, "}\n}\n");
+        inserts.emplace_back(loop.end, after_loop);
+        inserts.emplace_back(loop.begin, before);
+        continue;
+      }
+    }
+    if (loop.innermost && !edits.inner_pragma.empty()) {
       inserts.emplace_back(loop.begin, absl::StrCat("\n", edits.inner_pragma, "\n"));
     }
   }
@@ -204,11 +445,12 @@ absl::StatusOr<std::string> EditFunction(const std::string& source, std::string_
       inserts.emplace_back(b + star + 1, " __restrict ");
     }
   }
-  std::sort(inserts.begin(), inserts.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::string out = source;
-  for (const auto& [pos, text] : inserts) out.insert(pos, text);
-  return out;
+  std::stable_sort(inserts.begin(), inserts.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  result.source = source;
+  for (const auto& [pos, text] : inserts) result.source.insert(pos, text);
+  if (regions) result.source.insert(0, "#include <omp.h>\n");
+  return result;
 }
 
 }  // namespace kevo::proposer

@@ -34,15 +34,50 @@ absl::StatusOr<FunctionSpan> FindFunction(const std::string& source, std::string
 // The for-loops of the body of `fn`, in source order.
 std::vector<LoopSpan> FindLoops(const std::string& source, const FunctionSpan& fn);
 
+// Whether OpenMP threads may share the iterations of an outermost loop, from
+// what its body writes. A write to a variable declared outside the loop (a
+// local before it, a parameter or a global) races unless it is
+//   - an element write `v[index] = ...` whose index names the loop's own
+//     variable (each iteration writes its own elements), or
+//   - an accumulation: every use of a scalar in the loop is `v += e`,
+//     `v -= e`, `++v` or `v++` (and `--`), which becomes a reduction.
+// Anything else (scratch written at indices of an inner loop, a running
+// offset read by later iterations, a plain assignment, a local passed to a
+// call, `return`/`break`/`goto` out of the loop, a header that declares no
+// loop variable) makes the loop unshareable.
+struct LoopSharing {
+  bool shareable = false;
+  std::vector<std::string> reductions;  // the accumulated scalars, in source order
+  std::string reason;                   // why not, when !shareable
+};
+
+LoopSharing AnalyseLoop(const std::string& source, const FunctionSpan& fn, const LoopSpan& loop);
+
 struct SourceEdits {
   bool restrict_pointers = false;
-  std::string outer_pragma;  // before each outermost loop; empty: none
+  // Before each outermost loop that AnalyseLoop finds shareable, e.g.
+  // "#pragma omp parallel for schedule(static)"; empty: none. A loop with
+  // reductions instead gets a parallel region in which each thread
+  // accumulates into its own copy (declared with the outer variable's name,
+  // so the body is unchanged) over a static partition of the iterations,
+  // and the copies are added to the variable in thread order afterwards:
+  // deterministic for a given thread count, unlike OpenMP's reduction
+  // clause, whose combining order depends on which thread finishes first.
+  // `outer_for_pragma` is then the worksharing pragma inside the region.
+  std::string outer_pragma;
+  std::string outer_for_pragma = "#pragma omp for schedule(static)";
   std::string inner_pragma;  // before each innermost loop that has no outer_pragma
+};
+
+struct EditedSource {
+  std::string source;
+  int shared_loops = 0;  // outermost loops that got outer_pragma (or a reduction region)
+  std::vector<std::string> unshared;  // why each other outermost loop did not
 };
 
 // `source` with `edits` applied to the definition of `function`. Errors as
 // FindFunction.
-absl::StatusOr<std::string> EditFunction(const std::string& source, std::string_view function,
-                                         const SourceEdits& edits);
+absl::StatusOr<EditedSource> EditFunction(const std::string& source, std::string_view function,
+                                          const SourceEdits& edits);
 
 }  // namespace kevo::proposer

@@ -34,28 +34,12 @@ struct BagBinding {
 };
 
 bool BindBags(const v1::Task& task, BagBinding* b) {
-  const std::string mode = Hint(task, "mode");
-  if (Hint(task, "pattern") != "embedding_bag" || (mode != "sum" && mode != "mean")) return false;
-  const std::string table = Hint(task, "table", "table"), indices = Hint(task, "indices", "indices");
-  const std::string lengths = Hint(task, "lengths", "lengths"), out = Hint(task, "out", "out");
-  const std::string d = Hint(task, "d", "D"), bags = Hint(task, "bags", "B");
-  const v1::TensorSpec* tt = FindInput(task, table);
-  const v1::TensorSpec* ti = FindInput(task, indices);
-  const v1::TensorSpec* tl = FindInput(task, lengths);
-  const v1::TensorSpec* to = FindOutput(task, out);
-  if (tt == nullptr || ti == nullptr || tl == nullptr || to == nullptr) return false;
-  if (tt->dtype() != v1::F32 || ti->dtype() != v1::I64 || tl->dtype() != v1::I64 || to->dtype() != v1::F32) {
-    return false;
-  }
-  if (tt->shape_size() != 2 || tt->shape(1) != d || tl->shape_size() != 1 || tl->shape(0) != bags ||
-      to->shape_size() != 2 || to->shape(0) != bags || to->shape(1) != d || ti->shape_size() != 1 ||
-      !IsSymbolParam(task, d) || !IsSymbolParam(task, bags)) {
-    return false;
-  }
-  *b = {ParamIndex(task, table), ParamIndex(task, indices), ParamIndex(task, lengths),
-        ParamIndex(task, out),   ParamIndex(task, d),       ParamIndex(task, bags),
-        mode == "mean"};
-  return b->table >= 0 && b->indices >= 0 && b->lengths >= 0 && b->out >= 0;
+  EmbeddingBagShapes e;
+  if (!BindEmbeddingBag(task, &e)) return false;
+  *b = {ParamIndex(task, e.table), ParamIndex(task, e.indices), ParamIndex(task, e.lengths),
+        ParamIndex(task, e.out),   ParamIndex(task, e.d),       ParamIndex(task, e.bags),
+        e.mean};
+  return true;
 }
 
 class MtiaEmbeddingBagRecipe final : public Recipe {

@@ -79,6 +79,13 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewBucketizeTreeRecipe());
     v->push_back(NewBucketizeSearchRecipe());
     v->push_back(NewBucketizeLutRecipe());
+    v->push_back(NewEmbeddingBagRowsRecipe());
+    v->push_back(NewFmIkjRecipe());
+    v->push_back(NewMlpRmsNormIkjRecipe());
+    v->push_back(NewGemmTilesRecipe());
+    v->push_back(NewJaggedTruncateRecipe());
+    v->push_back(NewSaturatingCastRecipe());
+    v->push_back(NewConv2dRowsRecipe());
     v->push_back(NewCudaElementwiseRecipe());
     v->push_back(NewCudaSoftmaxRecipe());
     v->push_back(NewCudaLayerNormRecipe());

@@ -103,6 +103,13 @@ std::unique_ptr<Recipe> NewGemmPackedRecipe();
 std::unique_ptr<Recipe> NewBucketizeSearchRecipe();
 std::unique_ptr<Recipe> NewBucketizeLutRecipe();
 std::unique_ptr<Recipe> NewBucketizeTreeRecipe();
+std::unique_ptr<Recipe> NewEmbeddingBagRowsRecipe();
+std::unique_ptr<Recipe> NewFmIkjRecipe();
+std::unique_ptr<Recipe> NewMlpRmsNormIkjRecipe();
+std::unique_ptr<Recipe> NewGemmTilesRecipe();
+std::unique_ptr<Recipe> NewJaggedTruncateRecipe();
+std::unique_ptr<Recipe> NewSaturatingCastRecipe();
+std::unique_ptr<Recipe> NewConv2dRowsRecipe();
 std::unique_ptr<Recipe> NewGenericRecipe();
 // KernelBench tasks (language "python"), pytorch_rewrite.cc.
 std::unique_ptr<Recipe> NewPytorchRewriteRecipe();
