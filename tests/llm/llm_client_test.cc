@@ -477,7 +477,10 @@ TEST_F(LlmClientTest, ConcurrencyLimitIsRespected) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(ok.load(), 6);
   EXPECT_EQ(server_->requests().size(), 6u);
-  EXPECT_EQ(server_->max_concurrent(), 2);
+  // Never more than the limit at once. (Exactly 2 is not asserted: on a
+  // loaded host the second request may only arrive after the first ended.)
+  EXPECT_LE(server_->max_concurrent(), 2);
+  EXPECT_GE(server_->max_concurrent(), 1);
 }
 
 TEST_F(LlmClientTest, WithoutALimitTheServerSeesParallelRequests) {
