@@ -227,6 +227,19 @@ const std::vector<std::string>& KnownOpFamilies() {
   return *families;
 }
 
+const std::vector<std::string>& KnownPlatforms() {
+  static const auto* platforms = new std::vector<std::string>{"cpu", "nvidia", "amd", "mtia-sim"};
+  return *platforms;
+}
+
+v1::Task TimedOn(const v1::Task& task, const std::string& platform) {
+  v1::Task out = task;
+  for (const v1::PlatformBinding& pb : task.time_on()) {
+    if (pb.platform() == platform) *out.mutable_time() = pb.binding();
+  }
+  return out;
+}
+
 absl::StatusOr<v1::Task> ParseTaskText(const std::string& text, const std::string& path,
                                        TextFormat::ParseInfoTree* tree) {
   v1::Task task;
@@ -461,6 +474,26 @@ absl::Status ValidateTask(const v1::Task& task, const TaskSource& source) {
                    "symbol (e.g. 33 or 1001) so that tail handling is checked");
   }
   KEVO_RETURN_IF_ERROR(check_binding(task.time(), {"time"}, "time binding"));
+  std::set<std::string> timed_platforms;
+  for (int k = 0; k < task.time_on_size(); ++k) {
+    const v1::PlatformBinding& pb = task.time_on(k);
+    const auto& known = KnownPlatforms();
+    if (std::find(known.begin(), known.end(), pb.platform()) == known.end()) {
+      return r.Error({{"time_on", k}},
+                     absl::StrCat("time_on ", k, " names platform '", pb.platform(),
+                                  "'; known platforms: ", absl::StrJoin(known, ", ")));
+    }
+    if (!timed_platforms.insert(pb.platform()).second) {
+      return r.Error({{"time_on", k}}, absl::StrCat("time_on names platform '", pb.platform(),
+                                                    "' twice; give one timed binding per platform"));
+    }
+    if (!pb.has_binding() || pb.binding().name().empty()) {
+      return r.Error({{"time_on", k}}, absl::StrCat("time_on '", pb.platform(),
+                                                    "' has no binding with a name (reports use it)"));
+    }
+    KEVO_RETURN_IF_ERROR(check_binding(pb.binding(), {"time_on", k},
+                                       absl::StrCat("time_on '", pb.platform(), "' binding")));
+  }
 
   // Seeds, reference, tolerances.
   if (task.seeds() != 0 && task.seeds() < kDefaultSeeds) {

@@ -34,6 +34,12 @@ inline constexpr char kCudaReferenceFile[] = "reference.cu";
 inline constexpr char kCudaReferenceLanguage[] = "cuda";
 // The op families a task may name.
 const std::vector<std::string>& KnownOpFamilies();
+// The platforms a task's `time_on` may name.
+const std::vector<std::string>& KnownPlatforms();
+
+// `task` as `platform` times it: its `time` replaced by the task's time_on
+// binding for that platform when it has one (else unchanged).
+v1::Task TimedOn(const v1::Task& task, const std::string& platform);
 
 // Where a task's fields were written, so that ValidateTask can name the line.
 // `tree` may be null (a task that arrived over the wire); `path` may be empty.

@@ -25,6 +25,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/task/task_loader.h"
 #include "coordinator/store/store.h"
 
 namespace kevo::kb {
@@ -41,10 +42,6 @@ constexpr char kAny[] = "any";
 // A title word counts as much as this many body words.
 // The filter values a query may name (the LLM proposer's platforms and
 // bottleneck labels); anything else is a typo that would match nothing.
-const std::vector<std::string>& KnownPlatforms() {
-  static const auto* known = new std::vector<std::string>{"cpu", "nvidia", "amd", "mtia-sim"};
-  return *known;
-}
 const std::vector<std::string>& KnownBottlenecks() {
   static const auto* known = new std::vector<std::string>{
       "memory", "compute", "latency", "compile", "wrong-answer", "nan", "crash", "timeout"};
@@ -232,7 +229,7 @@ class XapianKnowledgeBase final : public KnowledgeBase {
         q.bottleneck.empty()) {
       return absl::InvalidArgumentError("kb search: the query has no text and no filter");
     }
-    KEVO_RETURN_IF_ERROR(CheckFilter("platform", q.platform, KnownPlatforms()));
+    KEVO_RETURN_IF_ERROR(CheckFilter("platform", q.platform, task::KnownPlatforms()));
     KEVO_RETURN_IF_ERROR(CheckFilter("bottleneck", q.bottleneck, KnownBottlenecks()));
     const absl::Time start = absl::Now();
     std::vector<KbDoc> out;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/expr.h"
+#include "common/task/task_loader.h"
 #include "common/tensor.h"
 
 namespace kevo::llm {
@@ -340,7 +341,7 @@ absl::StatusOr<Prompt> BuildPrompt(const PromptInputs& in, const PromptOptions& 
   auto platform_it = Platforms().find(in.platform);
   if (platform_it == Platforms().end()) return CandidateLanguage(in.platform).status();
   const PlatformInfo& platform = platform_it->second;
-  const v1::Task& task = *in.task;
+  const v1::Task task = kevo::task::TimedOn(*in.task, in.platform);  // timed as this platform times it
   auto rendered = RenderSignature(task);
   if (!rendered.ok()) {
     return absl::InvalidArgumentError(

@@ -99,6 +99,55 @@ TEST_F(TaskLoaderTest, KeepsExplicitSeeds) {
   EXPECT_EQ(task->seeds(), 5);
 }
 
+// A time_on binding line for `platform` with the given rows.
+std::string TimeOn(const std::string& platform, int rows) {
+  return absl::StrCat("time_on { platform: \"", platform, "\" binding { name: \"timed_", platform,
+                      "\" values: [{ key: \"rows\" value: ", rows, " }, { key: \"cols\" value: 64 }] } }\n");
+}
+
+TEST_F(TaskLoaderTest, TimeOnReplacesTheTimedBindingOnItsPlatformOnly) {
+  WriteTask(absl::StrCat(kValidTask, TimeOn("nvidia", 65536), TimeOn("amd", 4096)));
+  auto task = LoadTaskDir(dir_.string());
+  ASSERT_TRUE(task.ok()) << task.status();
+  const v1::Task nvidia = TimedOn(*task, "nvidia");
+  EXPECT_EQ(nvidia.time().name(), "timed_nvidia");
+  EXPECT_EQ(nvidia.time().values().at("rows"), 65536);
+  EXPECT_EQ(TimedOn(*task, "amd").time().values().at("rows"), 4096);
+  // Platforms without one keep `time`; validation bindings never change.
+  const v1::Task cpu = TimedOn(*task, "cpu");
+  EXPECT_EQ(cpu.time().name(), "timed");
+  EXPECT_EQ(cpu.time().values().at("rows"), 64);
+  EXPECT_EQ(nvidia.validate_size(), 2);
+  EXPECT_EQ(nvidia.validate(1).values().at("rows"), 3);
+  // The work the roofline divides by follows the platform's binding.
+  EXPECT_DOUBLE_EQ(WorkAtTimedBinding(nvidia).first, 8.0 * 65536 * 64);
+  EXPECT_DOUBLE_EQ(WorkAtTimedBinding(cpu).first, 8.0 * 64 * 64);
+}
+
+TEST_F(TaskLoaderTest, TimeOnErrorsNameTheLineAndTheProblem) {
+  const int line = 20;  // the first line after kValidTask
+  struct Case {
+    std::string text;
+    std::string problem;
+  };
+  const std::vector<Case> cases = {
+      {TimeOn("tpu", 8), "names platform 'tpu'; known platforms: cpu, nvidia, amd, mtia-sim"},
+      {absl::StrCat(TimeOn("nvidia", 8), TimeOn("nvidia", 16)), "names platform 'nvidia' twice"},
+      {"time_on { platform: \"nvidia\" }\n", "has no binding with a name"},
+      {"time_on { platform: \"nvidia\" binding { name: \"big\" values: [{ key: \"rows\" value: 8 }] } }\n",
+       "time_on 'nvidia' binding gives no value for symbol 'cols'"},
+      {absl::StrReplaceAll(TimeOn("nvidia", 8), {{"value: 8", "value: 0"}}), "symbol values must be positive"},
+  };
+  for (const Case& c : cases) {
+    WriteTask(absl::StrCat(kValidTask, c.text));
+    auto task = LoadTaskDir(dir_.string());
+    EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
+    EXPECT_THAT(std::string(task.status().message()), HasSubstr(c.problem)) << c.text;
+    const int at = c.problem.find("twice") != std::string::npos ? line + 1 : line;
+    EXPECT_THAT(std::string(task.status().message()), StartsWith(At(at))) << c.text;
+  }
+}
+
 TEST_F(TaskLoaderTest, ReadsReferenceMtiaAsTheMtiaExtraReference) {
   WriteTask(kValidTask);
   std::ofstream(dir_ / "reference_mtia.cc") << "// naive MTIA port\n";

@@ -269,6 +269,10 @@ TEST(PromptTest, PlatformInstructions) {
   EXPECT_THAT(cuda->messages[0].content, HasSubstr("device pointers"));
   EXPECT_THAT(cuda->messages[0].content, HasSubstr("```cuda"));
   EXPECT_THAT(cuda->messages[0].content, HasSubstr("No cuBLAS"));
+  // The task's GPU timed binding (time_on), not the CPU's, is the timed shape.
+  EXPECT_THAT(cuda->messages[1].content, HasSubstr("timed_gpu {cols=1024, rows=65536}"));
+  EXPECT_THAT(cuda->messages[1].content, Not(HasSubstr("rows=4096}")));
+  EXPECT_THAT(mtia->messages[1].content, HasSubstr("timed {cols=1024, rows=4096}"));
 
   in.platform = "amd";
   auto hip = BuildPrompt(in);

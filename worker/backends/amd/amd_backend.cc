@@ -17,6 +17,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/task/task_loader.h"
 #include "worker/backends/amd/hip_build.h"
 #include "worker/backends/cpu/eval_pipeline.h"
 #include "worker/backends/cpu/kernel_builder.h"
@@ -228,8 +229,9 @@ bool AmdBackend::GpuStagesFor(EvalRun& run, const HipCompileResult& built) {
   return gpu_.stages->Run(run, built.build.library_path, ref->library_path, baseline);
 }
 
-v1::Evaluation AmdBackend::Evaluate(const v1::Task& task, const v1::Candidate& candidate,
+v1::Evaluation AmdBackend::Evaluate(const v1::Task& task_in, const v1::Candidate& candidate,
                                     const EventSink& on_event) {
+  const v1::Task task = kevo::task::TimedOn(task_in, "amd");  // this platform's timed binding
   EvalRun run{task, candidate, on_event};
   v1::Evaluation& ev = run.ev;
   BeginEvaluation(task, candidate, "amd", MakeFingerprint(), &ev);

@@ -23,6 +23,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/task/task_loader.h"
 #include "common/tensor.h"
 #include "worker/backends/cpu/calibration.h"
 #include "worker/backends/cpu/elf_symbols.h"
@@ -170,8 +171,9 @@ absl::StatusOr<v1::Hello> CpuBackend::Describe() {
 }
 
 
-v1::Evaluation CpuBackend::Evaluate(const v1::Task& task, const v1::Candidate& candidate,
+v1::Evaluation CpuBackend::Evaluate(const v1::Task& task_in, const v1::Candidate& candidate,
                                     const EventSink& on_event) {
+  const v1::Task task = kevo::task::TimedOn(task_in, "cpu");  // this platform's timed binding
   if (task.format() == v1::TASK_FORMAT_KERNELBENCH) {
     return kernelbench_.Evaluate(
         task, candidate, on_event, "cpu", MakeFingerprint(),

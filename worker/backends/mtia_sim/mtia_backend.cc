@@ -13,6 +13,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/task/task_loader.h"
 #include "common/tensor.h"
 #include "worker/backends/cpu/elf_symbols.h"
 #include "worker/backends/cpu/eval_pipeline.h"
@@ -168,8 +169,9 @@ absl::StatusOr<v1::Hello> MtiaBackend::Describe() {
   return hello;
 }
 
-v1::Evaluation MtiaBackend::Evaluate(const v1::Task& task, const v1::Candidate& candidate,
+v1::Evaluation MtiaBackend::Evaluate(const v1::Task& task_in, const v1::Candidate& candidate,
                                      const EventSink& on_event) {
+  const v1::Task task = kevo::task::TimedOn(task_in, "mtia-sim");  // this platform's timed binding
   MtiaEvalRun run{{task, candidate, on_event}};
   v1::Evaluation& ev = run.ev;
   BeginEvaluation(task, candidate, "mtia-sim", MakeFingerprint(), &ev);

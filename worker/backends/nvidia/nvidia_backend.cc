@@ -24,6 +24,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/task/task_loader.h"
 #include "common/tensor.h"
 #include "worker/backends/cpu/eval_pipeline.h"
 #include "worker/backends/cpu/kernel_builder.h"
@@ -216,8 +217,9 @@ v1::Evaluation NvidiaBackend::EvaluateKernelBench(const v1::Task& task, const v1
       });
 }
 
-v1::Evaluation NvidiaBackend::Evaluate(const v1::Task& task, const v1::Candidate& candidate,
+v1::Evaluation NvidiaBackend::Evaluate(const v1::Task& task_in, const v1::Candidate& candidate,
                                        const EventSink& on_event) {
+  const v1::Task task = kevo::task::TimedOn(task_in, "nvidia");  // this platform's timed binding
   if (task.format() == v1::TASK_FORMAT_KERNELBENCH) return EvaluateKernelBench(task, candidate, on_event);
   NvEvalRun run{{task, candidate, on_event}};
   v1::Evaluation& ev = run.ev;
