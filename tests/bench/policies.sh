@@ -6,7 +6,10 @@
 #   tests/bench/policies.sh [BUILD_DIR] [BUDGET] [TASKS...]
 # POLICIES="greedy uct" limits the policies; OUT=DIR reuses a results folder
 # (a (task, policy) whose JSON is already there is not run again); RUN_TIMEOUT=S
-# is the worker's limit on one candidate run (default 300 s: a loaded host).
+# is the worker's limit on one candidate run (default 300 s: a loaded host);
+# PROFILE_CAP=S the worker's timing cap per candidate (default: the worker's, 3 s);
+# CPUS=LIST pins the runs to those cores (taskset -c), so that one policy per
+# core group can run side by side on a larger host, all under the same load.
 # Not run by ctest: it takes minutes per (task, policy) on 2 cores.
 set -euo pipefail
 build="${1:-build}"
@@ -23,8 +26,9 @@ for policy in "${policies[@]}"; do
     db="$out/$task-$policy"
     if [[ ! -s "$db.json" ]]; then
       start=$(date +%s)
-      "$build/bin/kevo" run "tasks/$task" --platform cpu --budget "$budget" --policy "$policy" \
-        --seed 1 --run-timeout "${RUN_TIMEOUT:-300}" --db "$db" --out "$db/best.cc" --json >"$db.json" 2>"$db.log" || true
+      ${CPUS:+taskset -c "$CPUS"} "$build/bin/kevo" run "tasks/$task" --platform cpu --budget "$budget" \
+        --policy "$policy" --seed 1 --run-timeout "${RUN_TIMEOUT:-300}" ${PROFILE_CAP:+--profile-cap "$PROFILE_CAP"} \
+        --db "$db" --out "$db/best.cc" --json >"$db.json" 2>"$db.log" || true
       echo $(( $(date +%s) - start )) >"$db.wall"
     fi
     wall=$(cat "$db.wall" 2>/dev/null || echo 0)
