@@ -33,6 +33,7 @@
 #include "common/task/kernelbench.h"
 #include "common/task/task_loader.h"
 #include "coordinator/proposer/builtin/recipe.h"
+#include "google/protobuf/util/message_differencer.h"
 
 namespace kevo::cli {
 namespace {
@@ -49,7 +50,9 @@ constexpr char kSuiteUsage[] =
     "coordinator at ADDR), then prints a table and writes --out (JSON, default\n"
     "kevo-out/suite/results.json), a CSV beside it and each best kernel in\n"
     "<out>-kernels/. Tasks already finished in an existing --out are skipped (rows with\n"
-    "an error are run again); --rerun runs the named tasks again anyway.\n"
+    "an error are run again); --rerun runs the named tasks again anyway. With the same\n"
+    "--db, jobs an interrupted run left unfinished are continued (or cancelled when the\n"
+    "task or the flags changed since).\n"
     "Exit status: 0 when every task ended with a correct kernel, 3 otherwise.\n";
 
 // One task's outcome: a row of the table, the JSON and the CSV.
@@ -330,7 +333,69 @@ struct SuiteContext {
 struct SuiteTask {
   std::string key;
   absl::StatusOr<v1::Task> task;
+  std::string adopted_job;  // a job an interrupted run left running: watched, not submitted
 };
+
+// Whether `job` is what this run would submit for `task`: the same task, and
+// the same spec where the suite sets it (the coordinator fills in defaults for
+// what it leaves empty).
+bool SameJob(const v1::JobSpec& job, const v1::JobSpec& base, const v1::Task& task) {
+  using google::protobuf::util::MessageDifferencer;
+  return MessageDifferencer::Equals(job.task(), task) && job.platform() == base.platform() &&
+         MessageDifferencer::Equals(job.budget(), base.budget()) && job.seed() == base.seed() &&
+         job.warm_start() == base.warm_start() && job.no_skills() == base.no_skills() &&
+         (base.policy().empty() || job.policy() == base.policy()) &&
+         (base.proposer().empty() || job.proposer() == base.proposer());
+}
+
+// A suite resumed on its own --db: the embedded coordinator resumed the jobs
+// the interrupted run left running (docs/search.md, "Crash safety"), and they
+// would take worker slots beside this run's. A job that is what this run would
+// submit for a task still to do is adopted; one for such a task with another
+// spec (the task file or the flags changed since) is cancelled. Jobs of other
+// tasks are left alone.
+absl::Status AdoptLeftoverJobs(const std::string& address, const v1::JobSpec& base,
+                               std::vector<SuiteTask>& todo) {
+  auto stub = Stub(address);
+  grpc::ClientContext c;
+  Deadline(&c);
+  v1::ListJobsResponse list;
+  grpc::Status st = stub->ListJobs(&c, v1::ListJobsRequest(), &list);
+  if (!st.ok()) return FromGrpcStatus(st);
+  for (const v1::Job& job : list.jobs()) {
+    if (job.state() != v1::JOB_RUNNING || job.spec().platform() != base.platform()) continue;
+    SuiteTask* same_name = nullptr;
+    SuiteTask* adopter = nullptr;
+    for (SuiteTask& t : todo) {
+      if (!t.task.ok() || t.task->name() != job.spec().task().name() || !t.adopted_job.empty()) continue;
+      same_name = &t;
+      if (SameJob(job.spec(), base, *t.task)) {
+        adopter = &t;
+        break;
+      }
+    }
+    if (adopter != nullptr) {
+      adopter->adopted_job = job.job_id();
+      LogInfo("suite: ", adopter->key, " continues job ", job.job_id(), " (", job.evaluations_done(),
+              " evaluations done) that an interrupted run left running");
+      std::fprintf(stderr, "suite: %s continues job %s (%d evaluations done before the interruption)\n",
+                   adopter->key.c_str(), job.job_id().c_str(), job.evaluations_done());
+    } else if (same_name != nullptr) {
+      grpc::ClientContext cc;
+      Deadline(&cc);
+      v1::CancelJobRequest creq;
+      creq.set_job_id(job.job_id());
+      v1::Job cresp;
+      grpc::Status cst = stub->CancelJob(&cc, creq, &cresp);
+      if (!cst.ok()) return FromGrpcStatus(cst);
+      LogInfo("suite: cancelled job ", job.job_id(), " of ", same_name->key,
+              ": left running by an interrupted run with another spec");
+      std::fprintf(stderr, "suite: cancelled job %s of %s: an interrupted run left it running with another "
+                   "spec (the task or the flags changed since)\n", job.job_id().c_str(), same_name->key.c_str());
+    }
+  }
+  return absl::OkStatus();
+}
 
 // Runs one task as a job. Every failure (the task did not load, the job
 // fails, an RPC fails) becomes the row's error.
@@ -354,12 +419,13 @@ SuiteRow RunTask(const SuiteContext& ctx, const SuiteTask& t) {
   }
   row.op_family = task->op_family();
   row.family = Family(*task, "");
-  v1::SubmitJobRequest req;
-  *req.mutable_spec() = ctx.base;
-  *req.mutable_spec()->mutable_task() = *task;
   auto stub = Stub(ctx.address);
-  v1::SubmitJobResponse resp;
-  {
+  row.job_id = t.adopted_job;
+  if (row.job_id.empty()) {
+    v1::SubmitJobRequest req;
+    *req.mutable_spec() = ctx.base;
+    *req.mutable_spec()->mutable_task() = *task;
+    v1::SubmitJobResponse resp;
     grpc::ClientContext c;
     Deadline(&c);
     grpc::Status st = stub->SubmitJob(&c, req, &resp);
@@ -367,9 +433,9 @@ SuiteRow RunTask(const SuiteContext& ctx, const SuiteTask& t) {
       row.error = absl::StrCat("submit: ", FromGrpcStatus(st).message());
       return finish(row);
     }
+    row.job_id = resp.job_id();
   }
-  row.job_id = resp.job_id();
-  auto job = WatchJobStream(ctx.address, resp.job_id(), /*quiet=*/true,
+  auto job = WatchJobStream(ctx.address, row.job_id, /*quiet=*/true,
                             [&](const v1::Job& j) { ctx.progress->Update(key, j); });
   if (!job.ok()) {
     row.error = absl::StrCat("watch: ", job.status().message());
@@ -387,7 +453,7 @@ SuiteRow RunTask(const SuiteContext& ctx, const SuiteTask& t) {
   grpc::ClientContext c;
   Deadline(&c);
   v1::GetBestRequest breq;
-  breq.set_job_id(resp.job_id());
+  breq.set_job_id(row.job_id);
   grpc::Status bst = stub->GetBest(&c, breq, &best);
   if (bst.error_code() == grpc::StatusCode::NOT_FOUND) {
     row.status = "NO_CORRECT_KERNEL";
@@ -535,6 +601,7 @@ int SuiteCommand(const std::vector<std::string>& argv) {
       if (!e.ok()) return Fail("suite", e.status());
       embedded = std::move(*e);
       ctx.address = embedded->address();
+      if (absl::Status a = AdoptLeftoverJobs(ctx.address, *base, todo); !a.ok()) return Fail("suite", a);
     }
   }
   std::fprintf(stderr, "suite: %zu tasks under %s on %s, budget %d evaluations each, %d at a time%s\n",

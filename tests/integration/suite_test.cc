@@ -5,6 +5,7 @@
 // results file skips the finished tasks. KernelBench problems under the folder
 // are tasks of the suite too.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
 #include "tests/testing/process.h"
 
 namespace kevo::testing {
@@ -102,6 +104,78 @@ TEST(SuiteTest, RunsEveryTaskWritesJsonAndCsvAndKeepsGoingPastABrokenTask) {
       EXPECT_EQ(row["job_id"], rows[row["task"]]["job_id"]);
     }
   }
+  fs::remove_all(dir);
+}
+
+// Counts the evaluations the worker of an embedded suite finished so far.
+int FinishedEvaluations(const std::string& db) {
+  const std::string log = ReadAll(db + "/worker.log");
+  int n = 0;
+  for (size_t at = 0; (at = log.find(" finished e-", at)) != std::string::npos; ++at) ++n;
+  return n;
+}
+
+// Starts `kevo suite` and SIGKILLs it once the worker has finished `after`
+// evaluations in all: an interruption in the middle of a job.
+void RunSuiteAndKillIt(const std::vector<std::string>& argv, const std::string& db,
+                       const std::string& log, int after) {
+  auto child = ChildProcess::Start(argv, log);
+  ASSERT_TRUE(child.ok()) << child.status();
+  const absl::Time deadline = absl::Now() + absl::Minutes(3);
+  while (FinishedEvaluations(db) < after && (*child)->Running() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_TRUE((*child)->Running()) << "the suite ended before it could be interrupted: " << ReadAll(log);
+  ASSERT_GE(FinishedEvaluations(db), after) << ReadAll(log);
+  (*child)->Kill(SIGKILL);
+  ASSERT_TRUE((*child)->Wait(absl::Seconds(30)).ok());
+}
+
+// The job id in "<what> job <id>" in `text`, or "".
+std::string JobAfter(const std::string& text, const std::string& what) {
+  const size_t at = text.find(what + " job ");
+  if (at == std::string::npos) return "";
+  const size_t start = at + what.size() + 5;
+  return text.substr(start, text.find_first_of(" \n", start) - start);
+}
+
+TEST(SuiteTest, AResumedSuiteContinuesTheJobItsInterruptedRunLeftAndCancelsAStaleOne) {
+  std::string dir = MakeTempDir("kevo-suite-resume");
+  std::string tasks = dir + "/tasks";
+  fs::create_directories(tasks);
+  CopyTask("relu", tasks, "value: 8388608", "value: 262144");
+  const std::string db = dir + "/db", out = dir + "/results/results.json";
+  auto suite = [&](const std::string& budget) {
+    return std::vector<std::string>{Kevo(), "suite", tasks, "--budget", budget, "--jobs", "1",
+                                    "--db", db, "--out", out};
+  };
+  // Interrupted with budget 3; the coordinator resumes that job whenever the
+  // db is opened again. Run again with budget 2: another spec, so that job is
+  // cancelled (it would take the worker's slot) and a new one submitted.
+  RunSuiteAndKillIt(suite("3"), db, dir + "/first.log", 1);
+  RunSuiteAndKillIt(suite("2"), db, dir + "/second.log", FinishedEvaluations(db) + 1);
+  const std::string second = ReadAll(dir + "/second.log");
+  const std::string stale = JobAfter(second, "cancelled");
+  ASSERT_FALSE(stale.empty()) << second;
+  EXPECT_EQ(JobAfter(second, "continues"), "") << second;
+
+  // Run again with budget 2: the second run's job is this run's, so it is
+  // continued to the end of its budget, not submitted again. (The stale job
+  // may be cancelled again: a cancelled job ends when its evaluations in
+  // flight are recorded, and the second run was killed before that.)
+  auto third = RunCommand(suite("2"), absl::Minutes(5));
+  ASSERT_EQ(third.exit_code, 0) << third.err << third.out;
+  const std::string continued = JobAfter(third.err, "relu continues");
+  ASSERT_FALSE(continued.empty()) << third.err;
+  EXPECT_NE(continued, stale);
+  const std::string cancelled_again = JobAfter(third.err, "cancelled");
+  EXPECT_TRUE(cancelled_again.empty() || cancelled_again == stale) << third.err;
+  auto j = nlohmann::json::parse(ReadAll(out));
+  ASSERT_EQ(j["tasks"].size(), 1u) << j.dump(2);
+  const auto& row = j["tasks"][0];
+  EXPECT_EQ(row["job_id"], continued) << row.dump(2);
+  EXPECT_EQ(row["status"], "OK") << row.dump(2);
+  EXPECT_EQ(row["evaluations"], 2) << row.dump(2);
   fs::remove_all(dir);
 }
 
