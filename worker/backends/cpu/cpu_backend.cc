@@ -324,23 +324,29 @@ bool CpuBackend::ProfileStage(CpuEvalRun& run) const {
   *ev.mutable_baseline() = ToTiming(profile->baseline);
   ev.set_speedup(profile->baseline.median_s / profile->candidate.median_s);
   const auto [bytes, flops] = WorkAtTimedBinding(task);
-  // The bandwidth ceiling is measured again now, still holding the profile
-  // lock, under the load the candidate was just timed in: on a shared host
-  // the start-up figure can be far from it either way.
-  double bandwidth_gbs = ceilings_.mem_bandwidth_gbs;
-  if (options_.calibrate && bytes > 0) {
-    auto now = MeasureCeilings(builder_, *sandbox_, scratch + "/ceilings", SystemPaths(), CeilingProbe::kBandwidth);
+  // The ceiling that bounds the task (bandwidth, and the FP32 peak too when the
+  // start-up figures say the task is compute-bound) is measured again now,
+  // still holding the profile lock, under the load the candidate was just timed
+  // in: on a shared host the start-up figures can be far from it either way.
+  Ceilings in_window = ceilings_;
+  if (options_.calibrate && (bytes > 0 || flops > 0)) {
+    const bool compute_bound = ceilings_.fp32_peak_gflops > 0 && ceilings_.mem_bandwidth_gbs > 0 &&
+                               flops / ceilings_.fp32_peak_gflops > bytes / ceilings_.mem_bandwidth_gbs;
+    auto now = MeasureCeilings(builder_, *sandbox_, scratch + "/ceilings", SystemPaths(),
+                               compute_bound ? CeilingProbe::kAll : CeilingProbe::kBandwidth);
     if (now.ok()) {
-      bandwidth_gbs = now->mem_bandwidth_gbs;
+      in_window.mem_bandwidth_gbs = now->mem_bandwidth_gbs;
+      if (compute_bound) in_window.fp32_peak_gflops = now->fp32_peak_gflops;
     } else {
-      LogWarning("cpu backend: re-measuring the memory bandwidth failed (the start-up figure is used): ",
+      LogWarning("cpu backend: re-measuring the ceilings failed (the start-up figures are used): ",
                  now.status().ToString());
     }
   }
+  const double bandwidth_gbs = in_window.mem_bandwidth_gbs;
   double roofline_s = 0;
   if (bandwidth_gbs > 0) roofline_s = std::max(roofline_s, bytes / (bandwidth_gbs * 1e9));
-  if (ceilings_.fp32_peak_gflops > 0) {
-    roofline_s = std::max(roofline_s, flops / (ceilings_.fp32_peak_gflops * 1e9));
+  if (in_window.fp32_peak_gflops > 0) {
+    roofline_s = std::max(roofline_s, flops / (in_window.fp32_peak_gflops * 1e9));
   }
   ev.set_roofline_fraction(roofline_s / profile->candidate.median_s);
   auto& counters = *ev.mutable_profile();
@@ -352,6 +358,7 @@ bool CpuBackend::ProfileStage(CpuEvalRun& run) const {
   counters["achieved_bandwidth_gbs"] = bytes / profile->candidate.median_s / 1e9;
   counters["measured_bandwidth_gbs"] = bandwidth_gbs;
   counters["achieved_gflops"] = flops / profile->candidate.median_s / 1e9;
+  counters["measured_fp32_peak_gflops"] = in_window.fp32_peak_gflops;
   counters["peak_rss_bytes"] = static_cast<double>(prof_run->result.peak_rss_bytes);
   run.Emit(v1::STAGE_PROFILE, /*ok=*/true,
            absl::StrCat("median ", profile->candidate.median_s * 1e3, " ms (spread ",
