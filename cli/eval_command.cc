@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/embedded.h"
 #include "cli/flags.h"
+#include "cli/job_common.h"
 #include "cli/report.h"
 #include "common/grpc_status.h"
 #include "common/task/kernelbench.h"
@@ -118,9 +119,12 @@ int EvalCommand(const std::vector<std::string>& argv) {
                                             : python ? task::kPythonLanguage
                                                      : "c++");
   request.mutable_candidate()->set_source(*source);
+  // --flags, else the flags a kernel file written by kevo names on its first line.
   if (args->Has("flags")) {
     std::istringstream flags(args->Get("flags"));
     for (std::string f; flags >> f;) request.mutable_candidate()->add_extra_flags(f);
+  } else {
+    for (const std::string& f : KernelFileFlags(*source)) request.mutable_candidate()->add_extra_flags(f);
   }
   request.set_platform(args->Get("platform", cuda ? "nvidia" : hip ? "amd" : "cpu"));
   bool json = args->Has("json");

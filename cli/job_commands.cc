@@ -6,9 +6,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "cli/commands.h"
 #include "cli/embedded.h"
@@ -165,6 +168,25 @@ absl::Status WriteFile(const std::string& path, const std::string& data) {
   return out ? absl::OkStatus() : absl::DataLossError(absl::StrCat("short write to ", path));
 }
 
+namespace {
+constexpr absl::string_view kFlagsTag = "kevo-flags:";
+}  // namespace
+
+std::string KernelFileText(const v1::Candidate& candidate) {
+  if (candidate.extra_flags().empty()) return candidate.source();
+  const char* comment = candidate.language() == task::kPythonLanguage ? "#" : "//";
+  return absl::StrCat(comment, " ", kFlagsTag, " ", absl::StrJoin(candidate.extra_flags(), " "), "\n",
+                      candidate.source());
+}
+
+std::vector<std::string> KernelFileFlags(const std::string& text) {
+  absl::string_view line = absl::string_view(text).substr(0, text.find('\n'));
+  if (!absl::ConsumePrefix(&line, "//") && !absl::ConsumePrefix(&line, "#")) return {};
+  line = absl::StripLeadingAsciiWhitespace(line);
+  if (!absl::ConsumePrefix(&line, kFlagsTag)) return {};
+  return absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
+}
+
 std::string KernelExtension(const v1::Task& task, const std::string& platform) {
   if (task.format() == v1::TASK_FORMAT_KERNELBENCH) return ".py";
   return platform == "amd" ? ".hip" : ".cc";
@@ -296,7 +318,7 @@ int RunCommand(const std::vector<std::string>& argv) {
     grpc::Status bst = stub->GetBest(&bctx, breq, &best);
     have_best = bst.ok();
     if (have_best) {
-      absl::Status w = WriteFile(out_path, best.candidate().source());
+      absl::Status w = WriteFile(out_path, KernelFileText(best.candidate()));
       if (!w.ok()) return Fail("run", w);
     }
   }
@@ -327,6 +349,7 @@ int RunCommand(const std::vector<std::string>& argv) {
     j["policy"] = job->spec().policy();
     j["no_skills"] = job->spec().no_skills();
     j["best_kernel_path"] = have_best ? out_path : "";
+    j["best_kernel_flags"] = have_best ? absl::StrJoin(best.candidate().extra_flags(), " ") : "";
     if (have_best) {
       j["best_node"] = best.node().node_id();
       j["best_genome"] = best.node().genome();
@@ -444,7 +467,7 @@ int BestCommand(const std::vector<std::string>& argv) {
   if (!st.ok()) return Fail("best", FromGrpcStatus(st));
   std::string out = args->Get("o", args->Get("out"));
   if (!out.empty()) {
-    absl::Status w = WriteFile(out, resp.candidate().source());
+    absl::Status w = WriteFile(out, KernelFileText(resp.candidate()));
     if (!w.ok()) return Fail("best", w);
   }
   if (args->Has("json")) {

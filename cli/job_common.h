@@ -7,6 +7,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -61,6 +62,14 @@ absl::StatusOr<v1::JobSpec> SpecFromArgs(const ParsedArgs& args);
 // Writes `data` to `path`, creating its folder. PermissionDenied when it
 // cannot be opened, DataLoss on a short write.
 absl::Status WriteFile(const std::string& path, const std::string& data);
+// The text of a kernel file for `candidate`: its source, preceded by a
+// "kevo-flags: ..." comment line (// or #, by language) when the candidate was
+// compiled with extra flags (a recipe's -ffast-math, say), so that `kevo eval
+// TASK FILE` compiles the file as the search did.
+std::string KernelFileText(const v1::Candidate& candidate);
+// The flags named by a kernel file's first line when it is a "kevo-flags:"
+// comment; none otherwise.
+std::vector<std::string> KernelFileFlags(const std::string& text);
 // The file extension of a kernel for `task` on `platform`: ".py" for a
 // KernelBench task (a ModelNew module), ".hip" on amd, else ".cc".
 std::string KernelExtension(const v1::Task& task, const std::string& platform);

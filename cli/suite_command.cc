@@ -474,7 +474,7 @@ SuiteRow RunTask(const SuiteContext& ctx, const SuiteTask& t) {
   if (stem.ends_with(".py")) stem.resize(stem.size() - 3);
   std::string kernel = absl::StrCat(ctx.kernels_dir, "/", absl::StrReplaceAll(stem, {{"/", "__"}}),
                                     KernelExtension(*task, ctx.base.platform()));
-  if (absl::Status w = WriteFile(kernel, best.candidate().source()); w.ok()) {
+  if (absl::Status w = WriteFile(kernel, KernelFileText(best.candidate())); w.ok()) {
     row.best_kernel_path = kernel;
   } else {
     LogWarning("suite: cannot keep the best kernel of ", key, ": ", w.message());

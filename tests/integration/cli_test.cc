@@ -75,6 +75,45 @@ TEST(CliTest, MalformedTaskFileNamesFileLineAndProblem) {
   std::filesystem::remove_all(dir);
 }
 
+// A kernel file that kevo writes names its extra compiler flags on its first
+// line ("// kevo-flags: ..."); `kevo eval` compiles the file with them, so the
+// kernel is measured as the search measured it.
+TEST(CliTest, EvalAppliesTheFlagsLineOfAKernelFile) {
+  const std::string dir = MakeTempDir("kevo-flagsline");
+  const std::string body =
+      "#ifndef KEVO_FLAGS_LINE_READ\n#error the kevo-flags line was not applied\n#endif\n" +
+      ReadTextFile(Tasks() + "/vector_add/examples/fast.cc");
+  WriteTextFile(dir + "/with.cc", "// kevo-flags: -DKEVO_FLAGS_LINE_READ -O3\n" + body);
+  WriteTextFile(dir + "/without.cc", body);
+  auto with = RunCommand({Kevo(), "eval", Tasks() + "/vector_add", dir + "/with.cc", "--json"},
+                         absl::Minutes(5));
+  ASSERT_EQ(with.exit_code, 0) << with.err << with.out;
+  EXPECT_EQ(nlohmann::json::parse(with.out)["status"], "OK");
+  auto without = RunCommand({Kevo(), "eval", Tasks() + "/vector_add", dir + "/without.cc", "--json"},
+                            absl::Minutes(5));
+  ASSERT_EQ(without.exit_code, 3) << without.err << without.out;
+  EXPECT_EQ(nlohmann::json::parse(without.out)["status"], "COMPILE_ERROR");
+  std::filesystem::remove_all(dir);
+}
+
+// `kevo run` writes the best kernel with the flags it was compiled with: on a
+// task without hints the first seed is the generic mutator's default, which
+// compiles with -fno-math-errno.
+TEST(CliTest, RunWritesTheBestKernelWithItsFlags) {
+  const std::string dir = MakeTempDir("kevo-runflags");
+  auto r = RunCommand({Kevo(), "run", Tasks() + "/box_cox", "--platform", "cpu", "--budget", "1",
+                       "--json", "--db", dir + "/db", "--out", dir + "/best.cc"},
+                      absl::Minutes(5));
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["status"], "OK") << r.out;
+  const std::string flags = j["best_kernel_flags"].get<std::string>();
+  ASSERT_NE(flags.find("-fno-math-errno"), std::string::npos) << r.out;
+  const std::string text = ReadTextFile(dir + "/best.cc");
+  EXPECT_EQ(text.substr(0, text.find('\n')), "// kevo-flags: " + flags);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CliTest, UnknownCommandIsAUsageError) {
   auto r = RunCommand({Kevo(), "frobnicate"}, absl::Seconds(10));
   EXPECT_EQ(r.exit_code, 2);
