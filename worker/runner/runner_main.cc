@@ -42,6 +42,7 @@
 #include "kevo/v1/task.pb.h"
 #include "worker/runner/alloc_hooks.h"
 #include "worker/runner/protocol.h"
+#include "worker/runner/runner_io.h"
 #include "worker/runner/seccomp_policy.h"
 #ifdef KEVO_RUNNER_MTIA
 #include "worker/mtia_sim/device.h"
@@ -52,32 +53,6 @@ namespace {
 
 using EntryFn = void (*)(void**);
 
-int g_report_fd = 2;
-
-void WriteAll(int fd, const void* data, size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t n = write(fd, p, size);
-    if (n <= 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-}
-
-void ReportLine(absl::string_view key, absl::string_view value) {
-  std::string line = absl::StrCat(std::string(key), " ", std::string(value));
-  std::replace(line.begin(), line.end(), '\n', ' ');
-  line.push_back('\n');
-  WriteAll(g_report_fd, line.data(), line.size());
-}
-
-[[noreturn]] void Fail(int code, absl::string_view key, absl::string_view message) {
-  ReportLine(key, message);
-  _exit(code);
-}
 
 // Bytes written past the end of every buffer: a kernel that overruns its
 // output is caught even when the write lands in mapped memory.
@@ -123,21 +98,6 @@ class Buffer {
   unsigned char* data_ = nullptr;
 };
 
-// A fast 64-bit content hash (not cryptographic: it only has to notice a
-// kernel writing into its inputs).
-uint64_t HashBytes(const void* data, size_t n) {
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    h = (h ^ (w * 0xBF58476D1CE4E5B9ULL)) * 0x94D049BB133111EBULL;
-    h ^= h >> 29;
-  }
-  for (; i < n; ++i) h = (h ^ p[i]) * 0x100000001B3ULL;
-  return h;
-}
 
 // A loaded kernel: the CPU ABI (kevo_entry) or, in kevo-runner-mtia, the MTIA
 // candidate ABI (kevo_mtia_launch).
@@ -163,11 +123,7 @@ void Guarded(Fn&& fn) {
 }
 
 Kernel LoadKernel(const std::string& path) {
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* err = dlerror();
-    Fail(kExitLoadFailed, "load_error", err ? err : path);
-  }
+  void* handle = OpenKernelLibrary(path);
   Kernel k;
 #ifdef KEVO_RUNNER_MTIA
   if (void* sym = dlsym(handle, mtia::kLaunchSymbol); sym != nullptr) {
@@ -356,9 +312,6 @@ int RunMode(const v1::Task& task, const Kernel& fn, const std::vector<uint64_t>&
   return kExitOk;
 }
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 struct ProfileOptions {
   double time_cap_s = 3.0;
@@ -575,108 +528,67 @@ int SimulatedProfileMode(const v1::Task& task, const Kernel& candidate, const Ke
 }
 #endif
 
-int OpenOut(const std::string& path) {
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) Fail(kExitInfra, "error", absl::StrCat("cannot create ", path, ": ", strerror(errno)));
-  return fd;
-}
+
+#ifdef KEVO_RUNNER_MTIA
+constexpr char kRunnerName[] = "kevo-runner-mtia";
+#else
+constexpr char kRunnerName[] = "kevo-runner-cpu";
+#endif
 
 int Main(int argc, char** argv) {
-  std::map<std::string, std::string> flags;
-  std::string mode = argc > 1 ? argv[1] : "";
-  for (int i = 2; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--", 0) != 0) Fail(kExitInfra, "error", absl::StrCat("unexpected argument ", arg));
-    size_t eq = arg.find('=');
-    flags[arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2)] =
-        eq == std::string::npos ? "true" : arg.substr(eq + 1);
-  }
-  if (flags.count("report")) {
-    g_report_fd = open(flags["report"].c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (g_report_fd < 0) {
-      g_report_fd = 2;
-      Fail(kExitInfra, "error", absl::StrCat("cannot open report ", flags["report"]));
-    }
-  }
-  SetAllocReportFd(g_report_fd);
-  if (mode != "run" && mode != "profile") {
-    Fail(kExitInfra, "error", "usage: kevo-runner-cpu run|profile --task=... (see protocol.h)");
+  CommandLine cl = ParseCommandLine(argc, argv, kRunnerName);
+  SetAllocReportFd(ReportFd());
+  if (cl.mode != "run" && cl.mode != "profile") {
+    Fail(kExitInfra, "error", absl::StrCat("usage: ", kRunnerName, " run|profile --task=... (see protocol.h)"));
   }
 #ifdef KEVO_RUNNER_MTIA
-  if (flags.count("mtia_config")) {
-    if (flags["mtia_config"] == "2i") {
+  if (cl.Has("mtia_config")) {
+    const std::string config = cl.Get("mtia_config");
+    if (config == "2i") {
       g_mtia_config = mtia::Mtia2iConfig();
-    } else if (flags["mtia_config"] == "1") {
+    } else if (config == "1") {
       g_mtia_config = mtia::Mtia1Config();
     } else {
-      Fail(kExitInfra, "error", absl::StrCat("bad --mtia_config '", flags["mtia_config"], "' (2i or 1)"));
+      Fail(kExitInfra, "error", absl::StrCat("bad --mtia_config '", config, "' (2i or 1)"));
     }
   }
 #endif
-  for (const char* required : {"task", "kernel", "result"}) {
-    if (!flags.count(required)) Fail(kExitInfra, "error", absl::StrCat("missing --", required));
-  }
-
-  v1::Task task;
-  {
-    int fd = open(flags["task"].c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) Fail(kExitInfra, "error", absl::StrCat("cannot open task ", flags["task"]));
-    if (!task.ParseFromFileDescriptor(fd)) Fail(kExitInfra, "error", "task file does not parse");
-    close(fd);
-  }
-  int result_fd = OpenOut(flags["result"]);
-  int outputs_fd = -1;
+  Require(cl, {"task", "kernel", "result", "outputs"});
+  const v1::Task task = ReadTaskFile(cl.Get("task"));
+  const int result_fd = OpenOut(cl.Get("result"));
+  const int outputs_fd = OpenOut(cl.Get("outputs"));
   int inputs_fd = -1;
   std::vector<uint64_t> seeds;
   ProfileOptions profile;
-  if (!flags.count("outputs")) Fail(kExitInfra, "error", "missing --outputs");
-  outputs_fd = OpenOut(flags["outputs"]);
-  if (mode == "run") {
-    for (absl::string_view s : absl::StrSplit(flags["seeds"], ',', absl::SkipEmpty())) {
-      uint64_t seed;
-      if (!absl::SimpleAtoi(s, &seed)) Fail(kExitInfra, "error", "bad --seeds");
-      seeds.push_back(seed);
-    }
-    if (seeds.empty()) Fail(kExitInfra, "error", "missing --seeds");
+  if (cl.mode == "run") {
+    seeds = ParseSeeds(cl.Get("seeds"));
   } else {
-    if (!flags.count("baseline")) Fail(kExitInfra, "error", "missing --baseline");
-    if (flags.count("time_cap_s") && !absl::SimpleAtod(flags["time_cap_s"], &profile.time_cap_s)) {
+    Require(cl, {"baseline"});
+    if (cl.Has("time_cap_s") && !absl::SimpleAtod(cl.Get("time_cap_s"), &profile.time_cap_s)) {
       Fail(kExitInfra, "error", "bad --time_cap_s");
     }
-    if (flags.count("mem_budget_bytes") &&
-        !absl::SimpleAtoi(flags["mem_budget_bytes"], &profile.mem_budget_bytes)) {
+    if (cl.Has("mem_budget_bytes") && !absl::SimpleAtoi(cl.Get("mem_budget_bytes"), &profile.mem_budget_bytes)) {
       Fail(kExitInfra, "error", "bad --mem_budget_bytes");
     }
-    if (flags.count("inputs")) {
-      inputs_fd = open(flags["inputs"].c_str(), O_RDONLY | O_CLOEXEC);
-      if (inputs_fd < 0) Fail(kExitInfra, "error", absl::StrCat("cannot open ", flags["inputs"]));
-    }
+    if (cl.Has("inputs")) inputs_fd = OpenIn(cl.Get("inputs"));
     long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
     if (llc > 0) profile.llc_bytes = llc;
   }
-
-  // Absolute kernel paths: dlopen of a relative one searches the library path
-  // or calls getcwd, which the filter does not allow.
-  for (const char* key : {"kernel", "baseline"}) {
-    if (!flags.count(key)) continue;
-    char* resolved = realpath(flags[key].c_str(), nullptr);
-    if (resolved == nullptr) Fail(kExitInfra, "error", absl::StrCat("no kernel at ", flags[key]));
-    flags[key] = resolved;
-    free(resolved);
-  }
+  const std::string kernel_path = AbsoluteKernelPath(cl.Get("kernel"));
+  const std::string baseline_path = cl.mode == "profile" ? AbsoluteKernelPath(cl.Get("baseline")) : "";
 
   // glibc installs its SIGSETXID handler lazily at the first pthread_create;
   // do that now, while rt_sigaction is still allowed (OpenMP creates threads).
   std::thread([] {}).join();
 
   // From here on only the seccomp policy's system calls are possible.
-  if (auto s = InstallSigsysHandler(g_report_fd); !s.ok()) Fail(kExitInfra, "error", s.message());
+  if (auto s = InstallSigsysHandler(ReportFd()); !s.ok()) Fail(kExitInfra, "error", s.message());
   if (auto s = InstallRunnerFilter(); !s.ok()) Fail(kExitInfra, "error", s.message());
-  Kernel kernel = LoadKernel(flags["kernel"]);
-  Kernel baseline = mode == "profile" ? LoadKernel(flags["baseline"]) : Kernel{};
+  Kernel kernel = LoadKernel(kernel_path);
+  Kernel baseline = cl.mode == "profile" ? LoadKernel(baseline_path) : Kernel{};
   if (auto s = InstallPostLoadFilter(); !s.ok()) Fail(kExitInfra, "error", s.message());
 
-  if (mode == "run") return RunMode(task, kernel, seeds, outputs_fd, result_fd);
+  if (cl.mode == "run") return RunMode(task, kernel, seeds, outputs_fd, result_fd);
 #ifdef KEVO_RUNNER_MTIA
   if (kernel.launch != nullptr && baseline.launch != nullptr) {
     return SimulatedProfileMode(task, kernel, baseline, inputs_fd, outputs_fd, result_fd);

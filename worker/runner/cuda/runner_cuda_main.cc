@@ -24,7 +24,6 @@
 namespace kevo::runner {
 namespace {
 
-using device::Fail;
 using device::Kernel;
 
 // cuBLAS is loaded at run time: the runner works (without a cuBLAS baseline)

@@ -25,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/tensor.h"
+#include "worker/runner/runner_io.h"
 #include "worker/runner/seccomp_policy.h"
 
 namespace kevo::runner::device {
@@ -33,38 +34,15 @@ namespace {
 using EntryFn = void (*)(void**);
 
 Runtime* g_rt = nullptr;
-int g_report_fd = 2;
 // Once candidate (or baseline) code has run, a runtime error is its fault.
 bool g_foreign_code_ran = false;
 
-void ReportLine(absl::string_view key, absl::string_view value) {
-  std::string line = absl::StrCat(std::string(key), " ", std::string(value));
-  std::replace(line.begin(), line.end(), '\n', ' ');
-  line.push_back('\n');
-  WriteAll(g_report_fd, line.data(), line.size());
-}
 
 [[noreturn]] void DeviceFault(Error e, absl::string_view where) {
   Fail(kExitDeviceFault, "device_error", absl::StrCat(g_rt->ErrorText(e), " (", std::string(where), ")"));
 }
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
-uint64_t HashBytes(const void* data, size_t n) {
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    h = (h ^ (w * 0xBF58476D1CE4E5B9ULL)) * 0x94D049BB133111EBULL;
-    h ^= h >> 29;
-  }
-  for (; i < n; ++i) h = (h ^ p[i]) * 0x100000001B3ULL;
-  return h;
-}
 
 // Guard bytes on both sides of every device buffer (and in the slack up to
 // the next 256 bytes): a kernel that writes out of bounds by a little lands
@@ -308,11 +286,7 @@ void CallAndSync(const Kernel& fn, void** args) {
 }
 
 Kernel LoadKernel(const std::string& path) {
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* err = dlerror();
-    Fail(kExitLoadFailed, "load_error", err ? err : path);
-  }
+  void* handle = OpenKernelLibrary(path);
   void* sym = dlsym(handle, kEntrySymbol);
   if (sym == nullptr) Fail(kExitLoadFailed, "load_error", absl::StrCat(path, ": no ", kEntrySymbol));
   EntryFn fn = reinterpret_cast<EntryFn>(sym);
@@ -611,36 +585,10 @@ int ProbeMode(Runtime& rt, bool measure, int only_device, int result_fd) {
   return kExitOk;
 }
 
-int OpenOut(const std::string& path) {
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) Fail(kExitInfra, "error", absl::StrCat("cannot create ", path, ": ", strerror(errno)));
-  return fd;
-}
 
 }  // namespace
 
-void WriteAll(int fd, const void* data, size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t n = write(fd, p, size);
-    if (n <= 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-}
 
-void Fail(int code, absl::string_view key, absl::string_view message) {
-  ReportLine(key, message);
-  if (g_report_fd != 2) {
-    std::string line = absl::StrCat(g_rt != nullptr ? g_rt->RunnerName() : "kevo-runner", ": ",
-                                    std::string(message), "\n");
-    WriteAll(2, line.data(), line.size());
-  }
-  _exit(code);
-}
 
 void Check(Error e, absl::string_view what) {
   if (e == 0) return;
@@ -674,90 +622,53 @@ void ForgetStream(void* stream) {
 
 int RunnerMain(Runtime& rt, int argc, char** argv) {
   g_rt = &rt;
-  std::map<std::string, std::string> flags;
-  std::string mode = argc > 1 ? argv[1] : "";
-  for (int i = 2; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--", 0) != 0) Fail(kExitInfra, "error", absl::StrCat("unexpected argument ", arg));
-    size_t eq = arg.find('=');
-    flags[arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2)] =
-        eq == std::string::npos ? "true" : arg.substr(eq + 1);
-  }
-  if (flags.count("report")) {
-    g_report_fd = open(flags["report"].c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (g_report_fd < 0) {
-      g_report_fd = 2;
-      Fail(kExitInfra, "error", absl::StrCat("cannot open report ", flags["report"]));
-    }
-  }
+  CommandLine cl = ParseCommandLine(argc, argv, rt.RunnerName());
   int device = -1;
-  if (flags.count("device") && !absl::SimpleAtoi(flags["device"], &device)) {
-    Fail(kExitInfra, "error", "bad --device");
-  }
-  if (mode == "probe") {
-    return ProbeMode(rt, flags.count("measure") > 0, device, flags.count("result") ? OpenOut(flags["result"]) : 1);
+  if (cl.Has("device") && !absl::SimpleAtoi(cl.Get("device"), &device)) Fail(kExitInfra, "error", "bad --device");
+  if (cl.mode == "probe") {
+    return ProbeMode(rt, cl.Has("measure"), device, cl.Has("result") ? OpenOut(cl.Get("result")) : 1);
   }
   if (device >= 0) Check(rt.SetDevice(device), "selecting the device");
-  if (mode == "health") {
+  if (cl.mode == "health") {
     const Error e = rt.HealthCheck();
     if (e != 0) Fail(kExitDeviceFault, "device_error", absl::StrCat("health kernel: ", rt.ErrorText(e)));
     return kExitOk;
   }
-  if (mode != "run" && mode != "profile") {
+  if (cl.mode != "run" && cl.mode != "profile") {
     Fail(kExitInfra, "error",
          absl::StrCat("usage: ", rt.RunnerName(), " probe|health|run|profile ... (see protocol.h)"));
   }
-  for (const char* required : {"task", "kernel", "result", "outputs"}) {
-    if (!flags.count(required)) Fail(kExitInfra, "error", absl::StrCat("missing --", required));
-  }
-  v1::Task task;
-  {
-    int fd = open(flags["task"].c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) Fail(kExitInfra, "error", absl::StrCat("cannot open task ", flags["task"]));
-    if (!task.ParseFromFileDescriptor(fd)) Fail(kExitInfra, "error", "task file does not parse");
-    close(fd);
-  }
-  int result_fd = OpenOut(flags["result"]);
-  int outputs_fd = OpenOut(flags["outputs"]);
+  Require(cl, {"task", "kernel", "result", "outputs"});
+  const v1::Task task = ReadTaskFile(cl.Get("task"));
+  const int result_fd = OpenOut(cl.Get("result"));
+  const int outputs_fd = OpenOut(cl.Get("outputs"));
   int inputs_fd = -1, gpu_result_fd = -1;
   std::vector<uint64_t> seeds;
   ProfileOptions profile;
+  // "none", a name the runtime knows (cuBLAS, ...), or "so": a kernel library.
   std::string baseline_kind = "none";
+  std::string baseline_path;
   const std::vector<std::string> named = rt.BaselineNames();
-  auto is_named = [&](const std::string& v) {
-    return v == "none" || std::find(named.begin(), named.end(), v) != named.end();
-  };
-  if (mode == "run") {
-    for (absl::string_view s : absl::StrSplit(flags["seeds"], ',', absl::SkipEmpty())) {
-      uint64_t seed;
-      if (!absl::SimpleAtoi(s, &seed)) Fail(kExitInfra, "error", "bad --seeds");
-      seeds.push_back(seed);
-    }
-    if (seeds.empty()) Fail(kExitInfra, "error", "missing --seeds");
+  if (cl.mode == "run") {
+    seeds = ParseSeeds(cl.Get("seeds"));
   } else {
-    if (!flags.count("baseline")) {
+    if (!cl.Has("baseline")) {
       Fail(kExitInfra, "error",
            absl::StrCat("missing --baseline (K.so, ", absl::StrJoin(named, ", "), named.empty() ? "" : " or ",
                         "none)"));
     }
-    if (flags.count("time_cap_s") && !absl::SimpleAtod(flags["time_cap_s"], &profile.time_cap_s)) {
+    if (cl.Has("time_cap_s") && !absl::SimpleAtod(cl.Get("time_cap_s"), &profile.time_cap_s)) {
       Fail(kExitInfra, "error", "bad --time_cap_s");
     }
-    if (flags.count("inputs")) {
-      inputs_fd = open(flags["inputs"].c_str(), O_RDONLY | O_CLOEXEC);
-      if (inputs_fd < 0) Fail(kExitInfra, "error", absl::StrCat("cannot open ", flags["inputs"]));
+    if (cl.Has("inputs")) inputs_fd = OpenIn(cl.Get("inputs"));
+    if (cl.Has("gpu_result")) gpu_result_fd = OpenOut(cl.Get("gpu_result"));
+    baseline_kind = cl.Get("baseline");
+    if (baseline_kind != "none" && std::find(named.begin(), named.end(), baseline_kind) == named.end()) {
+      baseline_path = AbsoluteKernelPath(baseline_kind);
+      baseline_kind = "so";
     }
-    if (flags.count("gpu_result")) gpu_result_fd = OpenOut(flags["gpu_result"]);
-    baseline_kind = flags["baseline"];
   }
-  for (const char* key : {"kernel", "baseline"}) {
-    if (!flags.count(key) || (std::string(key) == "baseline" && is_named(flags[key]))) continue;
-    char* resolved = realpath(flags[key].c_str(), nullptr);
-    if (resolved == nullptr) Fail(kExitInfra, "error", absl::StrCat("no kernel at ", flags[key]));
-    flags[key] = resolved;
-    free(resolved);
-    if (std::string(key) == "baseline") baseline_kind = "so";
-  }
+  const std::string kernel_path = AbsoluteKernelPath(cl.Get("kernel"));
 
   // The context first (the driver opens its device files and starts its
   // threads), then the filter, then candidate code.
@@ -765,16 +676,16 @@ int RunnerMain(Runtime& rt, int argc, char** argv) {
   auto params = ClassifyParams(task);
   if (!params.ok()) Fail(kExitInfra, "error", params.status().message());
   std::unique_ptr<Kernel> baseline;
-  if (mode == "profile" && baseline_kind != "so" && baseline_kind != "none") {
+  if (cl.mode == "profile" && baseline_kind != "so" && baseline_kind != "none") {
     baseline = rt.NamedBaseline(baseline_kind, task, *params);
     if (baseline == nullptr) Fail(kExitInfra, "error", absl::StrCat("unknown baseline ", baseline_kind));
   }
-  if (auto s = InstallSigsysHandler(g_report_fd); !s.ok()) Fail(kExitInfra, "error", s.message());
+  if (auto s = InstallSigsysHandler(ReportFd()); !s.ok()) Fail(kExitInfra, "error", s.message());
   if (auto s = InstallDenylistFilter(); !s.ok()) Fail(kExitInfra, "error", s.message());
-  Kernel kernel = LoadKernel(flags["kernel"]);
-  if (mode == "profile" && baseline_kind == "so") baseline = std::make_unique<Kernel>(LoadKernel(flags["baseline"]));
+  Kernel kernel = LoadKernel(kernel_path);
+  if (cl.mode == "profile" && baseline_kind == "so") baseline = std::make_unique<Kernel>(LoadKernel(baseline_path));
 
-  if (mode == "run") return RunMode(task, kernel, seeds, outputs_fd, result_fd);
+  if (cl.mode == "run") return RunMode(task, kernel, seeds, outputs_fd, result_fd);
   return ProfileMode(task, kernel, baseline.get(), baseline_kind, profile, inputs_fd, outputs_fd,
                      result_fd, gpu_result_fd);
 }

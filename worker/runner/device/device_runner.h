@@ -46,6 +46,7 @@
 #include "absl/strings/string_view.h"
 #include "kevo/v1/task.pb.h"
 #include "worker/runner/protocol.h"
+#include "worker/runner/runner_io.h"
 
 namespace kevo::runner::device {
 
@@ -125,12 +126,9 @@ class Runtime {
 // header comment) on `rt`. Returns the exit code.
 int RunnerMain(Runtime& rt, int argc, char** argv);
 
-// Reports "key message" (one line) and ends the process with `code`.
-[[noreturn]] void Fail(int code, absl::string_view key, absl::string_view message);
 // Success passes; an error after candidate code ran is a device fault,
 // running out of memory is kExitResourceExhausted, anything else kExitInfra.
 void Check(Error e, absl::string_view what);
-void WriteAll(int fd, const void* data, size_t size);
 
 // The interposed stream calls of runtime_shim.h report here: streams created
 // non-blocking (the default stream does not wait for them), and streams
