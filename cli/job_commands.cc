@@ -187,6 +187,34 @@ std::vector<std::string> KernelFileFlags(const std::string& text) {
   return absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
 }
 
+std::variant<ParsedArgs, int> ParseJobReaderArgs(const char* command, const std::vector<std::string>& argv,
+                                                 std::set<std::string> bool_flags, const char* usage) {
+  bool_flags.insert("help");
+  auto args = ParseArgs(argv, {"db", "coordinator"}, bool_flags);
+  if (!args.ok()) return Fail(command, args.status());
+  if (args->Has("help")) {
+    std::fputs(usage, stdout);
+    return 0;
+  }
+  if (args->positional.size() != 1) {
+    std::fputs(usage, stderr);
+    return 2;
+  }
+  if (args->Has("db") && args->Has("coordinator")) {
+    return Fail(command, absl::InvalidArgumentError(
+                             "--db reads a stopped coordinator's folder, --coordinator a running one: give one"));
+  }
+  return *std::move(args);
+}
+
+std::string StoreDir(const std::string& dir) {
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::path(dir) / "db" / "CURRENT", ec)) {
+    return (std::filesystem::path(dir) / "db").string();
+  }
+  return dir;
+}
+
 std::string KernelExtension(const v1::Task& task, const std::string& platform) {
   if (task.format() == v1::TASK_FORMAT_KERNELBENCH) return ".py";
   return platform == "amd" ? ".hip" : ".cc";

@@ -7,6 +7,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -70,6 +71,16 @@ std::string KernelFileText(const v1::Candidate& candidate);
 // The flags named by a kernel file's first line when it is a "kevo-flags:"
 // comment; none otherwise.
 std::vector<std::string> KernelFileFlags(const std::string& text);
+// The arguments of a command that reads one JOB from a running coordinator
+// (--coordinator ADDR) or, with --db DIR, from a stopped one's folder: JOB,
+// those two and `bool_flags` (plus --help). Returns them, or the exit code
+// the command should end with: 0 after printing `usage` for --help, 2 for a
+// usage error (usage on stderr, or both sources given).
+std::variant<ParsedArgs, int> ParseJobReaderArgs(const char* command, const std::vector<std::string>& argv,
+                                                 std::set<std::string> bool_flags, const char* usage);
+// The RocksDB folder under --db DIR: `kevo run --db DIR` keeps it in DIR/db,
+// a coordinator in DIR itself.
+std::string StoreDir(const std::string& dir);
 // The file extension of a kernel for `task` on `platform`: ".py" for a
 // KernelBench task (a ModelNew module), ".hip" on amd, else ".cc".
 std::string KernelExtension(const v1::Task& task, const std::string& platform);

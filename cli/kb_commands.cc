@@ -50,12 +50,6 @@ constexpr char kSkillsUsage[] =
     "127.0.0.1:50051), or with --db from the folder given to `kevo run --db` or\n"
     "kevo-coordinator --db (not while a coordinator runs on it).\n";
 
-// The RocksDB folder under --db: `kevo run --db D` keeps it in D/db, a
-// coordinator in D itself.
-std::string StoreDir(const std::string& db) {
-  std::error_code ec;
-  return std::filesystem::is_directory(db + "/db", ec) ? db + "/db" : db;
-}
 
 // A temporary folder removed when this goes out of scope.
 class ScratchDir {

@@ -31,14 +31,6 @@ constexpr char kUsage[] =
 
 int Fail(const absl::Status& s) { return cli::Fail("llm-log", s); }
 
-// `kevo run --db DIR` keeps the database in DIR/db.
-std::string DatabaseDir(const std::string& dir) {
-  std::error_code ec;
-  if (std::filesystem::exists(std::filesystem::path(dir) / "db" / "CURRENT", ec)) {
-    return (std::filesystem::path(dir) / "db").string();
-  }
-  return dir;
-}
 
 std::string NodesText(const nlohmann::json& call) {
   std::vector<std::string> parts;
@@ -107,25 +99,14 @@ absl::StatusOr<std::vector<nlohmann::json>> CallsFromCoordinator(const std::stri
 }  // namespace
 
 int LlmLogCommand(const std::vector<std::string>& argv) {
-  auto args = ParseArgs(argv, {"db", "coordinator"}, {"json", "full", "help"});
-  if (!args.ok()) return Fail(args.status());
-  if (args->Has("help")) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  if (args->positional.size() != 1) {
-    std::fputs(kUsage, stderr);
-    return 2;
-  }
-  if (args->Has("db") && args->Has("coordinator")) {
-    return Fail(absl::InvalidArgumentError(
-        "--db reads a stopped coordinator's folder, --coordinator a running one: give one"));
-  }
+  auto parsed = ParseJobReaderArgs("llm-log", argv, {"json", "full"}, kUsage);
+  if (const int* code = std::get_if<int>(&parsed)) return *code;
+  const ParsedArgs* args = &std::get<ParsedArgs>(parsed);
   const std::string& job_id = args->positional[0];
   const bool offline = args->Has("db");
   absl::StatusOr<std::vector<nlohmann::json>> calls;
   if (offline) {
-    auto store = store::Store::Open(DatabaseDir(args->Get("db")));
+    auto store = store::Store::Open(StoreDir(args->Get("db")));
     if (!store.ok()) return Fail(store.status());
     calls = llm::ListCalls(store->get(), job_id);
   } else {

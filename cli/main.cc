@@ -19,6 +19,7 @@ constexpr char kUsage[] =
     "  submit TASK_DIR                submit a search job to a coordinator; prints its id\n"
     "  watch JOB                      stream a job's progress until it ends\n"
     "  best JOB [-o FILE]             the best kernel of a job\n"
+    "  nodes JOB                      a job's search tree: each node's times and speedup\n"
     "  jobs                           list jobs\n"
     "  cancel JOB                     stop a job (in-flight evaluations finish)\n"
     "  workers                        list the workers connected to a coordinator\n"
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
   if (command == "best") return kevo::cli::BestCommand(args);
   if (command == "jobs") return kevo::cli::JobsCommand(args);
   if (command == "cancel") return kevo::cli::CancelCommand(args);
+  if (command == "nodes") return kevo::cli::NodesCommand(args);
   if (command == "llm-log") return kevo::cli::LlmLogCommand(args);
   if (command == "kb") return kevo::cli::KbCommand(args);
   if (command == "skills") return kevo::cli::SkillsCommand(args);

@@ -241,17 +241,12 @@ absl::StatusOr<std::unique_ptr<JobManager::Running>> JobManager::LoadRunning(con
       LogInfo("job ", job.job_id(), ": ", r->priors.size(), " proposer priors from skill memory");
     }
   }
-  KEVO_RETURN_IF_ERROR(store_->Scan(
-      store::Family::kNodes, absl::StrCat(job.job_id(), "/n/"),
-      [&](std::string_view, std::string_view value) {
-        v1::Node n;
-        if (n.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-          r->tree.Upsert(n);
-          r->sources.insert(n.source_hash());
-          r->node_by_eval[n.eval_id()] = n.node_id();
-        }
-        return true;
-      }));
+  KEVO_ASSIGN_OR_RETURN(std::vector<v1::Node> nodes, ReadNodes(*store_, job.job_id()));
+  for (const v1::Node& n : nodes) {
+    r->tree.Upsert(n);
+    r->sources.insert(n.source_hash());
+    r->node_by_eval[n.eval_id()] = n.node_id();
+  }
   return r;
 }
 
@@ -694,15 +689,19 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& job_id) {
 
 absl::StatusOr<std::vector<v1::Node>> JobManager::Nodes(const std::string& job_id) {
   KEVO_RETURN_IF_ERROR(Get(job_id).status());
+  return ReadNodes(*store_, job_id);
+}
+
+absl::StatusOr<std::vector<v1::Node>> ReadNodes(store::Store& store, const std::string& job_id) {
   std::vector<v1::Node> nodes;
-  KEVO_RETURN_IF_ERROR(store_->Scan(store::Family::kNodes, absl::StrCat(job_id, "/n/"),
-                                    [&](std::string_view, std::string_view value) {
-                                      v1::Node n;
-                                      if (n.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-                                        nodes.push_back(std::move(n));
-                                      }
-                                      return true;
-                                    }));
+  KEVO_RETURN_IF_ERROR(store.Scan(store::Family::kNodes, absl::StrCat(job_id, "/n/"),
+                                  [&](std::string_view, std::string_view value) {
+                                    v1::Node n;
+                                    if (n.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+                                      nodes.push_back(std::move(n));
+                                    }
+                                    return true;
+                                  }));
   return nodes;
 }
 

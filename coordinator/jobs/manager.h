@@ -133,4 +133,8 @@ class JobManager {
   std::thread loop_;
 };
 
+// Every node of `job_id` in `store` (the durable tree), in key order; none
+// for an unknown job. For readers of a stopped coordinator's folder too.
+absl::StatusOr<std::vector<v1::Node>> ReadNodes(store::Store& store, const std::string& job_id);
+
 }  // namespace kevo::jobs

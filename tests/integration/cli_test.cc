@@ -2,6 +2,7 @@
 // exit status of a failing candidate, and the error for a malformed task file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -96,14 +97,20 @@ TEST(CliTest, EvalAppliesTheFlagsLineOfAKernelFile) {
   std::filesystem::remove_all(dir);
 }
 
+// `kevo run TASK --platform cpu --budget N --json`, its database in DIR/db and
+// its best kernel in DIR/best.cc.
+CommandResult RunSearch(const std::string& task, int budget, const std::string& dir) {
+  return RunCommand({Kevo(), "run", Tasks() + "/" + task, "--platform", "cpu", "--budget", std::to_string(budget),
+                     "--json", "--db", dir + "/db", "--out", dir + "/best.cc"},
+                    absl::Minutes(5));
+}
+
 // `kevo run` writes the best kernel with the flags it was compiled with: on a
 // task without hints the first seed is the generic mutator's default, which
 // compiles with -fno-math-errno.
 TEST(CliTest, RunWritesTheBestKernelWithItsFlags) {
   const std::string dir = MakeTempDir("kevo-runflags");
-  auto r = RunCommand({Kevo(), "run", Tasks() + "/box_cox", "--platform", "cpu", "--budget", "1",
-                       "--json", "--db", dir + "/db", "--out", dir + "/best.cc"},
-                      absl::Minutes(5));
+  auto r = RunSearch("box_cox", 1, dir);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["status"], "OK") << r.out;
@@ -111,6 +118,41 @@ TEST(CliTest, RunWritesTheBestKernelWithItsFlags) {
   ASSERT_NE(flags.find("-fno-math-errno"), std::string::npos) << r.out;
   const std::string text = ReadTextFile(dir + "/best.cc");
   EXPECT_EQ(text.substr(0, text.find('\n')), "// kevo-flags: " + flags);
+  std::filesystem::remove_all(dir);
+}
+
+// `kevo nodes JOB --db DIR` reads a finished `kevo run --db DIR` job's tree:
+// every evaluated node with the times its evaluation measured, in creation
+// order, the best one's speedup being the job's.
+TEST(CliTest, NodesListsAFinishedRunsTreeOffline) {
+  const std::string dir = MakeTempDir("kevo-nodes");
+  auto r = RunSearch("vector_add", 2, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto run = nlohmann::json::parse(r.out);
+  auto n = RunCommand({Kevo(), "nodes", run["job_id"].get<std::string>(), "--db", dir + "/db", "--json"},
+                      absl::Minutes(1));
+  ASSERT_EQ(n.exit_code, 0) << n.err << n.out;
+  auto nodes = nlohmann::json::parse(n.out);
+  ASSERT_EQ(nodes.size(), 2u) << n.out;
+  double best = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    EXPECT_EQ(nodes[i]["status"], "OK") << n.out;
+    EXPECT_GT(nodes[i]["time_s"].get<double>(), 0);
+    EXPECT_GT(nodes[i]["baseline_time_s"].get<double>(), 0);
+    if (i > 0) {
+      EXPECT_GT(nodes[i]["sequence"].get<int>(), nodes[i - 1]["sequence"].get<int>());
+    }
+    best = std::max(best, nodes[i]["fitness"].get<double>());
+  }
+  EXPECT_DOUBLE_EQ(best, run["speedup"].get<double>());
+  auto table = RunCommand({Kevo(), "nodes", run["job_id"].get<std::string>(), "--db", dir + "/db"},
+                          absl::Minutes(1));
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find(run["best_node"].get<std::string>()), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("baseline over 2 evaluations"), std::string::npos) << table.out;
+  auto unknown = RunCommand({Kevo(), "nodes", "j-nope", "--db", dir + "/db"}, absl::Minutes(1));
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.err.find("no nodes of job j-nope"), std::string::npos) << unknown.err;
   std::filesystem::remove_all(dir);
 }
 
