@@ -128,10 +128,8 @@ class CpuBackend final : public Backend {
   const KernelBenchEvaluator kernelbench_;
   Ceilings ceilings_;  // written once by Init()
   // Timing runs alone on the worker: the profile stage holds it exclusively,
-  // the compile and validate stages of the other slots shared. A compile
-  // beside a timed run slowed the single-threaded references up to 3x in some
-  // evaluations and not others, and the job's best was then the candidate
-  // whose baseline had run slowest (docs/benchmarks.md, "Operator suite").
+  // the compile and validate stages of the other slots shared, so no
+  // compile of this worker runs beside a timing.
   mutable absl::Mutex host_mu_;
 };
 
