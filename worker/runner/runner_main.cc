@@ -19,12 +19,10 @@
 // simulated time is deterministic, so each kernel runs once and the report
 // carries the simulator's counters.
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
