@@ -13,6 +13,7 @@
 // kevo_cc_test) locate the tasks and kevo-runner-cpu.
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -237,14 +238,24 @@ TEST_P(FastExampleTest, PassesAndBeatsTheReference) {
   v1::Candidate candidate;
   candidate.set_language("c++");
   candidate.set_source(source.str());
-  const v1::Evaluation ev = backend->Evaluate(*task, candidate, nullptr);
-  ASSERT_EQ(ev.status(), v1::OK) << Describe(ev);
-  EXPECT_GT(ev.speedup(), 1.0);
-  std::cout << "[ fast ] " << GetParam() << ": speedup " << ev.speedup() << " ("
-            << ev.baseline().median_s() * 1e3 << " ms -> " << ev.timing().median_s() * 1e3
-            << " ms); stages";
-  for (const v1::StageEvent& e : ev.events()) std::cout << " " << v1::Stage_Name(e.stage()) << "=" << e.seconds() << "s";
-  std::cout << "\n";
+  // Most fast examples are threaded: when ctest runs another test beside this
+  // one on a small host, a team of threads that loses a core to it can time
+  // slower than the single-threaded reference (CI once saw one_hot at 0.61x).
+  // So up to three evaluations, each printed; a kernel that is really slower
+  // loses all three.
+  constexpr int kAttempts = 3;
+  double best = 0;
+  for (int attempt = 1; attempt <= kAttempts && best <= 1.0; ++attempt) {
+    const v1::Evaluation ev = backend->Evaluate(*task, candidate, nullptr);
+    ASSERT_EQ(ev.status(), v1::OK) << Describe(ev);
+    best = std::max(best, ev.speedup());
+    std::cout << "[ fast ] " << GetParam() << " (evaluation " << attempt << "): speedup " << ev.speedup()
+              << " (" << ev.baseline().median_s() * 1e3 << " ms -> " << ev.timing().median_s() * 1e3
+              << " ms); stages";
+    for (const v1::StageEvent& e : ev.events()) std::cout << " " << v1::Stage_Name(e.stage()) << "=" << e.seconds() << "s";
+    std::cout << "\n";
+  }
+  EXPECT_GT(best, 1.0) << "the fast example was slower than the reference in " << kAttempts << " evaluations";
 }
 
 INSTANTIATE_TEST_SUITE_P(TaskSuite, FastExampleTest, ::testing::ValuesIn(TasksWithFastExample()),
