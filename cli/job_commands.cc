@@ -366,6 +366,12 @@ int RunCommand(const std::vector<std::string>& argv) {
     j["best_time_s"] = job->best_time_s();
     j["baseline_time_s"] = job->baseline_time_s();
     j["roofline_fraction"] = job->best_roofline_fraction();
+    // The best time against the median of every evaluation's baseline: the
+    // figure that does not depend on how slow one reference run happened to be.
+    const double vs_median = SpeedupVsMedianBaseline(*job);
+    j["median_baseline_time_s"] = job->median_baseline_time_s();
+    j["baseline_evaluations"] = job->baseline_evaluations();
+    j["speedup_vs_median_baseline"] = vs_median > 0 && !static_best ? nlohmann::json(vs_median) : nlohmann::json(nullptr);
     nlohmann::json by_status = nlohmann::json::object();
     for (const auto& [s, n] : job->by_status()) by_status[s] = n;
     j["evaluations"] = by_status;
@@ -421,7 +427,13 @@ int RunCommand(const std::vector<std::string>& argv) {
                   best.node().node_id().c_str(),
                   best.node().genome().empty() ? best.node().mutation().c_str()
                                                : best.node().genome().c_str());
-      std::printf("speedup       %.2fx\n", job->best_speedup());
+      if (const double vs_median = SpeedupVsMedianBaseline(*job); vs_median > 0) {
+        std::printf("speedup       %.2fx (%.2fx against the median baseline, %s over %d evaluations)\n",
+                    job->best_speedup(), vs_median, FormatSeconds(job->median_baseline_time_s()).c_str(),
+                    job->baseline_evaluations());
+      } else {
+        std::printf("speedup       %.2fx\n", job->best_speedup());
+      }
       std::printf(mtia ? "roofline      %.1f%% of the simulated chip's limits\n"
                        : "roofline      %.1f%% of the worker's measured limits\n",
                   100 * job->best_roofline_fraction());

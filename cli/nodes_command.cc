@@ -43,12 +43,6 @@ std::string Seconds(double s) {
   return absl::StrFormat("%.1f us", s * 1e6);
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 nlohmann::json NodeJson(const v1::Node& n) {
   return {{"node_id", n.node_id()},
           {"sequence", n.sequence()},
@@ -73,8 +67,9 @@ void PrintTable(const std::vector<v1::Node>& nodes) {
   }
   std::printf("%4s %-14s %-14s %-18s %11s %11s %9s %8s  %s\n", "SEQ", "NODE", "PARENT", "STATUS", "TIME",
               "BASELINE", "SPEEDUP", "ROOF", "GENOME");
-  std::vector<double> baselines;
+  std::vector<const v1::Node*> all;
   for (const v1::Node& n : nodes) {
+    all.push_back(&n);
     const bool evaluated = n.state() == v1::NODE_DONE;
     const std::string status = evaluated ? v1::EvalStatus_Name(n.status()) : v1::NodeState_Name(n.state());
     const std::string speedup = n.fitness() > 0 ? absl::StrFormat(n.static_fitness() ? "%.3f s" : "%.2fx", n.fitness())
@@ -84,10 +79,10 @@ void PrintTable(const std::vector<v1::Node>& nodes) {
                 n.parent_ids().empty() ? "-" : absl::StrJoin(n.parent_ids(), "+").c_str(), status.c_str(),
                 Seconds(n.time_s()).c_str(), Seconds(n.baseline_time_s()).c_str(), speedup.c_str(), roof.c_str(),
                 &n == best ? "*" : " ", n.genome().c_str());
-    if (n.baseline_time_s() > 0) baselines.push_back(n.baseline_time_s());
   }
+  const std::vector<double> baselines = jobs::BaselineTimes(all);
   if (best != nullptr && !best->static_fitness() && baselines.size() >= 2) {
-    const double median = Median(baselines);
+    const double median = jobs::Median(baselines);
     std::printf(
         "\nbaseline over %zu evaluations: median %s (%s to %s); the best node's was %s, so against the "
         "median baseline it is %.2fx\n",

@@ -8,6 +8,11 @@
 
 namespace kevo::cli {
 
+double SpeedupVsMedianBaseline(const v1::Job& job) {
+  if (job.baseline_evaluations() < 2 || job.median_baseline_time_s() <= 0 || job.best_time_s() <= 0) return 0;
+  return job.median_baseline_time_s() / job.best_time_s();
+}
+
 std::string FormatSeconds(double s) {
   if (s <= 0) return "-";
   if (s >= 1) return absl::StrFormat("%.3f s", s);

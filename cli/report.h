@@ -27,6 +27,11 @@ std::string JobBestLabel(const v1::Job& job, bool short_form = false);
 // its profile map; "the reference compiled -O2" for the cpu worker.
 std::string BaselineDescription(const v1::Evaluation& evaluation);
 
+// The job's best time against the median of the baselines its evaluations
+// measured (Job.median_baseline_time_s); 0 when not measured (a job with
+// fewer than two timed evaluations, or one from before the field existed).
+double SpeedupVsMedianBaseline(const v1::Job& job);
+
 // "1.23 ms", "45.6 us".
 std::string FormatSeconds(double seconds);
 

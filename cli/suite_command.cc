@@ -66,6 +66,9 @@ struct SuiteRow {
   double baseline_time_s = 0;
   double best_time_s = 0;
   double speedup = 0;
+  // The best time against the median of the job's baselines (0: unknown).
+  double speedup_vs_median_baseline = 0;
+  double median_baseline_time_s = 0;
   double roofline_fraction = 0;
   int evaluations = 0;
   std::map<std::string, int> by_status;
@@ -91,6 +94,8 @@ nlohmann::json RowJson(const SuiteRow& r) {
           {"baseline_time_s", r.baseline_time_s},
           {"best_time_s", r.best_time_s},
           {"speedup", r.speedup},
+          {"speedup_vs_median_baseline", r.speedup_vs_median_baseline},
+          {"median_baseline_time_s", r.median_baseline_time_s},
           {"roofline_fraction", r.roofline_fraction},
           {"evaluations", r.evaluations},
           {"evaluations_by_status", r.by_status},
@@ -112,6 +117,8 @@ SuiteRow RowFromJson(const nlohmann::json& j) {
   r.baseline_time_s = j.value("baseline_time_s", 0.0);
   r.best_time_s = j.value("best_time_s", 0.0);
   r.speedup = j.value("speedup", 0.0);
+  r.speedup_vs_median_baseline = j.value("speedup_vs_median_baseline", 0.0);
+  r.median_baseline_time_s = j.value("median_baseline_time_s", 0.0);
   r.roofline_fraction = j.value("roofline_fraction", 0.0);
   r.evaluations = j.value("evaluations", 0);
   r.by_status = j.value("evaluations_by_status", std::map<std::string, int>{});
@@ -136,6 +143,7 @@ std::string Family(const v1::Task& task, const std::string& genome) {
 
 struct Summary {
   int tasks = 0, correct = 0, faster = 0, errors = 0;
+  int faster_vs_median = 0;  // faster also against the job's median baseline
 };
 
 Summary Summarise(const std::map<std::string, SuiteRow>& rows) {
@@ -144,6 +152,7 @@ Summary Summarise(const std::map<std::string, SuiteRow>& rows) {
     ++s.tasks;
     s.correct += r.correct();
     s.faster += r.faster();
+    s.faster_vs_median += r.faster() && r.speedup_vs_median_baseline > 1.0;
     s.errors += r.status == "ERROR";
   }
   return s;
@@ -151,9 +160,10 @@ Summary Summarise(const std::map<std::string, SuiteRow>& rows) {
 
 std::string SummaryLine(const Summary& s) {
   return absl::StrFormat(
-      "%d/%d tasks (%.0f%%) ended with a correct kernel faster than the reference; %d correct, "
-      "%d with an error",
-      s.faster, s.tasks, s.tasks ? 100.0 * s.faster / s.tasks : 0.0, s.correct, s.errors);
+      "%d/%d tasks (%.0f%%) ended with a correct kernel faster than the reference (%d also against "
+      "their job's median baseline); %d correct, %d with an error",
+      s.faster, s.tasks, s.tasks ? 100.0 * s.faster / s.tasks : 0.0, s.faster_vs_median, s.correct,
+      s.errors);
 }
 
 std::string CsvField(const std::string& v) {
@@ -169,7 +179,7 @@ std::string CsvField(const std::string& v) {
 std::string Csv(const std::map<std::string, SuiteRow>& rows) {
   std::string out =
       "task,family,op_family,status,correct,faster,baseline_time_s,best_time_s,speedup,"
-      "roofline_fraction,evaluations,stop_reason,best_genome,error\n";
+      "speedup_vs_median_baseline,roofline_fraction,evaluations,stop_reason,best_genome,error\n";
   for (const auto& [_, r] : rows) {
     absl::StrAppend(
         &out,
@@ -178,6 +188,7 @@ std::string Csv(const std::map<std::string, SuiteRow>& rows) {
                        std::string(r.faster() ? "true" : "false"),
                        absl::StrFormat("%.9g", r.baseline_time_s),
                        absl::StrFormat("%.9g", r.best_time_s), absl::StrFormat("%.4f", r.speedup),
+                       absl::StrFormat("%.4f", r.speedup_vs_median_baseline),
                        absl::StrFormat("%.4f", r.roofline_fraction), absl::StrCat(r.evaluations),
                        CsvField(r.stop_reason), CsvField(r.best_genome), CsvField(r.error)},
                       ","),
@@ -188,8 +199,8 @@ std::string Csv(const std::map<std::string, SuiteRow>& rows) {
 
 // The table, plain (aligned columns) or as Markdown.
 std::string Table(const std::map<std::string, SuiteRow>& rows, bool markdown) {
-  const std::vector<std::string> head = {"task",     "family",     "correct", "baseline", "best",
-                                         "speedup",  "% roofline", "evals",   "stop reason"};
+  const std::vector<std::string> head = {"task",    "family",    "correct",    "baseline", "best",
+                                         "speedup", "vs median", "% roofline", "evals",    "stop reason"};
   std::vector<std::vector<std::string>> cells;
   for (const auto& [_, r] : rows) {
     bool timed = r.correct();
@@ -197,6 +208,7 @@ std::string Table(const std::map<std::string, SuiteRow>& rows, bool markdown) {
                      r.status == "ERROR" ? "error" : (r.correct() ? "yes" : "no"),
                      FormatSeconds(r.baseline_time_s), timed ? FormatSeconds(r.best_time_s) : "-",
                      timed ? absl::StrFormat("%.2fx", r.speedup) : "-",
+                     timed && r.speedup_vs_median_baseline > 0 ? absl::StrFormat("%.2fx", r.speedup_vs_median_baseline) : "-",
                      timed ? absl::StrFormat("%.1f%%", 100 * r.roofline_fraction) : "-",
                      absl::StrCat(r.evaluations),
                      r.error.empty() ? r.stop_reason : absl::StrCat("error: ", r.error)});
@@ -204,7 +216,7 @@ std::string Table(const std::map<std::string, SuiteRow>& rows, bool markdown) {
   std::string out;
   if (markdown) {
     absl::StrAppend(&out, "| ", absl::StrJoin(head, " | "), " |\n|");
-    for (size_t i = 0; i < head.size(); ++i) absl::StrAppend(&out, i >= 3 && i <= 7 ? "---:|" : "---|");
+    for (size_t i = 0; i < head.size(); ++i) absl::StrAppend(&out, i >= 3 && i <= 8 ? "---:|" : "---|");
     absl::StrAppend(&out, "\n");
     for (auto& row : cells) {
       for (auto& c : row) c = absl::StrReplaceAll(c, {{"|", "\\|"}, {"\n", " "}});
@@ -220,7 +232,7 @@ std::string Table(const std::map<std::string, SuiteRow>& rows, bool markdown) {
   auto line = [&](const std::vector<std::string>& row) {
     std::string l;
     for (size_t i = 0; i < row.size(); ++i) {
-      bool right = i >= 3 && i <= 7;
+      bool right = i >= 3 && i <= 8;
       std::string c = row[i].substr(0, i + 1 == row.size() ? 200 : std::string::npos);
       if (i + 1 == row.size()) {
         absl::StrAppend(&l, c);
@@ -465,6 +477,8 @@ SuiteRow RunTask(const SuiteContext& ctx, const SuiteTask& t) {
   }
   row.status = "OK";
   row.speedup = job->best_speedup();
+  row.speedup_vs_median_baseline = SpeedupVsMedianBaseline(*job);
+  row.median_baseline_time_s = job->median_baseline_time_s();
   row.best_time_s = job->best_time_s();
   row.roofline_fraction = job->best_roofline_fraction();
   row.best_genome = best.node().genome();
@@ -625,6 +639,7 @@ int SuiteCommand(const std::vector<std::string>& argv) {
     Summary s = Summarise(rows);
     j["suite"]["updated_unix"] = absl::ToUnixSeconds(absl::Now());
     j["summary"] = {{"tasks", s.tasks}, {"correct", s.correct}, {"faster", s.faster},
+                    {"faster_vs_median_baseline", s.faster_vs_median},
                     {"errors", s.errors}, {"total", tasks.size()}};
     j["tasks"] = nlohmann::json::array();
     for (const auto& [_, r] : rows) j["tasks"].push_back(RowJson(r));

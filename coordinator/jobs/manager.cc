@@ -357,6 +357,15 @@ void JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
     job.set_last_gain_at(job.evaluations_done());
   }
   job.set_evaluations_in_flight(r.in_flight);
+  {
+    std::vector<const v1::Node*> done = {&node};
+    for (const auto& [id, n] : r.tree.nodes()) {
+      if (id != node.node_id()) done.push_back(&n);
+    }
+    std::vector<double> baselines = BaselineTimes(done);
+    job.set_baseline_evaluations(static_cast<int32_t>(baselines.size()));
+    job.set_median_baseline_time_s(Median(std::move(baselines)));
+  }
   store::Batch batch;
   batch.Put(store::Family::kNodes, NodeKey(job.job_id(), node.node_id()), node.SerializeAsString());
   batch.Put(store::Family::kJobs, JobKey(job.job_id()), job.SerializeAsString());
@@ -703,6 +712,24 @@ absl::StatusOr<std::vector<v1::Node>> ReadNodes(store::Store& store, const std::
                                     return true;
                                   }));
   return nodes;
+}
+
+std::vector<double> BaselineTimes(const std::vector<const v1::Node*>& nodes) {
+  std::vector<double> out;
+  for (const v1::Node* n : nodes) {
+    if (n->state() == v1::NODE_DONE && !n->static_fitness() && n->baseline_time_s() > 0) {
+      out.push_back(n->baseline_time_s());
+    }
+  }
+  return out;
+}
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const size_t half = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + half, values.end());
+  if (values.size() % 2 == 1) return values[half];
+  return (*std::max_element(values.begin(), values.begin() + half) + values[half]) / 2;
 }
 
 absl::StatusOr<v1::GetBestResponse> JobManager::GetBest(const std::string& job_id) {

@@ -137,4 +137,9 @@ class JobManager {
 // for an unknown job. For readers of a stopped coordinator's folder too.
 absl::StatusOr<std::vector<v1::Node>> ReadNodes(store::Store& store, const std::string& job_id);
 
+// The baseline times measured by the timed evaluations among `nodes`
+// (unsorted), and their median (0 when none).
+std::vector<double> BaselineTimes(const std::vector<const v1::Node*>& nodes);
+double Median(std::vector<double> values);
+
 }  // namespace kevo::jobs

@@ -123,8 +123,9 @@ TEST(CliTest, RunWritesTheBestKernelWithItsFlags) {
 
 // `kevo nodes JOB --db DIR` reads a finished `kevo run --db DIR` job's tree:
 // every evaluated node with the times its evaluation measured, in creation
-// order, the best one's speedup being the job's.
-TEST(CliTest, NodesListsAFinishedRunsTreeOffline) {
+// order, the best one's speedup being the job's; and the run's JSON carries
+// the median of those baselines with the best time against it.
+TEST(CliTest, NodesListsAFinishedRunsTreeAndTheRunItsMedianBaseline) {
   const std::string dir = MakeTempDir("kevo-nodes");
   auto r = RunSearch("vector_add", 2, dir);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
@@ -135,7 +136,9 @@ TEST(CliTest, NodesListsAFinishedRunsTreeOffline) {
   auto nodes = nlohmann::json::parse(n.out);
   ASSERT_EQ(nodes.size(), 2u) << n.out;
   double best = 0;
+  double baselines = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
+    baselines += nodes[i]["baseline_time_s"].get<double>();
     EXPECT_EQ(nodes[i]["status"], "OK") << n.out;
     EXPECT_GT(nodes[i]["time_s"].get<double>(), 0);
     EXPECT_GT(nodes[i]["baseline_time_s"].get<double>(), 0);
@@ -145,6 +148,11 @@ TEST(CliTest, NodesListsAFinishedRunsTreeOffline) {
     best = std::max(best, nodes[i]["fitness"].get<double>());
   }
   EXPECT_DOUBLE_EQ(best, run["speedup"].get<double>());
+  // Two evaluations: the median is their mean.
+  EXPECT_EQ(run["baseline_evaluations"].get<int>(), 2) << r.out;
+  EXPECT_NEAR(run["median_baseline_time_s"].get<double>(), baselines / 2, 1e-12) << r.out;
+  EXPECT_NEAR(run["speedup_vs_median_baseline"].get<double>(),
+              baselines / 2 / run["best_time_s"].get<double>(), 1e-9) << r.out;
   auto table = RunCommand({Kevo(), "nodes", run["job_id"].get<std::string>(), "--db", dir + "/db"},
                           absl::Minutes(1));
   ASSERT_EQ(table.exit_code, 0) << table.err;

@@ -58,7 +58,7 @@ TEST(SuiteTest, RunsEveryTaskWritesJsonAndCsvAndKeepsGoingPastABrokenTask) {
                       absl::Minutes(5));
   // 3: not every task ended with a correct kernel (the broken one).
   ASSERT_EQ(r.exit_code, 3) << r.err << r.out;
-  EXPECT_NE(r.out.find("task"), std::string::npos);
+  EXPECT_NE(r.out.find("vs median"), std::string::npos) << r.out;
   // The summary line.
   EXPECT_NE(r.out.find("/3 tasks ("), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("2 correct, 1 with an error"), std::string::npos) << r.out;
@@ -76,6 +76,10 @@ TEST(SuiteTest, RunsEveryTaskWritesJsonAndCsvAndKeepsGoingPastABrokenTask) {
     EXPECT_GT(row["baseline_time_s"].get<double>(), 0);
     EXPECT_GT(row["best_time_s"].get<double>(), 0);
     EXPECT_GT(row["speedup"].get<double>(), 0);
+    // The best time against the median of the job's three baselines.
+    EXPECT_GT(row["median_baseline_time_s"].get<double>(), 0) << row.dump(2);
+    EXPECT_NEAR(row["speedup_vs_median_baseline"].get<double>(),
+                row["median_baseline_time_s"].get<double>() / row["best_time_s"].get<double>(), 1e-9);
     EXPECT_EQ(row["evaluations"].get<int>(), 3);
     EXPECT_TRUE(fs::exists(row["best_kernel_path"].get<std::string>()));
   }
