@@ -105,8 +105,9 @@ struct RowBinding {
 };
 // Binds the hints of a row pattern (defaults: the single input and output,
 // "rows", "cols") and checks them: f32 x [rows, cols]; y [rows] or [rows, 1]
-// when `reduction`, else [rows, cols]; rows, cols signature symbols (rows.cc).
-bool BindRows(const v1::Task& task, bool reduction, RowBinding* b);
+// when `reduction`, else [rows, cols], of `out_dtype`; rows, cols signature
+// symbols (rows.cc).
+bool BindRows(const v1::Task& task, bool reduction, RowBinding* b, v1::DType out_dtype = v1::F32);
 
 // Replaces every whole-word occurrence of `word` in `text` with `with`.
 std::string ReplaceWord(const std::string& text, const std::string& word, const std::string& with);
