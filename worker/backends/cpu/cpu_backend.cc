@@ -266,66 +266,24 @@ bool CpuBackend::ProfileStage(CpuEvalRun& run) const {
   const v1::Task& task = run.task;
   v1::Evaluation& ev = run.ev;
   const std::string& scratch = run.scratch;
-  run.stage_start = absl::Now();
-  auto fail = [&](v1::EvalStatus status, const std::string& message) {
-    return run.Fail(v1::STAGE_PROFILE, status, message);
-  };
-  std::error_code ec;
-  fs::remove(scratch + "/report.txt", ec);
-  auto timed_inputs = harness_.TimedInputs(task);
-  if (!timed_inputs.ok()) {
-    return fail(v1::INFRA_ERROR, absl::StrCat("cannot generate the timed inputs: ",
-                                              timed_inputs.status().message()));
-  }
-  // The outputs of both kernels at the timed binding, checked after timing.
-  auto timed_outputs = ResolveTimedOutputs(task);
-  if (!timed_outputs.ok()) return fail(v1::INFRA_ERROR, std::string(timed_outputs.status().message()));
-  const int64_t timed_output_bytes = timed_outputs->bytes;
   // Alone on the worker (host_mu_): no other slot's profile, compile or
-  // validation runs while this candidate and its baseline are timed.
+  // validation runs while this candidate and its baseline are timed, nor
+  // while the ceilings are measured again below.
   absl::MutexLock profile_lock(&host_mu_);
-  auto prof_run = harness_.Run(
-      {"profile", "--task=" + scratch + "/task.pb", "--kernel=" + run.cand.library_path,
-       "--baseline=" + run.ref.library_path, "--inputs=" + *timed_inputs,
-       "--outputs=" + scratch + "/timed_outputs.bin", "--result=" + scratch + "/profile.json",
-       "--report=" + scratch + "/report.txt",
-       absl::StrCat("--time_cap_s=", options_.profile_time_cap_s),
-       absl::StrCat("--mem_budget_bytes=", options_.memory_limit_bytes / 3)},
-      // Sampling stops at the cap; the rest is loading and copying hundreds
-      // of MiB of inputs, warm-up and the final check, which a busy host
-      // slows down a lot. A candidate that hangs was already caught by
-      // validation, so the margin is generous.
-      scratch, 2 * options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 30),
-      2 * timed_output_bytes);
-  if (!prof_run.ok()) return fail(v1::INFRA_ERROR, std::string(prof_run.status().message()));
-  if (prof_run->outcome.status != v1::OK) {
-    ev.mutable_diagnostics()->set_signal(prof_run->outcome.signal);
-    ev.mutable_diagnostics()->set_violation(prof_run->outcome.violation);
-    return fail(prof_run->outcome.status,
-                absl::StrCat("candidate (at the timed binding '", task.time().name(), "') ",
-                             prof_run->outcome.message));
-  }
-  auto prof_json = ReadFileBytes(scratch + "/profile.json");
-  auto timed_bytes = ReadFileBytes(scratch + "/timed_outputs.bin");
-  if (!prof_json.ok() || !timed_bytes.ok() ||
-      static_cast<int64_t>(timed_bytes->size()) != 2 * timed_output_bytes) {
-    return fail(v1::RUNTIME_ERROR,
-                "the profiler ended without writing its results: the candidate ended the "
-                "process (exit?) or wrote into the runner's files");
-  }
-  auto profile = runner::ProfileFromJson(*prof_json);
-  if (!profile.ok()) return fail(v1::INFRA_ERROR, std::string(profile.status().message()));
-  if (!profile->modified_input.empty()) {
-    return fail(v1::INPUT_MODIFIED, absl::StrCat("input '", profile->modified_input,
-                                                 "' changed while timing at binding '",
-                                                 task.time().name(), "'"));
-  }
-  // Candidate vs baseline at the timed binding, same tolerances as validation.
-  if (TimedCheck check = CompareTimedOutputs(task, *timed_outputs, *timed_bytes); check.status != v1::OK) {
-    return fail(check.status, check.message);
-  }
+  std::optional<RunnerHarness::Profiled> profiled = harness_.Profile(
+      run, {.candidate_so = run.cand.library_path,
+            .baseline_so = run.ref.library_path,
+            .extra_args = {absl::StrCat("--time_cap_s=", options_.profile_time_cap_s),
+                           absl::StrCat("--mem_budget_bytes=", options_.memory_limit_bytes / 3)},
+            // Sampling stops at the cap; the rest is loading and copying
+            // hundreds of MiB of inputs, warm-up and the final check, which a
+            // busy host slows down a lot. A candidate that hangs was already
+            // caught by validation, so the margin is generous.
+            .timeout = 2 * options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 30)});
+  if (!profiled.has_value()) return false;
+  const runner::ProfileReport* profile = &profiled->report;
   if (profile->candidate.median_s <= 0 || profile->baseline.median_s <= 0) {
-    return fail(v1::INFRA_ERROR, "the profiler measured no time");
+    return run.Fail(v1::STAGE_PROFILE, v1::INFRA_ERROR, "the profiler measured no time");
   }
   *ev.mutable_timing() = ToTiming(profile->candidate);
   *ev.mutable_baseline() = ToTiming(profile->baseline);
@@ -366,7 +324,7 @@ bool CpuBackend::ProfileStage(CpuEvalRun& run) const {
   counters["measured_bandwidth_gbs"] = bandwidth_gbs;
   counters["achieved_gflops"] = flops / profile->candidate.median_s / 1e9;
   counters["measured_fp32_peak_gflops"] = in_window.fp32_peak_gflops;
-  counters["peak_rss_bytes"] = static_cast<double>(prof_run->result.peak_rss_bytes);
+  counters["peak_rss_bytes"] = static_cast<double>(profiled->peak_rss_bytes);
   run.Emit(v1::STAGE_PROFILE, /*ok=*/true,
            absl::StrCat("median ", profile->candidate.median_s * 1e3, " ms (spread ",
                         profile->candidate.spread * 100, "%), baseline ",

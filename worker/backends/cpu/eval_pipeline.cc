@@ -519,6 +519,60 @@ absl::StatusOr<std::string> RunnerHarness::TimedInputs(const v1::Task& task) con
   return path;
 }
 
+std::optional<RunnerHarness::Profiled> RunnerHarness::Profile(EvalRun& run, const ProfileCall& call) const {
+  const v1::Task& task = run.task;
+  const std::string& scratch = run.scratch;
+  run.stage_start = absl::Now();
+  auto fail = [&](v1::EvalStatus status, const std::string& message) {
+    run.Fail(v1::STAGE_PROFILE, status, message);
+    return std::nullopt;
+  };
+  std::error_code ec;
+  fs::remove(scratch + "/report.txt", ec);
+  auto timed_inputs = TimedInputs(task);
+  if (!timed_inputs.ok()) {
+    return fail(v1::INFRA_ERROR, absl::StrCat("cannot generate the timed inputs: ",
+                                              timed_inputs.status().message()));
+  }
+  // The outputs of both kernels at the timed binding, checked after timing.
+  auto timed_outputs = ResolveTimedOutputs(task);
+  if (!timed_outputs.ok()) return fail(v1::INFRA_ERROR, std::string(timed_outputs.status().message()));
+  std::vector<std::string> args = {
+      "profile", "--task=" + scratch + "/task.pb", "--kernel=" + call.candidate_so,
+      "--baseline=" + call.baseline_so, "--inputs=" + *timed_inputs,
+      "--outputs=" + scratch + "/timed_outputs.bin", "--result=" + scratch + "/profile.json",
+      "--report=" + scratch + "/report.txt"};
+  args.insert(args.end(), call.extra_args.begin(), call.extra_args.end());
+  absl::StatusOr<RunnerRun> prof_run = Run(args, scratch, call.timeout, 2 * timed_outputs->bytes);
+  if (!prof_run.ok()) return fail(v1::INFRA_ERROR, std::string(prof_run.status().message()));
+  if (prof_run->outcome.status != v1::OK) {
+    run.ev.mutable_diagnostics()->set_signal(prof_run->outcome.signal);
+    run.ev.mutable_diagnostics()->set_violation(prof_run->outcome.violation);
+    return fail(prof_run->outcome.status, absl::StrCat(call.who, " (at the timed binding '",
+                                                       task.time().name(), "') ", prof_run->outcome.message));
+  }
+  auto prof_json = ReadFileBytes(scratch + "/profile.json");
+  auto timed_bytes = ReadFileBytes(scratch + "/timed_outputs.bin");
+  if (!prof_json.ok() || !timed_bytes.ok() ||
+      static_cast<int64_t>(timed_bytes->size()) != 2 * timed_outputs->bytes) {
+    return fail(v1::RUNTIME_ERROR,
+                "the profiler ended without writing its results: the candidate ended the "
+                "process (exit?) or wrote into the runner's files");
+  }
+  auto profile = runner::ProfileFromJson(*prof_json);
+  if (!profile.ok()) return fail(v1::INFRA_ERROR, std::string(profile.status().message()));
+  if (!profile->modified_input.empty()) {
+    return fail(v1::INPUT_MODIFIED, absl::StrCat("input '", profile->modified_input,
+                                                 "' changed while timing at binding '",
+                                                 task.time().name(), "'"));
+  }
+  // Candidate vs baseline at the timed binding, same tolerances as validation.
+  if (TimedCheck check = CompareTimedOutputs(task, *timed_outputs, *timed_bytes); check.status != v1::OK) {
+    return fail(check.status, check.message + call.mismatch_suffix);
+  }
+  return Profiled{*std::move(profile), prof_run->result.peak_rss_bytes};
+}
+
 bool RunnerHarness::Validate(EvalRun& run, const std::string& candidate_so,
                              const std::string& reference_so,
                              const RunnerHarness* golden_from) const {

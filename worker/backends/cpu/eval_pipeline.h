@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -195,6 +196,28 @@ class RunnerHarness {
   // (the nvidia backend's CPU runner); null: this one.
   bool Validate(EvalRun& run, const std::string& candidate_so, const std::string& reference_so,
                 const RunnerHarness* golden_from = nullptr) const;
+
+  // What the profile stages of the runner platforms share: the runner's
+  // profile mode on `candidate_so` against `baseline_so` at the task's timed
+  // binding (inputs from TimedInputs), with `extra_args`, under `timeout`;
+  // then what it wrote is checked: no input changed, and the two kernels'
+  // outputs agree within validation's tolerances. Sets run.stage_start.
+  // Returns the profile; else the evaluation has failed (run.Fail at
+  // STAGE_PROFILE). A runner failure is reported as `who` (at the timed
+  // binding ...) and a mismatch message ends with `mismatch_suffix`.
+  struct ProfileCall {
+    std::string candidate_so;
+    std::string baseline_so;
+    std::vector<std::string> extra_args;
+    absl::Duration timeout;
+    std::string who = "candidate";
+    std::string mismatch_suffix;
+  };
+  struct Profiled {
+    runner::ProfileReport report;
+    int64_t peak_rss_bytes = 0;  // the runner's
+  };
+  std::optional<Profiled> Profile(EvalRun& run, const ProfileCall& call) const;
 
   const RunnerHarnessOptions& options() const { return options_; }
 

@@ -269,53 +269,18 @@ bool MtiaBackend::CompileStage(MtiaEvalRun& run) const {
 bool MtiaBackend::ProfileStage(MtiaEvalRun& run) const {
   const v1::Task& task = run.task;
   v1::Evaluation& ev = run.ev;
-  const std::string& scratch = run.scratch;
-  run.stage_start = absl::Now();
+  // No lock: simulated time does not depend on what else the host runs.
+  std::optional<RunnerHarness::Profiled> profiled =
+      harness_.Profile(run, {.candidate_so = run.cand.library_path,
+                             .baseline_so = run.baseline.library_path,
+                             .timeout = 2 * options_.run_timeout,
+                             .who = "candidate or MTIA baseline",
+                             .mismatch_suffix = " (baseline: reference_mtia.cc)"});
+  if (!profiled.has_value()) return false;
+  const runner::ProfileReport* profile = &profiled->report;
   auto fail = [&](v1::EvalStatus status, const std::string& message) {
     return run.Fail(v1::STAGE_PROFILE, status, message);
   };
-  std::error_code ec;
-  fs::remove(scratch + "/report.txt", ec);
-  auto timed_inputs = harness_.TimedInputs(task);
-  if (!timed_inputs.ok()) {
-    return fail(v1::INFRA_ERROR, absl::StrCat("cannot generate the timed inputs: ",
-                                              timed_inputs.status().message()));
-  }
-  auto timed_outputs = ResolveTimedOutputs(task);
-  if (!timed_outputs.ok()) return fail(v1::INFRA_ERROR, std::string(timed_outputs.status().message()));
-  // No lock: simulated time does not depend on what else the host runs.
-  auto prof_run = harness_.Run(
-      {"profile", "--task=" + scratch + "/task.pb", "--kernel=" + run.cand.library_path,
-       "--baseline=" + run.baseline.library_path, "--inputs=" + *timed_inputs,
-       "--outputs=" + scratch + "/timed_outputs.bin", "--result=" + scratch + "/profile.json",
-       "--report=" + scratch + "/report.txt"},
-      scratch, 2 * options_.run_timeout, 2 * timed_outputs->bytes);
-  if (!prof_run.ok()) return fail(v1::INFRA_ERROR, std::string(prof_run.status().message()));
-  if (prof_run->outcome.status != v1::OK) {
-    ev.mutable_diagnostics()->set_signal(prof_run->outcome.signal);
-    ev.mutable_diagnostics()->set_violation(prof_run->outcome.violation);
-    return fail(prof_run->outcome.status,
-                absl::StrCat("candidate or MTIA baseline (at the timed binding '", task.time().name(),
-                             "') ", prof_run->outcome.message));
-  }
-  auto prof_json = ReadFileBytes(scratch + "/profile.json");
-  auto timed_bytes = ReadFileBytes(scratch + "/timed_outputs.bin");
-  if (!prof_json.ok() || !timed_bytes.ok() ||
-      static_cast<int64_t>(timed_bytes->size()) != 2 * timed_outputs->bytes) {
-    return fail(v1::RUNTIME_ERROR,
-                "the profiler ended without writing its results: the candidate ended the "
-                "process (exit?) or wrote into the runner's files");
-  }
-  auto profile = runner::ProfileFromJson(*prof_json);
-  if (!profile.ok()) return fail(v1::INFRA_ERROR, std::string(profile.status().message()));
-  if (!profile->modified_input.empty()) {
-    return fail(v1::INPUT_MODIFIED, absl::StrCat("input '", profile->modified_input,
-                                                 "' changed while timing at binding '",
-                                                 task.time().name(), "'"));
-  }
-  if (TimedCheck check = CompareTimedOutputs(task, *timed_outputs, *timed_bytes); check.status != v1::OK) {
-    return fail(check.status, absl::StrCat(check.message, " (baseline: reference_mtia.cc)"));
-  }
   if (profile->candidate.median_s <= 0) {
     return fail(v1::RUNTIME_ERROR, "the candidate launched no kernel on the grid (0 simulated cycles)");
   }
@@ -334,7 +299,7 @@ bool MtiaBackend::ProfileStage(MtiaEvalRun& run) const {
   counters["achieved_bandwidth_gbs"] = bytes / profile->candidate.median_s / 1e9;
   counters["achieved_gflops"] = flops / profile->candidate.median_s / 1e9;
   counters["roofline_peak_gflops"] = peak_gflops;
-  counters["peak_rss_bytes"] = static_cast<double>(prof_run->result.peak_rss_bytes);
+  counters["peak_rss_bytes"] = static_cast<double>(profiled->peak_rss_bytes);
   const auto c = [&](const char* key) {
     auto it = profile->counters.find(key);
     return it == profile->counters.end() ? 0.0 : it->second;
