@@ -283,10 +283,13 @@ class Progress {
     std::string what =
         row.status == "ERROR"
             ? absl::StrCat("error: ", row.error)
-            : row.correct() ? absl::StrFormat("%.2fx (%s -> %s), %d evaluations, %s", row.speedup,
-                                              FormatSeconds(row.baseline_time_s),
-                                              FormatSeconds(row.best_time_s), row.evaluations,
-                                              row.stop_reason)
+            : row.correct() ? absl::StrFormat("%.2fx (%s -> %s; %s against the median baseline), %d evaluations, %s",
+                                              row.speedup, FormatSeconds(row.baseline_time_s),
+                                              FormatSeconds(row.best_time_s),
+                                              row.speedup_vs_median_baseline > 0
+                                                  ? absl::StrFormat("%.2fx", row.speedup_vs_median_baseline)
+                                                  : "-",
+                                              row.evaluations, row.stop_reason)
                             : absl::StrCat("no correct kernel, ", row.evaluations,
                                            " evaluations, ", row.stop_reason);
     std::fprintf(stderr, "%s[%d/%d] %s: %s\n", tty_ ? "\r\033[K" : "", done_, total_,
