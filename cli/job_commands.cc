@@ -144,6 +144,7 @@ absl::StatusOr<v1::JobSpec> SpecFromFlags(const ParsedArgs& args) {
   spec.set_proposer(args.Get("proposer", "builtin"));
   spec.set_warm_start(args.Has("warm-start"));
   spec.set_no_skills(args.Has("no-skills"));
+  spec.set_fitness_vs_reference(args.Has("fitness-vs-reference"));
   spec.set_seed(static_cast<uint64_t>(seed));
   spec.set_max_in_flight(static_cast<int32_t>(in_flight));
   return spec;
@@ -229,7 +230,7 @@ constexpr char kRunUsage[] =
     "usage: kevo run TASK [--platform cpu] [--budget N] [--db DIR] [--json] [--out FILE]\n"
     "                [--policy greedy|uct|evolution] [--seed S] [--stall K] [--max-wall S]\n"
     "                [--target-speedup X] [--slots N] [--profile-cap S] [--run-timeout S]\n"
-    "                [--warm-start] [--no-skills]\n"
+    "                [--warm-start] [--no-skills] [--fitness-vs-reference] [--no-production]\n"
     "Searches for the fastest correct kernel for a task, embedded: a coordinator and a local\n"
     "worker in this process tree, state in --db (a temporary folder when not given).\n"
     "TASK is a task folder, a KernelBench problem (.py), or a folder of several: one search\n"
@@ -244,7 +245,12 @@ constexpr char kRunUsage[] =
     "docs/llm.md); `kevo llm-log JOB --db DIR` then shows the LLM calls.\n"
     "--warm-start: seed the search with the best kernels of earlier jobs on this task (in --db);\n"
     "--no-skills: do not use what earlier jobs taught (skill memory: the builtin proposer's\n"
-    "priors, the skills in LLM prompts); the job still adds to it when it ends.\n";
+    "priors, the skills in LLM prompts); the job still adds to it when it ends.\n"
+    "--fitness-vs-reference: search for speed over the task's naive reference instead of over\n"
+    "its production baseline (what users run: PyTorch, OpenBLAS/cuBLAS), the default when the\n"
+    "task names one and the worker can time it.\n"
+    "--no-production: the embedded worker times no production baseline (faster; fitness and\n"
+    "figures are then over the naive reference).\n";
 
 // `argv` with its one positional argument (the task) replaced by `path`.
 std::vector<std::string> WithTask(const std::vector<std::string>& argv,
@@ -284,7 +290,8 @@ int RunEach(const std::vector<std::string>& argv, const std::set<std::string>& v
 
 int RunCommand(const std::vector<std::string>& argv) {
   const std::set<std::string> value_flags = With(kSpecFlags, {"db", "out", "slots", "profile-cap", "run-timeout", "llm-config"});
-  auto args = ParseArgs(argv, value_flags, {"json", "warm-start", "no-skills", "help"});
+  auto args = ParseArgs(argv, value_flags,
+                        {"json", "warm-start", "no-skills", "fitness-vs-reference", "no-production", "help"});
   if (!args.ok()) return Fail("run", args.status());
   if (args->Has("help")) {
     std::fputs(kRunUsage, stdout);
@@ -313,6 +320,7 @@ int RunCommand(const std::vector<std::string>& argv) {
       eo.worker_flags.push_back(args->Get(flag));
     }
   }
+  if (args->Has("no-production")) eo.worker_flags.insert(eo.worker_flags.end(), {"--production", "off"});
   eo.llm_config = args->Get("llm-config");
   auto embedded = Embedded::Start(eo);
   if (!embedded.ok()) return Fail("run", embedded.status());
@@ -361,6 +369,17 @@ int RunCommand(const std::vector<std::string>& argv) {
     // A compile-only fleet measures nothing: its best is a static score.
     const bool static_best = job->best_speedup() == 0 && job->best_static_score() > 0;
     j["score_kind"] = static_best ? "static" : "measured";
+    // What users run today first, then the naive reference.
+    j["fitness_baseline"] = job->fitness_baseline();
+    j["speedup_vs_production"] = job->best_speedup_vs_production() > 0
+                                     ? nlohmann::json(job->best_speedup_vs_production())
+                                     : nlohmann::json(nullptr);
+    j["production_yardstick"] = job->best_production_yardstick();
+    j["production_time_s"] = job->best_production_time_s();
+    j["speedup_vs_reference"] = static_best ? nlohmann::json(nullptr)
+                                            : nlohmann::json(job->best_speedup_vs_reference() > 0
+                                                                 ? job->best_speedup_vs_reference()
+                                                                 : job->best_speedup());
     j["speedup"] = static_best ? nlohmann::json(nullptr) : nlohmann::json(job->best_speedup());
     if (static_best) j["static_score"] = job->best_static_score();
     j["best_time_s"] = job->best_time_s();
@@ -427,12 +446,22 @@ int RunCommand(const std::vector<std::string>& argv) {
                   best.node().node_id().c_str(),
                   best.node().genome().empty() ? best.node().mutation().c_str()
                                                : best.node().genome().c_str());
+      if (best.evaluation().production_size() > 0) {
+        std::printf("production    what users run today, timed beside the best:\n%s",
+                    ProductionLines(best.evaluation(), "  ").c_str());
+      }
+      const double vs_reference = job->best_speedup_vs_reference() > 0 ? job->best_speedup_vs_reference()
+                                                                       : job->best_speedup();
+      std::printf("speedup       %s\n", SpeedupLine(job->best_speedup_vs_production(),
+                                                     job->best_production_yardstick(), vs_reference)
+                                           .c_str());
       if (const double vs_median = SpeedupVsMedianBaseline(*job); vs_median > 0) {
-        std::printf("speedup       %.2fx (%.2fx against the median baseline, %s over %d evaluations)\n",
-                    job->best_speedup(), vs_median, FormatSeconds(job->median_baseline_time_s()).c_str(),
-                    job->baseline_evaluations());
-      } else {
-        std::printf("speedup       %.2fx\n", job->best_speedup());
+        std::printf("              (%.2fx against the median reference time, %s over %d evaluations)\n",
+                    vs_median, FormatSeconds(job->median_baseline_time_s()).c_str(), job->baseline_evaluations());
+      }
+      if (job->fitness_baseline() == "reference" && !job->spec().fitness_vs_reference() &&
+          best.evaluation().production_size() > 0) {
+        std::printf("fitness       over the naive reference (no production form was usable)\n");
       }
       std::printf(mtia ? "roofline      %.1f%% of the simulated chip's limits\n"
                        : "roofline      %.1f%% of the worker's measured limits\n",
@@ -447,6 +476,14 @@ int RunCommand(const std::vector<std::string>& argv) {
                   100 * job->device_utilisation(), job->device_busy_s());
     }
     if (have_best) std::printf("best kernel   %s\n", out_path.c_str());
+    if (have_best && !best.node().static_fitness()) {
+      // The last line: both yardsticks, the production one first.
+      const double vs_reference = job->best_speedup_vs_reference() > 0 ? job->best_speedup_vs_reference()
+                                                                       : job->best_speedup();
+      std::printf("result        %s: %s\n", spec->task().name().c_str(),
+                  SpeedupLine(job->best_speedup_vs_production(), job->best_production_yardstick(), vs_reference)
+                      .c_str());
+    }
   }
   return have_best ? 0 : 3;
 }
@@ -455,12 +492,12 @@ constexpr char kSubmitUsage[] =
     "usage: kevo submit TASK [--coordinator ADDR] [--platform cpu] [--budget N]\n"
     "                   [--proposer builtin|llm|llm+builtin] [--policy greedy|uct|evolution]\n"
     "                   [--seed S] [--stall K] [--max-wall S] [--target-speedup X]\n"
-    "                   [--max-in-flight N] [--warm-start] [--no-skills]\n"
+    "                   [--max-in-flight N] [--warm-start] [--no-skills] [--fitness-vs-reference]\n"
     "Submits a search job to the coordinator at ADDR (default 127.0.0.1:50051) and prints its\n"
     "id; the flags mean what they mean for `kevo run`.\n";
 
 int SubmitCommand(const std::vector<std::string>& argv) {
-  auto args = ParseArgs(argv, With(kSpecFlags, {"coordinator"}), {"warm-start", "no-skills", "help"});
+  auto args = ParseArgs(argv, With(kSpecFlags, {"coordinator"}), {"warm-start", "no-skills", "fitness-vs-reference", "help"});
   if (!args.ok()) return Fail("submit", args.status());
   if (args->Has("help")) {
     std::fputs(kSubmitUsage, stdout);

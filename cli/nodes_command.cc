@@ -49,6 +49,10 @@ nlohmann::json NodeJson(const v1::Node& n) {
           {"parent_ids", std::vector<std::string>(n.parent_ids().begin(), n.parent_ids().end())},
           {"state", v1::NodeState_Name(n.state())},
           {"status", v1::EvalStatus_Name(n.status())},
+          {"speedup_vs_production", n.speedup_vs_production()},
+          {"production_yardstick", n.production_yardstick()},
+          {"production_time_s", n.production_time_s()},
+          {"speedup_vs_reference", n.speedup_vs_reference()},
           {"fitness", n.fitness()},
           {"static_fitness", n.static_fitness()},
           {"time_s", n.time_s()},
@@ -65,8 +69,8 @@ void PrintTable(const std::vector<v1::Node>& nodes) {
   for (const v1::Node& n : nodes) {
     if (n.fitness() > 0 && (best == nullptr || n.fitness() > best->fitness())) best = &n;
   }
-  std::printf("%4s %-14s %-14s %-18s %11s %11s %9s %8s  %s\n", "SEQ", "NODE", "PARENT", "STATUS", "TIME",
-              "BASELINE", "SPEEDUP", "ROOF", "GENOME");
+  std::printf("%4s %-14s %-14s %-18s %11s %11s %9s %11s %9s %8s  %s\n", "SEQ", "NODE", "PARENT", "STATUS",
+              "TIME", "PRODUCTION", "VS PROD", "REFERENCE", "VS REF", "ROOF", "GENOME");
   std::vector<const v1::Node*> all;
   for (const v1::Node& n : nodes) {
     all.push_back(&n);
@@ -75,17 +79,22 @@ void PrintTable(const std::vector<v1::Node>& nodes) {
     const std::string speedup = n.fitness() > 0 ? absl::StrFormat(n.static_fitness() ? "%.3f s" : "%.2fx", n.fitness())
                                                 : "-";
     const std::string roof = n.roofline_fraction() > 0 ? absl::StrFormat("%.1f%%", 100 * n.roofline_fraction()) : "-";
-    std::printf("%4d %-14s %-14s %-18s %11s %11s %9s %8s %s%s\n", n.sequence(), n.node_id().c_str(),
+    const std::string vs_ref = n.speedup_vs_reference() > 0 ? absl::StrFormat("%.2fx", n.speedup_vs_reference())
+                                                            : (n.speedup_vs_production() > 0 ? "-" : speedup);
+    const std::string vs_prod =
+        n.speedup_vs_production() > 0 ? absl::StrFormat("%.2fx", n.speedup_vs_production()) : "-";
+    std::printf("%4d %-14s %-14s %-18s %11s %11s %9s %11s %9s %8s %s%s\n", n.sequence(), n.node_id().c_str(),
                 n.parent_ids().empty() ? "-" : absl::StrJoin(n.parent_ids(), "+").c_str(), status.c_str(),
-                Seconds(n.time_s()).c_str(), Seconds(n.baseline_time_s()).c_str(), speedup.c_str(), roof.c_str(),
-                &n == best ? "*" : " ", n.genome().c_str());
+                Seconds(n.time_s()).c_str(), Seconds(n.production_time_s()).c_str(), vs_prod.c_str(),
+                Seconds(n.baseline_time_s()).c_str(), vs_ref.c_str(), roof.c_str(), &n == best ? "*" : " ",
+                n.genome().c_str());
   }
   const std::vector<double> baselines = jobs::BaselineTimes(all);
   if (best != nullptr && !best->static_fitness() && baselines.size() >= 2) {
     const double median = jobs::Median(baselines);
     std::printf(
-        "\nbaseline over %zu evaluations: median %s (%s to %s); the best node's was %s, so against the "
-        "median baseline it is %.2fx\n",
+        "\nreference over %zu evaluations: median %s (%s to %s); the best node's was %s, so against the "
+        "median reference time it is %.2fx\n",
         baselines.size(), Seconds(median).c_str(), Seconds(*std::min_element(baselines.begin(), baselines.end())).c_str(),
         Seconds(*std::max_element(baselines.begin(), baselines.end())).c_str(),
         Seconds(best->baseline_time_s()).c_str(), median / best->time_s());

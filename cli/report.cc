@@ -2,8 +2,10 @@
 
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "kevo/v1/task.pb.h"
 
 namespace kevo::cli {
@@ -25,6 +27,10 @@ std::string JobBestLabel(const v1::Job& job, bool short_form) {
   if (job.best_speedup() == 0 && job.best_static_score() > 0) {
     return short_form ? absl::StrFormat("s%.2f", job.best_static_score())
                       : absl::StrFormat("static score %.3f", job.best_static_score());
+  }
+  if (job.best_speedup_vs_production() > 0) {
+    return short_form ? absl::StrFormat("%.2fx prod", job.best_speedup_vs_production())
+                      : absl::StrFormat("%.2fx vs production", job.best_speedup_vs_production());
   }
   return absl::StrFormat("%.2fx", job.best_speedup());
 }
@@ -56,8 +62,58 @@ std::string BaselineDescription(const v1::Evaluation& e) {
   return BaselineKind(e) == "reference" ? "the reference compiled -O2" : BaselineLabel(e);
 }
 
+std::string YardstickLabel(const std::string& name) {
+  if (name == "torch_eager") return "PyTorch eager";
+  if (name == "torch_compile") return "torch.compile";
+  if (name == "vendor") return "the vendor BLAS";
+  if (absl::StartsWith(name, "torch_eager_")) {
+    return absl::StrCat("PyTorch eager at ", absl::StripSuffix(name.substr(12), "t"), " threads");
+  }
+  return name;
+}
+
+std::string SpeedupLine(double vs_production, const std::string& yardstick, double vs_reference) {
+  if (vs_production <= 0) return absl::StrFormat("%.2fx vs the naive reference", vs_reference);
+  return absl::StrFormat("%.2fx vs %s (what users run), %.2fx vs the naive reference", vs_production,
+                         YardstickLabel(yardstick), vs_reference);
+}
+
+std::string ProductionLines(const v1::Evaluation& e, const std::string& indent) {
+  std::string out;
+  for (const v1::ProductionTiming& p : e.production()) {
+    if (!p.error().empty()) {
+      absl::StrAppend(&out, indent, p.name(), " unusable: ", p.error(), "\n");
+      continue;
+    }
+    absl::StrAppend(&out, indent,
+                    absl::StrFormat("%-15s %s (the candidate %.2fx over it; %s, %s%s)%s\n", p.name(),
+                                    FormatSeconds(p.timing().median_s()), p.speedup(), p.call(),
+                                    p.library(), p.threads() > 0 ? absl::StrCat(", ", p.threads(), " threads") : "",
+                                    p.name() == e.production_yardstick() ? "  <- yardstick" : ""));
+  }
+  return out;
+}
+
 nlohmann::json EvaluationJson(const v1::Evaluation& e) {
   nlohmann::json j;
+  // The production figure first: what users run today.
+  j["speedup_vs_production"] = e.speedup_vs_production() > 0 ? nlohmann::json(e.speedup_vs_production())
+                                                             : nlohmann::json(nullptr);
+  j["production_yardstick"] = e.production_yardstick();
+  nlohmann::json production = nlohmann::json::array();
+  for (const v1::ProductionTiming& p : e.production()) {
+    production.push_back({{"name", p.name()},
+                          {"call", p.call()},
+                          {"library", p.library()},
+                          {"threads", p.threads()},
+                          {"time_s", p.timing().median_s()},
+                          {"spread", p.timing().spread()},
+                          {"samples", p.timing().samples_s_size()},
+                          {"candidate_time_s", p.candidate().median_s()},
+                          {"speedup", p.speedup()},
+                          {"error", p.error()}});
+  }
+  j["production"] = std::move(production);
   j["baseline_kind"] = BaselineKind(e);
   j["eval_id"] = e.eval_id();
   j["task"] = e.task_name();
@@ -71,6 +127,7 @@ nlohmann::json EvaluationJson(const v1::Evaluation& e) {
   } else {
     j["speedup"] = e.speedup();
   }
+  j["speedup_vs_reference"] = j["speedup"];
   j["roofline_fraction"] = e.roofline_fraction();
   j["baseline_time_s"] = e.baseline().median_s();
   j["time_s"] = e.timing().median_s();
@@ -149,14 +206,24 @@ std::string HumanReport(const v1::Evaluation& e) {
   }
   if (e.timing().median_s() > 0) {
     absl::StrAppend(&out, "timed shape   ", e.binding_timed(), "\n");
+    if (e.production_size() > 0) {
+      absl::StrAppend(&out, "production    what users run today, timed beside the candidate:\n",
+                      ProductionLines(e, "  "));
+    }
     absl::StrAppend(&out, absl::StrFormat("baseline      %s (spread %.1f%%)\n",
                                           FormatSeconds(e.baseline().median_s()),
                                           100 * e.baseline().spread()));
     absl::StrAppend(&out, absl::StrFormat("candidate     %s (spread %.1f%%, %d samples)\n",
                                           FormatSeconds(e.timing().median_s()),
                                           100 * e.timing().spread(), e.timing().samples_s_size()));
-    absl::StrAppend(&out, absl::StrFormat("speedup       %.2fx over %s\n", e.speedup(),
-                                          BaselineLabel(e)));
+    if (e.speedup_vs_production() > 0) {
+      absl::StrAppend(&out, absl::StrFormat("speedup       %.2fx vs %s (what users run); %.2fx over %s\n",
+                                            e.speedup_vs_production(), YardstickLabel(e.production_yardstick()),
+                                            e.speedup(), BaselineLabel(e)));
+    } else {
+      absl::StrAppend(&out, absl::StrFormat("speedup       %.2fx over %s%s\n", e.speedup(), BaselineLabel(e),
+                                            e.production_size() > 0 ? " (no production form was usable)" : ""));
+    }
     if (auto it = e.profile().find("torch_compile_median_s"); it != e.profile().end() && it->second > 0) {
       absl::StrAppend(&out, absl::StrFormat("torch.compile %s (the candidate %.2fx over it)\n",
                                             FormatSeconds(it->second), it->second / e.timing().median_s()));

@@ -32,6 +32,19 @@ std::string BaselineDescription(const v1::Evaluation& evaluation);
 // fewer than two timed evaluations, or one from before the field existed).
 double SpeedupVsMedianBaseline(const v1::Job& job);
 
+// The production forms an evaluation timed, one line each: "torch_eager_2t
+// 2.41 ms (the candidate 1.06x over it; torch.softmax(x, dim=-1), torch
+// 1.13.0a0, 2 threads)" or "torch_compile unusable: ...". Empty when none.
+std::string ProductionLines(const v1::Evaluation& evaluation, const std::string& indent);
+
+// "1.06x vs PyTorch (torch_eager_2t), 14.90x vs the naive reference", or the
+// reference figure alone when no production form was usable.
+std::string SpeedupLine(double vs_production, const std::string& yardstick, double vs_reference);
+
+// A human name for a production form: "PyTorch eager", "PyTorch eager at 2
+// threads", "torch.compile", "the vendor library (OpenBLAS ...)".
+std::string YardstickLabel(const std::string& name);
+
 // "1.23 ms", "45.6 us".
 std::string FormatSeconds(double seconds);
 

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/match.h"
 #include "common/expr.h"
 #include "common/status.h"
 #include "common/tensor.h"
@@ -493,6 +494,43 @@ absl::Status ValidateTask(const v1::Task& task, const TaskSource& source) {
     }
     KEVO_RETURN_IF_ERROR(check_binding(pb.binding(), {"time_on", k},
                                        absl::StrCat("time_on '", pb.platform(), "' binding")));
+  }
+
+  // Production baselines (docs/task-format.md): what a user runs today.
+  if (!task.production_baseline().empty()) {
+    return r.Error({{"production_baseline"}},
+                   absl::StrCat("production_baseline '", task.production_baseline(),
+                                "' is retired: name what a user runs with production { torch: "
+                                "\"<PyTorch expression>\" vendor: \"gemm(A, B)\" }"));
+  }
+  std::set<std::string> production_platforms;
+  for (int k = 0; k < task.production_size(); ++k) {
+    const v1::ProductionBaseline& p = task.production(k);
+    const auto& known = KnownPlatforms();
+    if (!p.platform().empty() && std::find(known.begin(), known.end(), p.platform()) == known.end()) {
+      return r.Error({{"production", k}},
+                     absl::StrCat("production ", k, " names platform '", p.platform(),
+                                  "'; known platforms: ", absl::StrJoin(known, ", "),
+                                  " (or none, for every platform)"));
+    }
+    if (!production_platforms.insert(p.platform()).second) {
+      return r.Error({{"production", k}},
+                     absl::StrCat("two production entries for ",
+                                  p.platform().empty() ? "every platform" : "platform '" + p.platform() + "'"));
+    }
+    if (p.torch().empty() && p.vendor().empty()) {
+      return r.Error({{"production", k}},
+                     "a production entry needs a 'torch' expression or a 'vendor' call (or both)");
+    }
+    if (!p.vendor().empty() && !absl::StartsWith(p.vendor(), "gemm(") && !absl::StartsWith(p.vendor(), "gemv(")) {
+      return r.Error({{"production", k}, {"vendor"}},
+                     absl::StrCat("vendor call '", p.vendor(),
+                                  "' is not one kevo times: gemm(A, B[, trans_a=True][, trans_b=True]) or gemv(A, x)"));
+    }
+  }
+  if (task.production_size() > 0 && !task.no_production_reason().empty()) {
+    return r.Error({{"no_production_reason"}},
+                   "the task names a production baseline and a reason it has none; keep one");
   }
 
   // Seeds, reference, tolerances.

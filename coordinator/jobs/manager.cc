@@ -23,6 +23,10 @@ std::string BestLabel(const v1::Job& job) {
   if (job.best_speedup() == 0 && job.best_static_score() > 0) {
     return absl::StrFormat("static score %.2f", job.best_static_score());
   }
+  if (job.best_speedup_vs_production() > 0) {
+    return absl::StrFormat("%.2fx vs %s, %.2fx vs the naive reference", job.best_speedup_vs_production(),
+                           job.best_production_yardstick(), job.best_speedup_vs_reference());
+  }
   return absl::StrFormat("%.2fx", job.best_speedup());
 }
 
@@ -66,6 +70,7 @@ struct JobManager::Metrics {
   prometheus::Gauge* running = nullptr;
   prometheus::Gauge* best_speedup = nullptr;
   prometheus::Family<prometheus::Gauge>* job_best = nullptr;
+  prometheus::Family<prometheus::Gauge>* task_best = nullptr;
 
   explicit Metrics(prometheus::Registry* r) {
     if (r == nullptr) return;
@@ -80,6 +85,11 @@ struct JobManager::Metrics {
                    .Help("Jobs running").Register(*r).Add({});
     job_best = &prometheus::BuildGauge().Name("kevo_coordinator_job_best_speedup")
                     .Help("Best speedup found so far, by job and task").Register(*r);
+    task_best = &prometheus::BuildGauge().Name("kevo_coordinator_task_best_speedup_ratio")
+                     .Help("Best speedup of the latest job on each task and platform, over the "
+                           "production baseline (baseline=\"production\") and over the naive "
+                           "reference (baseline=\"reference\")")
+                     .Register(*r);
   }
 };
 
@@ -170,6 +180,16 @@ void JobManager::Publish(const Running& r, const v1::Node* node) {
   if (metrics_->job_best != nullptr) {
     metrics_->job_best->Add({{"job", r.job.job_id()}, {"task", r.job.spec().task().name()}})
         .Set(r.job.best_speedup());
+  }
+  if (metrics_->task_best != nullptr && r.job.best_speedup_vs_reference() > 0) {
+    const std::string& task = r.job.spec().task().name();
+    const std::string& platform = r.job.spec().platform();
+    metrics_->task_best->Add({{"task", task}, {"platform", platform}, {"baseline", "reference"}})
+        .Set(r.job.best_speedup_vs_reference());
+    if (r.job.best_speedup_vs_production() > 0) {
+      metrics_->task_best->Add({{"task", task}, {"platform", platform}, {"baseline", "production"}})
+          .Set(r.job.best_speedup_vs_production());
+    }
   }
   absl::MutexLock l(&mu_);
   jobs_[r.job.job_id()] = r.job;
@@ -321,7 +341,25 @@ void JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
   // A compile-only worker measured nothing: its static score ranks the node,
   // flagged so that nobody reads it as a speedup.
   node.set_static_fitness(e.compile_only());
-  node.set_fitness(e.status() != v1::OK ? 0.0 : e.compile_only() ? e.static_score() : e.speedup());
+  // Fitness is the speedup over what users run today when the evaluation
+  // measured it (docs/search.md, "Fitness"), else over the naive reference.
+  const bool ok = e.status() == v1::OK;
+  node.set_speedup_vs_reference(ok && !e.compile_only() ? e.speedup() : 0.0);
+  node.set_speedup_vs_production(ok ? e.speedup_vs_production() : 0.0);
+  node.set_production_yardstick(ok ? e.production_yardstick() : "");
+  node.set_production_time_s(0);
+  for (const v1::ProductionTiming& p : e.production()) {
+    if (ok && p.name() == e.production_yardstick()) node.set_production_time_s(p.timing().median_s());
+  }
+  const bool vs_production = !r.job.spec().fitness_vs_reference() && node.speedup_vs_production() > 0;
+  if (ok && !e.compile_only() && r.job.fitness_baseline().empty()) {
+    r.job.set_fitness_baseline(vs_production ? "production" : "reference");
+  }
+  const bool fitness_on_production = r.job.fitness_baseline() == "production";
+  node.set_fitness(!ok                     ? 0.0
+                   : e.compile_only()      ? e.static_score()
+                   : fitness_on_production ? node.speedup_vs_production()
+                                           : e.speedup());
   node.set_time_s(e.timing().median_s());
   node.set_baseline_time_s(e.baseline().median_s());
   node.set_roofline_fraction(e.roofline_fraction());
@@ -348,6 +386,10 @@ void JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
     job.set_best_time_s(node.time_s());
     job.set_baseline_time_s(node.baseline_time_s());
     job.set_best_roofline_fraction(node.roofline_fraction());
+    job.set_best_speedup_vs_reference(node.speedup_vs_reference());
+    job.set_best_speedup_vs_production(node.speedup_vs_production());
+    job.set_best_production_time_s(node.production_time_s());
+    job.set_best_production_yardstick(node.production_yardstick());
     job.set_last_gain_at(job.evaluations_done());
   } else if (node.static_fitness() && job.best_speedup() == 0 &&
              node.fitness() > job.best_static_score()) {

@@ -148,6 +148,41 @@ TEST_F(TaskLoaderTest, TimeOnErrorsNameTheLineAndTheProblem) {
   }
 }
 
+TEST_F(TaskLoaderTest, KeepsProductionBaselinesPerPlatform) {
+  WriteTask(absl::StrCat(kValidTask, "production { torch: \"torch.softmax(x, dim=-1)\" }\n",
+                         "production { platform: \"nvidia\" torch: \"F.softmax(x, -1)\" }\n"));
+  auto task = LoadTaskDir(dir_.string());
+  ASSERT_TRUE(task.ok()) << task.status();
+  ASSERT_EQ(task->production_size(), 2);
+  EXPECT_EQ(task->production(0).torch(), "torch.softmax(x, dim=-1)");
+  EXPECT_EQ(task->production(1).platform(), "nvidia");
+}
+
+TEST_F(TaskLoaderTest, ProductionBaselineErrorsNameTheLineAndTheProblem) {
+  const int line = 20;  // the first line after kValidTask
+  struct Case {
+    std::string text;
+    std::string problem;
+    int line;
+  };
+  const std::vector<Case> cases = {
+      {"production_baseline: \"openblas_sgemm\"\n", "production_baseline 'openblas_sgemm' is retired", line},
+      {"production { platform: \"tpu\" torch: \"x\" }\n", "names platform 'tpu'", line},
+      {"production { }\n", "needs a 'torch' expression or a 'vendor' call", line},
+      {"production { vendor: \"cblas_sgemm(x)\" }\n", "vendor call 'cblas_sgemm(x)' is not one kevo times", line},
+      {"production { torch: \"x\" }\nproduction { torch: \"x * 1\" }\n", "two production entries for every platform",
+       line + 1},
+      {"production { torch: \"x\" }\nno_production_reason: \"none\"\n", "keep one", line + 1},
+  };
+  for (const Case& c : cases) {
+    WriteTask(absl::StrCat(kValidTask, c.text));
+    auto task = LoadTaskDir(dir_.string());
+    EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
+    EXPECT_THAT(std::string(task.status().message()), HasSubstr(c.problem)) << c.text;
+    EXPECT_THAT(std::string(task.status().message()), StartsWith(At(c.line))) << c.text;
+  }
+}
+
 TEST_F(TaskLoaderTest, ReadsReferenceMtiaAsTheMtiaExtraReference) {
   WriteTask(kValidTask);
   std::ofstream(dir_ / "reference_mtia.cc") << "// naive MTIA port\n";

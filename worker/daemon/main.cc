@@ -23,7 +23,7 @@ constexpr char kUsage[] =
     "                   [--work-dir DIR] [--metrics HOST:PORT] [--worker-id ID]\n"
     "                   [--compile-timeout S] [--run-timeout S] [--memory-limit-mb MB]\n"
     "                   [--profile-cap S] [--mtia-config 2i|1] [--offload-arch LIST]\n"
-    "                   [--python PATH] [--torch-compile-timeout S]\n"
+    "                   [--python PATH] [--torch-compile-timeout S] [--production on|off]\n"
     "  --platform   cpu, nvidia (CUDA candidates on this host's GPUs, found with\n"
     "               kevo-runner-cuda probe), amd (HIP candidates compiled with hipcc;\n"
     "               static resource analysis, and on a ROCm GPU of a target validation\n"
@@ -39,7 +39,10 @@ constexpr char kUsage[] =
     "               /usr/bin/python3; nvidia default: python3 on PATH, then /usr/bin/python3,\n"
     "               the first whose torch sees the GPU)\n"
     "  --torch-compile-timeout  cap on torch.compile's compile + warm-up for the\n"
-    "               KernelBench baseline (default 120; past it the baseline is dropped)\n";
+    "               KernelBench baseline (default 120; past it the baseline is dropped)\n"
+    "  --production  time each task's production baseline (PyTorch eager and compiled,\n"
+    "               OpenBLAS/cuBLAS; docs/task-format.md) beside every candidate that passed\n"
+    "               its profile (default on; off: speedups over the naive reference only)\n";
 
 kevo::worker::Daemon* g_daemon = nullptr;
 
@@ -113,6 +116,7 @@ int main(int argc, char** argv) {
       python_given = true;
     }
     else if (arg == "--torch-compile-timeout" && numeric && number > 0) cpu.torch_compile_timeout = absl::Seconds(number);
+    else if (arg == "--production" && (value == "on" || value == "off")) cpu.time_production = value == "on";
     else return Usage("bad flag or value: " + arg + " " + value);
   }
   if (options.coordinator.empty()) return Usage("--coordinator is required");
@@ -145,6 +149,7 @@ int main(int argc, char** argv) {
     nv.profile_time_cap_s = cpu.profile_time_cap_s;
     if (python_given) nv.kernelbench_python = cpu.kernelbench_python;
     nv.torch_compile_timeout = cpu.torch_compile_timeout;
+    nv.time_production = cpu.time_production;
     auto b = kevo::worker::CreateNvidiaBackend(nv);
     if (!b.ok()) {
       // "no NVIDIA GPU found (kevo-runner-cuda probe: ...)" on a host without one.

@@ -30,6 +30,7 @@
 #include "worker/backends/cpu/eval_pipeline.h"
 #include "worker/backends/cpu/kernel_builder.h"
 #include "worker/backends/cpu/kernelbench_eval.h"
+#include "worker/backends/cpu/production_eval.h"
 #include "worker/backends/cpu/symbol_policy.h"
 #include "worker/runner/protocol.h"
 
@@ -70,7 +71,8 @@ class CpuBackend final : public Backend {
                  std::max<int64_t>(options_.memory_limit_bytes, int64_t{4} << 30),
                  std::move(compiler_visible)),
         harness_(sandbox_.get(), HarnessOptions(options_, runner_hash_)),
-        kernelbench_(sandbox_.get(), KernelBenchOptionsFor(options_)) {}
+        kernelbench_(sandbox_.get(), KernelBenchOptionsFor(options_)),
+        production_(sandbox_.get(), ProductionOptionsFor(options_)) {}
 
   static std::vector<std::string> SystemPaths() { return SandboxSystemPaths(); }
 
@@ -113,6 +115,24 @@ class CpuBackend final : public Backend {
     k.profile_time_cap_s = o.profile_time_cap_s;
     return k;
   }
+  static ProductionOptions ProductionOptionsFor(const CpuBackendOptions& o) {
+    ProductionOptions p;
+    p.python = o.kernelbench_python;
+    p.runner_path = (fs::path(o.runner_path).parent_path() / kProductionRunnerName).string();
+    p.platform = "cpu";
+    p.work_dir = o.work_dir;
+    p.visible_paths = {o.work_dir + "/build", o.work_dir + "/inputs"};
+    p.time_cap_s = o.profile_time_cap_s;
+    p.timeout = o.run_timeout + absl::Seconds(3 * o.profile_time_cap_s);
+    p.torch_compile_timeout = o.torch_compile_timeout;
+    p.memory_limit_bytes = o.memory_limit_bytes;
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (llc > 0) p.llc_bytes = llc;
+    // PyTorch at its default thread count and at the worker's (every core,
+    // as the candidate's OpenMP runs); the runner drops the duplicate.
+    p.threads = {static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
+    return p;
+  }
   // Each returns true when the evaluation goes on to the next stage.
   bool CompileStage(CpuEvalRun& run) const;
   bool ProfileStage(CpuEvalRun& run) const;
@@ -126,6 +146,7 @@ class CpuBackend final : public Backend {
   const KernelBuilder builder_;
   const RunnerHarness harness_;
   const KernelBenchEvaluator kernelbench_;
+  const ProductionTimer production_;
   Ceilings ceilings_;  // written once by Init()
   // Timing runs alone on the worker: the profile stage holds it exclusively,
   // the compile and validate stages of the other slots shared, so no
@@ -331,6 +352,15 @@ bool CpuBackend::ProfileStage(CpuEvalRun& run) const {
                         profile->baseline.median_s * 1e3, " ms, speedup ", ev.speedup(), "x, ",
                         ev.timing().samples_s_size(), " samples",
                         profile->converged ? "" : " (time cap reached before 1% spread)"));
+  // What users run today, timed against the same candidate on the same
+  // inputs, still alone on the host.
+  if (options_.time_production) {
+    auto inputs = harness_.TimedInputs(task);
+    auto both = ReadFileBytes(scratch + "/timed_outputs.bin");
+    if (inputs.ok() && both.ok()) {
+      production_.Time(run, run.cand.library_path, *inputs, both->substr(both->size() / 2), "cpu");
+    }
+  }
   return true;
 }
 

@@ -58,6 +58,10 @@ struct CpuBackendOptions {
   std::string kernelbench_runner_path;
   // Cap on torch.compile's compile + warm-up (the baseline is dropped past it).
   absl::Duration torch_compile_timeout = absl::Seconds(120);
+  // Time the task's production baselines (PyTorch with kernelbench_python,
+  // OpenBLAS) against each candidate that passed its profile
+  // (worker/backends/cpu/production_eval.h).
+  bool time_production = true;
 };
 
 // Evaluate() is thread-safe; compile and validate stages of several slots run

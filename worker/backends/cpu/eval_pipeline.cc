@@ -14,6 +14,8 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -238,6 +240,15 @@ void JudgeCase(const v1::Task& task, const runner::CaseReport& report,
   }
 }
 
+runner::TimingSeries SeriesFromJson(const nlohmann::json& j) {
+  runner::TimingSeries s;
+  s.samples_s = j.value("samples_s", std::vector<double>{});
+  s.median_s = j.value("median_s", 0.0);
+  s.spread = j.value("spread", 0.0);
+  s.calls_per_sample = j.value("calls_per_sample", int64_t{1});
+  return s;
+}
+
 v1::Timing ToTiming(const runner::TimingSeries& s) {
   v1::Timing t;
   for (double x : s.samples_s) t.add_samples_s(x);
@@ -302,6 +313,25 @@ bool EvalRun::Fail(v1::Stage stage, v1::EvalStatus status, const std::string& me
 std::vector<std::string> SandboxSystemPaths() {
   return {"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache",
           "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives"};
+}
+
+RunnerHarnessOptions PythonRunnerOptions(const std::string& python, const std::string& script,
+                                         const std::string& work_dir,
+                                         const std::vector<std::string>& extra_visible,
+                                         absl::Duration run_timeout, int64_t memory_limit_bytes,
+                                         int64_t open_files, const std::vector<std::string>& env) {
+  RunnerHarnessOptions h;
+  h.runner_path = python;
+  h.work_dir = work_dir;
+  h.visible_paths = SandboxSystemPaths();
+  h.visible_paths.push_back("/sys/devices/system/cpu");
+  h.visible_paths.push_back(fs::path(script).parent_path().string());
+  h.visible_paths.insert(h.visible_paths.end(), extra_visible.begin(), extra_visible.end());
+  h.run_timeout = run_timeout;
+  h.memory_limit_bytes = memory_limit_bytes;
+  h.open_files = open_files;
+  h.env = env;
+  return h;
 }
 
 std::string FirstLineOf(const std::string& s) { return s.substr(0, s.find('\n')); }

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -94,6 +96,9 @@ void JudgeCase(const v1::Task& task, const runner::CaseReport& report,
                const std::string& want, v1::CaseResult& result);
 
 v1::Timing ToTiming(const runner::TimingSeries& s);
+// A timing series as the Python runners write it: {"samples_s", "median_s",
+// "spread", "calls_per_sample"}; missing keys are zeros (one call a sample).
+runner::TimingSeries SeriesFromJson(const nlohmann::json& j);
 
 // The output tensors at the task's timed binding: spec and element count, in
 // signature order, and their total bytes. InvalidArgument when the shapes do
@@ -156,6 +161,16 @@ struct RunnerHarnessOptions {
   // the default PATH).
   std::vector<std::string> env;
 };
+
+// The harness options of a Python runner script (kevo-runner-kernelbench,
+// kevo-runner-production) started by `python`: the system folders, the CPU
+// topology, the script's folder and `extra_visible`, `open_files` (torch
+// opens its libraries; load_inline the compiler and ninja) and `env`.
+RunnerHarnessOptions PythonRunnerOptions(const std::string& python, const std::string& script,
+                                         const std::string& work_dir,
+                                         const std::vector<std::string>& extra_visible,
+                                         absl::Duration run_timeout, int64_t memory_limit_bytes,
+                                         int64_t open_files, const std::vector<std::string>& env);
 
 // Runs a kevo runner in the sandbox and implements the stages that only need
 // the runner protocol.

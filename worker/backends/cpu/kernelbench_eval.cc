@@ -97,15 +97,6 @@ std::string LayoutMismatch(const CaseMeta& got, const CaseMeta& want) {
   return "";
 }
 
-runner::TimingSeries SeriesFromJson(const nlohmann::json& j) {
-  runner::TimingSeries s;
-  s.samples_s = j.value("samples_s", std::vector<double>{});
-  s.median_s = j.value("median_s", 0.0);
-  s.spread = j.value("spread", 0.0);
-  s.calls_per_sample = j.value("calls_per_sample", int64_t{1});
-  return s;
-}
-
 // The "File ..., line N in f" lines faulthandler printed when its watchdog
 // ended the runner (most recent call first), minus the runner's own frames.
 std::string HungAt(const std::string& stderr_text) {
@@ -147,22 +138,9 @@ struct KernelBenchEvaluator::Golden {
 KernelBenchEvaluator::KernelBenchEvaluator(const sandbox::Sandbox* sandbox, KernelBenchOptions options)
     : sandbox_(sandbox),
       options_(std::move(options)),
-      harness_(sandbox, [&] {
-        RunnerHarnessOptions h;
-        h.runner_path = options_.python;
-        h.work_dir = options_.work_dir;
-        h.visible_paths = SandboxSystemPaths();
-        h.visible_paths.push_back("/sys/devices/system/cpu");
-        h.visible_paths.push_back(fs::path(options_.runner_path).parent_path().string());
-        h.visible_paths.insert(h.visible_paths.end(), options_.extra_visible_paths.begin(),
-                               options_.extra_visible_paths.end());
-        h.run_timeout = options_.run_timeout;
-        h.memory_limit_bytes = options_.memory_limit_bytes;
-        // load_inline runs the compiler and ninja, which open many files.
-        h.open_files = options_.open_files;
-        h.env = options_.env;
-        return h;
-      }()) {
+      harness_(sandbox, PythonRunnerOptions(options_.python, options_.runner_path, options_.work_dir,
+                                            options_.extra_visible_paths, options_.run_timeout,
+                                            options_.memory_limit_bytes, options_.open_files, options_.env)) {
   std::error_code ec;
   for (const char* sub : {"golden", "evals"}) fs::create_directories(options_.work_dir + "/" + sub, ec);
 }

@@ -578,6 +578,11 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
                         bw > 0 ? absl::StrFormat(" (%.0f%% of measured)", 100 * achieved_gbs / bw) : "",
                         ", ", ev.timing().samples_s_size(), " samples",
                         profile->converged ? "" : " (time cap reached before 1% spread)", escaped));
+  if (options_.time_production) {
+    options_.time_production(run, candidate_so, timed_inputs,
+                             want_all.substr(want_offset, static_cast<size_t>(timed_output_bytes)),
+                             gpu.info.index);
+  }
   return true;
 }
 

@@ -131,6 +131,13 @@ struct GpuStagesOptions {
   // driver reserves far more address space than it uses).
   int64_t memory_limit_bytes = int64_t{8} << 30;
   double profile_time_cap_s = 3.0;
+  // Called after a successful profile, still holding the GPU's timing slot:
+  // times the task's production baselines against the candidate
+  // (ProductionTimer). `reference_outputs` are the outputs at the timed
+  // binding that correctness is judged against. Unset: none.
+  std::function<void(EvalRun& run, const std::string& candidate_so, const std::string& timed_inputs,
+                     const std::string& reference_outputs, int gpu_index)>
+      time_production;
 };
 
 class GpuStages {

@@ -29,6 +29,7 @@
 #include "worker/backends/cpu/eval_pipeline.h"
 #include "worker/backends/cpu/kernel_builder.h"
 #include "worker/backends/cpu/kernelbench_eval.h"
+#include "worker/backends/cpu/production_eval.h"
 #include "worker/backends/nvidia/cuda_build.h"
 #include "worker/runner/protocol.h"
 
@@ -83,9 +84,28 @@ class NvidiaBackend final : public Backend {
                      options_.work_dir + "/build", options_.compile_timeout,
                      std::max<int64_t>(options_.memory_limit_bytes, int64_t{4} << 30),
                      CompilerVisible()),
-        gpu_stages_(sandbox_.get(), StagesOptions(options_, cpu_runner_hash, cuda_runner_hash), probe_),
+        gpu_stages_(sandbox_.get(), StagesOptions(options_, cpu_runner_hash, cuda_runner_hash, this), probe_),
         kernelbench_probe_(std::move(kernelbench.probe)),
         kernelbench_unavailable_(std::move(kernelbench.unavailable)) {
+    if (kernelbench.options && options_.time_production) {
+      // Production baselines (PyTorch eager and compiled, cuBLAS) run under
+      // the interpreter KernelBench problems use.
+      ProductionOptions p;
+      p.python = kernelbench.options->python;
+      p.runner_path = (fs::path(options_.runner_path).parent_path() / kProductionRunnerName).string();
+      p.platform = "nvidia";
+      p.work_dir = options_.work_dir;
+      p.visible_paths = kernelbench.options->extra_visible_paths;
+      for (const std::string& v : GpuVisiblePaths(NvidiaVendor(), options_.runner_path)) p.visible_paths.push_back(v);
+      p.visible_paths.push_back(options_.work_dir + "/build");
+      p.visible_paths.push_back(options_.work_dir + "/inputs");
+      p.env = kernelbench.options->env;
+      p.time_cap_s = options_.profile_time_cap_s;
+      p.timeout = options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s);
+      p.torch_compile_timeout = options_.torch_compile_timeout;
+      p.memory_limit_bytes = 0;  // CUDA reserves far more address space than it uses
+      production_ = std::make_unique<ProductionTimer>(sandbox_.get(), std::move(p));
+    }
     if (kernelbench.options) {
       kernelbench_ = std::make_unique<KernelBenchEvaluator>(sandbox_.get(), *std::move(kernelbench.options));
     }
@@ -105,8 +125,14 @@ class NvidiaBackend final : public Backend {
     return v;
   }
   static GpuStagesOptions StagesOptions(const NvidiaBackendOptions& o, const std::string& cpu_hash,
-                                        const std::string& cuda_hash) {
+                                        const std::string& cuda_hash, const NvidiaBackend* self) {
     GpuStagesOptions g;
+    g.time_production = [self](EvalRun& run, const std::string& candidate_so, const std::string& inputs,
+                               const std::string& reference_outputs, int gpu_index) {
+      if (self->production_) {
+        self->production_->Time(run, candidate_so, inputs, reference_outputs, absl::StrCat("cuda:", gpu_index));
+      }
+    };
     g.vendor = &NvidiaVendor();
     g.work_dir = o.work_dir;
     g.runner_path = o.runner_path;
@@ -138,6 +164,7 @@ class NvidiaBackend final : public Backend {
   const std::optional<KernelBenchProbe> kernelbench_probe_;
   const std::string kernelbench_unavailable_;
   std::unique_ptr<KernelBenchEvaluator> kernelbench_;
+  std::unique_ptr<ProductionTimer> production_;  // null without a CUDA torch
 };
 
 v1::Fingerprint NvidiaBackend::MakeFingerprint() const {

@@ -85,6 +85,10 @@ struct NvidiaBackendOptions {
   std::string kernelbench_runner_path;
   // torch.compile's compile + warm-up cap (the baseline is dropped past it).
   absl::Duration torch_compile_timeout = absl::Seconds(120);
+  // Time the task's production baselines (PyTorch eager and torch.compile
+  // under the KernelBench interpreter, cuBLAS) against each candidate that
+  // passed its profile (worker/backends/cpu/production_eval.h).
+  bool time_production = true;
 };
 
 // Creates the backend: finds the runners and nvcc, probes the GPUs. Returns

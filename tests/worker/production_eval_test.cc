@@ -1,0 +1,279 @@
+// Production baselines, end to end with the real compiler, Debian's PyTorch
+// (python3-torch) and the real runners:
+//   - kevo-runner-production itself: the candidate and every form are timed
+//     in interleaved rounds (each round holds one sample of each), many
+//     times, and only on copies of the timed inputs the worker wrote;
+//   - the cpu backend: a production expression that computes something else
+//     than the reference is reported as such and is no yardstick; one that
+//     agrees gives the evaluation its production speedup; one that raises is
+//     named with its error; the speedup over the reference stays beside it.
+#include "worker/backends/cpu/production_eval.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <google/protobuf/text_format.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_replace.h"
+#include "common/hash.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/backends/cpu/cpu_backend.h"
+
+namespace kevo::worker {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+std::string Env(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+std::string BinDir() {
+  return Env("KEVO_BIN_DIR", (fs::read_symlink("/proc/self/exe").parent_path() / ".." / "bin").string());
+}
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// y = 2 * x over n floats, as a task and as a kernel.
+constexpr char kTask[] = R"pb(name: "twice"
+op_family: "elementwise"
+signature { function: "twice" params: ["x", "y", "n"] }
+inputs { name: "x" dtype: F32 shape: ["n"] }
+outputs { name: "y" dtype: F32 shape: ["n"] }
+validate { name: "small" values: [{ key: "n" value: 64 }] }
+validate { name: "odd" values: [{ key: "n" value: 1001 }] }
+time { name: "timed" values: [{ key: "n" value: 262144 }] }
+bytes_moved: "8*n"
+flops: "n"
+reference { language: "c++" file: "reference.cc" }
+production { torch: "PRODUCTION" }
+)pb";
+constexpr char kReference[] =
+    "#include <cstdint>\n"
+    "extern \"C\" void twice(const float* x, float* y, int64_t n) {\n"
+    "  for (int64_t i = 0; i < n; ++i) y[i] = 2.0f * x[i];\n"
+    "}\n";
+
+v1::Task TwiceTask(const std::string& production) {
+  v1::Task task;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      absl::StrReplaceAll(kTask, {{"PRODUCTION", production}}), &task));
+  task.mutable_reference()->set_source(kReference);
+  return task;
+}
+
+class ProductionRunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) / absl::StrCat("kevo_production_runner_", getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+// The runner on its own: a kevo_entry kernel built here, a spec as the
+// worker writes it, the inputs file; then what it reports is checked.
+TEST_F(ProductionRunnerTest, TimesEveryFormInInterleavedRoundsOnTheTimedInputsOnly) {
+  const std::string src = (dir_ / "k.cc").string();
+  std::ofstream(src) << "#include <cstdint>\nextern \"C\" void kevo_entry(void** a) {\n"
+                        "  const float* x = static_cast<const float*>(a[0]); float* y = static_cast<float*>(a[1]);\n"
+                        "  int64_t n = *static_cast<int64_t*>(a[2]);\n"
+                        "  for (int64_t i = 0; i < n; ++i) y[i] = 2.0f * x[i];\n}\n";
+  const std::string so = (dir_ / "k.so").string();
+  ASSERT_EQ(std::system(absl::StrCat("g++ -O2 -shared -fPIC -o ", so, " ", src).c_str()), 0);
+  constexpr int64_t n = 1 << 16;
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
+  const std::string inputs(reinterpret_cast<const char*>(x.data()), n * sizeof(float));
+  std::ofstream(dir_ / "inputs.bin", std::ios::binary) << inputs;
+  nlohmann::json spec = {
+      {"task", "twice"},
+      {"inputs", {{{"name", "x"}, {"dtype", "F32"}, {"shape", {n}}}}},
+      {"outputs", {{{"name", "y"}, {"dtype", "F32"}, {"shape", {n}}}}},
+      {"params", {{{"name", "x"}, {"kind", "input"}}, {{"name", "y"}, {"kind", "output"}}, {{"name", "n"}, {"kind", "symbol"}}}},
+      {"symbols", {{"n", n}}},
+      {"torch", "x * 2"},
+      {"vendor", ""},
+      {"threads", {2}},
+      // A small "cache", so that several input copies rotate.
+      {"llc_bytes", 1 << 20},
+      {"mem_budget_bytes", 64 << 20}};
+  std::ofstream(dir_ / "spec.json") << spec.dump();
+  const std::string cmd = absl::StrCat(
+      "/usr/bin/python3 ", BinDir(), "/kevo-runner-production --spec=", (dir_ / "spec.json").string(),
+      " --inputs=", (dir_ / "inputs.bin").string(), " --kernel=", so, " --device=cpu --outputs=",
+      (dir_ / "out.bin").string(), " --result=", (dir_ / "result.json").string(), " --time_cap_s=1");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << ReadText((dir_ / "result.json").string());
+  const nlohmann::json r = nlohmann::json::parse(ReadText((dir_ / "result.json").string()));
+  ASSERT_EQ(r.at("status"), "OK") << r.dump();
+  EXPECT_GT(r.at("copies").get<int>(), 1);
+
+  // Every series ran on copies of the inputs file and on nothing else.
+  const std::string digest = Sha256Hex(inputs);
+  EXPECT_EQ(r.at("inputs_digest"), digest);
+  const nlohmann::json& cand = r.at("candidate");
+  EXPECT_EQ(cand.at("input_digests"), nlohmann::json::array({digest}));
+  std::vector<const nlohmann::json*> series = {&cand};
+  int timed_forms = 0;
+  for (const nlohmann::json& f : r.at("forms")) {
+    if (!f.at("timed").get<bool>()) {
+      EXPECT_EQ(f.at("name"), "torch_compile") << f.dump();  // torch 1.13 has none
+      EXPECT_THAT(f.at("error").get<std::string>(), HasSubstr("torch.compile unavailable"));
+      continue;
+    }
+    ++timed_forms;
+    EXPECT_EQ(f.at("error"), "");
+    EXPECT_EQ(f.at("series").at("input_digests"), nlohmann::json::array({digest})) << f.at("name");
+    series.push_back(&f.at("series"));
+  }
+  ASSERT_GE(timed_forms, 1);
+  // Interleaved: as many samples of each, many of them, and sample k of every
+  // series taken in round k (all of round k's before any of round k+1's).
+  const size_t rounds = r.at("rounds").get<size_t>();
+  EXPECT_GE(rounds, 3u);
+  for (const nlohmann::json* s : series) {
+    ASSERT_EQ(s->at("starts_s").size(), rounds);
+    ASSERT_EQ(s->at("samples_s").size(), rounds);
+  }
+  for (size_t k = 0; k + 1 < rounds; ++k) {
+    double latest = 0, earliest_next = 1e300;
+    for (const nlohmann::json* s : series) {
+      latest = std::max(latest, s->at("starts_s")[k].get<double>());
+      earliest_next = std::min(earliest_next, s->at("starts_s")[k + 1].get<double>());
+    }
+    EXPECT_LT(latest, earliest_next) << "round " << k;
+  }
+  // Outputs: each timed form's, then the candidate's, all 2x.
+  const std::string out = ReadText((dir_ / "out.bin").string());
+  ASSERT_EQ(out.size(), (timed_forms + 1) * inputs.size());
+  for (int part = 0; part <= timed_forms; ++part) {
+    const float* y = reinterpret_cast<const float*>(out.data() + part * inputs.size());
+    for (int64_t i = 0; i < n; i += 997) ASSERT_EQ(y[i], 2.0f * x[i]) << "part " << part << " at " << i;
+  }
+}
+
+CpuBackendOptions TestOptions() {
+  CpuBackendOptions o;
+  o.work_dir = BinDir() + "/../tests/production_eval_test.work";
+  o.runner_path = BinDir() + "/kevo-runner-cpu";
+  o.compile_timeout = absl::Seconds(60);
+  o.run_timeout = absl::Seconds(10);
+  o.memory_limit_bytes = int64_t{4} << 30;
+  o.profile_time_cap_s = 0.3;
+  o.calibrate = false;
+  return o;
+}
+
+class ProductionBackendTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto backend = CreateCpuBackend(TestOptions());
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    backend_ = backend->release();
+  }
+  static void TearDownTestSuite() { delete backend_; }
+  static v1::Evaluation Eval(const std::string& production) {
+    v1::Candidate c;
+    c.set_language("c++");
+    c.set_source(
+        "#include <cstdint>\nextern \"C\" void twice(const float* x, float* y, int64_t n) {\n"
+        "#pragma omp parallel for simd\n  for (int64_t i = 0; i < n; ++i) y[i] = x[i] + x[i];\n}\n");
+    return backend_->Evaluate(TwiceTask(production), c, nullptr);
+  }
+  static const v1::ProductionTiming* Form(const v1::Evaluation& ev, const std::string& name) {
+    for (const auto& p : ev.production()) {
+      if (p.name() == name) return &p;
+    }
+    return nullptr;
+  }
+  static Backend* backend_;
+};
+Backend* ProductionBackendTest::backend_ = nullptr;
+
+TEST_F(ProductionBackendTest, AnAgreeingProductionBaselineIsTheYardstick) {
+  const v1::Evaluation ev = Eval("x * 2");
+  ASSERT_EQ(ev.status(), v1::OK) << ev.diagnostics().message();
+  const v1::ProductionTiming* eager = Form(ev, "torch_eager");
+  ASSERT_NE(eager, nullptr) << ev.DebugString();
+  EXPECT_EQ(eager->error(), "");
+  EXPECT_EQ(eager->call(), "x * 2");
+  EXPECT_THAT(eager->library(), HasSubstr("torch"));
+  EXPECT_GE(eager->timing().samples_s_size(), 3);
+  EXPECT_EQ(eager->timing().samples_s_size(), eager->candidate().samples_s_size());
+  EXPECT_GT(eager->speedup(), 0);
+  EXPECT_DOUBLE_EQ(eager->speedup(), eager->timing().median_s() / eager->candidate().median_s());
+  // The yardstick is the fastest usable form, and the figure is its speedup.
+  ASSERT_FALSE(ev.production_yardstick().empty());
+  const v1::ProductionTiming* yard = Form(ev, ev.production_yardstick());
+  ASSERT_NE(yard, nullptr);
+  for (const auto& p : ev.production()) {
+    if (p.error().empty()) {
+      EXPECT_LE(yard->timing().median_s(), p.timing().median_s()) << p.name();
+    }
+  }
+  EXPECT_DOUBLE_EQ(ev.speedup_vs_production(), yard->speedup());
+  // The reference figure stays beside it.
+  EXPECT_GT(ev.speedup(), 0);
+}
+
+TEST_F(ProductionBackendTest, AProductionBaselineThatComputesSomethingElseIsRejected) {
+  const v1::Evaluation ev = Eval("x * 3");
+  ASSERT_EQ(ev.status(), v1::OK) << ev.diagnostics().message();
+  ASSERT_GT(ev.production_size(), 0);
+  int rejected = 0;
+  for (const auto& p : ev.production()) {
+    if (p.name() == "torch_compile" && absl::StrContains(p.error(), "unavailable")) continue;
+    EXPECT_THAT(p.error(), HasSubstr("disagrees with the task's reference")) << p.name();
+    EXPECT_THAT(p.error(), HasSubstr("y["));
+    EXPECT_EQ(p.speedup(), 0);
+    ++rejected;
+  }
+  EXPECT_GE(rejected, 1);
+  EXPECT_EQ(ev.speedup_vs_production(), 0);
+  EXPECT_EQ(ev.production_yardstick(), "");
+  EXPECT_GT(ev.speedup(), 0);
+}
+
+TEST_F(ProductionBackendTest, AProductionBaselineThatRaisesIsNamedWithItsError) {
+  const v1::Evaluation ev = Eval("torch.no_such_op(x)");
+  ASSERT_EQ(ev.status(), v1::OK) << ev.diagnostics().message();
+  const v1::ProductionTiming* eager = Form(ev, "torch_eager");
+  ASSERT_NE(eager, nullptr);
+  EXPECT_THAT(eager->error(), HasSubstr("raised"));
+  EXPECT_THAT(eager->error(), HasSubstr("no_such_op"));
+  EXPECT_EQ(ev.speedup_vs_production(), 0);
+}
+
+TEST(ProductionForTest, APlatformEntryWinsOverTheGenericOne) {
+  v1::Task task;
+  auto* generic = task.add_production();
+  generic->set_torch("a");
+  auto* nvidia = task.add_production();
+  nvidia->set_platform("nvidia");
+  nvidia->set_torch("b");
+  EXPECT_EQ(ProductionFor(task, "nvidia")->torch(), "b");
+  EXPECT_EQ(ProductionFor(task, "cpu")->torch(), "a");
+  task.mutable_production()->DeleteSubrange(0, 1);
+  EXPECT_EQ(ProductionFor(task, "cpu"), nullptr);
+}
+
+}  // namespace
+}  // namespace kevo::worker
