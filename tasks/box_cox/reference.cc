@@ -3,12 +3,12 @@
 #include <cmath>
 #include <cstdint>
 
-extern "C" void box_cox(const float* x, const float* lambda, float* y, int64_t rows,
+extern "C" void box_cox(const float* x, const float* lmbda, float* y, int64_t rows,
                         int64_t features) {
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t f = 0; f < features; ++f) {
       const float v = x[r * features + f];
-      const float l = lambda[f];
+      const float l = lmbda[f];
       y[r * features + f] = l == 0.0f ? std::log(v) : (std::pow(v, l) - 1.0f) / l;
     }
   }
