@@ -420,9 +420,19 @@ def run(torch, spec, args, result, phase):
         args_ = [s[n] for n in names[:len(spec["inputs"])]] + [spec["symbols"][n] for n in names[len(spec["inputs"]):]]
         return f.fn(*args_)
 
+    # torch.set_num_threads sets OpenMP's thread count for the process, which
+    # the candidate's `#pragma omp parallel` follows too (one libgomp): each
+    # call runs under its own count, the candidate under the worker's (every
+    # CPU, as in kevo-runner-cpu).
+    cand_threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    result["candidate_threads"] = 0 if cuda else cand_threads
+
+    def use_threads(n):
+        if not cuda and n and torch.get_num_threads() != n:
+            torch.set_num_threads(n)
+
     def set_threads(f):
-        if not cuda and f.threads and torch.get_num_threads() != f.threads:
-            torch.set_num_threads(f.threads)
+        use_threads(cand_threads if f is None else f.threads)
 
     for f in forms:
         if f.fn is None:
@@ -439,7 +449,7 @@ def run(torch, spec, args, result, phase):
                        else f"raised {last_line(e)}")
             f.fn = None
     live = [f for f in forms if f.fn is not None]
-    torch.set_num_threads(torch_threads)
+    use_threads(cand_threads)
 
     # Timing.
     phase("profile")
@@ -469,6 +479,11 @@ def run(torch, spec, args, result, phase):
             ev1.synchronize()
             torch.cuda.synchronize()
             return start, ev0.elapsed_time(ev1) / 1e3
+        # One untimed call first: the previous sample may have run under
+        # another thread count, and OpenMP's first region after a change
+        # pays for waking its team, which a loop of calls never does.
+        fn(next_copy[0])
+        next_copy[0] = (next_copy[0] + 1) % len(sets)
         if series is not None:
             series.copies.update((next_copy[0] + i) % len(sets) for i in range(calls))
         start = time.perf_counter()
@@ -487,11 +502,10 @@ def run(torch, spec, args, result, phase):
     # Warm-up and the batch size of each series (CPU: a sample lasts >= 200 us).
     est = {}
     for name, f in entries:
-        if f is not None:
-            set_threads(f)
+        set_threads(f)
         best = min(sample(fn_of(f), 1)[1] for _ in range(3))
         est[name] = best
-    torch.set_num_threads(torch_threads)
+    use_threads(cand_threads)
     for name, f in entries:
         calls = 1 if cuda else max(1, min(100000, int(200e-6 / max(est[name], 1e-9)) + 1))
         (cand if f is None else f.series).calls = calls
@@ -502,11 +516,12 @@ def run(torch, spec, args, result, phase):
         order = entries[rounds % len(entries):] + entries[:rounds % len(entries)]
         for name, f in order:
             if f is None:
+                use_threads(cand_threads)
                 cand.add(*sample(run_candidate, cand_calls, cand))
             else:
                 set_threads(f)
                 st, sec = sample(fn_of(f), f.series.calls, f.series)
-                torch.set_num_threads(torch_threads)
+                use_threads(cand_threads)
                 f.series.add(st, sec)
         rounds += 1
         elapsed = time.perf_counter() - t0
@@ -531,7 +546,7 @@ def run(torch, spec, args, result, phase):
                 f.error = f"raised {last_line(e)}"
                 f.fn = None
                 raise RuntimeError(f"form {f.name} raised after timing: {last_line(e)}")
-        torch.set_num_threads(torch_threads)
+        use_threads(cand_threads)
         arr, outs = frames[0]
         for t in outs.values():
             if t.is_floating_point():
