@@ -559,9 +559,13 @@ int BestCommand(const std::vector<std::string>& argv) {
                   "measured)\n",
                   resp.node().node_id().c_str(), resp.node().genome().c_str(), resp.node().fitness());
     } else {
-      std::printf("node %s (%s): %.2fx, %s\n", resp.node().node_id().c_str(),
-                  resp.node().genome().c_str(), resp.node().fitness(),
-                  FormatSeconds(resp.node().time_s()).c_str());
+      const v1::Node& n = resp.node();
+      std::printf("node %s (%s): %s, %s\n", n.node_id().c_str(), n.genome().c_str(),
+                  SpeedupLine(n.speedup_vs_production(), n.production_yardstick(),
+                              n.speedup_vs_reference() > 0 ? n.speedup_vs_reference() : n.fitness())
+                      .c_str(),
+                  FormatSeconds(n.time_s()).c_str());
+      std::printf("%s", ProductionLines(resp.evaluation(), "  ").c_str());
     }
     if (out.empty()) std::printf("%s", resp.candidate().source().c_str());
     else std::printf("written to %s\n", out.c_str());
