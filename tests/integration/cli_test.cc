@@ -157,7 +157,10 @@ TEST(CliTest, NodesListsAFinishedRunsTreeAndTheRunItsMedianBaseline) {
                           absl::Minutes(1));
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find(run["best_node"].get<std::string>()), std::string::npos) << table.out;
-  EXPECT_NE(table.out.find("baseline over 2 evaluations"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("reference over 2 evaluations"), std::string::npos) << table.out;
+  // The production figure leads: its columns, and the best node's value.
+  EXPECT_NE(table.out.find("VS PROD"), std::string::npos) << table.out;
+  EXPECT_GT(run["speedup_vs_production"].get<double>(), 0) << r.out;
   auto unknown = RunCommand({Kevo(), "nodes", "j-nope", "--db", dir + "/db"}, absl::Minutes(1));
   EXPECT_EQ(unknown.exit_code, 1);
   EXPECT_NE(unknown.err.find("no nodes of job j-nope"), std::string::npos) << unknown.err;

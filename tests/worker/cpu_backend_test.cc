@@ -139,12 +139,17 @@ class CpuBackendTest : public ::testing::Test {
     EXPECT_GE(ev.timing().samples_s_size(), 3);
     EXPECT_EQ(ev.binding_timed(), "timed");
     EXPECT_EQ(ev.platform(), "cpu");
-    ASSERT_EQ(ev.events_size(), 3);
+    // compile, validate, profile against the reference, then the production
+    // baseline (vector_add names one: x + y in PyTorch).
+    ASSERT_EQ(ev.events_size(), 4);
     EXPECT_EQ(ev.events(0).stage(), v1::STAGE_COMPILE);
     EXPECT_EQ(ev.events(1).stage(), v1::STAGE_VALIDATE);
     EXPECT_EQ(ev.events(2).stage(), v1::STAGE_PROFILE);
+    EXPECT_EQ(ev.events(3).stage(), v1::STAGE_PROFILE);
+    EXPECT_THAT(ev.events(3).message(), HasSubstr("production: torch_eager"));
     for (const auto& e : ev.events()) EXPECT_TRUE(e.ok()) << e.message();
-    EXPECT_EQ(sunk.size(), 3u);
+    EXPECT_EQ(sunk.size(), 4u);
+    EXPECT_GT(ev.speedup_vs_production(), 0) << ev.DebugString();
   }
 
   static v1::Task* task_;
