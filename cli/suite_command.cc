@@ -46,6 +46,7 @@ constexpr char kSuiteUsage[] =
     "                  [--coordinator ADDR] [--db DIR] [--rerun TASK,TASK] [--markdown]\n"
     "                  [--policy P] [--seed S] [--stall K] [--max-wall S] [--target-speedup X]\n"
     "                  [--warm-start] [--no-skills] [--fitness-vs-reference] [--no-production]\n"
+    "                  [--profile-cap S]\n"
     "Searches every task under TASKS_DIR (native task folders and KernelBench .py\n"
     "files, as kevo run finds them) as a job, K at a time (embedded, or on the\n"
     "coordinator at ADDR), then prints a table and writes --out (JSON, default\n"
@@ -577,7 +578,7 @@ std::string CsvPath(const std::string& json_path) {
 }  // namespace
 
 int SuiteCommand(const std::vector<std::string>& argv) {
-  auto args = ParseArgs(argv, With(kSpecFlags, {"jobs", "out", "coordinator", "db", "rerun"}),
+  auto args = ParseArgs(argv, With(kSpecFlags, {"jobs", "out", "coordinator", "db", "rerun", "profile-cap"}),
                         {"help", "warm-start", "no-skills", "fitness-vs-reference", "no-production", "markdown"});
   if (!args.ok()) return Fail("suite", args.status());
   if (args->Has("help")) {
@@ -673,6 +674,9 @@ int SuiteCommand(const std::vector<std::string>& argv) {
       eo.platform = base->platform();
       eo.slots = static_cast<int>(*jobs);
       if (args->Has("no-production")) eo.worker_flags = {"--production", "off"};
+      if (args->Has("profile-cap")) {
+        eo.worker_flags.insert(eo.worker_flags.end(), {"--profile-cap", args->Get("profile-cap")});
+      }
       auto e = Embedded::Start(eo);
       if (!e.ok()) return Fail("suite", e.status());
       embedded = std::move(*e);
