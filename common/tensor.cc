@@ -228,7 +228,7 @@ double ElementAsDouble(v1::DType dtype, const void* data, int64_t i) {
 }
 
 void FillTensor(const v1::TensorSpec& spec, const std::vector<int64_t>& shape, uint64_t seed,
-                void* data) {
+                void* data, const SymbolValues* symbols) {
   const int64_t n = NumElements(shape);
   const uint64_t stream = TensorStream(spec.name());
   const v1::Distribution& d = spec.distribution();
@@ -236,6 +236,13 @@ void FillTensor(const v1::TensorSpec& spec, const std::vector<int64_t>& shape, u
   if (d.has_int_range() || (!IsFloat(dtype) && d.kind_case() == v1::Distribution::KIND_NOT_SET)) {
     int64_t lo = d.has_int_range() ? d.int_range().low() : 0;
     int64_t hi = d.has_int_range() ? d.int_range().high() : 100;
+    if (symbols != nullptr && !d.int_range().low_expr().empty()) {
+      if (auto v = EvalExpr(d.int_range().low_expr(), *symbols); v.ok()) lo = *v;
+    }
+    if (symbols != nullptr && !d.int_range().high_expr().empty()) {
+      if (auto v = EvalExpr(d.int_range().high_expr(), *symbols); v.ok()) hi = *v;
+    }
+    if (hi < lo) hi = lo;
     uint64_t span = static_cast<uint64_t>(hi - lo) + 1;
     for (int64_t i = 0; i < n; ++i) {
       int64_t v = lo + static_cast<int64_t>(RngBits(seed, stream, i) % span);

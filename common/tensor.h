@@ -39,8 +39,11 @@ uint64_t TensorStream(std::string_view name);
 
 // Fills `data` (NumElements(shape) values of spec.dtype) from spec's
 // distribution. Uses integer and IEEE arithmetic only, no libm.
+// `symbols` (the binding's values) resolve an int_range's low_expr/high_expr;
+// without them, or when an expression does not evaluate (the loader rejects
+// such tasks), the constant bounds are used.
 void FillTensor(const v1::TensorSpec& spec, const std::vector<int64_t>& shape, uint64_t seed,
-                void* data);
+                void* data, const SymbolValues* symbols = nullptr);
 // Fills a float tensor with quiet NaNs, an integer one with a 0x5A pattern.
 void PoisonTensor(v1::DType dtype, int64_t count, void* data);
 

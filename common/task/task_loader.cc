@@ -442,6 +442,27 @@ absl::Status ValidateTask(const v1::Task& task, const TaskSource& source) {
         }
       }
     }
+    // Integer bounds that follow the binding must evaluate under it.
+    for (int i = 0; i < task.inputs_size(); ++i) {
+      const v1::Distribution::IntRange& range = task.inputs(i).distribution().int_range();
+      if (!task.inputs(i).distribution().has_int_range()) continue;
+      int64_t lo = range.low(), hi = range.high();
+      for (auto [expr, bound] : {std::pair{&range.low_expr(), &lo}, std::pair{&range.high_expr(), &hi}}) {
+        if (expr->empty()) continue;
+        auto v = EvalExpr(*expr, values);
+        if (!v.ok()) {
+          return r.Error({{"inputs", i}, {"distribution"}},
+                         absl::StrCat("tensor '", task.inputs(i).name(), "': int_range bound '", *expr,
+                                      "' under ", label, ": ", v.status().message()));
+        }
+        *bound = *v;
+      }
+      if (lo > hi) {
+        return r.Error({{"inputs", i}, {"distribution"}},
+                       absl::StrCat("tensor '", task.inputs(i).name(), "': int_range under ", label, " is [", lo,
+                                    ", ", hi, "]; it needs low <= high"));
+      }
+    }
     for (const auto& [field, expr] :
          {std::pair<const char*, const std::string*>{"bytes_moved", &task.bytes_moved()},
           {"flops", &task.flops()}}) {

@@ -183,6 +183,26 @@ TEST_F(TaskLoaderTest, ProductionBaselineErrorsNameTheLineAndTheProblem) {
   }
 }
 
+TEST_F(TaskLoaderTest, IntRangeBoundExpressionsMustEvaluateUnderEveryBinding) {
+  const std::string ints = "inputs {\n  name: \"i\"\n  dtype: I64\n  shape: [\"rows\"]\n  "
+                           "distribution { int_range { low: 0 high: 9 high_expr: \"EXPR\" } }\n}\n";
+  auto with = [&](const std::string& expr) {
+    std::string text = absl::StrReplaceAll(kValidTask, {{"params: [\"x\", \"y\"", "params: [\"x\", \"i\", \"y\""}});
+    text = absl::StrReplaceAll(text, {{"outputs {", absl::StrReplaceAll(ints, {{"EXPR", expr}}) + "outputs {"}});
+    WriteTask(text);
+    return LoadTaskDir(dir_.string());
+  };
+  auto ok = with("rows-1");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->inputs(1).distribution().int_range().high_expr(), "rows-1");
+  auto unknown = with("nope-1");
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("int_range bound 'nope-1'"));
+  auto empty = with("rows-100");
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(empty.status().message()), HasSubstr("it needs low <= high"));
+}
+
 TEST_F(TaskLoaderTest, ReadsReferenceMtiaAsTheMtiaExtraReference) {
   WriteTask(kValidTask);
   std::ofstream(dir_ / "reference_mtia.cc") << "// naive MTIA port\n";

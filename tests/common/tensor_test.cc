@@ -43,6 +43,23 @@ TEST(RngTest, BitsArePinnedAcrossHostsAndCompilers) {
   EXPECT_EQ(RngBits(42, TensorStream("x"), 1000000), 2403837928943131851ULL);
 }
 
+TEST(RngTest, IntRangeBoundsFollowTheBindingWhenGivenAsExpressions) {
+  v1::TensorSpec idx = Spec("idx", v1::I64);
+  auto* range = idx.mutable_distribution()->mutable_int_range();
+  range->set_low(0);
+  range->set_high(99999);
+  range->set_high_expr("V-1");
+  std::vector<int64_t> v(20000);
+  const SymbolValues small = {{"V", 10}};
+  FillTensor(idx, {20000}, 3, v.data(), &small);
+  EXPECT_EQ(*std::min_element(v.begin(), v.end()), 0);
+  EXPECT_EQ(*std::max_element(v.begin(), v.end()), 9);
+  // Without the binding's values the constant bounds hold.
+  FillTensor(idx, {20000}, 3, v.data());
+  EXPECT_GT(*std::max_element(v.begin(), v.end()), 9);
+  EXPECT_LE(*std::max_element(v.begin(), v.end()), 99999);
+}
+
 TEST(RngTest, FilledValuesArePinned) {
   v1::TensorSpec x = Spec("x", v1::F32);
   float f[4];

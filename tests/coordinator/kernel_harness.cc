@@ -120,7 +120,7 @@ absl::StatusOr<std::unique_ptr<TaskCall>> MakeTaskCall(const v1::Task& task,
   for (const auto& spec : task.inputs()) {
     KEVO_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ResolveShape(spec, symbols));
     auto buf = std::make_unique<AlignedBuffer>(NumElements(shape) * DTypeSize(spec.dtype()));
-    FillTensor(spec, shape, seed, buf->data);
+    FillTensor(spec, shape, seed, buf->data, &symbols);
     call->inputs.push_back(std::move(buf));
   }
   for (const auto& spec : task.outputs()) {

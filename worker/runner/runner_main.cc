@@ -151,6 +151,7 @@ struct CallFrame {
   std::vector<int64_t> symbol_values;  // storage for int64_t params
   std::vector<void*> args;
   std::vector<int64_t> arg_bytes;  // per arg: the tensor's bytes, -1 for a symbol
+  SymbolValues symbols;  // the binding's, for inputs whose bounds follow it
 };
 
 // Resolves shapes and allocates buffers (inputs unfilled, outputs unpoisoned).
@@ -158,6 +159,7 @@ CallFrame MakeFrame(const v1::Task& task, const std::vector<Param>& params,
                     const v1::Binding& binding) {
   CallFrame f;
   SymbolValues symbols = BindingValues(binding);
+  f.symbols = symbols;
   f.symbol_values.reserve(params.size());
   for (const Param& p : params) {
     if (p.kind == ParamKind::kSymbol) {
@@ -191,7 +193,7 @@ CallFrame MakeFrame(const v1::Task& task, const std::vector<Param>& params,
 
 void FillInputs(CallFrame& f, uint64_t seed) {
   for (size_t i = 0; i < f.inputs.size(); ++i) {
-    FillTensor(*f.input_specs[i], f.input_shapes[i], seed, f.inputs[i]->data());
+    FillTensor(*f.input_specs[i], f.input_shapes[i], seed, f.inputs[i]->data(), &f.symbols);
   }
 }
 

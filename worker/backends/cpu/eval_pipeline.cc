@@ -530,7 +530,7 @@ absl::StatusOr<std::string> RunnerHarness::TimedInputs(const v1::Task& task) con
   std::vector<std::thread> threads;
   for (size_t i = 0; i < specs.size(); ++i) {
     data[i].resize(static_cast<size_t>(sizes[i]));
-    threads.emplace_back([&, i] { FillTensor(*specs[i], shapes[i], /*seed=*/1, data[i].data()); });
+    threads.emplace_back([&, i] { FillTensor(*specs[i], shapes[i], /*seed=*/1, data[i].data(), &symbols); });
   }
   for (auto& t : threads) t.join();
   fs::create_directories(options_.work_dir + "/inputs", ec);

@@ -103,11 +103,13 @@ struct Frame {
   std::vector<uint64_t> input_hashes;
   std::vector<int64_t> symbol_values;
   std::vector<void*> args;
+  SymbolValues symbols;  // the binding's, for inputs whose bounds follow it
 };
 
 Frame MakeFrame(const std::vector<Param>& params, const v1::Binding& binding) {
   Frame f;
   SymbolValues symbols = BindingValues(binding);
+  f.symbols = symbols;
   f.symbol_values.reserve(params.size());
   for (const Param& p : params) {
     if (p.kind == ParamKind::kSymbol) {
@@ -152,7 +154,7 @@ std::vector<std::string> GenerateInputs(const Frame& f, uint64_t seed) {
   std::vector<std::string> host(f.inputs.size());
   for (size_t i = 0; i < f.inputs.size(); ++i) {
     host[i].resize(f.inputs[i]->bytes());
-    FillTensor(*f.input_specs[i], f.input_shapes[i], seed, host[i].data());
+    FillTensor(*f.input_specs[i], f.input_shapes[i], seed, host[i].data(), &f.symbols);
   }
   return host;
 }
