@@ -60,7 +60,11 @@ TEST(LlmRunTest, KevoRunWithTheLlmProposerAgainstTheFakeServer) {
   EXPECT_EQ(job["evaluations"]["OK"], 2) << run.out;
   EXPECT_EQ(job["evaluations"]["COMPILE_ERROR"], 1) << run.out;
   EXPECT_EQ(job["evaluations"]["WRONG_ANSWER"], 1) << run.out;
-  EXPECT_GT(job["speedup"].get<double>(), 1.0);
+  // The good kernel beats the naive reference; its figure against PyTorch is
+  // measured too (whether it wins depends on the load beside this test).
+  EXPECT_GT(job["speedup_vs_reference"].get<double>(), 1.0) << run.out;
+  EXPECT_GT(job["speedup_vs_production"].get<double>(), 0.0) << run.out;
+  EXPECT_EQ(job["fitness_baseline"], "production") << run.out;
   const std::string job_id = job["job_id"];
 
   auto log = RunCommand({BinDir() + "/kevo", "llm-log", job_id, "--db", dir + "/db", "--json"},
