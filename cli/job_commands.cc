@@ -383,6 +383,7 @@ int RunCommand(const std::vector<std::string>& argv) {
     j["speedup"] = static_best ? nlohmann::json(nullptr) : nlohmann::json(job->best_speedup());
     if (static_best) j["static_score"] = job->best_static_score();
     j["best_time_s"] = job->best_time_s();
+    if (have_best) j["best_decision"] = best.node().best_decision();
     j["baseline_time_s"] = job->baseline_time_s();
     j["roofline_fraction"] = job->best_roofline_fraction();
     // The best time against the median of every evaluation's baseline: the
@@ -446,6 +447,9 @@ int RunCommand(const std::vector<std::string>& argv) {
                   best.node().node_id().c_str(),
                   best.node().genome().empty() ? best.node().mutation().c_str()
                                                : best.node().genome().c_str());
+      if (!best.node().best_decision().empty()) {
+        std::printf("chosen        %s\n", best.node().best_decision().c_str());
+      }
       if (best.evaluation().production_size() > 0) {
         std::printf("production    what users run today, timed beside the best:\n%s",
                     ProductionLines(best.evaluation(), "  ").c_str());

@@ -52,6 +52,9 @@ nlohmann::json NodeJson(const v1::Node& n) {
           {"speedup_vs_production", n.speedup_vs_production()},
           {"production_yardstick", n.production_yardstick()},
           {"production_time_s", n.production_time_s()},
+          {"rival_node_id", n.rival_node_id()},
+          {"speedup_vs_rival", n.speedup_vs_rival()},
+          {"best_decision", n.best_decision()},
           {"speedup_vs_reference", n.speedup_vs_reference()},
           {"fitness", n.fitness()},
           {"static_fitness", n.static_fitness()},
@@ -64,10 +67,12 @@ nlohmann::json NodeJson(const v1::Node& n) {
           {"eval_id", n.eval_id()}};
 }
 
-void PrintTable(const std::vector<v1::Node>& nodes) {
+// `best_node_id`: the job's best (which the table stars), chosen by the
+// job, side by side where it could be (Node.best_decision).
+void PrintTable(const std::vector<v1::Node>& nodes, const std::string& best_node_id) {
   const v1::Node* best = nullptr;
   for (const v1::Node& n : nodes) {
-    if (n.fitness() > 0 && (best == nullptr || n.fitness() > best->fitness())) best = &n;
+    if (n.node_id() == best_node_id) best = &n;
   }
   std::printf("%4s %-14s %-14s %-18s %11s %11s %9s %11s %9s %8s  %s\n", "SEQ", "NODE", "PARENT", "STATUS",
               "TIME", "PRODUCTION", "VS PROD", "REFERENCE", "VS REF", "ROOF", "GENOME");
@@ -89,6 +94,9 @@ void PrintTable(const std::vector<v1::Node>& nodes) {
                 Seconds(n.baseline_time_s()).c_str(), vs_ref.c_str(), roof.c_str(), &n == best ? "*" : " ",
                 n.genome().c_str());
   }
+  if (best != nullptr && !best->best_decision().empty()) {
+    std::printf("\nbest %s: %s\n", best->node_id().c_str(), best->best_decision().c_str());
+  }
   const std::vector<double> baselines = jobs::BaselineTimes(all);
   if (best != nullptr && !best->static_fitness() && baselines.size() >= 2) {
     const double median = jobs::Median(baselines);
@@ -109,6 +117,7 @@ int NodesCommand(const std::vector<std::string>& argv) {
   const ParsedArgs* args = &std::get<ParsedArgs>(parsed);
   const std::string& job_id = args->positional[0];
   std::vector<v1::Node> nodes;
+  std::string best_node_id;
   if (args->Has("db")) {
     auto store = store::Store::Open(StoreDir(args->Get("db")));
     if (!store.ok()) return Fail(store.status());
@@ -118,12 +127,17 @@ int NodesCommand(const std::vector<std::string>& argv) {
       return Fail(absl::NotFoundError(absl::StrCat("no nodes of job ", job_id, " in ", args->Get("db"))));
     }
     nodes = *std::move(read);
+    if (auto job = jobs::ReadJob(**store, job_id); job.ok()) best_node_id = job->best_node_id();
   } else {
     v1::ListNodesRequest req;
     req.set_job_id(job_id);
     auto resp = CallCoordinator(args->Get("coordinator", kDefaultCoordinator), &v1::JobService::Stub::ListNodes, req);
     if (!resp.ok()) return Fail(resp.status());
     nodes.assign(resp->nodes().begin(), resp->nodes().end());
+    v1::GetJobRequest job_req;
+    job_req.set_job_id(job_id);
+    auto job = CallCoordinator(args->Get("coordinator", kDefaultCoordinator), &v1::JobService::Stub::GetJob, job_req);
+    if (job.ok()) best_node_id = job->best_node_id();
   }
   std::sort(nodes.begin(), nodes.end(),
             [](const v1::Node& a, const v1::Node& b) { return a.sequence() < b.sequence(); });
@@ -133,7 +147,7 @@ int NodesCommand(const std::vector<std::string>& argv) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  PrintTable(nodes);
+  PrintTable(nodes, best_node_id);
   return 0;
 }
 

@@ -36,6 +36,18 @@ class Backend {
   virtual v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate,
                                   const EventSink& on_event) = 0;
 
+  // As Evaluate, and where the backend times production baselines, also
+  // times `rival` (the job's best so far) in that same loop, on the same
+  // inputs: Evaluation.rival and speedup_vs_rival, or rival_error. The
+  // default, for backends without that stage, evaluates alone and says so.
+  virtual v1::Evaluation EvaluateBeside(const v1::Task& task, const v1::Candidate& candidate,
+                                        const v1::Candidate& rival, const EventSink& on_event) {
+    (void)rival;
+    v1::Evaluation ev = Evaluate(task, candidate, on_event);
+    ev.set_rival_error("this platform times no production baselines, so no rival beside them");
+    return ev;
+  }
+
   // Platform gauges the daemon exports on /metrics (full metric name ->
   // value), e.g. kevo_worker_gpu_timing_utilisation. The set of names must
   // not change after Describe(). Thread-safe. Default: none.

@@ -61,6 +61,35 @@ std::string NewJobId() {
 
 std::string SourceHash(const v1::Candidate& c) { return Sha256Hex(DeterministicBytes(c)); }
 
+// Whether a measured, correct `node` replaces the job's best, and why
+// (recorded in node.best_decision). The two kernels timed side by side in
+// the node's own evaluation decide it (the rival was the job's best when the
+// node was submitted); otherwise, when there was no production stage, the
+// rival failed there or the best has changed since, their fitness does:
+// each is a ratio over a yardstick timed beside that kernel alone.
+bool BecomesBest(const v1::Job& job, v1::Node& node, const v1::Evaluation& e) {
+  if (job.best_speedup() <= 0) {
+    node.set_best_decision("the job's first measured kernel");
+    return true;
+  }
+  const std::string& best = job.best_node_id();
+  if (e.speedup_vs_rival() > 0 && node.rival_node_id() == best) {
+    const bool faster = e.speedup_vs_rival() > 1;
+    node.set_best_decision(absl::StrFormat("%s than %s side by side (%.3fx)", faster ? "faster" : "slower",
+                                           best, e.speedup_vs_rival()));
+    return faster;
+  }
+  const bool higher = node.fitness() > job.best_speedup();
+  std::string why = node.rival_node_id().empty()       ? "no rival was timed beside it"
+                    : node.rival_node_id() != best     ? absl::StrCat("its rival ", node.rival_node_id(),
+                                                                      " is no longer the best")
+                    : !e.rival_error().empty()         ? absl::StrCat("its rival was not timed: ", e.rival_error())
+                                                       : "its rival was not timed";
+  node.set_best_decision(absl::StrFormat("fitness %.3f %s %s's %.3f (%s)", node.fitness(),
+                                         higher ? "above" : "not above", best, job.best_speedup(), why));
+  return higher;
+}
+
 }  // namespace
 
 struct JobManager::Metrics {
@@ -113,6 +142,9 @@ struct JobManager::Running {
   int proposer_errors = 0;
   absl::Time started = absl::Now();
   std::set<std::string> devices;  // host/GPU pairs that timed this job's candidates
+  // The best node's kernel (BestCandidate), read once per best.
+  std::string best_candidate_node;
+  std::optional<v1::Candidate> best_candidate;
 };
 
 JobManager::JobManager(store::Store* store, scheduler::Scheduler* scheduler,
@@ -379,7 +411,8 @@ void JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
   }
   (*job.mutable_by_status())[v1::EvalStatus_Name(e.status())] += 1;
   r.in_flight = std::max(0, r.in_flight - 1);
-  if (!node.static_fitness() && node.fitness() > job.best_speedup()) {
+  node.set_speedup_vs_rival(ok ? e.speedup_vs_rival() : 0.0);
+  if (!node.static_fitness() && node.fitness() > 0 && BecomesBest(job, node, e)) {
     job.set_best_speedup(node.fitness());
     job.set_best_static_score(0);
     job.set_best_node_id(node.node_id());
@@ -467,8 +500,7 @@ std::vector<proposer::ParentInfo> JobManager::ParentsFor(const Running& r,
     auto record = scheduler_->GetRecord(n->eval_id());
     if (record.ok()) {
       p.evaluation = record->evaluation();
-      auto blob = store_->Get(store::Family::kBlobs, record->candidate_hash());
-      if (blob.ok() && blob->has_value()) p.candidate.ParseFromString(**blob);
+      if (std::optional<v1::Candidate> c = CandidateOf(*record); c.has_value()) p.candidate = *std::move(c);
     }
     // What was already tried from this parent (the next proposals' siblings).
     const std::vector<std::string>& kids = r.tree.Children(id);
@@ -545,53 +577,29 @@ void JobManager::Pump(Running& r) {
         continue;
       }
       v1::Node node;
-      int seq = static_cast<int>(r.tree.size());
-      node.set_node_id(absl::StrFormat("n%05d", seq));
-      node.set_job_id(r.job.job_id());
       for (const auto& pid : p.parent_ids) node.add_parent_ids(pid);
-      node.set_source_hash(hash);
       node.set_proposer(p.proposer.empty() ? r.proposer->name() : p.proposer);
       node.set_mutation(p.mutation);
       node.set_genome(p.genome.recipe.empty() ? "" : p.genome.ToString());
-      node.set_state(v1::NODE_EVALUATING);
-      node.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
-      node.set_sequence(seq);
       int depth = 0;
       if (!p.parent_ids.empty()) {
         const v1::Node* parent = r.tree.Get(p.parent_ids.front());
         if (parent != nullptr) depth = parent->depth() + 1;
       }
       node.set_depth(depth);
-      scheduler::Scheduler::SubmitOptions so;
-      so.job_id = r.job.job_id();
-      so.eval_id = scheduler::Scheduler::NewEvalId();
-      node.set_eval_id(so.eval_id);
-      so.extra.Put(store::Family::kNodes, NodeKey(r.job.job_id(), node.node_id()),
-                   node.SerializeAsString());
-      so.extra.Put(store::Family::kNodes, SourceKey(r.job.job_id(), hash), node.node_id());
-      so.extra.Put(store::Family::kNodes, EvalIndexKey(r.job.job_id(), so.eval_id), node.node_id());
-      so.require_timing = spec.require_timing();
-      auto id = scheduler_->Submit(spec.task(), p.candidate, spec.platform(), std::move(so));
-      if (!id.ok()) {
-        LogError("job ", r.job.job_id(), ": submit: ", id.status().ToString());
-        if (id.status().code() == absl::StatusCode::kFailedPrecondition) {
+      absl::Status submitted = SubmitNode(r, node, p.candidate, hash);
+      if (!submitted.ok()) {
+        LogError("job ", r.job.job_id(), ": submit: ", submitted.ToString());
+        if (submitted.code() == absl::StatusCode::kFailedPrecondition) {
           // Timing required but only compile-only workers remain.
           r.stopping = true;
-          r.job.set_stop_reason(std::string(id.status().message()));
+          r.job.set_stop_reason(std::string(submitted.message()));
         }
         break;
       }
-      r.tree.Upsert(node);
-      r.sources.insert(hash);
-      r.node_by_eval[node.eval_id()] = node.node_id();
-      ++r.in_flight;
       --budget_left;
       any = true;
-      r.job.set_nodes(static_cast<int32_t>(r.tree.size()));
-      r.job.set_evaluations_in_flight(r.in_flight);
-      if (metrics_->nodes) metrics_->nodes->Increment();
       r.proposer->Observe(node, nullptr);
-      Publish(r, &node);
     }
     if (any) {
       r.empty_rounds = 0;
@@ -617,6 +625,65 @@ void JobManager::Pump(Running& r) {
   MaybeFinish(r);
 }
 
+absl::Status JobManager::SubmitNode(Running& r, v1::Node& node, const v1::Candidate& candidate,
+                                    const std::string& source_hash) {
+  const int seq = static_cast<int>(r.tree.size());
+  node.set_node_id(absl::StrFormat("n%05d", seq));
+  node.set_job_id(r.job.job_id());
+  node.set_source_hash(source_hash);
+  node.set_state(v1::NODE_EVALUATING);
+  node.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
+  node.set_sequence(seq);
+  scheduler::Scheduler::SubmitOptions so;
+  so.job_id = r.job.job_id();
+  so.eval_id = scheduler::Scheduler::NewEvalId();
+  so.require_timing = r.job.spec().require_timing();
+  node.set_eval_id(so.eval_id);
+  // The job's best so far is timed beside the candidate, so that which of the
+  // two the job keeps is decided by one side-by-side loop.
+  if (std::optional<v1::Candidate> best = BestCandidate(r); best.has_value()) {
+    so.rival = *std::move(best);
+    node.set_rival_node_id(r.job.best_node_id());
+  }
+  so.extra.Put(store::Family::kNodes, NodeKey(r.job.job_id(), node.node_id()), node.SerializeAsString());
+  so.extra.Put(store::Family::kNodes, SourceKey(r.job.job_id(), source_hash), node.node_id());
+  so.extra.Put(store::Family::kNodes, EvalIndexKey(r.job.job_id(), so.eval_id), node.node_id());
+  KEVO_RETURN_IF_ERROR(
+      scheduler_->Submit(r.job.spec().task(), candidate, r.job.spec().platform(), std::move(so)).status());
+  r.tree.Upsert(node);
+  r.sources.insert(source_hash);
+  r.node_by_eval[node.eval_id()] = node.node_id();
+  ++r.in_flight;
+  r.job.set_nodes(static_cast<int32_t>(r.tree.size()));
+  r.job.set_evaluations_in_flight(r.in_flight);
+  if (metrics_->nodes) metrics_->nodes->Increment();
+  Publish(r, &node);
+  return absl::OkStatus();
+}
+
+std::optional<v1::Candidate> JobManager::CandidateOf(const v1::EvalRecord& record) {
+  auto blob = store_->Get(store::Family::kBlobs, record.candidate_hash());
+  v1::Candidate c;
+  if (!blob.ok() || !blob->has_value() || !c.ParseFromString(**blob)) return std::nullopt;
+  return c;
+}
+
+std::optional<v1::Candidate> JobManager::BestCandidate(Running& r) {
+  const v1::Job& job = r.job;
+  if (job.best_node_id().empty() || job.best_speedup() <= 0) return std::nullopt;  // nothing measured
+  if (r.best_candidate_node == job.best_node_id()) return r.best_candidate;
+  r.best_candidate_node = job.best_node_id();
+  r.best_candidate.reset();
+  if (const v1::Node* best = r.tree.Get(job.best_node_id()); best != nullptr) {
+    if (auto record = scheduler_->GetRecord(best->eval_id()); record.ok()) r.best_candidate = CandidateOf(*record);
+  }
+  if (!r.best_candidate.has_value()) {
+    LogWarning("job ", job.job_id(), ": the best node ", job.best_node_id(),
+               "'s kernel cannot be read; candidates are timed without a rival");
+  }
+  return r.best_candidate;
+}
+
 void JobManager::WarmStart(Running& r) {
   std::vector<std::pair<std::string, std::string>> earlier;  // job id, node id
   absl::Status s = store_->Scan(
@@ -638,40 +705,16 @@ void JobManager::WarmStart(Running& r) {
     if (!old.ParseFromString(**value)) continue;
     auto record = scheduler_->GetRecord(old.eval_id());
     if (!record.ok()) continue;
-    auto blob = store_->Get(store::Family::kBlobs, record->candidate_hash());
-    if (!blob.ok() || !blob->has_value()) continue;
-    v1::Candidate c;
-    if (!c.ParseFromString(**blob)) continue;
-    std::string hash = SourceHash(c);
+    std::optional<v1::Candidate> c = CandidateOf(*record);
+    if (!c.has_value()) continue;
+    std::string hash = SourceHash(*c);
     if (r.sources.contains(hash)) continue;
     v1::Node node;
-    int seq = static_cast<int>(r.tree.size());
-    node.set_node_id(absl::StrFormat("n%05d", seq));
-    node.set_job_id(r.job.job_id());
-    node.set_source_hash(hash);
     node.set_proposer("warm-start");
     node.set_mutation(absl::StrCat("best of job ", job_id, " (", node_id, ")"));
     node.set_genome(old.genome());
-    node.set_state(v1::NODE_EVALUATING);
-    node.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
-    node.set_sequence(seq);
-    scheduler::Scheduler::SubmitOptions so;
-    so.job_id = r.job.job_id();
-    so.eval_id = scheduler::Scheduler::NewEvalId();
-    node.set_eval_id(so.eval_id);
-    so.extra.Put(store::Family::kNodes, NodeKey(r.job.job_id(), node.node_id()), node.SerializeAsString());
-    so.extra.Put(store::Family::kNodes, SourceKey(r.job.job_id(), hash), node.node_id());
-    so.extra.Put(store::Family::kNodes, EvalIndexKey(r.job.job_id(), so.eval_id), node.node_id());
-    so.require_timing = r.job.spec().require_timing();
-    if (!scheduler_->Submit(r.job.spec().task(), c, r.job.spec().platform(), std::move(so)).ok()) {
-      continue;
-    }
-    r.tree.Upsert(node);
-    r.sources.insert(hash);
-    r.node_by_eval[node.eval_id()] = node.node_id();
-    ++r.in_flight;
+    if (!SubmitNode(r, node, *c, hash).ok()) continue;
     LogInfo("job ", r.job.job_id(), " warm-starts from job ", job_id, " node ", node_id);
-    Publish(r, &node);
   }
 }
 
@@ -754,6 +797,14 @@ absl::StatusOr<std::vector<v1::Node>> ReadNodes(store::Store& store, const std::
                                     return true;
                                   }));
   return nodes;
+}
+
+absl::StatusOr<v1::Job> ReadJob(store::Store& store, const std::string& job_id) {
+  KEVO_ASSIGN_OR_RETURN(std::optional<std::string> value, store.Get(store::Family::kJobs, JobKey(job_id)));
+  v1::Job job;
+  if (!value.has_value()) return absl::NotFoundError(absl::StrCat("no job ", job_id));
+  if (!job.ParseFromString(*value)) return absl::DataLossError(absl::StrCat("job ", job_id, ": garbled record"));
+  return job;
 }
 
 std::vector<double> BaselineTimes(const std::vector<const v1::Node*>& nodes) {

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -112,6 +113,15 @@ class JobManager {
                                                const std::vector<std::string>& ids);
   absl::StatusOr<std::unique_ptr<Running>> LoadRunning(const v1::Job& job);
   void WarmStart(Running& job);
+  // Numbers, stores and queues `node` (filled in by the caller with its
+  // parents and provenance) with `candidate`, the job's best as its rival.
+  absl::Status SubmitNode(Running& job, v1::Node& node, const v1::Candidate& candidate,
+                          const std::string& source_hash);
+  // The job's best kernel, to time beside the next candidates; none while
+  // nothing was measured or when its blob cannot be read.
+  std::optional<v1::Candidate> BestCandidate(Running& job);
+  // The kernel an evaluation ran; none when its blob is missing or garbled.
+  std::optional<v1::Candidate> CandidateOf(const v1::EvalRecord& record);
 
   store::Store* const store_;
   scheduler::Scheduler* const scheduler_;
@@ -136,6 +146,8 @@ class JobManager {
 // Every node of `job_id` in `store` (the durable tree), in key order; none
 // for an unknown job. For readers of a stopped coordinator's folder too.
 absl::StatusOr<std::vector<v1::Node>> ReadNodes(store::Store& store, const std::string& job_id);
+// The job's stored record; NotFound for an unknown job.
+absl::StatusOr<v1::Job> ReadJob(store::Store& store, const std::string& job_id);
 
 // The baseline times measured by the timed evaluations among `nodes`
 // (unsorted), and their median (0 when none).

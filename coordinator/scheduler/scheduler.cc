@@ -124,6 +124,15 @@ absl::Status Scheduler::Recover() {
       LogError("evaluation ", r.eval_id(), " lost its task or candidate blob; skipping");
       continue;
     }
+    if (!r.rival_hash().empty()) {
+      // The rival only decides which kernel the job keeps; without it the
+      // evaluation still runs and the job falls back to fitness.
+      auto rival = store_->Get(store::Family::kBlobs, r.rival_hash());
+      if (!rival.ok() || !rival->has_value() || !a.rival.emplace().ParseFromString(**rival)) {
+        a.rival.reset();
+        LogWarning("evaluation ", r.eval_id(), " lost its rival's blob; it runs without one");
+      }
+    }
     bool was_leased = r.state() == v1::EVAL_LEASED;
     if (was_leased) {
       // The worker may still be running it and will reconnect: give it one
@@ -261,6 +270,7 @@ void Scheduler::DispatchLocked() {
       as->set_attempt(r.attempt());
       *as->mutable_task() = a->second.task;
       *as->mutable_candidate() = a->second.candidate;
+      if (a->second.rival.has_value()) *as->mutable_rival() = *a->second.rival;
       as->set_lease_deadline_unix_ms(r.lease_deadline_unix_ms());
       LogInfo("lease evaluation ", eval_id, " attempt=", r.attempt(), " to worker ", worker_id);
       w.send(std::move(m));
@@ -420,12 +430,18 @@ absl::StatusOr<std::string> Scheduler::Submit(const v1::Task& task, const v1::Ca
   store::Batch batch = std::move(options.extra);
   batch.Put(store::Family::kTasks, r.task_hash(), task_bytes);
   batch.Put(store::Family::kBlobs, r.candidate_hash(), cand_bytes);
+  if (options.rival.has_value()) {
+    std::string rival_bytes = DeterministicBytes(*options.rival);
+    r.set_rival_hash(Sha256Hex(rival_bytes));
+    batch.Put(store::Family::kBlobs, r.rival_hash(), std::move(rival_bytes));
+  }
   batch.Put(store::Family::kEvals, EvalKey(r.eval_id()), r.SerializeAsString());
   KEVO_RETURN_IF_ERROR(store_->Write(batch, /*sync=*/true));
   Active a;
   a.record = r;
   a.task = task;
   a.candidate = candidate;
+  a.rival = std::move(options.rival);
   active_[r.eval_id()] = std::move(a);
   queue_[platform][r.sequence()] = r.eval_id();
   if (metrics_->submitted) metrics_->submitted->Increment();

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -78,6 +79,9 @@ class Scheduler {
     store::Batch extra;
     // Never lease it to a compile-only worker (see EvaluateRequest).
     bool require_timing = false;
+    // Timed side by side with the candidate (Assignment.rival); stored with
+    // the evaluation, so a recovered one keeps it.
+    std::optional<v1::Candidate> rival;
   };
   // Stores and queues one evaluation; returns its id. With no worker of
   // `platform` connected the evaluation simply waits for one. Returns the
@@ -120,6 +124,7 @@ class Scheduler {
     v1::EvalRecord record;
     v1::Task task;
     v1::Candidate candidate;
+    std::optional<v1::Candidate> rival;
   };
 
   void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,12 +1,15 @@
 // Production baselines, end to end with the real compiler, Debian's PyTorch
 // (python3-torch) and the real runners:
-//   - kevo-runner-production itself: the candidate and every form are timed
-//     in interleaved rounds (each round holds one sample of each), many
-//     times, and only on copies of the timed inputs the worker wrote;
+//   - kevo-runner-production itself: the candidate, the rival and every form
+//     are timed in interleaved rounds (each round holds one sample of each),
+//     many times, and only on copies of the timed inputs the worker wrote;
 //   - the cpu backend: a production expression that computes something else
 //     than the reference is reported as such and is no yardstick; one that
 //     agrees gives the evaluation its production speedup; one that raises is
-//     named with its error; the speedup over the reference stays beside it.
+//     named with its error; the speedup over the reference stays beside it;
+//   - a rival (the job's best) timed beside the candidate: the slower of the
+//     two loses whichever is passed first, and a rival that computes
+//     something else is no comparison.
 #include "worker/backends/cpu/production_eval.h"
 
 #include <algorithm>
@@ -99,6 +102,8 @@ TEST_F(ProductionRunnerTest, TimesEveryFormInInterleavedRoundsOnTheTimedInputsOn
                         "  for (int64_t i = 0; i < n; ++i) y[i] = 2.0f * x[i];\n}\n";
   const std::string so = (dir_ / "k.so").string();
   ASSERT_EQ(std::system(absl::StrCat("g++ -O2 -shared -fPIC -o ", so, " ", src).c_str()), 0);
+  const std::string rival_so = (dir_ / "rival.so").string();
+  ASSERT_EQ(std::system(absl::StrCat("g++ -O0 -shared -fPIC -o ", rival_so, " ", src).c_str()), 0);
   constexpr int64_t n = 1 << 16;
   std::vector<float> x(n);
   for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
@@ -119,7 +124,7 @@ TEST_F(ProductionRunnerTest, TimesEveryFormInInterleavedRoundsOnTheTimedInputsOn
   std::ofstream(dir_ / "spec.json") << spec.dump();
   const std::string cmd = absl::StrCat(
       "/usr/bin/python3 ", BinDir(), "/kevo-runner-production --spec=", (dir_ / "spec.json").string(),
-      " --inputs=", (dir_ / "inputs.bin").string(), " --kernel=", so, " --device=cpu --outputs=",
+      " --inputs=", (dir_ / "inputs.bin").string(), " --kernel=", so, " --rival=", rival_so, " --device=cpu --outputs=",
       (dir_ / "out.bin").string(), " --result=", (dir_ / "result.json").string(), " --time_cap_s=1");
   ASSERT_EQ(std::system(cmd.c_str()), 0) << ReadText((dir_ / "result.json").string());
   const nlohmann::json r = nlohmann::json::parse(ReadText((dir_ / "result.json").string()));
@@ -131,7 +136,9 @@ TEST_F(ProductionRunnerTest, TimesEveryFormInInterleavedRoundsOnTheTimedInputsOn
   EXPECT_EQ(r.at("inputs_digest"), digest);
   const nlohmann::json& cand = r.at("candidate");
   EXPECT_EQ(cand.at("input_digests"), nlohmann::json::array({digest}));
-  std::vector<const nlohmann::json*> series = {&cand};
+  const nlohmann::json& rival = r.at("rival");
+  EXPECT_EQ(rival.at("input_digests"), nlohmann::json::array({digest}));
+  std::vector<const nlohmann::json*> series = {&cand, &rival};
   int timed_forms = 0;
   for (const nlohmann::json& f : r.at("forms")) {
     if (!f.at("timed").get<bool>()) {
@@ -161,10 +168,10 @@ TEST_F(ProductionRunnerTest, TimesEveryFormInInterleavedRoundsOnTheTimedInputsOn
     }
     EXPECT_LT(latest, earliest_next) << "round " << k;
   }
-  // Outputs: each timed form's, then the candidate's, all 2x.
+  // Outputs: each timed form's, then the candidate's and the rival's, all 2x.
   const std::string out = ReadText((dir_ / "out.bin").string());
-  ASSERT_EQ(out.size(), (timed_forms + 1) * inputs.size());
-  for (int part = 0; part <= timed_forms; ++part) {
+  ASSERT_EQ(out.size(), (timed_forms + 2) * inputs.size());
+  for (int part = 0; part <= timed_forms + 1; ++part) {
     const float* y = reinterpret_cast<const float*>(out.data() + part * inputs.size());
     for (int64_t i = 0; i < n; i += 997) ASSERT_EQ(y[i], 2.0f * x[i]) << "part " << part << " at " << i;
   }
@@ -190,13 +197,27 @@ class ProductionBackendTest : public ::testing::Test {
     backend_ = backend->release();
   }
   static void TearDownTestSuite() { delete backend_; }
-  static v1::Evaluation Eval(const std::string& production) {
+  static v1::Candidate Kernel(const std::string& body) {
     v1::Candidate c;
     c.set_language("c++");
-    c.set_source(
-        "#include <cstdint>\nextern \"C\" void twice(const float* x, float* y, int64_t n) {\n"
-        "#pragma omp parallel for simd\n  for (int64_t i = 0; i < n; ++i) y[i] = x[i] + x[i];\n}\n");
-    return backend_->Evaluate(TwiceTask(production), c, nullptr);
+    c.set_source(absl::StrCat("#include <cstdint>\nextern \"C\" void twice(const float* x, float* y, int64_t n) {\n",
+                              body, "\n}\n"));
+    return c;
+  }
+  static v1::Candidate Fast() {
+    return Kernel("#pragma omp parallel for simd\n  for (int64_t i = 0; i < n; ++i) y[i] = x[i] + x[i];");
+  }
+  // Fast() on one thread (an OpenMP team is at the mercy of the tests
+  // running beside it), and Slow(), right with about 30x the work: x and y
+  // may alias, so no pass can be dropped.
+  static v1::Candidate OneThread() {
+    return Kernel("for (int64_t i = 0; i < n; ++i) y[i] = x[i] + x[i];");
+  }
+  static v1::Candidate Slow() {
+    return Kernel("for (int r = 0; r < 30; ++r)\n    for (int64_t i = 0; i < n; ++i) y[i] = 2.0f * x[i];");
+  }
+  static v1::Evaluation Eval(const std::string& production) {
+    return backend_->Evaluate(TwiceTask(production), Fast(), nullptr);
   }
   static const v1::ProductionTiming* Form(const v1::Evaluation& ev, const std::string& name) {
     for (const auto& p : ev.production()) {
@@ -260,6 +281,33 @@ TEST_F(ProductionBackendTest, AProductionBaselineThatRaisesIsNamedWithItsError) 
   EXPECT_THAT(eager->error(), HasSubstr("raised"));
   EXPECT_THAT(eager->error(), HasSubstr("no_such_op"));
   EXPECT_EQ(ev.speedup_vs_production(), 0);
+}
+
+TEST_F(ProductionBackendTest, TheSlowerOfCandidateAndRivalLosesSideBySide) {
+  const v1::Task task = TwiceTask("x * 2");
+  const v1::Evaluation fast_first = backend_->EvaluateBeside(task, OneThread(), Slow(), nullptr);
+  ASSERT_EQ(fast_first.status(), v1::OK) << fast_first.diagnostics().message();
+  EXPECT_EQ(fast_first.rival_error(), "");
+  // One loop: as many rival samples as the candidate's beside each form.
+  ASSERT_GT(fast_first.production_size(), 0);
+  EXPECT_EQ(fast_first.rival().samples_s_size(), fast_first.production(0).candidate().samples_s_size());
+  EXPECT_DOUBLE_EQ(fast_first.speedup_vs_rival(),
+                   fast_first.rival().median_s() / fast_first.production(0).candidate().median_s());
+  EXPECT_GT(fast_first.speedup_vs_rival(), 2.0);
+  const v1::Evaluation slow_first = backend_->EvaluateBeside(task, Slow(), OneThread(), nullptr);
+  ASSERT_EQ(slow_first.status(), v1::OK) << slow_first.diagnostics().message();
+  EXPECT_GT(slow_first.speedup_vs_rival(), 0);
+  EXPECT_LT(slow_first.speedup_vs_rival(), 0.5);
+}
+
+TEST_F(ProductionBackendTest, ARivalThatComputesSomethingElseIsNoComparison) {
+  const v1::Candidate wrong = Kernel("for (int64_t i = 0; i < n; ++i) y[i] = 3.0f * x[i];");
+  const v1::Evaluation ev = backend_->EvaluateBeside(TwiceTask("x * 2"), Fast(), wrong, nullptr);
+  ASSERT_EQ(ev.status(), v1::OK) << ev.diagnostics().message();
+  EXPECT_THAT(ev.rival_error(), HasSubstr("the rival disagreed with the reference"));
+  EXPECT_EQ(ev.speedup_vs_rival(), 0);
+  // The candidate's own production figure is untouched.
+  EXPECT_GT(ev.speedup_vs_production(), 0);
 }
 
 TEST(ProductionForTest, APlatformEntryWinsOverTheGenericOne) {

@@ -115,7 +115,7 @@ struct Daemon::Impl {
       LogInfo("slot ", slot, " evaluating ", a.eval_id(), " attempt=", a.attempt(),
               " task=", a.task().name());
       absl::Time start = absl::Now();
-      v1::Evaluation ev = backend->Evaluate(a.task(), a.candidate(), [&](const v1::StageEvent& e) {
+      auto on_event = [&](const v1::StageEvent& e) {
         stage_seconds->Add({{"stage", v1::Stage_Name(e.stage())}},
                            prometheus::Histogram::BucketBoundaries{0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60})
             .Observe(e.seconds());
@@ -124,7 +124,9 @@ struct Daemon::Impl {
         m.mutable_event()->set_attempt(a.attempt());
         *m.mutable_event()->mutable_event() = e;
         Send(m);
-      });
+      };
+      v1::Evaluation ev = a.has_rival() ? backend->EvaluateBeside(a.task(), a.candidate(), a.rival(), on_event)
+                                        : backend->Evaluate(a.task(), a.candidate(), on_event);
       ev.set_eval_id(a.eval_id());
       ev.set_attempt(a.attempt());
       ev.set_worker_id(hello.worker_id());

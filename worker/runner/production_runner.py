@@ -6,9 +6,9 @@ library routine) against a candidate kernel, interleaved, on the same inputs.
 The worker (trusted, C++) starts this script inside its sandbox after the
 candidate passed validation and its own profile against the reference:
 
-  kevo-runner-production --spec=S.json --inputs=I --kernel=K.so --device=cpu|cuda[:N]
-      --outputs=O.bin --result=R.json [--phase=F] [--time_cap_s=3]
-      [--torch_compile_timeout_s=120]
+  kevo-runner-production --spec=S.json --inputs=I --kernel=K.so [--rival=V.so]
+      --device=cpu|cuda[:N] --outputs=O.bin --result=R.json [--phase=F]
+      [--time_cap_s=3] [--torch_compile_timeout_s=120]
 
 S (JSON, written by the worker from the task):
   {"task": name, "inputs": [{"name", "dtype", "shape"}], "outputs": [...],
@@ -20,6 +20,9 @@ I: the timed binding's inputs, raw bytes in signature order (the same file
   kevo-runner-cpu/-cuda time on).
 K: the candidate, a .so exporting `void kevo_entry(void** args)` (args[i] is a
   tensor's data pointer, on the device for cuda, or an int64_t* for a symbol).
+V: optionally a second kernel of the same kind (the job's best so far), timed
+  as one more series in the same loop so that the two are compared side by
+  side.
 
 Every form and the candidate are timed in one loop: each round times each of
 them once (a sample: a batch of calls on the CPU, one call between CUDA events
@@ -33,7 +36,7 @@ be checked.
 O: after timing, each form's outputs (in the task's output order and dtypes,
 raw bytes) from one more call on the first copy, form after form in R's
 "forms" order, then the candidate's outputs from one more call on fresh
-NaN-filled buffers. The worker compares each with the reference's outputs at
+NaN-filled buffers, then the rival's the same way. The worker compares each with the reference's outputs at
 the timed binding; a form that disagrees is no yardstick.
 
 Each series also names the digests (sha256 of the inputs' bytes, in order) of
@@ -41,7 +44,8 @@ the input copies its calls ran on, and R the digest of the inputs file: every
 series must show that one digest alone.
 
 R: {"status": "OK"|"INFRA_ERROR", "message", "torch": version, "inputs_digest",
-    "candidate": series, "forms": [{"name", "call", "threads", "library",
+    "candidate": series, "rival": series (with --rival; else "rival_error"),
+    "forms": [{"name", "call", "threads", "library",
     "series": series, "timed": bool, "error": why it could not be timed
     ("" if it was)}],
     "copies", "rounds", "elapsed_s"}
@@ -103,6 +107,69 @@ class Series:
         return {"samples_s": self.samples, "starts_s": self.starts, "median_s": median,
                 "spread": spread, "calls_per_sample": self.calls,
                 "input_digests": sorted({digests[k] for k in self.copies})}
+
+
+class Kernel:
+    """A native kernel over the input copies: kevo_entry and one argument
+    array (with its own outputs) per copy."""
+
+    def __init__(self, path, spec, sets, make_outputs):
+        lib = ctypes.CDLL(os.path.abspath(path), mode=ctypes.RTLD_LOCAL)
+        self.entry = lib.kevo_entry
+        self.entry.restype = None
+        self.entry.argtypes = [ctypes.c_void_p]
+        self.symbols = {k: ctypes.c_int64(v) for k, v in spec["symbols"].items()}
+        self.frames = []
+        self.series = Series()
+        for s in sets:
+            outs = dict(zip((o["name"] for o in spec["outputs"]), make_outputs()))
+            arr = (ctypes.c_void_p * len(spec["params"]))()
+            for j, p in enumerate(spec["params"]):
+                if p["kind"] == "symbol":
+                    arr[j] = ctypes.addressof(self.symbols[p["name"]])
+                elif p["kind"] == "input":
+                    arr[j] = s[p["name"]].data_ptr()
+                else:
+                    arr[j] = outs[p["name"]].data_ptr()
+            self.frames.append((arr, outs))
+
+    def __call__(self, k):
+        self.entry(self.frames[k][0])
+
+    def checked_outputs(self, torch, cuda):
+        """Its outputs from one more call on the first copy, into buffers
+        filled with NaN (-1 for integers) first."""
+        arr, outs = self.frames[0]
+        for t in outs.values():
+            if t.is_floating_point():
+                t.fill_(float("nan"))
+            else:
+                t.fill_(-1)
+        self.entry(arr)
+        if cuda:
+            torch.cuda.synchronize()
+        return list(outs.values())
+
+
+def openmp_runtimes():
+    """The OpenMP runtimes mapped in this process (libgomp, libomp, libiomp:
+    torch's and the kernels'), each opened for omp_set_num_threads."""
+    paths = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            if len(fields) >= 6 and os.path.basename(fields[5]).startswith(("libgomp", "libomp", "libiomp")):
+                if fields[5] not in paths:
+                    paths.append(fields[5])
+    libs = []
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+            lib.omp_set_num_threads.argtypes = [ctypes.c_int]
+            libs.append(lib)
+        except (OSError, AttributeError):
+            pass
+    return libs
 
 
 class Alarm:
@@ -284,7 +351,7 @@ def outputs_of(value, spec, torch):
 
 def main():
     ap = argparse.ArgumentParser()
-    for name in ("spec", "inputs", "kernel", "device", "outputs", "result", "phase"):
+    for name in ("spec", "inputs", "kernel", "rival", "device", "outputs", "result", "phase"):
         ap.add_argument("--" + name, default="")
     ap.add_argument("--time_cap_s", type=float, default=3.0)
     ap.add_argument("--torch_compile_timeout_s", type=float, default=120.0)
@@ -357,25 +424,16 @@ def run(torch, spec, args, result, phase):
         return [torch.empty(o["shape"], dtype=getattr(torch, DTYPES[o["dtype"]][0]), device=device)
                 for o in spec["outputs"]]
 
-    # The candidate over each copy: its argument array, built once.
+    # The candidate (and the rival) over each copy: argument arrays built once.
     phase("load")
-    kernel = ctypes.CDLL(os.path.abspath(args.kernel), mode=ctypes.RTLD_LOCAL)
-    entry = kernel.kevo_entry
-    entry.restype = None
-    entry.argtypes = [ctypes.c_void_p]
-    symbols = {k: ctypes.c_int64(v) for k, v in spec["symbols"].items()}
-    frames = []
-    for s in sets:
-        outs = dict(zip((o["name"] for o in spec["outputs"]), make_outputs()))
-        arr = (ctypes.c_void_p * len(spec["params"]))()
-        for j, p in enumerate(spec["params"]):
-            if p["kind"] == "symbol":
-                arr[j] = ctypes.addressof(symbols[p["name"]])
-            elif p["kind"] == "input":
-                arr[j] = s[p["name"]].data_ptr()
-            else:
-                arr[j] = outs[p["name"]].data_ptr()
-        frames.append((arr, outs))
+    cand = Kernel(args.kernel, spec, sets, make_outputs)
+    rival = None
+    if args.rival:
+        try:
+            rival = Kernel(args.rival, spec, sets, make_outputs)
+        except Exception as e:  # the candidate is timed without it
+            result["rival_error"] = f"the rival did not load: {last_line(e)}"
+    kernels = [k for k in (cand, rival) if k is not None]
 
     # The forms, each built and called once (a form that fails is dropped).
     phase("build")
@@ -420,15 +478,25 @@ def run(torch, spec, args, result, phase):
         args_ = [s[n] for n in names[:len(spec["inputs"])]] + [spec["symbols"][n] for n in names[len(spec["inputs"]):]]
         return f.fn(*args_)
 
-    # torch.set_num_threads sets OpenMP's thread count for the process, which
-    # the candidate's `#pragma omp parallel` follows too (one libgomp): each
-    # call runs under its own count, the candidate under the worker's (every
-    # CPU, as in kevo-runner-cpu).
+    # Each call runs under its own thread count, the kernels under the
+    # worker's (every CPU, as in kevo-runner-cpu). The count is OpenMP's for
+    # the process: torch's operators (at::get_num_threads is
+    # omp_get_max_threads) and the kernels' `#pragma omp parallel` follow it.
+    # It is set with omp_set_num_threads in every OpenMP runtime mapped, not
+    # with torch.set_num_threads: that one also resizes torch's pthreadpool,
+    # whose threads then spin beside the next calls (seen on a 2-CPU host: a
+    # 2.3 ms kernel timed at 6-8 ms in most samples after each change).
     cand_threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     result["candidate_threads"] = 0 if cuda else cand_threads
+    omp = [] if cuda else openmp_runtimes()
 
     def use_threads(n):
-        if not cuda and n and torch.get_num_threads() != n:
+        if cuda or not n or torch.get_num_threads() == n:
+            return
+        if omp:
+            for lib in omp:
+                lib.omp_set_num_threads(n)
+        else:
             torch.set_num_threads(n)
 
     def set_threads(f):
@@ -453,7 +521,6 @@ def run(torch, spec, args, result, phase):
 
     # Timing.
     phase("profile")
-    cand = Series()
     next_copy = [0]
     if cuda:
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
@@ -461,9 +528,6 @@ def run(torch, spec, args, result, phase):
         flush = torch.ones(2 * l2 // 4, dtype=torch.float32, device="cuda")
         ev0 = torch.cuda.Event(enable_timing=True)
         ev1 = torch.cuda.Event(enable_timing=True)
-
-    def run_candidate(k):
-        entry(frames[k][0])
 
     def sample(fn, calls, series=None):
         """Runs fn(copy) `calls` times; returns (start, seconds per call)."""
@@ -492,47 +556,50 @@ def run(torch, spec, args, result, phase):
             next_copy[0] = (next_copy[0] + 1) % len(sets)
         return start, (time.perf_counter() - start) / calls
 
-    entries = [("candidate", None)] + [(f.name, f) for f in live]
+    # (name, form): form None for a kernel, which runs under the worker's
+    # thread count.
+    entries = [("candidate", None)] + ([("rival", None)] if rival else []) + [(f.name, f) for f in live]
+    kernel_of = {"candidate": cand, "rival": rival}
 
-    def fn_of(f):
+    def fn_of(name, f):
         if f is None:
-            return run_candidate
+            return kernel_of[name]
         return lambda k: call_form(f, sets[k])
+
+    def series_of(name, f):
+        return kernel_of[name].series if f is None else f.series
 
     # Warm-up and the batch size of each series (CPU: a sample lasts >= 200 us).
     est = {}
     for name, f in entries:
         set_threads(f)
-        best = min(sample(fn_of(f), 1)[1] for _ in range(3))
+        best = min(sample(fn_of(name, f), 1)[1] for _ in range(3))
         est[name] = best
     use_threads(cand_threads)
     for name, f in entries:
-        calls = 1 if cuda else max(1, min(100000, int(200e-6 / max(est[name], 1e-9)) + 1))
-        (cand if f is None else f.series).calls = calls
-    cand_calls = cand.calls
+        series_of(name, f).calls = 1 if cuda else max(1, min(100000, int(200e-6 / max(est[name], 1e-9)) + 1))
+    all_series = [series_of(name, f) for name, f in entries]
     t0 = time.perf_counter()
     rounds = 0
     while True:
         order = entries[rounds % len(entries):] + entries[:rounds % len(entries)]
         for name, f in order:
-            if f is None:
-                use_threads(cand_threads)
-                cand.add(*sample(run_candidate, cand_calls, cand))
-            else:
-                set_threads(f)
-                st, sec = sample(fn_of(f), f.series.calls, f.series)
-                use_threads(cand_threads)
-                f.series.add(st, sec)
+            series = series_of(name, f)
+            set_threads(f)
+            st, sec = sample(fn_of(name, f), series.calls, series)
+            use_threads(cand_threads)
+            series.add(st, sec)
         rounds += 1
         elapsed = time.perf_counter() - t0
-        if rounds >= 10 and all(s.spread() < 0.01 for s in [cand] + [f.series for f in live]):
+        if rounds >= 10 and all(s.spread() < 0.01 for s in all_series):
             break
         if (elapsed > args.time_cap_s and rounds >= 3) or rounds >= 20000:
             break
     result["rounds"] = rounds
 
-    # One more call of each form on the first copy, then the candidate on
-    # fresh NaN-filled outputs: the worker checks them against the reference.
+    # One more call of each form on the first copy, then the candidate's and
+    # the rival's on fresh NaN-filled outputs: the worker checks them against
+    # the reference.
     phase("check")
     with open(args.outputs, "wb") as out:
         for f in forms:
@@ -547,17 +614,9 @@ def run(torch, spec, args, result, phase):
                 f.fn = None
                 raise RuntimeError(f"form {f.name} raised after timing: {last_line(e)}")
         use_threads(cand_threads)
-        arr, outs = frames[0]
-        for t in outs.values():
-            if t.is_floating_point():
-                t.fill_(float("nan"))
-            else:
-                t.fill_(-1)
-        entry(arr)
-        if cuda:
-            torch.cuda.synchronize()
-        for t in outs.values():
-            out.write(t.cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        for k in kernels:
+            for t in k.checked_outputs(torch, cuda):
+                out.write(t.cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     # What each series ran on: a digest of every input copy it touched, after
     # timing (a copy a call changed no longer matches the inputs file).
     digests = []
@@ -567,7 +626,9 @@ def run(torch, spec, args, result, phase):
             h.update(s_[i["name"]].cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
         digests.append(h.hexdigest())
     result["inputs_digest"] = hashlib.sha256(raw[:offset]).hexdigest()
-    result["candidate"] = cand.to_json(digests)
+    result["candidate"] = cand.series.to_json(digests)
+    if rival:
+        result["rival"] = rival.series.to_json(digests)
     result["forms"] = [{"name": f.name, "call": f.call, "threads": f.threads, "library": f.library,
                         "series": f.series.to_json(digests),
                         "timed": f.fn is not None, "error": f.error} for f in forms]

@@ -79,7 +79,13 @@ class CpuBackend final : public Backend {
   absl::Status Init();
   absl::StatusOr<v1::Hello> Describe() override;
   v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate,
-                          const EventSink& on_event) override;
+                          const EventSink& on_event) override {
+    return Run(task, candidate, nullptr, on_event);
+  }
+  v1::Evaluation EvaluateBeside(const v1::Task& task, const v1::Candidate& candidate, const v1::Candidate& rival,
+                                const EventSink& on_event) override {
+    return Run(task, candidate, &rival, on_event);
+  }
 
  private:
   // What the runner may see inside bubblewrap: shared libraries, the runner,
@@ -133,6 +139,18 @@ class CpuBackend final : public Backend {
     p.threads = {static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
     return p;
   }
+  v1::Evaluation Run(const v1::Task& task, const v1::Candidate& candidate, const v1::Candidate* rival,
+                     const EventSink& on_event);
+  // A candidate's kernel built with `wrapper` and checked for forbidden
+  // imports; `status` is OK, or why it cannot run (with `message`, and the
+  // diagnostics' compiler output or violation filled in `diagnostics`).
+  struct Compiled {
+    v1::EvalStatus status = v1::OK;
+    std::string message;
+    BuildResult build;
+  };
+  Compiled CompileKernel(const v1::Candidate& candidate, const std::string& wrapper,
+                         v1::Diagnostics* diagnostics) const;
   // Each returns true when the evaluation goes on to the next stage.
   bool CompileStage(CpuEvalRun& run) const;
   bool ProfileStage(CpuEvalRun& run) const;
@@ -195,8 +213,8 @@ absl::StatusOr<v1::Hello> CpuBackend::Describe() {
 }
 
 
-v1::Evaluation CpuBackend::Evaluate(const v1::Task& task_in, const v1::Candidate& candidate,
-                                    const EventSink& on_event) {
+v1::Evaluation CpuBackend::Run(const v1::Task& task_in, const v1::Candidate& candidate,
+                               const v1::Candidate* rival, const EventSink& on_event) {
   const v1::Task task = kevo::task::TimedOn(task_in, "cpu");  // this platform's timed binding
   if (task.format() == v1::TASK_FORMAT_KERNELBENCH) {
     return kernelbench_.Evaluate(
@@ -207,6 +225,7 @@ v1::Evaluation CpuBackend::Evaluate(const v1::Task& task_in, const v1::Candidate
         });
   }
   CpuEvalRun run{{task, candidate, on_event}};
+  run.rival = rival;
   v1::Evaluation& ev = run.ev;
   BeginEvaluation(task, candidate, "cpu", MakeFingerprint(), &ev);
   bool built;
@@ -230,15 +249,6 @@ bool CpuBackend::CompileStage(CpuEvalRun& run) const {
   auto fail = [&](v1::EvalStatus status, const std::string& message) {
     return run.Fail(v1::STAGE_COMPILE, status, message);
   };
-  const std::string language = absl::AsciiStrToLower(candidate.language());
-  if (!language.empty() && language != "c++" && language != "cpp" && language != "cxx") {
-    return fail(v1::COMPILE_ERROR, absl::StrCat("language '", candidate.language(),
-                                                "' is not supported on cpu (use c++)"));
-  }
-  std::vector<std::string> extra(candidate.extra_flags().begin(), candidate.extra_flags().end());
-  if (absl::Status s = CheckExtraFlags(extra); !s.ok()) {
-    return fail(v1::COMPILE_ERROR, std::string(s.message()));
-  }
   if (task.validate_size() == 0 || task.outputs_size() == 0) {
     return fail(v1::INFRA_ERROR, "the task has no validate bindings or no outputs");
   }
@@ -247,39 +257,66 @@ bool CpuBackend::CompileStage(CpuEvalRun& run) const {
     return fail(v1::INFRA_ERROR,
                 absl::StrCat("the task's signature is malformed: ", wrapper.status().message()));
   }
-  BuildSpec cand_spec{candidate.source(), CandidateFlags(), *wrapper};
-  cand_spec.flags.insert(cand_spec.flags.end(), extra.begin(), extra.end());
-  auto cand = builder_.Build(cand_spec);
-  if (!cand.ok()) return fail(v1::INFRA_ERROR, std::string(cand.status().message()));
-  if (cand->status != v1::OK) {
-    run.ev.mutable_diagnostics()->set_compiler_output(cand->compiler_output);
-    return fail(cand->status, cand->message);
-  }
-  if (!options_.skip_symbol_check) {
-    auto symbols = ReadElfSymbols(cand->object_path);
-    if (!symbols.ok()) return fail(v1::INFRA_ERROR, std::string(symbols.status().message()));
-    std::vector<std::string> forbidden = ForbiddenImports(UndefinedSymbolNames(*symbols));
-    if (!forbidden.empty()) {
-      run.ev.mutable_diagnostics()->set_violation(absl::StrJoin(forbidden, ", "));
-      return fail(v1::SANDBOX_VIOLATION,
-                  absl::StrCat("the candidate imports forbidden symbol(s): ",
-                               absl::StrJoin(forbidden, ", "),
-                               ". Kernels may use only math, memory (malloc/new, memcpy), OpenMP "
-                               "and the C++ runtime"));
-    }
-  }
+  Compiled cand = CompileKernel(candidate, *wrapper, run.ev.mutable_diagnostics());
+  if (cand.status != v1::OK) return fail(cand.status, cand.message);
   auto ref = builder_.Build(BuildSpec{task.reference().source(), ReferenceFlags(), *wrapper});
   if (!ref.ok() || ref->status != v1::OK) {
     std::string why = ref.ok() ? absl::StrCat(ref->message, "\n", ref->compiler_output)
                                : std::string(ref.status().message());
     return fail(v1::INFRA_ERROR, absl::StrCat("the task's reference does not compile: ", why));
   }
-  run.cand = *std::move(cand);
+  run.cand = std::move(cand.build);
   run.ref = *std::move(ref);
+  const std::string rival_note =
+      BuildRival(run, options_.time_production, [&](const v1::Candidate& rival) -> absl::StatusOr<BuildResult> {
+        v1::Diagnostics ignored;
+        Compiled built = CompileKernel(rival, *wrapper, &ignored);
+        if (built.status != v1::OK) return absl::FailedPreconditionError(built.message);
+        return std::move(built.build);
+      });
   run.Emit(v1::STAGE_COMPILE, /*ok=*/true,
            absl::StrCat("compiled", run.cand.cache_hit ? " (cached)" : "", "; reference",
-                        run.ref.cache_hit ? " (cached)" : ""));
+                        run.ref.cache_hit ? " (cached)" : "", rival_note));
   return true;
+}
+
+CpuBackend::Compiled CpuBackend::CompileKernel(const v1::Candidate& candidate, const std::string& wrapper,
+                                               v1::Diagnostics* diagnostics) const {
+  Compiled out;
+  auto fail = [&](v1::EvalStatus status, std::string message) {
+    out.status = status;
+    out.message = std::move(message);
+    return out;
+  };
+  const std::string language = absl::AsciiStrToLower(candidate.language());
+  if (!language.empty() && language != "c++" && language != "cpp" && language != "cxx") {
+    return fail(v1::COMPILE_ERROR, absl::StrCat("language '", candidate.language(),
+                                                "' is not supported on cpu (use c++)"));
+  }
+  std::vector<std::string> extra(candidate.extra_flags().begin(), candidate.extra_flags().end());
+  if (absl::Status s = CheckExtraFlags(extra); !s.ok()) return fail(v1::COMPILE_ERROR, std::string(s.message()));
+  BuildSpec spec{candidate.source(), CandidateFlags(), wrapper};
+  spec.flags.insert(spec.flags.end(), extra.begin(), extra.end());
+  auto built = builder_.Build(spec);
+  if (!built.ok()) return fail(v1::INFRA_ERROR, std::string(built.status().message()));
+  if (built->status != v1::OK) {
+    diagnostics->set_compiler_output(built->compiler_output);
+    return fail(built->status, built->message);
+  }
+  if (!options_.skip_symbol_check) {
+    auto symbols = ReadElfSymbols(built->object_path);
+    if (!symbols.ok()) return fail(v1::INFRA_ERROR, std::string(symbols.status().message()));
+    std::vector<std::string> forbidden = ForbiddenImports(UndefinedSymbolNames(*symbols));
+    if (!forbidden.empty()) {
+      diagnostics->set_violation(absl::StrJoin(forbidden, ", "));
+      return fail(v1::SANDBOX_VIOLATION,
+                  absl::StrCat("the candidate imports forbidden symbol(s): ", absl::StrJoin(forbidden, ", "),
+                               ". Kernels may use only math, memory (malloc/new, memcpy), OpenMP "
+                               "and the C++ runtime"));
+    }
+  }
+  out.build = *std::move(built);
+  return out;
 }
 
 

@@ -664,6 +664,24 @@ bool RunnerHarness::Validate(EvalRun& run, const std::string& candidate_so,
                                               " seeds"));
 }
 
+std::string BuildRival(EvalRun& run, bool times_production,
+                       const std::function<absl::StatusOr<BuildResult>(const v1::Candidate&)>& build) {
+  if (run.rival == nullptr) return "";
+  if (!times_production) {
+    run.ev.set_rival_error("this worker times no production baselines (--production off, or no torch)");
+    return "";
+  }
+  // Built and checked as a candidate is; it passed validation in its own
+  // evaluation and is checked against the reference again where it is timed.
+  absl::StatusOr<BuildResult> built = build(*run.rival);
+  if (!built.ok()) {
+    run.ev.set_rival_error(absl::StrCat("the rival did not build: ", built.status().message()));
+    return "";
+  }
+  run.rival_so = built->library_path;
+  return absl::StrCat("; rival", built->cache_hit ? " (cached)" : "");
+}
+
 bool ConcludeValidation(EvalRun& run, const std::string& cases_description) {
   const v1::Evaluation& ev = run.ev;
   int passed = 0;

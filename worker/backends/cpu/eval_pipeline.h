@@ -130,12 +130,24 @@ struct EvalRun {
   v1::Evaluation ev;
   absl::Time stage_start;
   std::string scratch;  // this evaluation's folder, removed at the end
+  // The kernel to time beside the candidate where production baselines are
+  // timed (Backend::EvaluateBeside), and its build once compiled; null and
+  // empty when there is none (or it failed to build: ev.rival_error).
+  const v1::Candidate* rival = nullptr;
+  std::string rival_so;
 
   // Appends a stage event (seconds since stage_start) and passes it on.
   void Emit(v1::Stage stage, bool ok, const std::string& message);
   // Returns false, so a stage can `return run.Fail(...)`.
   bool Fail(v1::Stage stage, v1::EvalStatus status, const std::string& message);
 };
+
+// Builds run.rival, when there is one, with `build` (the rival's .so, or why
+// it cannot run) where `times_production` (only the production loop times a
+// rival): sets run.rival_so, or run.ev.rival_error with why not. Returns the
+// note for the compile stage's message ("; rival (cached)"), or "".
+std::string BuildRival(EvalRun& run, bool times_production,
+                       const std::function<absl::StatusOr<BuildResult>(const v1::Candidate&)>& build);
 
 // Ends a validate stage whose cases are in run.ev.validation(): Fail()s with
 // the first bad case (and how many passed), or emits the stage's OK event

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
@@ -91,10 +92,16 @@ void ProductionTimer::Time(EvalRun& run, const std::string& candidate_so, const 
                            const std::string& reference_outputs, const std::string& device) const {
   const v1::Task& task = run.task;
   v1::Evaluation& ev = run.ev;
+  auto rival_unusable = [&](const std::string& why) {
+    if (run.rival != nullptr && ev.rival_error().empty()) ev.set_rival_error(why);
+  };
   const v1::ProductionBaseline* p = ProductionFor(task, options_.platform);
-  if (p == nullptr || (p->torch().empty() && p->vendor().empty())) return;
+  if (p == nullptr || (p->torch().empty() && p->vendor().empty())) {
+    return rival_unusable("the task names no production baseline here, so no loop times the two side by side");
+  }
   auto note = [&](const std::string& why) {
     (*ev.mutable_notes())["production"] = why;
+    if (absl::StartsWith(why, "not timed")) rival_unusable(absl::StrCat("the production stage failed (", why, ")"));
     LogWarning("production baseline of ", task.name(), ": ", why);
   };
   if (!Available()) {
@@ -116,14 +123,16 @@ void ProductionTimer::Time(EvalRun& run, const std::string& candidate_so, const 
   const absl::Time start = absl::Now();
   const int forms = (p->torch().empty() ? 0 : 2 + static_cast<int>(options_.threads.size())) +
                     (p->vendor().empty() ? 0 : 1);
-  auto process = harness_.Run(
-      {options_.runner_path, "--spec=" + dir + "/spec.json", "--inputs=" + inputs_file,
-       "--kernel=" + candidate_so, "--device=" + device, "--outputs=" + dir + "/outputs.bin",
-       "--result=" + dir + "/result.json", "--phase=" + dir + "/phase",
-       absl::StrCat("--time_cap_s=", options_.time_cap_s),
-       absl::StrCat("--torch_compile_timeout_s=", absl::ToDoubleSeconds(options_.torch_compile_timeout))},
-      dir, options_.timeout + options_.torch_compile_timeout + kStartupAllowance,
-      (forms + 1) * timed_outputs->bytes);
+  const bool with_rival = !run.rival_so.empty();
+  std::vector<std::string> argv = {
+      options_.runner_path, "--spec=" + dir + "/spec.json", "--inputs=" + inputs_file,
+      "--kernel=" + candidate_so, "--device=" + device, "--outputs=" + dir + "/outputs.bin",
+      "--result=" + dir + "/result.json", "--phase=" + dir + "/phase",
+      absl::StrCat("--time_cap_s=", options_.time_cap_s),
+      absl::StrCat("--torch_compile_timeout_s=", absl::ToDoubleSeconds(options_.torch_compile_timeout))};
+  if (with_rival) argv.push_back("--rival=" + run.rival_so);
+  auto process = harness_.Run(argv, dir, options_.timeout + options_.torch_compile_timeout + kStartupAllowance,
+                              (forms + 1 + (with_rival ? 1 : 0)) * timed_outputs->bytes);
   if (!process.ok()) return note(absl::StrCat("not timed: ", process.status().message()));
   auto text = ReadFileBytes(dir + "/result.json");
   nlohmann::json result = text.ok() ? nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false)
@@ -183,19 +192,46 @@ void ProductionTimer::Time(EvalRun& run, const std::string& candidate_so, const 
   }
   // The candidate's outputs in this process: a kernel right under the
   // seccomp runner must be right here too, or its production figure is void.
-  if (offset + bytes == static_cast<int64_t>(outputs->size())) {
+  // Then the rival's, the same way: a wrong rival is no comparison.
+  auto kernel_check = [&](const nlohmann::json& series) {
+    if (offset + bytes > static_cast<int64_t>(outputs->size())) {
+      return TimedCheck{v1::INFRA_ERROR, "the production runner wrote no outputs for it"};
+    }
     TimedCheck check = CompareTimedOutputs(task, *timed_outputs, outputs->substr(offset, bytes) + reference_outputs);
-    if (check.status == v1::OK && !ran_on_timed_inputs(cand_json)) {
+    offset += bytes;
+    if (check.status == v1::OK && !ran_on_timed_inputs(series)) {
       check.status = v1::INPUT_MODIFIED;
       check.message = "its timed calls did not all run on the timed inputs";
     }
-    if (check.status != v1::OK) {
-      for (v1::ProductionTiming& t : *ev.mutable_production()) {
-        if (t.error().empty()) t.set_error("the candidate's own outputs in this process were wrong");
-        t.set_speedup(0);
+    return check;
+  };
+  const TimedCheck cand_check = kernel_check(cand_json);
+  const bool cand_ok = cand_check.status == v1::OK;
+  if (!cand_ok) {
+    for (v1::ProductionTiming& t : *ev.mutable_production()) {
+      if (t.error().empty()) t.set_error("the candidate's own outputs in this process were wrong");
+      t.set_speedup(0);
+    }
+    note(absl::StrCat("the candidate disagreed with the reference when timed against production: ",
+                      cand_check.message));
+  }
+  if (with_rival) {
+    if (result.contains("rival_error")) {
+      rival_unusable(result.value("rival_error", std::string()));
+    } else if (!result.contains("rival")) {
+      rival_unusable("the production runner timed no rival");
+    } else {
+      const nlohmann::json rival_json = result.at("rival");
+      const TimedCheck rival_check = kernel_check(rival_json);
+      const runner::TimingSeries rival = SeriesFromJson(rival_json);
+      if (rival_check.status != v1::OK) {
+        rival_unusable(absl::StrCat("the rival disagreed with the reference: ", rival_check.message));
+      } else if (!cand_ok) {
+        rival_unusable("the candidate's outputs were wrong beside it");
+      } else if (rival.median_s > 0 && cand.median_s > 0) {
+        *ev.mutable_rival() = ToTiming(rival);
+        ev.set_speedup_vs_rival(rival.median_s / cand.median_s);
       }
-      note(absl::StrCat("the candidate disagreed with the reference when timed against production: ",
-                        check.message));
     }
   }
   ChooseYardstick(ev);
@@ -205,6 +241,12 @@ void ProductionTimer::Time(EvalRun& run, const std::string& candidate_so, const 
     absl::StrAppend(&summary, summary.empty() ? "" : "; ", t.name(), " ",
                     t.error().empty() ? absl::StrFormat("%.4g ms (%.2fx)", t.timing().median_s() * 1e3, t.speedup())
                                       : "unusable: " + t.error());
+  }
+  if (ev.speedup_vs_rival() > 0) {
+    absl::StrAppend(&summary, absl::StrFormat("; beside the job's best (%.4g ms): %.3fx", ev.rival().median_s() * 1e3,
+                                              ev.speedup_vs_rival()));
+  } else if (!ev.rival_error().empty()) {
+    absl::StrAppend(&summary, "; no rival: ", ev.rival_error());
   }
   run.Emit(v1::STAGE_PROFILE, /*ok=*/true, absl::StrCat("production: ", summary));
 }

@@ -74,7 +74,9 @@ class ProductionTimer {
   // inputs in `inputs_file`, checks their outputs against
   // `reference_outputs` (the reference's outputs at the timed binding, in
   // signature order), and records them in run.ev.production with the chosen
-  // yardstick. `device` is the runner's --device ("cpu", "cuda:0"). Does
+  // yardstick. With run.rival_so set, the rival is timed in the same loop
+  // and checked the same way: run.ev.rival and speedup_vs_rival, or
+  // rival_error. `device` is the runner's --device ("cpu", "cuda:0"). Does
   // nothing when the task has no production entry for this platform. A
   // failure of the runner itself is recorded as the forms' error and as the
   // note "production".

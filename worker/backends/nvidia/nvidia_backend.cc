@@ -113,7 +113,13 @@ class NvidiaBackend final : public Backend {
 
   absl::StatusOr<v1::Hello> Describe() override;
   v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate,
-                          const EventSink& on_event) override;
+                          const EventSink& on_event) override {
+    return Run(task, candidate, nullptr, on_event);
+  }
+  v1::Evaluation EvaluateBeside(const v1::Task& task, const v1::Candidate& candidate, const v1::Candidate& rival,
+                                const EventSink& on_event) override {
+    return Run(task, candidate, &rival, on_event);
+  }
   std::map<std::string, double> Gauges() const override {
     return {{"kevo_worker_gpu_timing_utilisation", gpu_stages_.TimingUtilisation()}};
   }
@@ -145,6 +151,8 @@ class NvidiaBackend final : public Backend {
     return g;
   }
 
+  v1::Evaluation Run(const v1::Task& task, const v1::Candidate& candidate, const v1::Candidate* rival,
+                     const EventSink& on_event);
   bool CompileStage(NvEvalRun& run) const;
   v1::Evaluation EvaluateKernelBench(const v1::Task& task, const v1::Candidate& candidate,
                                      const EventSink& on_event);
@@ -244,11 +252,12 @@ v1::Evaluation NvidiaBackend::EvaluateKernelBench(const v1::Task& task, const v1
       });
 }
 
-v1::Evaluation NvidiaBackend::Evaluate(const v1::Task& task_in, const v1::Candidate& candidate,
-                                       const EventSink& on_event) {
+v1::Evaluation NvidiaBackend::Run(const v1::Task& task_in, const v1::Candidate& candidate,
+                                  const v1::Candidate* rival, const EventSink& on_event) {
   const v1::Task task = kevo::task::TimedOn(task_in, "nvidia");  // this platform's timed binding
   if (task.format() == v1::TASK_FORMAT_KERNELBENCH) return EvaluateKernelBench(task, candidate, on_event);
   NvEvalRun run{{task, candidate, on_event}};
+  run.rival = rival;
   v1::Evaluation& ev = run.ev;
   BeginEvaluation(task, candidate, "nvidia", MakeFingerprint(), &ev);
   if (CompileStage(run) &&
@@ -303,6 +312,12 @@ bool NvidiaBackend::CompileStage(NvEvalRun& run) const {
     }
     run.cuda_ref = *std::move(built);
   }
+  const std::string rival_note = BuildRival(
+      run, production_ && options_.time_production, [&](const v1::Candidate& rival) -> absl::StatusOr<BuildResult> {
+        CudaCompileResult built = CompileCudaCandidate(cuda_builder_, task, rival, arch_, options_.skip_symbol_check);
+        if (built.status != v1::OK) return absl::FailedPreconditionError(built.message);
+        return std::move(built.build);
+      });
   std::string resources;
   if (run.cand.max_registers >= 0) {
     resources = absl::StrCat("; ", run.cand.max_registers, " registers, ", run.cand.max_smem_bytes,
@@ -310,7 +325,7 @@ bool NvidiaBackend::CompileStage(NvEvalRun& run) const {
   }
   run.Emit(v1::STAGE_COMPILE, /*ok=*/true,
            absl::StrCat("nvcc ", arch_, run.cand.build.cache_hit ? " (cached)" : "",
-                        absl::StrFormat(" %.1fs", run.cand.build.seconds), resources));
+                        absl::StrFormat(" %.1fs", run.cand.build.seconds), resources, rival_note));
   return true;
 }
 

@@ -1,0 +1,234 @@
+// Which kernel a job keeps: every candidate after the first measured one is
+// sent with the job's best as its rival (Assignment.rival), and the two
+// kernels timed side by side in that one evaluation decide which the job
+// keeps, not each one's ratio over its own yardstick. The rival is stored with
+// the evaluation, so a restarted coordinator sends it again. A real store in a
+// temporary folder, the real scheduler and job manager; the worker is a send
+// callback that answers each assignment with a scripted evaluation.
+#include <unistd.h>
+
+#include <deque>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "coordinator/jobs/manager.h"
+#include "coordinator/scheduler/scheduler.h"
+#include "gtest/gtest.h"
+
+namespace kevo {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Proposes kernels "k0", "k1", ... one at a time.
+class Counting final : public proposer::Proposer {
+ public:
+  absl::StatusOr<std::vector<proposer::Proposal>> Propose(const proposer::ProposeRequest& request) override {
+    std::vector<proposer::Proposal> out;
+    for (int i = 0; i < request.count; ++i) {
+      proposer::Proposal p;
+      p.candidate.set_language("c++");
+      p.candidate.set_source("k" + std::to_string(next_++));
+      p.mutation = "seed";
+      out.push_back(std::move(p));
+    }
+    return out;
+  }
+  std::string name() const override { return "counting"; }
+
+ private:
+  int next_ = 0;
+};
+
+// What the worker reports for the kernel named by the source: its fitness
+// (the speedup over the production yardstick) and its median over the rival's
+// in the same loop (0: no rival timed).
+struct Scripted {
+  double vs_production;
+  double vs_rival;
+};
+
+class BestSideBySideTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("kevo-best-side-by-side-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    Open();
+  }
+  void TearDown() override {
+    Close();
+    fs::remove_all(dir_);
+  }
+  void Open() {
+    auto store = store::Store::Open(dir_.string());
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    scheduler_ = std::make_unique<scheduler::Scheduler>(store_.get(), scheduler::SchedulerOptions{}, nullptr);
+    ASSERT_TRUE(scheduler_->Recover().ok());
+  }
+  void Close() {
+    if (jobs_) jobs_->Stop();
+    jobs_.reset();
+    if (scheduler_) scheduler_->Stop();
+    scheduler_.reset();
+    store_.reset();
+  }
+  void StartJobs() {
+    jobs_ = std::make_unique<jobs::JobManager>(
+        store_.get(), scheduler_.get(),
+        [](const v1::JobSpec&) -> absl::StatusOr<std::unique_ptr<proposer::Proposer>> {
+          return std::make_unique<Counting>();
+        },
+        nullptr);
+    ASSERT_TRUE(jobs_->Recover().ok());
+    jobs_->Start();
+  }
+
+  // One slot: assignments arrive one at a time and are queued here.
+  std::string Connect() {
+    v1::Hello hello;
+    hello.set_worker_id("w1");
+    hello.set_platform("cpu");
+    hello.set_slots(1);
+    return scheduler_->AddWorker(hello, [this](v1::CoordinatorMessage m) {
+      if (!m.has_assignment()) return;
+      absl::MutexLock l(&mu_);
+      assignments_.push_back(m.assignment());
+    });
+  }
+  v1::Assignment NextAssignment() {
+    absl::MutexLock l(&mu_);
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !assignments_.empty(); };
+    EXPECT_TRUE(mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(20)));
+    if (assignments_.empty()) return {};
+    v1::Assignment a = assignments_.front();
+    assignments_.pop_front();
+    return a;
+  }
+  void Answer(const std::string& worker, const v1::Assignment& a, Scripted s) {
+    v1::WorkerMessage m;
+    v1::EvalResult* r = m.mutable_result();
+    r->set_eval_id(a.eval_id());
+    r->set_attempt(a.attempt());
+    v1::Evaluation* e = r->mutable_evaluation();
+    e->set_eval_id(a.eval_id());
+    e->set_status(v1::OK);
+    e->set_speedup(10 * s.vs_production);  // over the naive reference: not what decides
+    e->mutable_timing()->set_median_s(1e-3 / s.vs_production);
+    e->mutable_baseline()->set_median_s(1e-2);
+    e->set_speedup_vs_production(s.vs_production);
+    e->set_production_yardstick("torch_eager");
+    if (s.vs_rival > 0) {
+      e->set_speedup_vs_rival(s.vs_rival);
+      e->mutable_rival()->set_median_s(1e-3 * s.vs_rival);
+    } else if (a.has_rival()) {
+      e->set_rival_error("the rival disagreed with the reference");
+    }
+    scheduler_->OnWorkerMessage(worker, m);
+  }
+  v1::Job WaitDone(const std::string& job_id) {
+    for (int i = 0; i < 400; ++i) {
+      auto job = jobs_->Get(job_id);
+      if (job.ok() && job->state() != v1::JOB_RUNNING) return *job;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    ADD_FAILURE() << "job " << job_id << " did not finish";
+    return {};
+  }
+  std::string SubmitJob(int budget) {
+    v1::JobSpec spec;
+    spec.mutable_task()->set_name("softmax");
+    spec.set_platform("cpu");
+    spec.mutable_budget()->set_max_evaluations(budget);
+    auto id = jobs_->Submit(spec);
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.ok() ? *id : "";
+  }
+  v1::Node NodeFor(const std::string& job_id, const std::string& source_name) {
+    auto nodes = jobs_->Nodes(job_id);
+    EXPECT_TRUE(nodes.ok());
+    for (const v1::Node& n : *nodes) {
+      auto record = scheduler_->GetRecord(n.eval_id());
+      auto blob = store_->Get(store::Family::kBlobs, record->candidate_hash());
+      v1::Candidate c;
+      if (blob.ok() && blob->has_value() && c.ParseFromString(**blob) && c.source() == source_name) return n;
+    }
+    ADD_FAILURE() << "no node for " << source_name;
+    return {};
+  }
+
+  fs::path dir_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<scheduler::Scheduler> scheduler_;
+  std::unique_ptr<jobs::JobManager> jobs_;
+  absl::Mutex mu_;
+  std::deque<v1::Assignment> assignments_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(BestSideBySideTest, TheKernelFasterSideBySideIsKeptWhateverItsOwnRatio) {
+  StartJobs();
+  const std::string worker = Connect();
+  const std::string job_id = SubmitJob(4);
+  // k0: the first measured kernel, sent alone.
+  v1::Assignment a0 = NextAssignment();
+  EXPECT_EQ(a0.candidate().source(), "k0");
+  EXPECT_FALSE(a0.has_rival());
+  Answer(worker, a0, {2.0, 0});
+  // k1: a higher ratio over its own yardstick, but slower than k0 beside it.
+  v1::Assignment a1 = NextAssignment();
+  EXPECT_EQ(a1.candidate().source(), "k1");
+  ASSERT_TRUE(a1.has_rival());
+  EXPECT_EQ(a1.rival().source(), "k0");
+  Answer(worker, a1, {2.6, 0.95});
+  // k2: a lower ratio, but faster than k0 beside it: the job keeps k2.
+  v1::Assignment a2 = NextAssignment();
+  EXPECT_EQ(a2.candidate().source(), "k2");
+  EXPECT_EQ(a2.rival().source(), "k0");
+  Answer(worker, a2, {1.8, 1.07});
+  // k3: the rival is now k2; its side-by-side figure is missing (the rival
+  // failed there), so fitness decides: 1.9 is above k2's 1.8.
+  v1::Assignment a3 = NextAssignment();
+  EXPECT_EQ(a3.candidate().source(), "k3");
+  EXPECT_EQ(a3.rival().source(), "k2");
+  Answer(worker, a3, {1.9, 0});
+
+  const v1::Job job = WaitDone(job_id);
+  const v1::Node n1 = NodeFor(job_id, "k1");
+  const v1::Node n2 = NodeFor(job_id, "k2");
+  const v1::Node n3 = NodeFor(job_id, "k3");
+  EXPECT_EQ(n1.rival_node_id(), NodeFor(job_id, "k0").node_id());
+  EXPECT_NE(n1.best_decision().find("slower"), std::string::npos) << n1.best_decision();
+  EXPECT_NE(n2.best_decision().find("faster"), std::string::npos) << n2.best_decision();
+  EXPECT_DOUBLE_EQ(n2.speedup_vs_rival(), 1.07);
+  EXPECT_NE(n3.best_decision().find("rival was not timed"), std::string::npos) << n3.best_decision();
+  EXPECT_EQ(job.best_node_id(), n3.node_id());
+  EXPECT_DOUBLE_EQ(job.best_speedup_vs_production(), 1.9);
+}
+
+TEST_F(BestSideBySideTest, ARecoveredEvaluationKeepsItsRival) {
+  v1::Task task;
+  task.set_name("softmax");
+  v1::Candidate cand, rival;
+  cand.set_source("new kernel");
+  rival.set_source("best kernel");
+  scheduler::Scheduler::SubmitOptions o;
+  o.rival = rival;
+  auto id = scheduler_->Submit(task, cand, "cpu", std::move(o));
+  ASSERT_TRUE(id.ok()) << id.status();
+  Close();
+  Open();  // a restarted coordinator
+  Connect();
+  v1::Assignment a = NextAssignment();
+  EXPECT_EQ(a.eval_id(), *id);
+  EXPECT_EQ(a.candidate().source(), "new kernel");
+  ASSERT_TRUE(a.has_rival());
+  EXPECT_EQ(a.rival().source(), "best kernel");
+}
+
+}  // namespace
+}  // namespace kevo
