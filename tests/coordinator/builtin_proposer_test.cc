@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <set>
@@ -187,6 +188,38 @@ TEST(RecipeTest, HintsBindToTheTasksOwnNames) {
   // An expression naming a tensor the task lacks does not apply.
   (*task.mutable_hints())["expr"] = "x + y";
   EXPECT_FALSE(recipe->Applies(task, "cpu"));
+}
+
+// elu's expm1f through glibc's libmvec: with vector_math=libmvec the built
+// kernel calls a vector variant (_ZGV...expm1f), with it off only the scalar
+// expm1f; neither links -ffast-math's crtfastmath.
+TEST(RecipeTest, ElementwiseLibmCallsUseLibmvecVectorVariants) {
+  const v1::Task task = LoadStarterTask("elu");
+  const Recipe* recipe = FindRecipe("elementwise");
+  ASSERT_TRUE(recipe->Applies(task, "cpu"));
+  auto dir = harness::TempDir::Create("kevo-libmvec");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  auto imports = [&](const std::string& vector_math) {
+    Genome g{recipe->name(), recipe->space().Defaults()};
+    g.params["style"] = "omp_simd";
+    g.params["vector_math"] = vector_math;
+    absl::StatusOr<v1::Candidate> c = recipe->Generate(task, g);
+    EXPECT_TRUE(c.ok()) << c.status();
+    for (const std::string& f : c->extra_flags()) EXPECT_NE(f, "-ffast-math");
+    auto k = harness::CompiledKernel::Compile(c->source(), harness::CandidateFlags(*c), "elu", (*dir)->path(),
+                                              vector_math);
+    EXPECT_TRUE(k.ok()) << k.status();
+    const std::string nm = absl::StrCat("nm -D ", (*dir)->path(), "/", vector_math, ".so > ", (*dir)->path(),
+                                        "/", vector_math, ".nm");
+    EXPECT_EQ(std::system(nm.c_str()), 0);
+    std::ifstream in(absl::StrCat((*dir)->path(), "/", vector_math, ".nm"));
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  const std::string vector = imports("libmvec");
+  EXPECT_THAT(vector, ::testing::ContainsRegex("U _ZGV[a-zA-Z]+[0-9]+v_expm1f"));
+  const std::string scalar = imports("off");
+  EXPECT_THAT(scalar, Not(HasSubstr("_ZGV")));
+  EXPECT_THAT(scalar, HasSubstr("expm1f"));
 }
 
 // ---------------------------------------------------------- generic source
