@@ -58,8 +58,7 @@ std::string StageLine(const v1::StageEvent& e) {
 
 absl::StatusOr<v1::Evaluation> EvaluateRemote(const std::string& address,
                                               const v1::EvaluateRequest& request, bool quiet) {
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  auto stub = v1::JobService::NewStub(channel);
+  auto stub = Stub(address);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::hours(1));
   auto reader = stub->EvaluateCandidate(&ctx, request);
@@ -163,7 +162,7 @@ int WorkersCommand(const std::vector<std::string>& argv) {
     return 2;
   }
   std::string address = args->Get("coordinator", "127.0.0.1:50051");
-  auto stub = v1::JobService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto stub = Stub(address);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::ListWorkersResponse resp;

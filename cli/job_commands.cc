@@ -19,6 +19,7 @@
 #include "cli/job_common.h"
 #include "cli/report.h"
 #include "common/grpc_status.h"
+#include "common/rpc/client_channel.h"
 #include "common/task/kernelbench.h"
 #include "common/task/task_loader.h"
 #include "common/status.h"
@@ -26,11 +27,20 @@
 
 namespace kevo::cli {
 
-std::unique_ptr<v1::JobService::Stub> Stub(const std::string& address) {
+std::shared_ptr<grpc::Channel> Channel(const std::string& address) {
+  static const absl::StatusOr<rpc::ClientCredentials>* credentials =
+      new absl::StatusOr<rpc::ClientCredentials>(rpc::CredentialsFromEnvironment());
+  if (!credentials->ok()) {
+    std::fprintf(stderr, "kevo: %s\n", std::string(credentials->status().message()).c_str());
+    std::exit(2);
+  }
   grpc::ChannelArguments channel_args;
   channel_args.SetMaxReceiveMessageSize(64 << 20);  // the coordinator's send limit
-  return v1::JobService::NewStub(
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), channel_args));
+  return rpc::ClientChannel(address, **credentials, channel_args);
+}
+
+std::unique_ptr<v1::JobService::Stub> Stub(const std::string& address) {
+  return v1::JobService::NewStub(Channel(address));
 }
 
 absl::Status CoordinatorError(const std::string& address, const grpc::Status& status) {

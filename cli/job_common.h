@@ -21,8 +21,12 @@ namespace kevo::cli {
 
 inline constexpr char kDefaultCoordinator[] = "127.0.0.1:50051";
 
-// A JobService stub on an insecure channel to `address`, accepting answers
-// as large as the coordinator sends (64 MiB).
+// A channel to the coordinator at `address` with the credentials of the
+// environment (rpc::CredentialsFromEnvironment: KEVO_TOKEN, KEVO_TOKEN_FILE,
+// KEVO_TLS_CA), accepting answers as large as the coordinator sends (64 MiB).
+// Exits with status 2 when a named token or CA file cannot be read.
+std::shared_ptr<grpc::Channel> Channel(const std::string& address);
+// A JobService stub on Channel(address).
 std::unique_ptr<v1::JobService::Stub> Stub(const std::string& address);
 // `status` as an absl::Status; when the coordinator could not be reached
 // (Unavailable), the message says which address was tried.

@@ -27,8 +27,10 @@ constexpr char kUsage[] =
     "  kb search QUERY                search the knowledge base (hardware docs, guidance)\n"
     "  kb import [DIR] --db DIR       import a knowledge-base folder into a store\n"
     "  skills                         what earlier jobs learnt (skill memory)\n"
+    "  admin team|worker-token|worker teams, tokens and workers (a coordinator with --auth)\n"
     "llm-log, kb search and skills ask a coordinator (--coordinator ADDR) or, with --db DIR,\n"
-    "read a stopped coordinator's or `kevo run --db` folder.\n"
+    "read a stopped coordinator's or `kevo run --db` folder. A coordinator run with --auth\n"
+    "needs a token: KEVO_TOKEN, or the file KEVO_TOKEN_FILE names (docs/security.md).\n"
     "Run `kevo COMMAND --help` for a command's flags.\n";
 
 }  // namespace
@@ -57,6 +59,7 @@ int main(int argc, char** argv) {
   if (command == "llm-log") return kevo::cli::LlmLogCommand(args);
   if (command == "kb") return kevo::cli::KbCommand(args);
   if (command == "skills") return kevo::cli::SkillsCommand(args);
+  if (command == "admin") return kevo::cli::AdminCommand(args);
   std::fprintf(stderr, "kevo: unknown command '%s'\n%s", command.c_str(), kUsage);
   return 2;
 }

@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev libabsl-dev
   librocksdb-dev prometheus-cpp-dev nlohmann-json3-dev libboost-dev libssl-dev
+  openssl  # the TLS tests make their certificates with it
   libgtest-dev libgmock-dev libseccomp-dev libxapian-dev
   bubblewrap libopenblas-dev binutils
   python3-torch

@@ -638,6 +638,7 @@ absl::Status JobManager::SubmitNode(Running& r, v1::Node& node, const v1::Candid
   so.job_id = r.job.job_id();
   so.eval_id = scheduler::Scheduler::NewEvalId();
   so.require_timing = r.job.spec().require_timing();
+  so.team = r.job.spec().team();
   node.set_eval_id(so.eval_id);
   // The job's best so far is timed beside the candidate, so that which of the
   // two the job keeps is decided by one side-by-side loop.

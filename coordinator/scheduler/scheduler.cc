@@ -38,6 +38,7 @@ struct Scheduler::Metrics {
   prometheus::Counter* leases = nullptr;
   prometheus::Counter* requeued = nullptr;
   prometheus::Counter* duplicates = nullptr;
+  prometheus::Counter* refused = nullptr;
   prometheus::Gauge* workers = nullptr;
   prometheus::Gauge* queued = nullptr;
   prometheus::Histogram* latency = nullptr;
@@ -68,6 +69,11 @@ struct Scheduler::Metrics {
                       .Help("Results dropped because the evaluation was already recorded")
                       .Register(*r)
                       .Add({});
+    refused = &prometheus::BuildCounter()
+                   .Name("kevo_coordinator_refused_results_total")
+                   .Help("Results refused because the sending worker did not hold the evaluation's lease")
+                   .Register(*r)
+                   .Add({});
     workers = &prometheus::BuildGauge()
                    .Name("kevo_coordinator_workers_connected")
                    .Help("Connected workers")
@@ -238,23 +244,62 @@ void Scheduler::RequeueLocked(Active& active, const std::string& why) {
   for (auto it = range.first; it != range.second; ++it) it->second->OnStage(ev);
 }
 
+std::map<int64_t, std::string>::iterator Scheduler::PickLocked(
+    std::map<int64_t, std::string>& queue, const Worker& w,
+    const std::map<std::string, int>& leased_by_team) {
+  // Weighted max-min fair share by progressive filling: the next slot goes to
+  // the team with the fewest leases per unit of weight on this platform; in a
+  // team, and between equals, the oldest evaluation first.
+  auto best = queue.end();
+  double best_share = 0;
+  std::set<std::string> seen;  // teams whose oldest eligible entry was looked at
+  for (auto it = queue.begin(); it != queue.end(); ++it) {
+    auto a = active_.find(it->second);
+    if (a == active_.end() || a->second.record.state() != v1::EVAL_QUEUED) return it;  // stale: drop it
+    const v1::EvalRecord& r = a->second.record;
+    if (r.require_timing() && w.hello.compile_only()) continue;  // this worker cannot answer it
+    if (!seen.insert(r.team()).second) continue;
+    auto n = leased_by_team.find(r.team());
+    const double share = (n == leased_by_team.end() ? 0 : n->second) / TeamWeightLocked(r.team());
+    if (best == queue.end() || share < best_share) {
+      best = it;
+      best_share = share;
+      if (share == 0) break;  // no team can be below an idle one
+    }
+  }
+  return best;
+}
+
+double Scheduler::TeamWeightLocked(const std::string& team) {
+  if (!team_weight_) return 1.0;
+  const double w = team_weight_(team);
+  return w > 0 ? w : 1.0;
+}
+
+void Scheduler::SetTeamWeights(std::function<double(const std::string&)> weight) {
+  absl::MutexLock l(&mu_);
+  team_weight_ = std::move(weight);
+}
+
 void Scheduler::DispatchLocked() {
   if (stopping_) return;
+  // Leases held now, by platform and team (the fair share's state).
+  std::map<std::string, std::map<std::string, int>> leased;
+  for (const auto& [id, a] : active_) {
+    if (a.record.state() == v1::EVAL_LEASED) ++leased[a.record.platform()][a.record.team()];
+  }
   for (auto& [worker_id, w] : workers_) {
     auto q = queue_.find(w.hello.platform());
     if (q == queue_.end()) continue;
-    auto next = q->second.begin();
-    while (next != q->second.end() &&
-           static_cast<int>(w.busy.size()) < std::max(1, w.hello.slots())) {
-      auto a = active_.find(next->second);
-      if (a != active_.end() && a->second.record.state() == v1::EVAL_QUEUED &&
-          a->second.record.require_timing() && w.hello.compile_only()) {
-        ++next;  // a compile-only worker cannot answer it: leave it queued
-        continue;
-      }
+    std::map<std::string, int>& by_team = leased[w.hello.platform()];
+    while (!q->second.empty() && static_cast<int>(w.busy.size()) < std::max(1, w.hello.slots())) {
+      auto next = PickLocked(q->second, w, by_team);
+      if (next == q->second.end()) break;  // nothing this worker can answer
       std::string eval_id = next->second;
-      next = q->second.erase(next);
+      q->second.erase(next);
+      auto a = active_.find(eval_id);
       if (a == active_.end() || a->second.record.state() != v1::EVAL_QUEUED) continue;
+      ++by_team[a->second.record.team()];
       v1::EvalRecord& r = a->second.record;
       r.set_state(v1::EVAL_LEASED);
       r.set_attempt(r.attempt() + 1);
@@ -333,7 +378,7 @@ void Scheduler::OnResultLocked(const std::string& worker_id, const v1::EvalResul
   auto w = workers_.find(worker_id);
   if (w != workers_.end()) w->second.busy.erase(result.eval_id());
   auto a = active_.find(result.eval_id());
-  if (a == active_.end() || result.attempt() < 1 || result.attempt() > a->second.record.attempt()) {
+  if (a == active_.end()) {
     // Already recorded, or never issued: idempotent drop.
     if (metrics_->duplicates) metrics_->duplicates->Increment();
     LogInfo("drop result for ", result.eval_id(), " attempt=", result.attempt(), " from ",
@@ -342,15 +387,17 @@ void Scheduler::OnResultLocked(const std::string& worker_id, const v1::EvalResul
     return;
   }
   v1::EvalRecord& r = a->second.record;
-  // Another worker may hold a newer lease of this evaluation: tell it to stop.
-  if (r.state() == v1::EVAL_LEASED && r.lease_worker() != worker_id) {
-    auto other = workers_.find(r.lease_worker());
-    if (other != workers_.end()) {
-      v1::CoordinatorMessage m;
-      m.mutable_cancel()->set_eval_id(r.eval_id());
-      m.mutable_cancel()->set_attempt(r.attempt());
-      other->second.send(m);
-    }
+  // Only the worker that holds the evaluation's current lease may answer it:
+  // a worker whose lease lapsed (the evaluation is queued again or leased to
+  // another), or one that was never leased it, is refused and the record
+  // stays as it was.
+  if (r.state() != v1::EVAL_LEASED || r.lease_worker() != worker_id || result.attempt() != r.attempt()) {
+    if (metrics_->refused) metrics_->refused->Increment();
+    LogWarning("refused result for ", result.eval_id(), " attempt=", result.attempt(), " from ", worker_id,
+               ": not its lease holder (state ", v1::EvalState_Name(r.state()), ", attempt ", r.attempt(),
+               r.lease_worker().empty() ? "" : absl::StrCat(", leased to ", r.lease_worker()), ")");
+    DispatchLocked();
+    return;
   }
   for (auto& [platform, q] : queue_) q.erase(r.sequence());
   v1::Evaluation ev = result.evaluation();
@@ -424,6 +471,7 @@ absl::StatusOr<std::string> Scheduler::Submit(const v1::Task& task, const v1::Ca
   r.set_job_id(job_id);
   r.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
   r.set_require_timing(options.require_timing);
+  r.set_team(options.team);
   absl::MutexLock l(&mu_);
   if (options.require_timing) KEVO_RETURN_IF_ERROR(CheckTimingAvailableLocked(platform));
   r.set_sequence(next_sequence_++);

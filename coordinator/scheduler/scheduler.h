@@ -2,9 +2,10 @@
 // durable: every evaluation is an EvalRecord in RocksDB before it is queued;
 // a worker takes it under a lease that heartbeats renew; a lease that lapses,
 // or a worker that disconnects, returns the evaluation to the queue with a new
-// attempt. The first result for an evaluation is recorded; later ones (a
-// stale attempt, a duplicate) are counted and dropped, so each evaluation is
-// recorded exactly once.
+// attempt. Only the worker holding an evaluation's current lease may answer
+// it; a result from any other (a lapsed lease, one never leased, a
+// duplicate) is counted and refused, so each evaluation is recorded exactly
+// once, from the worker it was given to.
 //
 // Thread-safe. Listener and send callbacks are called with the scheduler's
 // lock held: they must be quick and must not call back into the scheduler.
@@ -82,6 +83,8 @@ class Scheduler {
     // Timed side by side with the candidate (Assignment.rival); stored with
     // the evaluation, so a recovered one keeps it.
     std::optional<v1::Candidate> rival;
+    // The team that asked for it (EvalRecord.team); empty without --auth.
+    std::string team;
   };
   // Stores and queues one evaluation; returns its id. With no worker of
   // `platform` connected the evaluation simply waits for one. Returns the
@@ -112,6 +115,12 @@ class Scheduler {
 
   // Called (with the lock held) whenever an evaluation is recorded as done.
   void SetCompletionHook(CompletionHook hook);
+  // The weight of a team's fair share of worker slots (EvalRecord.team;
+  // called with the lock held, so it must be quick). Without it, or for a
+  // weight <= 0, every team weighs 1. Under contention each platform's slots
+  // go to the team with the fewest leases per unit of weight, oldest
+  // evaluation first: max-min fairness by progressive filling.
+  void SetTeamWeights(std::function<double(const std::string&)> weight);
 
  private:
   struct Worker {
@@ -128,6 +137,13 @@ class Scheduler {
   };
 
   void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The queue entry worker `w` should take next under the fair share, or
+  // queue.end() when it can answer none; an entry that is no longer queued
+  // is returned as is, for the caller to drop.
+  std::map<int64_t, std::string>::iterator PickLocked(std::map<int64_t, std::string>& queue, const Worker& w,
+                                                      const std::map<std::string, int>& leased_by_team)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  double TeamWeightLocked(const std::string& team) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckTimingAvailableLocked(const std::string& platform)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequeueLocked(Active& active, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -149,6 +165,7 @@ class Scheduler {
   std::map<std::string, std::map<int64_t, std::string>> queue_ ABSL_GUARDED_BY(mu_);
   std::multimap<std::string, EvalListener*> listeners_ ABSL_GUARDED_BY(mu_);
   CompletionHook completion_hook_ ABSL_GUARDED_BY(mu_);
+  std::function<double(const std::string&)> team_weight_ ABSL_GUARDED_BY(mu_);
   int64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread expiry_thread_;

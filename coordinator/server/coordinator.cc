@@ -4,12 +4,15 @@
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/rpc/client_channel.h"
+#include "coordinator/auth/authority.h"
 #include "coordinator/kb/kb.h"
 #include "coordinator/llm/config.h"
 #include "coordinator/llm/llm_proposer.h"
@@ -43,6 +46,31 @@ jobs::ProposerFactory MakeProposerFactory(std::shared_ptr<llm::LlmService> llm) 
   };
 }
 
+// The server credentials `options` ask for, or why they cannot be had.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const CoordinatorOptions& options) {
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (options.tls_cert.empty()) {
+    if (!IsLoopbackAddress(options.listen) && !options.insecure_plaintext) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "refusing plaintext gRPC on ", options.listen,
+          ", which is not a loopback address: pass --tls-cert and --tls-key (docs/security.md), "
+          "or --insecure-plaintext on a network you trust"));
+    }
+    if (!IsLoopbackAddress(options.listen)) {
+      LogWarning("serving plaintext gRPC on ", options.listen, " (--insecure-plaintext)");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  grpc::SslServerCredentialsOptions ssl;
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  KEVO_ASSIGN_OR_RETURN(pair.private_key, rpc::ReadSecretFile(options.tls_key, "--tls-key"));
+  KEVO_ASSIGN_OR_RETURN(pair.cert_chain, rpc::ReadSecretFile(options.tls_cert, "--tls-cert"));
+  ssl.pem_key_cert_pairs.push_back(std::move(pair));
+  return grpc::SslServerCredentials(ssl);
+}
+
 class CoordinatorImpl final : public Coordinator {
  public:
   ~CoordinatorImpl() override { Shutdown(); }
@@ -74,7 +102,23 @@ class CoordinatorImpl final : public Coordinator {
       KEVO_ASSIGN_OR_RETURN(llm_, llm::LlmService::Create(endpoints, store_.get(), kb_.get(),
                                                           skills_.get(), registry_));
     }
+    KEVO_ASSIGN_OR_RETURN(auto credentials, ServerCredentials(options));
+    if (options.auth) {
+      KEVO_ASSIGN_OR_RETURN(authority_, auth::Authority::Open(store_.get()));
+      const std::string admin_file = options.admin_token_file.empty()
+                                         ? (std::filesystem::path(options.db_dir) / "admin.token").string()
+                                         : options.admin_token_file;
+      KEVO_ASSIGN_OR_RETURN(bool created, authority_->EnsureAdminToken(admin_file));
+      LogInfo("authentication on; admin token ", created ? "created in " : "read from ", admin_file);
+    }
     scheduler_ = std::make_unique<scheduler::Scheduler>(store_.get(), options.scheduler, registry_);
+    if (authority_ != nullptr) {
+      auth::Authority* authority = authority_.get();
+      scheduler_->SetTeamWeights([authority](const std::string& team) {
+        absl::StatusOr<v1::Team> t = authority->GetTeam(team);
+        return t.ok() ? t->weight() : 1.0;
+      });
+    }
     KEVO_RETURN_IF_ERROR(scheduler_->Recover());
     jobs_ = std::make_unique<jobs::JobManager>(store_.get(), scheduler_.get(),
                                                MakeProposerFactory(llm_), registry_);
@@ -83,18 +127,23 @@ class CoordinatorImpl final : public Coordinator {
     scheduler_->Start();
     jobs_->Start();
 
-    worker_service_ = std::make_unique<WorkerServiceImpl>(scheduler_.get());
+    worker_service_ = std::make_unique<WorkerServiceImpl>(scheduler_.get(), authority_.get());
     KnowledgeSources knowledge;
     knowledge.store = store_.get();
     knowledge.kb = kb_.get();
     knowledge.skills = skills_.get();
     job_service_ = std::make_unique<JobServiceImpl>(scheduler_.get(), jobs_.get(), knowledge,
-                                                    registry_.get());
+                                                    registry_.get(), authority_.get());
+    if (authority_ != nullptr) {
+      admin_service_ = std::make_unique<AdminServiceImpl>(authority_.get(), scheduler_.get(),
+                                                          worker_service_.get());
+    }
     grpc::ServerBuilder builder;
     int port = 0;
-    builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
+    builder.AddListeningPort(options.listen, credentials, &port);
     builder.RegisterService(worker_service_.get());
     builder.RegisterService(job_service_.get());
+    if (admin_service_ != nullptr) builder.RegisterService(admin_service_.get());
     builder.SetMaxReceiveMessageSize(64 << 20);
     builder.SetMaxSendMessageSize(64 << 20);
     server_ = builder.BuildAndStart();
@@ -122,12 +171,14 @@ class CoordinatorImpl final : public Coordinator {
     if (server_) server_->Wait();
     server_.reset();
     job_service_.reset();  // joins its executor
+    admin_service_.reset();
     jobs_.reset();
     if (llm_) llm_->Shutdown();  // waits for LLM calls in flight
     llm_.reset();
     scheduler_.reset();
     skills_.reset();
     kb_.reset();
+    authority_.reset();
     store_.reset();
     LogInfo("coordinator stopped");
     if (!stopped_.HasBeenNotified()) stopped_.Notify();
@@ -181,8 +232,10 @@ class CoordinatorImpl final : public Coordinator {
   std::shared_ptr<llm::LlmService> llm_;  // null without --llm-config
   std::unique_ptr<scheduler::Scheduler> scheduler_;
   std::unique_ptr<jobs::JobManager> jobs_;
+  std::unique_ptr<auth::Authority> authority_;  // null without --auth
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<JobServiceImpl> job_service_;
+  std::unique_ptr<AdminServiceImpl> admin_service_;  // with --auth only
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   int metrics_port_ = 0;
@@ -191,6 +244,16 @@ class CoordinatorImpl final : public Coordinator {
 };
 
 }  // namespace
+
+bool IsLoopbackAddress(const std::string& listen) {
+  std::string host = listen;
+  if (!host.empty() && host.front() == '[') {
+    host = host.substr(1, host.find(']') - 1);
+  } else if (std::count(host.begin(), host.end(), ':') == 1) {
+    host = host.substr(0, host.find(':'));
+  }
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
 
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const CoordinatorOptions& options) {
   auto c = std::make_unique<CoordinatorImpl>();

@@ -23,7 +23,22 @@ struct CoordinatorOptions {
   // empty: kb::DefaultKbDir(), skipped with a warning when there is none.
   std::string kb_dir;
   scheduler::SchedulerOptions scheduler;
+  // With `auth`, every call needs `authorization: Bearer <token>` (a team's,
+  // a worker's or the admin's; docs/security.md). The admin token is read
+  // from `admin_token_file` (default <db_dir>/admin.token), which is created
+  // with a new token, mode 0600, when it does not exist.
+  bool auth = false;
+  std::string admin_token_file;
+  // TLS on the gRPC port (PEM files); both or neither. Without them the port
+  // is plaintext, which is refused on an address other than loopback unless
+  // `insecure_plaintext`.
+  std::string tls_cert;
+  std::string tls_key;
+  bool insecure_plaintext = false;
 };
+
+// True for 127.0.0.0/8, ::1 and localhost (with or without a port).
+bool IsLoopbackAddress(const std::string& listen);
 
 class Coordinator {
  public:

@@ -14,12 +14,19 @@ namespace {
 constexpr char kUsage[] =
     "usage: kevo-coordinator --db DIR [--listen HOST:PORT] [--metrics HOST:PORT]\n"
     "                        [--lease-seconds N] [--llm-config FILE] [--kb DIR]\n"
+    "                        [--auth [--admin-token-file FILE]] [--tls-cert PEM --tls-key PEM]\n"
+    "                        [--insecure-plaintext]\n"
     "  --listen   gRPC address for workers and clients (default 127.0.0.1:50051;\n"
     "             port 0 picks a free one, printed on stdout as 'listening HOST:PORT')\n"
     "  --db       RocksDB folder; created if missing; data survives restarts\n"
     "  --metrics  Prometheus /metrics address (default: off)\n"
     "  --llm-config FILE  LLM endpoints for the llm and llm+builtin proposers (docs/llm.md)\n"
-    "  --kb       knowledge-base folder imported at start (default: the project's docs/kb)\n";
+    "  --kb       knowledge-base folder imported at start (default: the project's docs/kb)\n"
+    "  --auth     every call needs a bearer token: teams', workers' and the admin's\n"
+    "             (docs/security.md); the admin token is read from --admin-token-file\n"
+    "             (default DB/admin.token), created there (mode 0600) when missing\n"
+    "  --tls-cert, --tls-key  serve gRPC over TLS with this certificate chain and key\n"
+    "  --insecure-plaintext   allow plaintext gRPC on an address other than loopback\n";
 
 kevo::coordinator::Coordinator* g_coordinator = nullptr;
 
@@ -43,6 +50,11 @@ int main(int argc, char** argv) {
     else if (arg == "--metrics") options.metrics_listen = value("--metrics");
     else if (arg == "--llm-config") options.llm_config = value("--llm-config");
     else if (arg == "--kb") options.kb_dir = value("--kb");
+    else if (arg == "--auth") options.auth = true;
+    else if (arg == "--admin-token-file") options.admin_token_file = value("--admin-token-file");
+    else if (arg == "--tls-cert") options.tls_cert = value("--tls-cert");
+    else if (arg == "--tls-key") options.tls_key = value("--tls-key");
+    else if (arg == "--insecure-plaintext") options.insecure_plaintext = true;
     else if (arg == "--lease-seconds") options.scheduler.lease = absl::Seconds(std::stoi(value("--lease-seconds")));
     else if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "common/status.h"
 
 namespace kevo::coordinator {
 namespace {
@@ -68,8 +69,22 @@ class WriteQueue {
 class WorkerReactor final
     : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage> {
  public:
-  WorkerReactor(scheduler::Scheduler* scheduler, std::string peer)
-      : scheduler_(scheduler), peer_(std::move(peer)), writes_(this) {
+  // `principal` is the caller's, or why it was refused.
+  WorkerReactor(scheduler::Scheduler* scheduler, WorkerServiceImpl* service,
+                const auth::Authority* authority, std::string peer,
+                absl::StatusOr<auth::Principal> principal)
+      : scheduler_(scheduler), service_(service), authority_(authority), peer_(std::move(peer)),
+        writes_(this) {
+    if (principal.ok() && principal->kind != v1::TOKEN_WORKER && !principal->admin()) {
+      principal = absl::PermissionDeniedError("a team's token cannot connect as a worker: use a worker token "
+                                              "(kevo admin worker-token create NAME)");
+    }
+    if (!principal.ok()) {
+      LogWarning("worker stream from ", peer_, " refused: ", principal.status().message());
+      writes_.FinishAfterWrites(ToGrpcStatus(principal.status()));
+      return;
+    }
+    token_hash_ = principal->token_hash;
     StartRead(&in_);
   }
 
@@ -80,6 +95,13 @@ class WorkerReactor final
       writes_.FinishAfterWrites(grpc::Status::OK);
       return;
     }
+    if (authority_ != nullptr && !authority_->Valid(token_hash_)) {
+      // Revoked while connected: nothing more from this stream counts.
+      LogWarning("worker ", worker_id_.empty() ? peer_ : worker_id_, ": its token was revoked; ending its stream");
+      Disconnect();
+      writes_.FinishAfterWrites(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "this worker's token was revoked"));
+      return;
+    }
     if (worker_id_.empty()) {
       if (!in_.has_hello()) {
         writes_.FinishAfterWrites(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -88,6 +110,7 @@ class WorkerReactor final
       }
       worker_id_ = scheduler_->AddWorker(
           in_.hello(), [this](v1::CoordinatorMessage m) { writes_.Push(std::move(m)); });
+      if (authority_ != nullptr) service_->SetToken(worker_id_, token_hash_);
       LogInfo("worker stream from ", peer_, " is ", worker_id_);
     } else {
       scheduler_->OnWorkerMessage(worker_id_, in_);
@@ -104,10 +127,16 @@ class WorkerReactor final
 
  private:
   void Disconnect() {
-    if (!worker_id_.empty() && !removed_.exchange(true)) scheduler_->RemoveWorker(worker_id_);
+    if (!worker_id_.empty() && !removed_.exchange(true)) {
+      service_->ClearToken(worker_id_);
+      scheduler_->RemoveWorker(worker_id_);
+    }
   }
 
   scheduler::Scheduler* scheduler_;
+  WorkerServiceImpl* service_;
+  const auth::Authority* authority_;
+  std::string token_hash_;
   std::string peer_;
   std::string worker_id_;  // set once, on the reading thread
   std::atomic<bool> removed_{false};
@@ -118,8 +147,13 @@ class WorkerReactor final
 class EvaluateReactor final : public grpc::ServerWriteReactor<v1::EvaluateEvent>,
                               public scheduler::EvalListener {
  public:
-  EvaluateReactor(scheduler::Scheduler* scheduler, const v1::EvaluateRequest& request)
+  EvaluateReactor(scheduler::Scheduler* scheduler, const v1::EvaluateRequest& request,
+                  absl::StatusOr<auth::Principal> caller)
       : scheduler_(scheduler), writes_(this) {
+    if (!caller.ok()) {
+      writes_.FinishAfterWrites(ToGrpcStatus(caller.status()));
+      return;
+    }
     if (request.platform().empty()) {
       writes_.FinishAfterWrites(
           grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "EvaluateRequest.platform is empty"));
@@ -132,6 +166,7 @@ class EvaluateReactor final : public grpc::ServerWriteReactor<v1::EvaluateEvent>
     }
     scheduler::Scheduler::SubmitOptions options;
     options.require_timing = request.require_timing();
+    options.team = caller->team;
     auto id = scheduler_->Submit(request.task(), request.candidate(), request.platform(),
                                  std::move(options));
     if (!id.ok()) {
@@ -179,9 +214,11 @@ class EvaluateReactor final : public grpc::ServerWriteReactor<v1::EvaluateEvent>
 
 class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent>, public jobs::JobWatcher {
  public:
-  WatchReactor(jobs::JobManager* jobs, const std::string& job_id)
+  // `visible` is OK when the caller may watch the job.
+  WatchReactor(jobs::JobManager* jobs, const std::string& job_id, absl::Status visible)
       : jobs_(jobs), job_id_(job_id), writes_(this) {
-    absl::Status s = jobs_->Watch(job_id_, this);
+    absl::Status s = visible.ok() ? jobs_->Watch(job_id_, this) : visible;
+    watching_ = s.ok();
     if (!s.ok()) writes_.FinishAfterWrites(ToGrpcStatus(s));
   }
   void OnEvent(const v1::JobEvent& event) override { writes_.Push(event); }
@@ -189,13 +226,14 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent>, public
   void OnWriteDone(bool ok) override { writes_.OnWriteDone(ok); }
   void OnCancel() override { writes_.FinishAfterWrites(grpc::Status::CANCELLED); }
   void OnDone() override {
-    jobs_->Unwatch(job_id_, this);
+    if (watching_) jobs_->Unwatch(job_id_, this);
     delete this;
   }
 
  private:
   jobs::JobManager* jobs_;
   std::string job_id_;
+  bool watching_ = false;
   WriteQueue<WatchReactor, v1::JobEvent> writes_;
 };
 
@@ -237,11 +275,66 @@ struct JobServiceImpl::RpcMetrics {
   }
 };
 
+absl::StatusOr<auth::Principal> Caller(const auth::Authority* authority,
+                                       const grpc::ServerContextBase& context) {
+  if (authority == nullptr) return auth::OpenPrincipal();
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  const absl::string_view header =
+      it == metadata.end() ? absl::string_view() : absl::string_view(it->second.data(), it->second.size());
+  KEVO_ASSIGN_OR_RETURN(std::string token, auth::BearerToken(header));
+  return authority->Authenticate(token);
+}
+
+namespace {
+
+// A JobService caller: a team or the admin, not a worker.
+absl::StatusOr<auth::Principal> User(const auth::Authority* authority,
+                                     const grpc::ServerContextBase& context) {
+  KEVO_ASSIGN_OR_RETURN(auth::Principal p, Caller(authority, context));
+  if (p.kind == v1::TOKEN_WORKER) {
+    return absl::PermissionDeniedError("a worker token cannot call JobService: use a team's token");
+  }
+  return p;
+}
+
+absl::Status NeedAdmin(const auth::Principal& p, const std::string& what) {
+  if (p.admin()) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(what, " needs the admin token"));
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Job> JobServiceImpl::VisibleJob(const auth::Principal& caller,
+                                                   const std::string& job_id) {
+  KEVO_ASSIGN_OR_RETURN(v1::Job job, jobs_->Get(job_id));
+  if (!caller.admin() && job.spec().team() != caller.team) {
+    return absl::NotFoundError(absl::StrCat("no job ", job_id));
+  }
+  return job;
+}
+
+absl::Status JobServiceImpl::CheckQuota(const auth::Principal& caller) {
+  if (authority_ == nullptr || caller.team.empty()) return absl::OkStatus();
+  KEVO_ASSIGN_OR_RETURN(v1::Team team, authority_->GetTeam(caller.team));
+  if (team.max_running_jobs() <= 0) return absl::OkStatus();
+  int running = 0;
+  for (const v1::Job& j : jobs_->List()) {
+    if (j.spec().team() == caller.team && j.state() == v1::JOB_RUNNING) ++running;
+  }
+  if (running < team.max_running_jobs()) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "team ", caller.team, " has ", running, " running jobs, its limit (max_running_jobs) is ",
+      team.max_running_jobs(), "; the limit frees when one of them ends (kevo jobs, kevo cancel)"));
+}
+
 JobServiceImpl::JobServiceImpl(scheduler::Scheduler* scheduler, jobs::JobManager* jobs,
-                               KnowledgeSources knowledge, prometheus::Registry* registry)
+                               KnowledgeSources knowledge, prometheus::Registry* registry,
+                               const auth::Authority* authority)
     : scheduler_(scheduler),
       jobs_(jobs),
       knowledge_(knowledge),
+      authority_(authority),
       metrics_(std::make_unique<RpcMetrics>(registry)),
       executor_(std::make_unique<Executor>(/*threads=*/2)) {
   knowledge_.jobs = jobs;
@@ -272,32 +365,59 @@ grpc::ServerUnaryReactor* JobServiceImpl::FinishOffThread(
 grpc::ServerUnaryReactor* JobServiceImpl::ListLlmCalls(grpc::CallbackServerContext* context,
                                                        const v1::ListLlmCallsRequest* request,
                                                        v1::ListLlmCallsResponse* response) {
+  absl::StatusOr<auth::Principal> caller = User(authority_, *context);
   return FinishOffThread<v1::ListLlmCallsResponse>(
-      context, "ListLlmCalls", [this, request] { return coordinator::ListLlmCalls(knowledge_, *request); },
+      context, "ListLlmCalls",
+      [this, request, caller]() -> absl::StatusOr<v1::ListLlmCallsResponse> {
+        KEVO_RETURN_IF_ERROR(caller.status());
+        if (request->job_id().empty()) {
+          KEVO_RETURN_IF_ERROR(NeedAdmin(*caller, "listing every job's LLM calls"));
+        } else {
+          KEVO_RETURN_IF_ERROR(VisibleJob(*caller, request->job_id()).status());
+        }
+        return coordinator::ListLlmCalls(knowledge_, *request);
+      },
       response);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::SearchKnowledge(grpc::CallbackServerContext* context,
                                                           const v1::SearchKnowledgeRequest* request,
                                                           v1::SearchKnowledgeResponse* response) {
+  absl::Status caller = User(authority_, *context).status();
   return FinishOffThread<v1::SearchKnowledgeResponse>(
       context, "SearchKnowledge",
-      [this, request] { return coordinator::SearchKnowledge(knowledge_, *request); }, response);
+      [this, request, caller]() -> absl::StatusOr<v1::SearchKnowledgeResponse> {
+        KEVO_RETURN_IF_ERROR(caller);
+        return coordinator::SearchKnowledge(knowledge_, *request);
+      },
+      response);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListSkills(grpc::CallbackServerContext* context,
                                                      const v1::ListSkillsRequest* request,
                                                      v1::ListSkillsResponse* response) {
+  absl::Status caller = User(authority_, *context).status();
   return FinishOffThread<v1::ListSkillsResponse>(
-      context, "ListSkills", [this, request] { return coordinator::ListSkills(knowledge_, *request); },
+      context, "ListSkills",
+      [this, request, caller]() -> absl::StatusOr<v1::ListSkillsResponse> {
+        KEVO_RETURN_IF_ERROR(caller);
+        return coordinator::ListSkills(knowledge_, *request);
+      },
       response);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
                                                     const v1::SubmitJobRequest* request,
                                                     v1::SubmitJobResponse* response) {
-  auto id = jobs_->Submit(request->spec());
+  absl::StatusOr<auth::Principal> caller = User(authority_, *context);
+  absl::Status allowed = caller.ok() ? CheckQuota(*caller) : caller.status();
+  if (!allowed.ok()) return FinishUnary<v1::SubmitJobResponse>(context, allowed, response);
+  v1::JobSpec spec = request->spec();
+  // A team's job is its own whatever the request says; the admin may name one.
+  if (!caller->admin()) spec.set_team(caller->team);
+  auto id = jobs_->Submit(spec);
   if (!id.ok()) return FinishUnary<v1::SubmitJobResponse>(context, id.status(), response);
+  if (!spec.team().empty()) LogInfo("job ", *id, " submitted by team ", spec.team());
   v1::SubmitJobResponse r;
   r.set_job_id(*id);
   return FinishUnary<v1::SubmitJobResponse>(context, std::move(r), response);
@@ -306,37 +426,54 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* context,
                                                  const v1::GetJobRequest* request,
                                                  v1::Job* response) {
-  return FinishUnary(context, jobs_->Get(request->job_id()), response);
+  absl::StatusOr<auth::Principal> caller = User(authority_, *context);
+  if (!caller.ok()) return FinishUnary<v1::Job>(context, caller.status(), response);
+  return FinishUnary(context, VisibleJob(*caller, request->job_id()), response);
 }
 
 grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::WatchJob(
     grpc::CallbackServerContext* context, const v1::WatchJobRequest* request) {
-  return new WatchReactor(jobs_, request->job_id());
+  absl::StatusOr<auth::Principal> caller = User(authority_, *context);
+  absl::Status visible = caller.ok() ? VisibleJob(*caller, request->job_id()).status() : caller.status();
+  return new WatchReactor(jobs_, request->job_id(), visible);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* context,
                                                    const v1::ListJobsRequest* request,
                                                    v1::ListJobsResponse* response) {
+  absl::StatusOr<auth::Principal> caller = User(authority_, *context);
+  if (!caller.ok()) return FinishUnary<v1::ListJobsResponse>(context, caller.status(), response);
   v1::ListJobsResponse r;
-  for (auto& j : jobs_->List()) *r.add_jobs() = std::move(j);
+  for (auto& j : jobs_->List()) {
+    if (caller->admin() || j.spec().team() == caller->team) *r.add_jobs() = std::move(j);
+  }
   return FinishUnary(context, absl::StatusOr<v1::ListJobsResponse>(std::move(r)), response);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* context,
                                                     const v1::CancelJobRequest* request,
                                                     v1::Job* response) {
+  absl::StatusOr<auth::Principal> caller = User(authority_, *context);
+  absl::Status visible = caller.ok() ? VisibleJob(*caller, request->job_id()).status() : caller.status();
+  if (!visible.ok()) return FinishUnary<v1::Job>(context, visible, response);
   return FinishUnary(context, jobs_->Cancel(request->job_id()), response);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::GetBest(grpc::CallbackServerContext* context,
                                                   const v1::GetBestRequest* request,
                                                   v1::GetBestResponse* response) {
+  absl::StatusOr<auth::Principal> caller = User(authority_, *context);
+  absl::Status visible = caller.ok() ? VisibleJob(*caller, request->job_id()).status() : caller.status();
+  if (!visible.ok()) return FinishUnary<v1::GetBestResponse>(context, visible, response);
   return FinishUnary(context, jobs_->GetBest(request->job_id()), response);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListNodes(grpc::CallbackServerContext* context,
                                                     const v1::ListNodesRequest* request,
                                                     v1::ListNodesResponse* response) {
+  absl::StatusOr<auth::Principal> caller = User(authority_, *context);
+  absl::Status visible = caller.ok() ? VisibleJob(*caller, request->job_id()).status() : caller.status();
+  if (!visible.ok()) return FinishUnary<v1::ListNodesResponse>(context, visible, response);
   auto nodes = jobs_->Nodes(request->job_id());
   if (!nodes.ok()) return FinishUnary<v1::ListNodesResponse>(context, nodes.status(), response);
   v1::ListNodesResponse r;
@@ -346,19 +483,24 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListNodes(grpc::CallbackServerContext*
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerServiceImpl::Connect(
     grpc::CallbackServerContext* context) {
-  return new WorkerReactor(scheduler_, context->peer());
+  return new WorkerReactor(scheduler_, this, authority_, context->peer(), Caller(authority_, *context));
 }
 
 grpc::ServerWriteReactor<v1::EvaluateEvent>* JobServiceImpl::EvaluateCandidate(
     grpc::CallbackServerContext* context, const v1::EvaluateRequest* request) {
-  return new EvaluateReactor(scheduler_, *request);
+  return new EvaluateReactor(scheduler_, *request, User(authority_, *context));
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::GetEvaluation(grpc::CallbackServerContext* context,
                                                         const v1::GetEvaluationRequest* request,
                                                         v1::Evaluation* response) {
   auto* reactor = context->DefaultReactor();
-  auto record = scheduler_->GetRecord(request->eval_id());
+  absl::StatusOr<auth::Principal> caller = User(authority_, *context);
+  auto record = caller.ok() ? scheduler_->GetRecord(request->eval_id())
+                            : absl::StatusOr<v1::EvalRecord>(caller.status());
+  if (record.ok() && !caller->admin() && record->team() != caller->team) {
+    record = absl::NotFoundError(absl::StrCat("no evaluation ", request->eval_id()));
+  }
   if (!record.ok()) {
     reactor->Finish(ToGrpcStatus(record.status()));
   } else if (record->state() != v1::EVAL_DONE) {
@@ -375,10 +517,100 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetEvaluation(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
                                                       const v1::ListWorkersRequest* request,
                                                       v1::ListWorkersResponse* response) {
-  for (auto& w : scheduler_->ListWorkers()) *response->add_workers() = std::move(w);
+  absl::StatusOr<auth::Principal> caller = User(authority_, *context);
+  absl::Status allowed = caller.ok() ? NeedAdmin(*caller, "listing workers") : caller.status();
+  if (allowed.ok()) {
+    for (auto& w : scheduler_->ListWorkers()) *response->add_workers() = std::move(w);
+  }
   auto* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
+  reactor->Finish(ToGrpcStatus(allowed));
   return reactor;
+}
+
+absl::StatusOr<std::string> WorkerServiceImpl::TokenOf(const std::string& worker_id) {
+  absl::MutexLock l(&mu_);
+  auto it = tokens_.find(worker_id);
+  if (it == tokens_.end()) return absl::NotFoundError(absl::StrCat("no worker ", worker_id, " is connected"));
+  return it->second;
+}
+
+void WorkerServiceImpl::SetToken(const std::string& worker_id, const std::string& token_hash) {
+  absl::MutexLock l(&mu_);
+  tokens_[worker_id] = token_hash;
+}
+
+void WorkerServiceImpl::ClearToken(const std::string& worker_id) {
+  absl::MutexLock l(&mu_);
+  tokens_.erase(worker_id);
+}
+
+absl::Status AdminServiceImpl::CheckAdmin(grpc::CallbackServerContext* context) const {
+  KEVO_ASSIGN_OR_RETURN(auth::Principal p, Caller(authority_, *context));
+  return NeedAdmin(p, "AdminService");
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::CreateTeam(grpc::CallbackServerContext* context,
+                                                       const v1::CreateTeamRequest* request,
+                                                       v1::TeamToken* response) {
+  absl::Status admin = CheckAdmin(context);
+  if (!admin.ok()) return FinishUnary<v1::TeamToken>(context, admin, response);
+  return FinishUnary(context, authority_->CreateTeam(*request), response);
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::ListTeams(grpc::CallbackServerContext* context,
+                                                      const v1::ListTeamsRequest* request,
+                                                      v1::ListTeamsResponse* response) {
+  absl::Status admin = CheckAdmin(context);
+  if (!admin.ok()) return FinishUnary<v1::ListTeamsResponse>(context, admin, response);
+  v1::ListTeamsResponse r;
+  for (auto& t : authority_->ListTeams()) *r.add_teams() = std::move(t);
+  return FinishUnary<v1::ListTeamsResponse>(context, std::move(r), response);
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::RotateTeamToken(grpc::CallbackServerContext* context,
+                                                            const v1::RotateTeamTokenRequest* request,
+                                                            v1::TeamToken* response) {
+  absl::Status admin = CheckAdmin(context);
+  if (!admin.ok()) return FinishUnary<v1::TeamToken>(context, admin, response);
+  return FinishUnary(context, authority_->RotateTeamToken(request->name()), response);
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::RevokeTeamTokens(grpc::CallbackServerContext* context,
+                                                             const v1::RevokeTeamTokensRequest* request,
+                                                             v1::RevokeTeamTokensResponse* response) {
+  absl::Status admin = CheckAdmin(context);
+  if (!admin.ok()) return FinishUnary<v1::RevokeTeamTokensResponse>(context, admin, response);
+  absl::StatusOr<int> n = authority_->RevokeTeamTokens(request->name());
+  if (!n.ok()) return FinishUnary<v1::RevokeTeamTokensResponse>(context, n.status(), response);
+  v1::RevokeTeamTokensResponse r;
+  r.set_revoked(*n);
+  return FinishUnary<v1::RevokeTeamTokensResponse>(context, std::move(r), response);
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::CreateWorkerToken(grpc::CallbackServerContext* context,
+                                                              const v1::CreateWorkerTokenRequest* request,
+                                                              v1::WorkerToken* response) {
+  absl::Status admin = CheckAdmin(context);
+  if (!admin.ok()) return FinishUnary<v1::WorkerToken>(context, admin, response);
+  return FinishUnary(context, authority_->CreateWorkerToken(request->name()), response);
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::RevokeWorker(grpc::CallbackServerContext* context,
+                                                         const v1::RevokeWorkerRequest* request,
+                                                         v1::RevokeWorkerResponse* response) {
+  absl::Status admin = CheckAdmin(context);
+  if (!admin.ok()) return FinishUnary<v1::RevokeWorkerResponse>(context, admin, response);
+  absl::StatusOr<std::string> hash = workers_->TokenOf(request->worker_id());
+  if (!hash.ok()) return FinishUnary<v1::RevokeWorkerResponse>(context, hash.status(), response);
+  absl::StatusOr<v1::TokenRecord> token = authority_->Token(*hash);
+  absl::Status s = authority_->RevokeToken(*hash, absl::StrCat("worker ", request->worker_id(), " revoked"));
+  if (!s.ok()) return FinishUnary<v1::RevokeWorkerResponse>(context, s, response);
+  // Its leases go back to the queue now; its stream ends at its next message.
+  scheduler_->RemoveWorker(request->worker_id());
+  LogInfo("worker ", request->worker_id(), " revoked by the admin");
+  v1::RevokeWorkerResponse r;
+  if (token.ok()) r.set_token_name(token->name());
+  return FinishUnary<v1::RevokeWorkerResponse>(context, std::move(r), response);
 }
 
 }  // namespace kevo::coordinator

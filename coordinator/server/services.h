@@ -2,12 +2,16 @@
 // block on another RPC or on a worker; they hand work to the scheduler.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 
 #include "common/executor.h"
+#include "coordinator/auth/authority.h"
 #include "coordinator/jobs/manager.h"
 #include "coordinator/scheduler/scheduler.h"
 #include "coordinator/server/knowledge.h"
+#include "kevo/v1/admin.grpc.pb.h"
 #include "kevo/v1/job.grpc.pb.h"
 #include "kevo/v1/worker.grpc.pb.h"
 
@@ -17,27 +21,87 @@ class Registry;
 
 namespace kevo::coordinator {
 
+// The caller of `context`: auth::OpenPrincipal() when `authority` is null
+// (no --auth); Unauthenticated without a valid bearer token.
+absl::StatusOr<auth::Principal> Caller(const auth::Authority* authority,
+                                       const grpc::ServerContextBase& context);
+
 // Workers' bidirectional stream: Hello first, then heartbeats, stage events
-// and results; assignments flow back on the same stream.
+// and results; assignments flow back on the same stream. With an authority,
+// a stream needs a worker token (Unauthenticated without one,
+// PermissionDenied for a team's), and ends at the worker's next message once
+// that token is revoked.
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
-  explicit WorkerServiceImpl(scheduler::Scheduler* scheduler) : scheduler_(scheduler) {}
+  WorkerServiceImpl(scheduler::Scheduler* scheduler, const auth::Authority* authority)
+      : scheduler_(scheduler), authority_(authority) {}
   grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Connect(
       grpc::CallbackServerContext* context) override;
 
+  // The hash of the token the connected worker `worker_id` proved itself
+  // with; NotFound when no such worker is connected.
+  absl::StatusOr<std::string> TokenOf(const std::string& worker_id);
+  void SetToken(const std::string& worker_id, const std::string& token_hash);
+  void ClearToken(const std::string& worker_id);
+
  private:
   scheduler::Scheduler* scheduler_;
+  const auth::Authority* authority_;  // null: no --auth
+  absl::Mutex mu_;
+  std::map<std::string, std::string> tokens_ ABSL_GUARDED_BY(mu_);  // worker id -> token hash
+};
+
+// Teams, tokens and workers (proto/kevo/v1/admin.proto); every call needs
+// the admin token. Served only with --auth.
+class AdminServiceImpl final : public v1::AdminService::CallbackService {
+ public:
+  AdminServiceImpl(auth::Authority* authority, scheduler::Scheduler* scheduler,
+                   WorkerServiceImpl* workers)
+      : authority_(authority), scheduler_(scheduler), workers_(workers) {}
+  grpc::ServerUnaryReactor* CreateTeam(grpc::CallbackServerContext* context,
+                                       const v1::CreateTeamRequest* request,
+                                       v1::TeamToken* response) override;
+  grpc::ServerUnaryReactor* ListTeams(grpc::CallbackServerContext* context,
+                                      const v1::ListTeamsRequest* request,
+                                      v1::ListTeamsResponse* response) override;
+  grpc::ServerUnaryReactor* RotateTeamToken(grpc::CallbackServerContext* context,
+                                            const v1::RotateTeamTokenRequest* request,
+                                            v1::TeamToken* response) override;
+  grpc::ServerUnaryReactor* RevokeTeamTokens(grpc::CallbackServerContext* context,
+                                             const v1::RevokeTeamTokensRequest* request,
+                                             v1::RevokeTeamTokensResponse* response) override;
+  grpc::ServerUnaryReactor* CreateWorkerToken(grpc::CallbackServerContext* context,
+                                              const v1::CreateWorkerTokenRequest* request,
+                                              v1::WorkerToken* response) override;
+  grpc::ServerUnaryReactor* RevokeWorker(grpc::CallbackServerContext* context,
+                                         const v1::RevokeWorkerRequest* request,
+                                         v1::RevokeWorkerResponse* response) override;
+
+ private:
+  // OK for the admin token; Unauthenticated / PermissionDenied otherwise.
+  absl::Status CheckAdmin(grpc::CallbackServerContext* context) const;
+
+  auth::Authority* authority_;
+  scheduler::Scheduler* scheduler_;
+  WorkerServiceImpl* workers_;
 };
 
 // The user-facing API. The knowledge RPCs (ListLlmCalls, SearchKnowledge,
 // ListSkills) read RocksDB and the Xapian index on an executor of its own
 // and finish from there; the others answer from memory at once.
+//
+// With an authority every call needs a team's or the admin's token: a team
+// sees and changes only its own jobs and evaluations (another team's are
+// NotFound, as if they did not exist), its jobs are submitted under its name
+// and within its max_running_jobs (ResourceExhausted beyond it); listing
+// workers and every team's LLM calls needs the admin token.
 class JobServiceImpl : public v1::JobService::CallbackService {
  public:
   // `knowledge.jobs` is set to `jobs`. Registers kevo_coordinator_rpcs_total
   // and kevo_coordinator_rpc_seconds in `registry` when it is not null.
   JobServiceImpl(scheduler::Scheduler* scheduler, jobs::JobManager* jobs,
-                 KnowledgeSources knowledge, prometheus::Registry* registry);
+                 KnowledgeSources knowledge, prometheus::Registry* registry,
+                 const auth::Authority* authority = nullptr);
   // Runs the knowledge calls still queued (the server must be shut down).
   ~JobServiceImpl() override;
   grpc::ServerWriteReactor<v1::EvaluateEvent>* EvaluateCandidate(
@@ -90,9 +154,17 @@ class JobServiceImpl : public v1::JobService::CallbackService {
                                             std::function<absl::StatusOr<T>()> compute,
                                             T* response);
 
+  // The job `job_id` when `caller` may see it; NotFound otherwise, worded
+  // as for a job that does not exist.
+  absl::StatusOr<v1::Job> VisibleJob(const auth::Principal& caller, const std::string& job_id);
+  // OK, or ResourceExhausted when the caller's team is at its
+  // max_running_jobs.
+  absl::Status CheckQuota(const auth::Principal& caller);
+
   scheduler::Scheduler* scheduler_;
   jobs::JobManager* jobs_;
   KnowledgeSources knowledge_;
+  const auth::Authority* authority_;  // null: no --auth
   std::unique_ptr<RpcMetrics> metrics_;
   // Last: destroyed first, so that queued calls run while the rest is alive.
   std::unique_ptr<Executor> executor_;

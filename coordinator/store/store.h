@@ -1,5 +1,6 @@
 // The coordinator's durable state: RocksDB with one column family per kind of
-// record (tasks, evals, blobs, queue, jobs, nodes, kb, skills, llm_calls).
+// record (tasks, evals, blobs, queue, jobs, nodes, kb, skills, llm_calls, meta,
+// auth: teams and token hashes).
 // Keys are designed for prefix scans (job id first). Every multi-key change
 // is one WriteBatch; writes that must survive a crash are synced.
 #pragma once
@@ -16,7 +17,7 @@
 
 namespace kevo::store {
 
-enum class Family { kTasks, kEvals, kBlobs, kQueue, kJobs, kNodes, kKb, kSkills, kLlmCalls, kMeta };
+enum class Family { kTasks, kEvals, kBlobs, kQueue, kJobs, kNodes, kKb, kSkills, kLlmCalls, kMeta, kAuth };
 
 // A set of writes applied atomically by Store::Write.
 class Batch {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/rpc/client_channel.h"
 #include "common/status.h"
 
 namespace kevo::testing {
@@ -16,8 +17,17 @@ absl::Status Cluster::StartCoordinator(const std::vector<std::string>& extra_fla
   for (const auto& f : extra_flags) argv.push_back(f);
   KEVO_ASSIGN_OR_RETURN(coordinator_, ChildProcess::Start(argv, dir_ + "/coordinator.log"));
   KEVO_ASSIGN_OR_RETURN(address_, coordinator_->WaitForLine("listening ", absl::Seconds(30)));
-  stub_ = v1::JobService::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  UseCredentials(token_, tls_ca_pem_);
   return absl::OkStatus();
+}
+
+void Cluster::UseCredentials(const std::string& token, const std::string& tls_ca_pem) {
+  token_ = token;
+  tls_ca_pem_ = tls_ca_pem;
+  rpc::ClientCredentials credentials;
+  credentials.token = token;
+  credentials.tls_ca_pem = tls_ca_pem;
+  stub_ = v1::JobService::NewStub(rpc::ClientChannel(address_, credentials));
 }
 
 absl::Status Cluster::StartWorker(const std::string& id,

@@ -30,6 +30,9 @@ class Cluster {
   const std::string& address() const { return address_; }
   const std::string& dir() const { return dir_; }
   v1::JobService::Stub* stub() { return stub_.get(); }
+  // Makes stub() (and WaitForWorkers) send `token` on every call, over TLS
+  // when `tls_ca_pem` is set (a coordinator run with --auth / --tls-cert).
+  void UseCredentials(const std::string& token, const std::string& tls_ca_pem = "");
 
  private:
   std::string dir_;
@@ -37,6 +40,7 @@ class Cluster {
   std::unique_ptr<ChildProcess> coordinator_;
   std::vector<std::pair<std::string, std::unique_ptr<ChildProcess>>> workers_;
   std::unique_ptr<v1::JobService::Stub> stub_;
+  std::string token_, tls_ca_pem_;
 };
 
 }  // namespace kevo::testing

@@ -47,6 +47,8 @@ struct Daemon::Impl {
 
   absl::Mutex mu;
   bool stopping ABSL_GUARDED_BY(mu) = false;
+  // Set when the coordinator refused our credentials; Run returns it.
+  absl::Status refused ABSL_GUARDED_BY(mu);
   std::deque<v1::Assignment> queue ABSL_GUARDED_BY(mu);
   std::vector<std::string> running ABSL_GUARDED_BY(mu);  // "eval/attempt"
   // The live stream and its context; null while disconnected.
@@ -163,6 +165,7 @@ struct Daemon::Impl {
     if (!s->Read(&in) || !in.has_welcome()) {
       grpc::Status st = s->Finish();
       LogWarning("coordinator refused the stream: ", st.error_message());
+      RefuseIfCredentials(st);
       return;
     }
     hello.set_worker_id(in.welcome().worker_id());
@@ -217,6 +220,21 @@ struct Daemon::Impl {
     grpc::Status st = s->Finish();
     LogWarning("disconnected from ", options.coordinator, ": ",
                st.ok() ? "stream closed" : st.error_message());
+    RefuseIfCredentials(st);
+  }
+
+  // A refusal of the worker's credentials ends Run: reconnecting with the
+  // same token would be refused again.
+  void RefuseIfCredentials(const grpc::Status& st) {
+    if (st.error_code() != grpc::StatusCode::UNAUTHENTICATED &&
+        st.error_code() != grpc::StatusCode::PERMISSION_DENIED) {
+      return;
+    }
+    absl::MutexLock l(&mu);
+    refused = absl::Status(static_cast<absl::StatusCode>(st.error_code()),
+                           absl::StrCat("the coordinator at ", options.coordinator,
+                                        " refused this worker's credentials: ", st.error_message()));
+    stopping = true;
   }
 };
 
@@ -295,8 +313,7 @@ absl::Status Daemon::Run() {
       absl::MutexLock l(&d.mu);
       if (d.stopping) break;
     }
-    auto channel = grpc::CreateCustomChannel(d.options.coordinator,
-                                             grpc::InsecureChannelCredentials(), args);
+    auto channel = rpc::ClientChannel(d.options.coordinator, d.options.credentials, args);
     if (channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(2))) {
       d.reconnects->Increment();
       d.Session(channel);
@@ -311,7 +328,8 @@ absl::Status Daemon::Run() {
     backoff = std::min(backoff * 2, d.options.max_backoff);
   }
   for (auto& t : slots) t.join();
-  return absl::OkStatus();
+  absl::MutexLock l(&d.mu);
+  return d.refused;
 }
 
 void Daemon::Stop() {

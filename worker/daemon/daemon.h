@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "common/rpc/client_channel.h"
+
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "worker/backend.h"
@@ -20,6 +22,8 @@ struct DaemonOptions {
   std::string worker_id;       // empty: the coordinator assigns one
   std::string metrics_listen;  // empty: no /metrics
   absl::Duration max_backoff = absl::Seconds(5);
+  // The worker token and TLS CA (--token-file, --tls-ca; docs/security.md).
+  rpc::ClientCredentials credentials;
 };
 
 class Daemon {
@@ -28,7 +32,9 @@ class Daemon {
   ~Daemon();
 
   // Describes the host (once), then serves until Stop(). Returns an error
-  // only when the backend cannot describe the host or options are invalid.
+  // when the backend cannot describe the host, options are invalid, or the
+  // coordinator refuses the worker's credentials (Unauthenticated,
+  // PermissionDenied: retrying would not help).
   absl::Status Run();
   // Makes Run() return. Thread-safe; callable from a signal-waiting thread.
   void Stop();

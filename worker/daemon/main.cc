@@ -24,6 +24,7 @@ constexpr char kUsage[] =
     "                   [--compile-timeout S] [--run-timeout S] [--memory-limit-mb MB]\n"
     "                   [--profile-cap S] [--mtia-config 2i|1] [--offload-arch LIST]\n"
     "                   [--python PATH] [--torch-compile-timeout S] [--production on|off]\n"
+    "                   [--token-file FILE] [--tls-ca PEM]\n"
     "  --platform   cpu, nvidia (CUDA candidates on this host's GPUs, found with\n"
     "               kevo-runner-cuda probe), amd (HIP candidates compiled with hipcc;\n"
     "               static resource analysis, and on a ROCm GPU of a target validation\n"
@@ -42,7 +43,10 @@ constexpr char kUsage[] =
     "               KernelBench baseline (default 120; past it the baseline is dropped)\n"
     "  --production  time each task's production baseline (PyTorch eager and compiled,\n"
     "               OpenBLAS/cuBLAS; docs/task-format.md) beside every candidate that passed\n"
-    "               its profile (default on; off: speedups over the naive reference only)\n";
+    "               its profile (default on; off: speedups over the naive reference only)\n"
+    "  --token-file the worker token (kevo admin worker-token create) for a coordinator run\n"
+    "               with --auth (default: $KEVO_TOKEN, then $KEVO_TOKEN_FILE)\n"
+    "  --tls-ca     the CA that signed the coordinator's certificate (default $KEVO_TLS_CA)\n";
 
 kevo::worker::Daemon* g_daemon = nullptr;
 
@@ -76,6 +80,7 @@ int main(int argc, char** argv) {
   bool slots_given = false;
   bool compile_timeout_set = false;
   bool python_given = false;
+  std::string token_file, tls_ca;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -117,9 +122,16 @@ int main(int argc, char** argv) {
     }
     else if (arg == "--torch-compile-timeout" && numeric && number > 0) cpu.torch_compile_timeout = absl::Seconds(number);
     else if (arg == "--production" && (value == "on" || value == "off")) cpu.time_production = value == "on";
+    else if (arg == "--token-file") token_file = value;
+    else if (arg == "--tls-ca") tls_ca = value;
     else return Usage("bad flag or value: " + arg + " " + value);
   }
   if (options.coordinator.empty()) return Usage("--coordinator is required");
+  {
+    auto credentials = kevo::rpc::CredentialsFromEnvironment(token_file, tls_ca);
+    if (!credentials.ok()) return Usage(std::string(credentials.status().message()));
+    options.credentials = *std::move(credentials);
+  }
 
   std::unique_ptr<kevo::worker::Backend> backend;
   if (platform == "cpu") {
