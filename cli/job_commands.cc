@@ -2,6 +2,7 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -588,17 +589,30 @@ int BestCommand(const std::vector<std::string>& argv) {
 }
 
 int JobsCommand(const std::vector<std::string>& argv) {
-  auto args = ParseArgs(argv, {"coordinator"}, {"json"});
+  auto args = ParseArgs(argv, {"coordinator", "team"}, {"json"});
   if (!args.ok()) return Fail("jobs", args.status());
-  auto stub = Stub(args->Get("coordinator", kDefaultCoordinator));
-  grpc::ClientContext ctx;
-  Deadline(&ctx);
-  v1::ListJobsResponse resp;
-  grpc::Status st = stub->ListJobs(&ctx, v1::ListJobsRequest(), &resp);
-  if (!st.ok()) return Fail("jobs", FromGrpcStatus(st));
+  const std::string address = args->Get("coordinator", kDefaultCoordinator);
+  auto stub = Stub(address);
+  // Every page: a team sees its own jobs, the admin every team's (or one's, --team).
+  std::vector<v1::Job> jobs;
+  v1::ListJobsRequest req;
+  req.set_page_size(500);
+  req.set_team(args->Get("team"));
+  do {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    v1::ListJobsResponse resp;
+    grpc::Status st = stub->ListJobs(&ctx, req, &resp);
+    if (!st.ok()) return Fail("jobs", CoordinatorError(address, st));
+    for (auto& j : *resp.mutable_jobs()) jobs.push_back(std::move(j));
+    req.set_page_token(resp.next_page_token());
+  } while (!req.page_token().empty());
+  const bool teams = std::any_of(jobs.begin(), jobs.end(), [](const v1::Job& j) { return !j.spec().team().empty(); });
+  if (teams) std::printf("%-12s ", "TEAM");
   std::printf("%-16s %-14s %-9s %-14s %-9s %-8s %s\n", "JOB", "TASK", "PLATFORM", "STATE", "EVALS",
               "BEST", "REASON");
-  for (const auto& j : resp.jobs()) {
+  for (const auto& j : jobs) {
+    if (teams) std::printf("%-12s ", j.spec().team().empty() ? "-" : j.spec().team().c_str());
     std::printf("%-16s %-14s %-9s %-14s %4d/%-4d %7s  %s\n", j.job_id().c_str(),
                 j.spec().task().name().c_str(), j.spec().platform().c_str(),
                 v1::JobState_Name(j.state()).c_str(), j.evaluations_done(),

@@ -5,6 +5,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <algorithm>
 #include <deque>
 
 #include "absl/strings/str_cat.h"
@@ -298,6 +299,33 @@ absl::StatusOr<auth::Principal> User(const auth::Authority* authority,
   return p;
 }
 
+// One page of `items` (in their order): those after the one whose key is
+// `token` (all when it is empty), at most `page_size` (0: all, else at most
+// 1000); `next` gets the last key when more remain. InvalidArgument for a
+// token that names no item.
+template <typename T, typename KeyFn, typename AddFn>
+absl::Status Page(std::vector<T> items, int page_size, const std::string& token, KeyFn key, AddFn add,
+                  std::string* next) {
+  if (page_size < 0) return absl::InvalidArgumentError("page_size must not be negative");
+  size_t start = 0;
+  if (!token.empty()) {
+    while (start < items.size() && key(items[start]) != token) ++start;
+    if (start == items.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("page_token '", token, "' names no item of this list"));
+    }
+    ++start;
+  }
+  const size_t limit = page_size == 0 ? items.size() : std::min<size_t>(page_size, 1000);
+  size_t i = start;
+  std::string last;
+  for (; i < items.size() && i - start < limit; ++i) {
+    last = key(items[i]);
+    add(std::move(items[i]));
+  }
+  if (i < items.size() && i > start) *next = last;
+  return absl::OkStatus();
+}
+
 absl::Status NeedAdmin(const auth::Principal& p, const std::string& what) {
   if (p.admin()) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat(what, " needs the admin token"));
@@ -443,10 +471,19 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
                                                    v1::ListJobsResponse* response) {
   absl::StatusOr<auth::Principal> caller = User(authority_, *context);
   if (!caller.ok()) return FinishUnary<v1::ListJobsResponse>(context, caller.status(), response);
-  v1::ListJobsResponse r;
+  std::vector<v1::Job> visible;
   for (auto& j : jobs_->List()) {
-    if (caller->admin() || j.spec().team() == caller->team) *r.add_jobs() = std::move(j);
+    if (!caller->admin() && j.spec().team() != caller->team) continue;
+    if (!request->team().empty() && j.spec().team() != request->team()) continue;
+    visible.push_back(std::move(j));
   }
+  std::sort(visible.begin(), visible.end(),
+            [](const v1::Job& a, const v1::Job& b) { return a.job_id() < b.job_id(); });
+  v1::ListJobsResponse r;
+  absl::Status paged = Page(
+      visible, request->page_size(), request->page_token(), [](const v1::Job& j) { return j.job_id(); },
+      [&r](v1::Job j) { *r.add_jobs() = std::move(j); }, r.mutable_next_page_token());
+  if (!paged.ok()) return FinishUnary<v1::ListJobsResponse>(context, paged, response);
   return FinishUnary(context, absl::StatusOr<v1::ListJobsResponse>(std::move(r)), response);
 }
 
@@ -477,7 +514,11 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListNodes(grpc::CallbackServerContext*
   auto nodes = jobs_->Nodes(request->job_id());
   if (!nodes.ok()) return FinishUnary<v1::ListNodesResponse>(context, nodes.status(), response);
   v1::ListNodesResponse r;
-  for (auto& n : *nodes) *r.add_nodes() = std::move(n);
+  absl::Status paged = Page(
+      *std::move(nodes), request->page_size(), request->page_token(),
+      [](const v1::Node& n) { return n.node_id(); }, [&r](v1::Node n) { *r.add_nodes() = std::move(n); },
+      r.mutable_next_page_token());
+  if (!paged.ok()) return FinishUnary<v1::ListNodesResponse>(context, paged, response);
   return FinishUnary<v1::ListNodesResponse>(context, std::move(r), response);
 }
 

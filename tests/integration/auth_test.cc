@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include <grpcpp/grpcpp.h>
@@ -321,6 +322,49 @@ TEST_F(AuthTest, WorkersWithoutAWorkerTokenAreRefused) {
   v1::ListWorkersResponse listed;
   ASSERT_TRUE(cluster_->stub()->ListWorkers(&ctx, v1::ListWorkersRequest(), &listed).ok());
   EXPECT_EQ(listed.workers_size(), 0);
+}
+
+TEST_F(AuthTest, ListJobsPagesThroughATeamsOwnJobsInOrder) {
+  const std::string mine = CreateTeam("paged");
+  const std::string other = CreateTeam("unpaged");
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    auto id = Submit(mine);
+    ASSERT_TRUE(id.ok()) << id.status();
+    ids.push_back(*id);
+    ASSERT_TRUE(Submit(other).ok());
+  }
+  std::sort(ids.begin(), ids.end());
+  std::vector<std::string> paged;
+  v1::ListJobsRequest req;
+  req.set_page_size(2);
+  int pages = 0;
+  do {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    v1::ListJobsResponse resp;
+    ASSERT_TRUE(Jobs(mine)->ListJobs(&ctx, req, &resp).ok());
+    EXPECT_LE(resp.jobs_size(), 2);
+    for (const auto& j : resp.jobs()) paged.push_back(j.job_id());
+    req.set_page_token(resp.next_page_token());
+    ++pages;
+  } while (!req.page_token().empty() && pages < 10);
+  EXPECT_EQ(pages, 3);
+  EXPECT_EQ(paged, ids);
+  // The admin's --team filter gives the same five; a token from nowhere is refused.
+  v1::ListJobsRequest filtered;
+  filtered.set_team("paged");
+  grpc::ClientContext fctx;
+  Deadline(&fctx);
+  v1::ListJobsResponse all;
+  ASSERT_TRUE(Jobs(admin_token_)->ListJobs(&fctx, filtered, &all).ok());
+  EXPECT_EQ(all.jobs_size(), 5);
+  v1::ListJobsRequest bad;
+  bad.set_page_size(2);
+  bad.set_page_token("j-not-a-job");
+  grpc::ClientContext bctx;
+  Deadline(&bctx);
+  EXPECT_EQ(Jobs(mine)->ListJobs(&bctx, bad, &all).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 // A synthetic worker: one WorkerService stream with a token.
