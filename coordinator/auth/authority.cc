@@ -13,8 +13,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/time/civil_time.h"
 #include "absl/time/clock.h"
 #include "common/hash.h"
 #include "common/log.h"
@@ -277,6 +279,58 @@ absl::StatusOr<int> Authority::RevokeTeamTokens(const std::string& name) {
   }
   LogInfo("team ", name, ": ", n, " token(s) revoked");
   return n;
+}
+
+namespace {
+
+std::string UtcDay(absl::Time t) { return absl::FormatTime("%Y%m%d", t, absl::UTCTimeZone()); }
+
+}  // namespace
+
+std::pair<std::string, int64_t>& Authority::UsageLocked(const std::string& team) const {
+  const std::string today = UtcDay(absl::Now());
+  auto& u = usage_[team];
+  if (u.first != today) {
+    u = {today, 0};
+    auto stored = store_->Get(store::Family::kAuth, absl::StrCat("auth/usage/", team, "/", today));
+    if (stored.ok() && stored->has_value()) {
+      int64_t n = 0;
+      if (absl::SimpleAtoi(**stored, &n)) u.second = n;
+    }
+  }
+  return u;
+}
+
+absl::Status Authority::QuotaErrorLocked(const v1::Team& team) const {
+  const absl::Time now = absl::Now();
+  const absl::CivilDay tomorrow = absl::ToCivilDay(now, absl::UTCTimeZone()) + 1;
+  const absl::Duration left = absl::FromCivil(tomorrow, absl::UTCTimeZone()) - now;
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "team ", team.name(), " has used its ", team.max_evaluations_per_day(),
+      " evaluations for today (max_evaluations_per_day); the quota resets at 00:00 UTC, in ",
+      absl::FormatDuration(absl::Trunc(left, absl::Minutes(1)))));
+}
+
+absl::Status Authority::CheckEvaluationQuota(const std::string& name) const {
+  absl::MutexLock l(&mu_);
+  auto t = teams_.find(name);
+  if (t == teams_.end() || t->second.max_evaluations_per_day() <= 0) return absl::OkStatus();
+  if (UsageLocked(name).second >= t->second.max_evaluations_per_day()) return QuotaErrorLocked(t->second);
+  return absl::OkStatus();
+}
+
+absl::Status Authority::ChargeEvaluation(const std::string& name) {
+  absl::MutexLock l(&mu_);
+  auto t = teams_.find(name);
+  if (t == teams_.end() || t->second.max_evaluations_per_day() <= 0) return absl::OkStatus();
+  auto& u = UsageLocked(name);
+  if (u.second >= t->second.max_evaluations_per_day()) return QuotaErrorLocked(t->second);
+  ++u.second;
+  // Not synced: a crash may forget the last few charges, never a stored evaluation.
+  absl::Status s = store_->Put(store::Family::kAuth, absl::StrCat("auth/usage/", name, "/", u.first),
+                               absl::StrCat(u.second), /*sync=*/false);
+  if (!s.ok()) LogWarning("team ", name, ": recording usage: ", s.ToString());
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::WorkerToken> Authority::CreateWorkerToken(const std::string& name) {

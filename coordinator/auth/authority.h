@@ -66,6 +66,13 @@ class Authority {
   // Revokes every token of the team; returns how many were live.
   absl::StatusOr<int> RevokeTeamTokens(const std::string& name);
 
+  // Counts one evaluation against the team's max_evaluations_per_day (a UTC
+  // day); ResourceExhausted, saying when the quota resets, once it is spent.
+  // Teams without that limit, and the empty team, always pass.
+  absl::Status ChargeEvaluation(const std::string& team);
+  // ResourceExhausted when the team's quota for today is spent (charges nothing).
+  absl::Status CheckEvaluationQuota(const std::string& team) const;
+
   // InvalidArgument for a bad name.
   absl::StatusOr<v1::WorkerToken> CreateWorkerToken(const std::string& name);
   // Revokes one token by its hash (a worker's); NotFound when unknown.
@@ -85,6 +92,11 @@ class Authority {
   mutable absl::Mutex mu_;
   std::map<std::string, v1::TokenRecord> tokens_ ABSL_GUARDED_BY(mu_);  // by SHA-256 hex
   std::map<std::string, v1::Team> teams_ ABSL_GUARDED_BY(mu_);          // by name
+  // Evaluations charged today, by team: the UTC day ("20261202") and count.
+  mutable std::map<std::string, std::pair<std::string, int64_t>> usage_ ABSL_GUARDED_BY(mu_);
+  // The usage_ entry of `team` for today, read from the store on first use.
+  std::pair<std::string, int64_t>& UsageLocked(const std::string& team) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status QuotaErrorLocked(const v1::Team& team) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 }  // namespace kevo::auth

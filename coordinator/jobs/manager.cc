@@ -590,8 +590,10 @@ void JobManager::Pump(Running& r) {
       absl::Status submitted = SubmitNode(r, node, p.candidate, hash);
       if (!submitted.ok()) {
         LogError("job ", r.job.job_id(), ": submit: ", submitted.ToString());
-        if (submitted.code() == absl::StatusCode::kFailedPrecondition) {
-          // Timing required but only compile-only workers remain.
+        if (submitted.code() == absl::StatusCode::kFailedPrecondition ||
+            submitted.code() == absl::StatusCode::kResourceExhausted) {
+          // Timing required but only compile-only workers remain, or the
+          // team's evaluation quota is spent: the job ends with its best so far.
           r.stopping = true;
           r.job.set_stop_reason(std::string(submitted.message()));
         }

@@ -276,6 +276,11 @@ double Scheduler::TeamWeightLocked(const std::string& team) {
   return w > 0 ? w : 1.0;
 }
 
+void Scheduler::SetAdmission(std::function<absl::Status(const std::string&)> admission) {
+  absl::MutexLock l(&mu_);
+  admission_ = std::move(admission);
+}
+
 void Scheduler::SetTeamWeights(std::function<double(const std::string&)> weight) {
   absl::MutexLock l(&mu_);
   team_weight_ = std::move(weight);
@@ -474,6 +479,7 @@ absl::StatusOr<std::string> Scheduler::Submit(const v1::Task& task, const v1::Ca
   r.set_team(options.team);
   absl::MutexLock l(&mu_);
   if (options.require_timing) KEVO_RETURN_IF_ERROR(CheckTimingAvailableLocked(platform));
+  if (admission_) KEVO_RETURN_IF_ERROR(admission_(options.team));
   r.set_sequence(next_sequence_++);
   store::Batch batch = std::move(options.extra);
   batch.Put(store::Family::kTasks, r.task_hash(), task_bytes);

@@ -121,6 +121,10 @@ class Scheduler {
   // go to the team with the fewest leases per unit of weight, oldest
   // evaluation first: max-min fairness by progressive filling.
   void SetTeamWeights(std::function<double(const std::string&)> weight);
+  // Asked (with the lock held) before each evaluation is stored, with its
+  // team: an error (a quota's ResourceExhausted) refuses it and Submit
+  // returns that error.
+  void SetAdmission(std::function<absl::Status(const std::string&)> admission);
 
  private:
   struct Worker {
@@ -166,6 +170,7 @@ class Scheduler {
   std::multimap<std::string, EvalListener*> listeners_ ABSL_GUARDED_BY(mu_);
   CompletionHook completion_hook_ ABSL_GUARDED_BY(mu_);
   std::function<double(const std::string&)> team_weight_ ABSL_GUARDED_BY(mu_);
+  std::function<absl::Status(const std::string&)> admission_ ABSL_GUARDED_BY(mu_);
   int64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread expiry_thread_;

@@ -118,6 +118,7 @@ class CoordinatorImpl final : public Coordinator {
         absl::StatusOr<v1::Team> t = authority->GetTeam(team);
         return t.ok() ? t->weight() : 1.0;
       });
+      scheduler_->SetAdmission([authority](const std::string& team) { return authority->ChargeEvaluation(team); });
     }
     KEVO_RETURN_IF_ERROR(scheduler_->Recover());
     jobs_ = std::make_unique<jobs::JobManager>(store_.get(), scheduler_.get(),

@@ -345,6 +345,7 @@ absl::StatusOr<v1::Job> JobServiceImpl::VisibleJob(const auth::Principal& caller
 absl::Status JobServiceImpl::CheckQuota(const auth::Principal& caller) {
   if (authority_ == nullptr || caller.team.empty()) return absl::OkStatus();
   KEVO_ASSIGN_OR_RETURN(v1::Team team, authority_->GetTeam(caller.team));
+  KEVO_RETURN_IF_ERROR(authority_->CheckEvaluationQuota(caller.team));
   if (team.max_running_jobs() <= 0) return absl::OkStatus();
   int running = 0;
   for (const v1::Job& j : jobs_->List()) {

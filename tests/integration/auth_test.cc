@@ -276,13 +276,45 @@ TEST_F(AuthTest, RevokedAndRotatedTokensStopWorkingAtOnce) {
   EXPECT_EQ(GetJobCode(admin_token_, *job), grpc::StatusCode::OK);
 }
 
-TEST_F(AuthTest, ATeamAtItsRunningJobLimitIsRefusedWithWhatWasExceeded) {
+TEST_F(AuthTest, ATeamPastItsQuotasIsRefusedWithWhatWasExceeded) {
   const std::string t = CreateTeam("delta", /*max_running_jobs=*/1);
   ASSERT_TRUE(Submit(t).ok());
   auto second = Submit(t);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(absl::StrContains(second.status().message(), "its limit (max_running_jobs) is 1")) << second.status();
+
+  // Two evaluations a day: the third is refused, and so is a new job.
+  v1::CreateTeamRequest req;
+  req.set_name("frugal");
+  req.set_max_evaluations_per_day(2);
+  v1::TeamToken frugal;
+  grpc::ClientContext cctx;
+  Deadline(&cctx);
+  ASSERT_TRUE(Admin(admin_token_)->CreateTeam(&cctx, req, &frugal).ok());
+  auto stub = Jobs(frugal.token());
+  for (int i = 0; i < 3; ++i) {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    v1::EvaluateRequest ereq;
+    *ereq.mutable_task() = task_;
+    ereq.mutable_candidate()->set_source(absl::StrCat("// ", i, "\n"));
+    ereq.set_platform("nowhere");
+    auto reader = stub->EvaluateCandidate(&ctx, ereq);
+    v1::EvaluateEvent event;
+    if (i < 2) {
+      ASSERT_TRUE(reader->Read(&event)) << i;
+      EXPECT_FALSE(event.accepted_eval_id().empty());
+      ctx.TryCancel();
+    } else {
+      EXPECT_FALSE(reader->Read(&event));
+      grpc::Status st = reader->Finish();
+      EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+      EXPECT_TRUE(absl::StrContains(st.error_message(), "resets at 00:00 UTC")) << st.error_message();
+    }
+  }
+  auto job = Submit(frugal.token());
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kResourceExhausted) << job.status();
 }
 
 TEST_F(AuthTest, WorkersWithoutAWorkerTokenAreRefused) {
