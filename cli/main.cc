@@ -28,6 +28,7 @@ constexpr char kUsage[] =
     "  kb import [DIR] --db DIR       import a knowledge-base folder into a store\n"
     "  skills                         what earlier jobs learnt (skill memory)\n"
     "  admin team|worker-token|worker teams, tokens and workers (a coordinator with --auth)\n"
+    "  task export TASK_DIR           the loaded task as a kevo.v1.Task (for other clients)\n"
     "llm-log, kb search and skills ask a coordinator (--coordinator ADDR) or, with --db DIR,\n"
     "read a stopped coordinator's or `kevo run --db` folder. A coordinator run with --auth\n"
     "needs a token: KEVO_TOKEN, or the file KEVO_TOKEN_FILE names (docs/security.md).\n"
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
   if (command == "kb") return kevo::cli::KbCommand(args);
   if (command == "skills") return kevo::cli::SkillsCommand(args);
   if (command == "admin") return kevo::cli::AdminCommand(args);
+  if (command == "task") return kevo::cli::TaskCommand(args);
   std::fprintf(stderr, "kevo: unknown command '%s'\n%s", command.c_str(), kUsage);
   return 2;
 }

@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libseccomp-dev libxapian-dev
   bubblewrap libopenblas-dev binutils
   python3-torch
+  python3-grpcio python3-protobuf  # the Python client (clients/python) and its test
   prometheus
   # amd worker: HIP 5.2 / LLVM 15; pulls clang-15, lld-15, rocm-device-libs and
   # libamdhip64-dev, all that compiling device code for gfx90a/gfx940 needs.

@@ -47,7 +47,7 @@ struct Scheduler::Metrics {
     if (r == nullptr) return;
     results = &prometheus::BuildCounter()
                    .Name("kevo_coordinator_evaluations_total")
-                   .Help("Evaluations recorded, by final status")
+                   .Help("Evaluations recorded, by final status, platform and team (empty without --auth)")
                    .Register(*r);
     submitted = &prometheus::BuildCounter()
                      .Name("kevo_coordinator_evaluations_submitted_total")
@@ -419,7 +419,9 @@ void Scheduler::OnResultLocked(const std::string& worker_id, const v1::EvalResul
   LogInfo("recorded evaluation ", r.eval_id(), " attempt=", result.attempt(), " status=",
           v1::EvalStatus_Name(ev.status()), " speedup=", ev.speedup(), " worker=", worker_id);
   if (metrics_->results) {
-    metrics_->results->Add({{"status", v1::EvalStatus_Name(ev.status())}}).Increment();
+    metrics_->results
+        ->Add({{"status", v1::EvalStatus_Name(ev.status())}, {"platform", r.platform()}, {"team", r.team()}})
+        .Increment();
     metrics_->latency->Observe(
         static_cast<double>(ev.finished_unix_micros() - r.created_unix_micros()) / 1e6);
   }
