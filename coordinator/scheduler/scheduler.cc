@@ -310,6 +310,7 @@ void Scheduler::DispatchLocked() {
       r.set_attempt(r.attempt() + 1);
       r.set_lease_worker(worker_id);
       r.set_lease_deadline_unix_ms(NowMs() + absl::ToInt64Milliseconds(options_.lease));
+      a->second.last_progress_ms = NowMs();
       absl::Status s = PersistLocked(r);
       if (!s.ok()) LogError("persist lease of ", eval_id, ": ", s.ToString());
       w.busy.insert(eval_id);
@@ -362,7 +363,11 @@ void Scheduler::OnWorkerMessage(const std::string& worker_id, const v1::WorkerMe
     case v1::WorkerMessage::kEvent: {
       const v1::EvalEvent& e = message.event();
       auto a = active_.find(e.eval_id());
-      if (a == active_.end() || a->second.record.attempt() != e.attempt()) break;
+      if (a == active_.end() || a->second.record.attempt() != e.attempt() ||
+          a->second.record.lease_worker() != worker_id) {
+        break;  // only the lease holder reports on an evaluation
+      }
+      a->second.last_progress_ms = NowMs();
       v1::StageEvent ev = e.event();
       ev.set_worker_id(worker_id);
       ev.set_attempt(e.attempt());
@@ -577,13 +582,28 @@ void Scheduler::ExpiryLoop() {
     if (stopping_) return;
     int64_t now = NowMs();
     bool changed = false;
+    const int64_t silence_ms = absl::ToInt64Milliseconds(options_.max_silence);
     for (auto& [id, a] : active_) {
-      if (a.record.state() == v1::EVAL_LEASED && a.record.lease_deadline_unix_ms() < now) {
-        auto w = workers_.find(a.record.lease_worker());
-        if (w != workers_.end()) w->second.busy.erase(id);
-        RequeueLocked(a, absl::StrCat("lease held by ", a.record.lease_worker(), " lapsed"));
-        changed = true;
+      if (a.record.state() != v1::EVAL_LEASED) continue;
+      std::string why;
+      if (a.record.lease_deadline_unix_ms() < now) {
+        why = absl::StrCat("lease held by ", a.record.lease_worker(), " lapsed");
+      } else if (silence_ms > 0 && a.last_progress_ms > 0 && now - a.last_progress_ms > silence_ms) {
+        why = absl::StrCat("lease held by ", a.record.lease_worker(), " lapsed: no stage event for ",
+                           absl::FormatDuration(options_.max_silence), " (heartbeats alone do not keep a lease)");
+      } else {
+        continue;
       }
+      auto w = workers_.find(a.record.lease_worker());
+      if (w != workers_.end()) {
+        w->second.busy.erase(id);
+        v1::CoordinatorMessage m;  // tell it to stop; a late result is refused anyway
+        m.mutable_cancel()->set_eval_id(id);
+        m.mutable_cancel()->set_attempt(a.record.attempt());
+        w->second.send(m);
+      }
+      RequeueLocked(a, why);
+      changed = true;
     }
     if (changed) DispatchLocked();
   }

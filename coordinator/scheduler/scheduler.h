@@ -38,6 +38,10 @@ struct SchedulerOptions {
   absl::Duration lease = absl::Seconds(30);
   absl::Duration heartbeat = absl::Seconds(2);
   absl::Duration tick = absl::Milliseconds(200);
+  // A lease whose worker sends heartbeats but no stage event of the
+  // evaluation for this long lapses anyway (a worker that claims to be busy
+  // forever must not hold it); zero: heartbeats alone keep a lease.
+  absl::Duration max_silence = absl::Minutes(20);
 };
 
 // Receives the stage events of one evaluation and, last, its final result.
@@ -138,6 +142,7 @@ class Scheduler {
     v1::Task task;
     v1::Candidate candidate;
     std::optional<v1::Candidate> rival;
+    int64_t last_progress_ms = 0;  // the lease, or its holder's last stage event
   };
 
   void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

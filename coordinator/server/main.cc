@@ -15,7 +15,7 @@ constexpr char kUsage[] =
     "usage: kevo-coordinator --db DIR [--listen HOST:PORT] [--metrics HOST:PORT]\n"
     "                        [--lease-seconds N] [--llm-config FILE] [--kb DIR]\n"
     "                        [--auth [--admin-token-file FILE]] [--tls-cert PEM --tls-key PEM]\n"
-    "                        [--insecure-plaintext]\n"
+    "                        [--insecure-plaintext] [--lease-progress-seconds N]\n"
     "  --listen   gRPC address for workers and clients (default 127.0.0.1:50051;\n"
     "             port 0 picks a free one, printed on stdout as 'listening HOST:PORT')\n"
     "  --db       RocksDB folder; created if missing; data survives restarts\n"
@@ -26,7 +26,9 @@ constexpr char kUsage[] =
     "             (docs/security.md); the admin token is read from --admin-token-file\n"
     "             (default DB/admin.token), created there (mode 0600) when missing\n"
     "  --tls-cert, --tls-key  serve gRPC over TLS with this certificate chain and key\n"
-    "  --insecure-plaintext   allow plaintext gRPC on an address other than loopback\n";
+    "  --insecure-plaintext   allow plaintext gRPC on an address other than loopback\n"
+    "  --lease-progress-seconds N  a lease whose worker reports no stage of the evaluation\n"
+    "             for N seconds lapses even while it heartbeats (default 1200; 0: never)\n";
 
 kevo::coordinator::Coordinator* g_coordinator = nullptr;
 
@@ -56,6 +58,9 @@ int main(int argc, char** argv) {
     else if (arg == "--tls-key") options.tls_key = value("--tls-key");
     else if (arg == "--insecure-plaintext") options.insecure_plaintext = true;
     else if (arg == "--lease-seconds") options.scheduler.lease = absl::Seconds(std::stoi(value("--lease-seconds")));
+    else if (arg == "--lease-progress-seconds") {
+      options.scheduler.max_silence = absl::Seconds(std::stoi(value("--lease-progress-seconds")));
+    }
     else if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       return 0;

@@ -405,6 +405,8 @@ class FakeWorker {
   FakeWorker(const std::string& address, const std::string& token, const std::string& id,
              const std::string& platform)
       : stub_(v1::WorkerService::NewStub(ChannelWith(address, token))) {
+    // A test whose coordinator never assigns fails at this deadline, not at ctest's.
+    ctx_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     stream_ = stub_->Connect(&ctx_);
     v1::WorkerMessage hello;
     hello.mutable_hello()->set_worker_id(id);
@@ -499,6 +501,57 @@ TEST_F(AuthTest, AResultFromAWorkerThatDoesNotHoldTheLeaseIsRefused) {
   ASSERT_TRUE(final.has_value());
   EXPECT_EQ(final->worker_id(), "holder");
   EXPECT_DOUBLE_EQ(final->timing().median_s(), 0.25);
+}
+
+// A worker that heartbeats "still running" forever but never reports a
+// stage of the evaluation loses its lease; another worker gets it, and the
+// silent one's late result is refused.
+TEST(LeaseTest, HeartbeatsWithoutProgressDoNotKeepALease) {
+  Cluster cluster(MakeTempDir("kevo-lease"));
+  ASSERT_TRUE(cluster.StartCoordinator({"--lease-progress-seconds", "2"}).ok());
+  auto task = task::LoadTaskDir(SourceDir() + "/tasks/vector_add");
+  ASSERT_TRUE(task.ok());
+  grpc::ClientContext ectx;
+  ectx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  v1::EvaluateRequest ereq;
+  *ereq.mutable_task() = *task;
+  ereq.mutable_candidate()->set_source("// leased twice\n");
+  ereq.set_platform("synth");
+  auto reader = cluster.stub()->EvaluateCandidate(&ectx, ereq);
+  v1::EvaluateEvent accepted;
+  ASSERT_TRUE(reader->Read(&accepted));
+
+  FakeWorker silent(cluster.address(), "", "silent", "synth");
+  ASSERT_TRUE(silent.connected());
+  auto first = silent.NextAssignment();
+  ASSERT_TRUE(first.has_value());
+  // Heartbeats claiming the evaluation, for longer than the progress limit.
+  for (int i = 0; i < 8; ++i) {
+    v1::WorkerMessage hb;
+    hb.mutable_heartbeat()->add_running(absl::StrCat(first->eval_id(), "/", first->attempt()));
+    ASSERT_TRUE(silent.Send(hb));
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+  FakeWorker honest(cluster.address(), "", "honest", "synth");
+  ASSERT_TRUE(honest.connected());
+  auto second = honest.NextAssignment();
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->eval_id(), first->eval_id());
+  EXPECT_GT(second->attempt(), first->attempt());  // the silent worker may have been re-leased it meanwhile
+  ASSERT_TRUE(silent.Report(first->eval_id(), first->attempt(), 1e-9));
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_TRUE(honest.Report(second->eval_id(), second->attempt(), 0.5));
+  v1::EvaluateEvent event;
+  std::optional<v1::Evaluation> final;
+  bool said_why = false;
+  while (reader->Read(&event)) {
+    if (event.has_stage() && absl::StrContains(event.stage().message(), "no stage event")) said_why = true;
+    if (event.has_final()) final = event.final();
+  }
+  ASSERT_TRUE(final.has_value());
+  EXPECT_EQ(final->worker_id(), "honest");
+  EXPECT_DOUBLE_EQ(final->timing().median_s(), 0.5);
+  EXPECT_TRUE(said_why) << "the requeue event does not say the lease lapsed for lack of progress";
 }
 
 TEST_F(AuthTest, WorkerSlotsAreSharedByTeamWeightAndALightTeamIsNotStarved) {
