@@ -109,12 +109,29 @@ class Series:
                 "input_digests": sorted({digests[k] for k in self.copies})}
 
 
+_LIBM = ctypes.CDLL("libm.so.6")
+_FENV_BYTES = 64  # >= sizeof(fenv_t) on x86-64 and aarch64 glibc
+
+
+def load_keeping_fp_environment(path):
+    """ctypes.CDLL(path) with this thread's floating-point environment put back
+    afterwards: a kernel linked with -ffast-math runs crtfastmath's constructor,
+    which turns on flush-to-zero and denormals-are-zero, and PyTorch's forms
+    timed beside it would then compute in that mode."""
+    env = ctypes.create_string_buffer(_FENV_BYTES)
+    _LIBM.fegetenv(env)
+    try:
+        return ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
+    finally:
+        _LIBM.fesetenv(env)
+
+
 class Kernel:
     """A native kernel over the input copies: kevo_entry and one argument
     array (with its own outputs) per copy."""
 
     def __init__(self, path, spec, sets, make_outputs):
-        lib = ctypes.CDLL(os.path.abspath(path), mode=ctypes.RTLD_LOCAL)
+        lib = load_keeping_fp_environment(os.path.abspath(path))
         self.entry = lib.kevo_entry
         self.entry.restype = None
         self.entry.argtypes = [ctypes.c_void_p]

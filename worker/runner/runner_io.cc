@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cfenv>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -146,7 +147,15 @@ std::string AbsoluteKernelPath(const std::string& path) {
 }
 
 void* OpenKernelLibrary(const std::string& path) {
+  // A kernel linked with -ffast-math carries GCC's crtfastmath, whose
+  // constructor turns on flush-to-zero and denormals-are-zero in the loading
+  // thread (MXCSR 0x1f80 -> 0x9fc0), and every thread started later inherits
+  // it: the reference and the baselines timed in this process would compute
+  // in that mode. Put back the environment the runner had before the load.
+  fenv_t before;
+  fegetenv(&before);
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  fesetenv(&before);
   if (handle == nullptr) {
     const char* err = dlerror();
     Fail(kExitLoadFailed, "load_error", err ? err : path);

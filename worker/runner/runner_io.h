@@ -61,7 +61,9 @@ std::vector<uint64_t> ParseSeeds(const std::string& text);
 // An absolute path: dlopen of a relative one searches the library path or
 // calls getcwd, which the seccomp filter does not allow.
 std::string AbsoluteKernelPath(const std::string& path);
-// dlopen (RTLD_NOW | RTLD_LOCAL); kExitLoadFailed with dlerror's text.
+// dlopen (RTLD_NOW | RTLD_LOCAL); kExitLoadFailed with dlerror's text. The
+// calling thread's floating-point environment (rounding, FTZ/DAZ) is the same
+// after as before: loading a -ffast-math kernel does not change it.
 void* OpenKernelLibrary(const std::string& path);
 
 }  // namespace kevo::runner
