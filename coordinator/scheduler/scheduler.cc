@@ -409,10 +409,16 @@ void Scheduler::OnResultLocked(const std::string& worker_id, const v1::EvalResul
     DispatchLocked();
     return;
   }
+  RecordLocked(a, result.evaluation(), result.attempt(), worker_id);
+  DispatchLocked();
+}
+
+void Scheduler::RecordLocked(std::map<std::string, Active>::iterator a, v1::Evaluation ev, int attempt,
+                             const std::string& worker_id) {
+  v1::EvalRecord& r = a->second.record;
   for (auto& [platform, q] : queue_) q.erase(r.sequence());
-  v1::Evaluation ev = result.evaluation();
   ev.set_eval_id(r.eval_id());
-  ev.set_attempt(result.attempt());
+  ev.set_attempt(attempt);
   ev.set_worker_id(worker_id);
   ev.set_created_unix_micros(r.created_unix_micros());
   ev.set_finished_unix_micros(absl::ToUnixMicros(absl::Now()));
@@ -421,7 +427,7 @@ void Scheduler::OnResultLocked(const std::string& worker_id, const v1::EvalResul
   *r.mutable_evaluation() = ev;
   absl::Status s = PersistLocked(r);
   if (!s.ok()) LogError("persist result of ", r.eval_id(), ": ", s.ToString());
-  LogInfo("recorded evaluation ", r.eval_id(), " attempt=", result.attempt(), " status=",
+  LogInfo("recorded evaluation ", r.eval_id(), " attempt=", attempt, " status=",
           v1::EvalStatus_Name(ev.status()), " speedup=", ev.speedup(), " worker=", worker_id);
   if (metrics_->results) {
     metrics_->results
@@ -434,10 +440,16 @@ void Scheduler::OnResultLocked(const std::string& worker_id, const v1::EvalResul
   for (auto it = range.first; it != range.second; ++it) it->second->OnFinal(ev);
   if (completion_hook_) completion_hook_(r);
   active_.erase(a);
-  DispatchLocked();
 }
 
 std::string Scheduler::NewEvalId() { return NewId("e"); }
+
+bool Scheduler::ServedLocked(const std::string& platform) {
+  for (const auto& [id, w] : workers_) {
+    if (w.hello.platform() == platform) return true;
+  }
+  return false;
+}
 
 int Scheduler::SlotsFor(const std::string& platform, bool timing_only) {
   absl::MutexLock l(&mu_);
@@ -583,7 +595,13 @@ void Scheduler::ExpiryLoop() {
     int64_t now = NowMs();
     bool changed = false;
     const int64_t silence_ms = absl::ToInt64Milliseconds(options_.max_silence);
+    const int64_t queue_ms = absl::ToInt64Milliseconds(options_.queue_timeout);
+    std::vector<std::string> unserved;  // queued too long with no worker for their platform
     for (auto& [id, a] : active_) {
+      if (a.record.state() == v1::EVAL_QUEUED && queue_ms > 0 &&
+          now - a.record.created_unix_micros() / 1000 > queue_ms && !ServedLocked(a.record.platform())) {
+        unserved.push_back(id);
+      }
       if (a.record.state() != v1::EVAL_LEASED) continue;
       std::string why;
       if (a.record.lease_deadline_unix_ms() < now) {
@@ -604,6 +622,17 @@ void Scheduler::ExpiryLoop() {
       }
       RequeueLocked(a, why);
       changed = true;
+    }
+    for (const std::string& id : unserved) {
+      auto a = active_.find(id);
+      v1::Evaluation ev;
+      ev.set_status(v1::INFRA_ERROR);
+      ev.set_task_name(a->second.task.name());
+      ev.mutable_diagnostics()->set_message(absl::StrCat(
+          "no worker of platform '", a->second.record.platform(), "' connected within ",
+          absl::FormatDuration(options_.queue_timeout), " of the submission (kevo workers lists those connected)"));
+      LogWarning("evaluation ", id, ": ", ev.diagnostics().message());
+      RecordLocked(a, std::move(ev), a->second.record.attempt(), "");
     }
     if (changed) DispatchLocked();
   }

@@ -42,6 +42,10 @@ struct SchedulerOptions {
   // evaluation for this long lapses anyway (a worker that claims to be busy
   // forever must not hold it); zero: heartbeats alone keep a lease.
   absl::Duration max_silence = absl::Minutes(20);
+  // An evaluation still queued this long after its submission, while no
+  // worker of its platform is connected, is recorded as INFRA_ERROR saying
+  // so; zero: it waits for one forever.
+  absl::Duration queue_timeout = absl::Minutes(30);
 };
 
 // Receives the stage events of one evaluation and, last, its final result.
@@ -98,6 +102,7 @@ class Scheduler {
   absl::StatusOr<std::string> Submit(const v1::Task& task, const v1::Candidate& candidate,
                                      const std::string& platform, SubmitOptions options);
   static std::string NewEvalId();
+  const SchedulerOptions& options() const { return options_; }
   // Number of slots of connected workers serving `platform` (only those that
   // can measure time when `timing_only`).
   int SlotsFor(const std::string& platform, bool timing_only = false);
@@ -146,6 +151,12 @@ class Scheduler {
   };
 
   void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records `ev` as the evaluation's final result (from `worker_id`, empty
+  // when the coordinator decided it), tells its listeners and erases it.
+  void RecordLocked(std::map<std::string, Active>::iterator a, v1::Evaluation ev, int attempt,
+                    const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True while a worker of `platform` is connected.
+  bool ServedLocked(const std::string& platform) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The queue entry worker `w` should take next under the fair share, or
   // queue.end() when it can answer none; an entry that is no longer queued
   // is returned as is, for the caller to drop.

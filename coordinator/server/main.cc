@@ -16,6 +16,7 @@ constexpr char kUsage[] =
     "                        [--lease-seconds N] [--llm-config FILE] [--kb DIR]\n"
     "                        [--auth [--admin-token-file FILE]] [--tls-cert PEM --tls-key PEM]\n"
     "                        [--insecure-plaintext] [--lease-progress-seconds N]\n"
+    "                        [--queue-timeout-seconds N]\n"
     "  --listen   gRPC address for workers and clients (default 127.0.0.1:50051;\n"
     "             port 0 picks a free one, printed on stdout as 'listening HOST:PORT')\n"
     "  --db       RocksDB folder; created if missing; data survives restarts\n"
@@ -28,7 +29,9 @@ constexpr char kUsage[] =
     "  --tls-cert, --tls-key  serve gRPC over TLS with this certificate chain and key\n"
     "  --insecure-plaintext   allow plaintext gRPC on an address other than loopback\n"
     "  --lease-progress-seconds N  a lease whose worker reports no stage of the evaluation\n"
-    "             for N seconds lapses even while it heartbeats (default 1200; 0: never)\n";
+    "             for N seconds lapses even while it heartbeats (default 1200; 0: never)\n"
+    "  --queue-timeout-seconds N  an evaluation queued N seconds with no worker of its\n"
+    "             platform connected ends as INFRA_ERROR saying so (default 1800; 0: never)\n";
 
 kevo::coordinator::Coordinator* g_coordinator = nullptr;
 
@@ -58,6 +61,9 @@ int main(int argc, char** argv) {
     else if (arg == "--tls-key") options.tls_key = value("--tls-key");
     else if (arg == "--insecure-plaintext") options.insecure_plaintext = true;
     else if (arg == "--lease-seconds") options.scheduler.lease = absl::Seconds(std::stoi(value("--lease-seconds")));
+    else if (arg == "--queue-timeout-seconds") {
+      options.scheduler.queue_timeout = absl::Seconds(std::stoi(value("--queue-timeout-seconds")));
+    }
     else if (arg == "--lease-progress-seconds") {
       options.scheduler.max_silence = absl::Seconds(std::stoi(value("--lease-progress-seconds")));
     }

@@ -178,6 +178,20 @@ class EvaluateReactor final : public grpc::ServerWriteReactor<v1::EvaluateEvent>
     v1::EvaluateEvent accepted;
     accepted.set_accepted_eval_id(eval_id_);
     writes_.Push(std::move(accepted));
+    if (scheduler_->SlotsFor(request.platform()) == 0) {
+      // Say so now rather than leave the caller looking at a silent queue.
+      v1::EvaluateEvent waiting;
+      v1::StageEvent* ev = waiting.mutable_stage();
+      ev->set_stage(v1::STAGE_QUEUED);
+      ev->set_ok(true);
+      const absl::Duration limit = scheduler_->options().queue_timeout;
+      ev->set_message(absl::StrCat("no worker of platform '", request.platform(), "' is connected; waiting ",
+                                   limit > absl::ZeroDuration() ? absl::StrCat("up to ", absl::FormatDuration(limit))
+                                                                : std::string("indefinitely"),
+                                   " for one"));
+      ev->set_unix_micros(absl::ToUnixMicros(absl::Now()));
+      writes_.Push(std::move(waiting));
+    }
     absl::Status s = scheduler_->Subscribe(eval_id_, this);
     if (!s.ok()) writes_.FinishAfterWrites(ToGrpcStatus(s));
   }

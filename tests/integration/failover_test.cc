@@ -6,8 +6,11 @@
 #include <signal.h>
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
 #include "coordinator/store/store.h"
 #include "common/task/task_loader.h"
 #include "kevo/v1/store.pb.h"
@@ -135,6 +138,37 @@ TEST(FailoverTest, UnknownEvaluationIsNotFound) {
   v1::Evaluation evaluation;
   grpc::Status st = cluster.stub()->GetEvaluation(&ctx, req, &evaluation);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// An evaluation for a platform no worker serves says so at once and ends as
+// INFRA_ERROR at the queue timeout, instead of waiting forever.
+TEST(FailoverTest, AnEvaluationNoWorkerCanTakeSaysSoAndTimesOut) {
+  Cluster cluster(MakeTempDir("kevo-unserved"));
+  ASSERT_TRUE(cluster.StartCoordinator({"--queue-timeout-seconds", "2"}).ok());
+  auto task = task::LoadTaskDir(SourceDir() + "/tasks/vector_add");
+  ASSERT_TRUE(task.ok());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  v1::EvaluateRequest req;
+  *req.mutable_task() = *task;
+  req.mutable_candidate()->set_source("// waits for a worker that never comes\n");
+  req.set_platform("amd");
+  auto reader = cluster.stub()->EvaluateCandidate(&ctx, req);
+  v1::EvaluateEvent event;
+  bool told = false;
+  std::optional<v1::Evaluation> final;
+  const absl::Time start = absl::Now();
+  while (reader->Read(&event)) {
+    if (event.has_stage() && absl::StrContains(event.stage().message(), "no worker of platform 'amd'")) told = true;
+    if (event.has_final()) final = event.final();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_TRUE(told) << "the caller was not told that no amd worker is connected";
+  ASSERT_TRUE(final.has_value());
+  EXPECT_EQ(final->status(), v1::INFRA_ERROR);
+  EXPECT_TRUE(absl::StrContains(final->diagnostics().message(), "no worker of platform 'amd' connected within"))
+      << final->diagnostics().message();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
 }
 
 }  // namespace
