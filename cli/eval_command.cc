@@ -36,12 +36,35 @@ constexpr char kEvalUsage[] =
     "Exit status: 0 when the candidate is correct (status OK), 3 when it was evaluated\n"
     "and failed, 1 on errors (bad task file, no worker, ...), 2 on usage errors.\n";
 
+// The offset of the first byte of `text` that is not part of well-formed
+// UTF-8 (or is NUL), or npos when it is all text.
+size_t FirstNonTextByte(const std::string& text) {
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == 0) return i;
+    const int extra = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xe ? 2 : (c >> 3) == 0x1e ? 3 : -1;
+    if (extra < 0 || (extra == 1 && c < 0xc2) || i + extra >= text.size() + (extra == 0 ? 1 : 0)) return i;
+    for (int k = 1; k <= extra; ++k) {
+      if ((static_cast<unsigned char>(text[i + k]) & 0xc0) != 0x80) return i;
+    }
+    i += extra + 1;
+  }
+  return std::string::npos;
+}
+
+// The candidate's source: a kernel is text, and the API carries it as a
+// protobuf string, which must be UTF-8.
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
   std::stringstream ss;
   ss << in.rdbuf();
-  return ss.str();
+  std::string text = ss.str();
+  if (const size_t bad = FirstNonTextByte(text); bad != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is not a source file: byte ", bad, " is not UTF-8 text (a candidate is the kernel's source code)"));
+  }
+  return text;
 }
 
 }  // namespace

@@ -76,6 +76,19 @@ TEST(CliTest, MalformedTaskFileNamesFileLineAndProblem) {
   std::filesystem::remove_all(dir);
 }
 
+// A binary file as the candidate is refused before anything starts, naming
+// the file and the first byte that is not text (it used to end in an empty
+// UNIMPLEMENTED from the protobuf layer).
+TEST(CliTest, ABinaryCandidateFileIsAClearError) {
+  std::string dir = MakeTempDir("kevo-binary");
+  WriteTextFile(dir + "/kernel.cc", std::string("int f() { return 1; }\n") + '\xff' + '\x00' + "junk");
+  auto r = RunCommand({Kevo(), "eval", Tasks() + "/vector_add", dir + "/kernel.cc"}, absl::Minutes(1));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("kernel.cc is not a source file: byte 22 is not UTF-8 text"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("UNIMPLEMENTED"), std::string::npos) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
 // A kernel file that kevo writes names its extra compiler flags on its first
 // line ("// kevo-flags: ..."); `kevo eval` compiles the file with them, so the
 // kernel is measured as the search measured it.
