@@ -200,6 +200,18 @@ void JobManager::Loop() {
   }
 }
 
+void JobManager::FailJob(const v1::Job& job, const std::string& why) {
+  LogError("job ", job.job_id(), " failed: ", why);
+  v1::Job failed = job;
+  failed.set_state(v1::JOB_FAILED);
+  failed.set_stop_reason(why);
+  failed.set_finished_unix_micros(absl::ToUnixMicros(absl::Now()));
+  absl::Status s = PersistJob(failed);
+  if (!s.ok()) LogError("job ", job.job_id(), ": persisting its failure: ", s.ToString());
+  absl::MutexLock l(&mu_);
+  jobs_[job.job_id()] = failed;
+}
+
 absl::Status JobManager::PersistJob(const v1::Job& job) {
   return store_->Put(store::Family::kJobs, JobKey(job.job_id()), job.SerializeAsString(),
                      /*sync=*/true);
@@ -263,13 +275,7 @@ absl::StatusOr<std::string> JobManager::Submit(v1::JobSpec spec) {
   Post([this, job] {
     auto r = LoadRunning(job);
     if (!r.ok()) {
-      LogError("job ", job.job_id(), " cannot start: ", r.status().ToString());
-      v1::Job failed = job;
-      failed.set_state(v1::JOB_FAILED);
-      failed.set_stop_reason(std::string(r.status().message()));
-      (void)PersistJob(failed);
-      absl::MutexLock l(&mu_);
-      jobs_[job.job_id()] = failed;
+      FailJob(job, absl::StrCat("cannot start: ", r.status().message()));
       return;
     }
     Running& running = *(running_[job.job_id()] = std::move(*r));
@@ -318,8 +324,14 @@ absl::Status JobManager::Recover() {
       jobs_[job.job_id()] = job;
     }
     if (job.state() != v1::JOB_RUNNING) continue;
-    KEVO_ASSIGN_OR_RETURN(auto r, LoadRunning(job));
-    Running& running = *(running_[job.job_id()] = std::move(r));
+    auto r = LoadRunning(job);
+    if (!r.ok()) {
+      // One job that cannot resume (an llm job after a restart without
+      // --llm-config, say) fails alone; the coordinator and the other jobs go on.
+      FailJob(job, absl::StrCat("cannot resume after the coordinator restarted: ", r.status().message()));
+      continue;
+    }
+    Running& running = *(running_[job.job_id()] = std::move(*r));
     // Apply results the scheduler recorded while the job loop was down.
     std::vector<v1::Node> evaluating;
     for (const auto& [id, n] : running.tree.nodes()) {

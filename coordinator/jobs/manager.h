@@ -107,6 +107,8 @@ class JobManager {
   void Pump(Running& job);  // job loop: keep the job's slots busy
   void MaybeFinish(Running& job);  // job loop
   std::string StopReason(const Running& job) const;
+  // Marks `job` FAILED with `why` as its stop reason, stored and listed.
+  void FailJob(const v1::Job& job, const std::string& why);
   absl::Status PersistJob(const v1::Job& job);
   void Publish(const Running& job, const v1::Node* node);
   std::vector<proposer::ParentInfo> ParentsFor(const Running& job,

@@ -132,5 +132,46 @@ TEST(CrashResumeTest, JobSurvivesRepeatedKillNineOfTheCoordinator) {
   for (const auto& [id, n] : nodes) EXPECT_EQ(runs[n.eval_id()], 1) << n.eval_id();
 }
 
+// A job that cannot resume after a restart (an llm job, the coordinator
+// restarted without --llm-config) fails alone, saying why; the coordinator
+// starts and serves.
+TEST(CrashResumeTest, AJobThatCannotResumeFailsAloneAndTheCoordinatorStarts) {
+  Cluster cluster(MakeTempDir("kevo-resume-llm"));
+  // Endpoints are read at start; nothing is called until the job proposes.
+  WriteTextFile(cluster.dir() + "/llm.conf", "[endpoint nowhere]\nbase_url = http://127.0.0.1:9/v1\nmodel = m\n");
+  ASSERT_TRUE(cluster.StartCoordinator({"--llm-config", cluster.dir() + "/llm.conf"}).ok());
+  auto task = task::LoadTaskDir(SourceDir() + "/tasks/vector_add");
+  ASSERT_TRUE(task.ok());
+  v1::SubmitJobRequest req;
+  *req.mutable_spec()->mutable_task() = *task;
+  req.mutable_spec()->set_platform("nowhere");  // no worker: it stays running
+  req.mutable_spec()->set_proposer("llm");
+  req.mutable_spec()->mutable_budget()->set_max_evaluations(3);
+  v1::SubmitJobResponse submitted;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    ASSERT_TRUE(cluster.stub()->SubmitJob(&ctx, req, &submitted).ok());
+  }
+  auto get = [&](v1::Job* job) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    v1::GetJobRequest g;
+    g.set_job_id(submitted.job_id());
+    return cluster.stub()->GetJob(&ctx, g, job);
+  };
+  v1::Job job;
+  ASSERT_TRUE(get(&job).ok());
+  ASSERT_EQ(job.state(), v1::JOB_RUNNING) << job.stop_reason();
+
+  cluster.StopCoordinator(SIGKILL);
+  ASSERT_TRUE(cluster.StartCoordinator().ok()) << "the coordinator did not start with a job it cannot resume";
+  ASSERT_TRUE(get(&job).ok());
+  EXPECT_EQ(job.state(), v1::JOB_FAILED);
+  EXPECT_NE(job.stop_reason().find("cannot resume after the coordinator restarted"), std::string::npos)
+      << job.stop_reason();
+  EXPECT_NE(job.stop_reason().find("--llm-config"), std::string::npos) << job.stop_reason();
+}
+
 }  // namespace
 }  // namespace kevo::testing
