@@ -103,6 +103,10 @@ class CoordinatorImpl final : public Coordinator {
                                                           skills_.get(), registry_));
     }
     KEVO_ASSIGN_OR_RETURN(auto credentials, ServerCredentials(options));
+    if (!options.auth && !IsLoopbackAddress(options.listen)) {
+      LogWarning("serving on ", options.listen, " without --auth: anyone who can reach it acts as the admin ",
+                 "(docs/security.md)");
+    }
     if (options.auth) {
       KEVO_ASSIGN_OR_RETURN(authority_, auth::Authority::Open(store_.get()));
       const std::string admin_file = options.admin_token_file.empty()
