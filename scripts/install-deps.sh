@@ -14,6 +14,7 @@ packages=(
   python3-torch
   python3-grpcio python3-protobuf  # the Python client (clients/python) and its test
   prometheus
+  systemd  # systemd-analyze verify checks deploy/systemd (tests/deploy)
   # amd worker: HIP 5.2 / LLVM 15; pulls clang-15, lld-15, rocm-device-libs and
   # libamdhip64-dev, all that compiling device code for gfx90a/gfx940 needs.
   hipcc

@@ -7,8 +7,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <gmock/gmock.h>
@@ -312,7 +314,9 @@ TEST(ServiceTest, PrometheusScrapesCoordinatorAndWorkerMetrics) {
   std::string config = cluster.dir() + "/prometheus.yml";
   {
     std::ofstream out(config);
-    out << "global:\n  scrape_interval: 1s\nscrape_configs:\n"
+    // The alert rules kevo ships (deploy/prometheus/alerts.yml), evaluated every second.
+    out << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        << "rule_files: ['" << SourceDir() << "/deploy/prometheus/alerts.yml']\nscrape_configs:\n"
         << "  - job_name: kevo-coordinator\n    static_configs:\n      - targets: ['127.0.0.1:"
         << *coord_metrics << "']\n"
         << "  - job_name: kevo-worker\n    static_configs:\n      - targets: ['127.0.0.1:"
@@ -341,6 +345,48 @@ TEST(ServiceTest, PrometheusScrapesCoordinatorAndWorkerMetrics) {
   auto workers = QueryPrometheus(port, "kevo_coordinator_workers_connected");
   ASSERT_TRUE(workers.ok()) << workers.status();
   EXPECT_EQ(*workers, 1.0);
+
+  // Every shipped alert rule evaluates without error against these live
+  // metrics, and names only metrics kevo exports.
+  nlohmann::json rules;
+  deadline = absl::Now() + absl::Seconds(30);
+  bool all_evaluated = false;
+  while (!all_evaluated && absl::Now() < deadline) {
+    auto body = HttpGet(port, "/api/v1/rules");
+    ASSERT_TRUE(body.ok()) << body.status();
+    rules = nlohmann::json::parse(*body);
+    all_evaluated = !rules["data"]["groups"].empty();
+    for (const auto& g : rules["data"]["groups"]) {
+      for (const auto& r : g["rules"]) all_evaluated &= r.value("lastEvaluation", "").rfind("0001-", 0) != 0;
+    }
+    if (!all_evaluated) absl::SleepFor(absl::Milliseconds(500));
+  }
+  ASSERT_TRUE(all_evaluated) << rules.dump();
+  int n_rules = 0;
+  for (const auto& g : rules["data"]["groups"]) {
+    for (const auto& r : g["rules"]) {
+      ++n_rules;
+      EXPECT_EQ(r["health"], "ok") << r["name"] << ": " << r.value("lastError", "");
+    }
+  }
+  EXPECT_GE(n_rules, 5);
+  auto names = HttpGet(port, "/api/v1/label/__name__/values");
+  ASSERT_TRUE(names.ok());
+  std::set<std::string> exported;
+  const nlohmann::json name_list = nlohmann::json::parse(*names);
+  for (const auto& n : name_list["data"]) exported.insert(n.get<std::string>());
+  const std::string text = ReadTextFile(SourceDir() + "/deploy/prometheus/alerts.yml");
+  std::set<std::string> named;
+  for (size_t i = text.find("kevo_"); i != std::string::npos; i = text.find("kevo_", i + 1)) {
+    if (i > 0 && (std::isalnum(static_cast<unsigned char>(text[i - 1])) || text[i - 1] == '_')) continue;
+    size_t j = i;
+    while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) ++j;
+    named.insert(text.substr(i, j - i));
+  }
+  EXPECT_GE(named.size(), 4u);
+  for (const std::string& m : named) {
+    EXPECT_TRUE(exported.count(m)) << "alerts.yml names " << m << ", which kevo does not export";
+  }
 }
 
 }  // namespace
