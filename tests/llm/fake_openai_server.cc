@@ -213,11 +213,16 @@ class FakeOpenAiServer::Impl {
                        record.body.size(), static_cast<int>(reply.kind));
         }
       }
-      const bool keep_going = Reply(stream, record, reply) && req.keep_alive();
+      // A request counts as in flight from its arrival to the end of its
+      // reply's delay: the client cannot have its answer before then, so the
+      // count never exceeds the client's own concurrency (counting until the
+      // last byte was written let the client's next request arrive first).
+      const bool waited = reply.delay <= absl::ZeroDuration() || Wait(reply.delay);
       {
         absl::MutexLock l(&mu_);
         --in_flight_;
       }
+      const bool keep_going = waited && Reply(stream, record, reply) && req.keep_alive();
       if (!keep_going) return;
     }
   }
@@ -269,8 +274,8 @@ class FakeOpenAiServer::Impl {
   }
 
   template <typename Stream>
+  // Writes `reply` (its delay already waited by the caller).
   bool Reply(Stream& stream, const RecordedRequest& request, const FakeReply& reply) {
-    if (reply.delay > absl::ZeroDuration() && !Wait(reply.delay)) return false;
     const bool anthropic = request.target.find("/messages") != std::string::npos;
     if (request.target.find("/chat/completions") == std::string::npos && !anthropic) {
       return WriteJson(stream, 404, "Not Found",
