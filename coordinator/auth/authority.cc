@@ -119,11 +119,10 @@ bool Authority::Valid(const std::string& token_hash) const {
   return it != tokens_.end() && !it->second.revoked();
 }
 
-absl::StatusOr<std::string> Authority::IssueLocked(v1::TokenRecord record, store::Batch* batch) {
+absl::StatusOr<std::string> Authority::IssueLocked(v1::TokenRecord* record, store::Batch* batch) {
   std::string token = NewToken();
-  record.set_created_unix_micros(NowMicros());
-  const std::string hash = Sha256Hex(token);
-  batch->Put(store::Family::kAuth, absl::StrCat(kTokenPrefix, hash), record.SerializeAsString());
+  record->set_created_unix_micros(NowMicros());
+  batch->Put(store::Family::kAuth, absl::StrCat(kTokenPrefix, Sha256Hex(token)), record->SerializeAsString());
   return token;
 }
 
@@ -161,7 +160,7 @@ absl::StatusOr<bool> Authority::EnsureAdminToken(const std::string& path) {
   r.set_kind(v1::TOKEN_ADMIN);
   r.set_name("admin");
   store::Batch batch;
-  KEVO_ASSIGN_OR_RETURN(std::string token, IssueLocked(r, &batch));
+  KEVO_ASSIGN_OR_RETURN(std::string token, IssueLocked(&r, &batch));
   // Write the file first (exclusive, 0600): a token that never reached its
   // file must not be live.
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -176,7 +175,6 @@ absl::StatusOr<bool> Authority::EnsureAdminToken(const std::string& path) {
     return absl::UnavailableError(absl::StrCat("write admin token file ", path));
   }
   KEVO_RETURN_IF_ERROR(store_->Write(batch, /*sync=*/true));
-  r.set_created_unix_micros(NowMicros());
   tokens_[Sha256Hex(token)] = r;
   return true;
 }
@@ -202,9 +200,8 @@ absl::StatusOr<v1::TeamToken> Authority::CreateTeam(const v1::CreateTeamRequest&
   v1::TokenRecord r;
   r.set_kind(v1::TOKEN_TEAM);
   r.set_team(team.name());
-  KEVO_ASSIGN_OR_RETURN(std::string token, IssueLocked(r, &batch));
+  KEVO_ASSIGN_OR_RETURN(std::string token, IssueLocked(&r, &batch));
   KEVO_RETURN_IF_ERROR(store_->Write(batch, /*sync=*/true));
-  r.set_created_unix_micros(NowMicros());
   tokens_[Sha256Hex(token)] = r;
   teams_[team.name()] = team;
   LogInfo("team ", team.name(), " created (weight ", team.weight(), ")");
@@ -254,7 +251,7 @@ absl::StatusOr<v1::TeamToken> Authority::RotateTeamToken(const std::string& name
   v1::TokenRecord r;
   r.set_kind(v1::TOKEN_TEAM);
   r.set_team(name);
-  KEVO_ASSIGN_OR_RETURN(std::string token, IssueLocked(r, &batch));
+  KEVO_ASSIGN_OR_RETURN(std::string token, IssueLocked(&r, &batch));
   KEVO_RETURN_IF_ERROR(store_->Write(batch, /*sync=*/true));
   for (const auto& op : batch.ops()) {
     absl::string_view rest = op.key;
@@ -340,9 +337,8 @@ absl::StatusOr<v1::WorkerToken> Authority::CreateWorkerToken(const std::string& 
   r.set_kind(v1::TOKEN_WORKER);
   r.set_name(name);
   store::Batch batch;
-  KEVO_ASSIGN_OR_RETURN(std::string token, IssueLocked(r, &batch));
+  KEVO_ASSIGN_OR_RETURN(std::string token, IssueLocked(&r, &batch));
   KEVO_RETURN_IF_ERROR(store_->Write(batch, /*sync=*/true));
-  r.set_created_unix_micros(NowMicros());
   tokens_[Sha256Hex(token)] = r;
   LogInfo("worker token ", name, " created");
   v1::WorkerToken out;

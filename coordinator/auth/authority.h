@@ -82,8 +82,9 @@ class Authority {
 
  private:
   explicit Authority(store::Store* store) : store_(store) {}
-  // Stores `record` for a new token and returns the token's text.
-  absl::StatusOr<std::string> IssueLocked(v1::TokenRecord record, store::Batch* batch)
+  // Adds `record` (stamped with its creation time) for a new token to
+  // `batch` and returns the token's text.
+  absl::StatusOr<std::string> IssueLocked(v1::TokenRecord* record, store::Batch* batch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<int> RevokeTeamLocked(const std::string& name, const std::string& why,
                                        store::Batch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -356,6 +356,11 @@ absl::StatusOr<v1::Job> JobServiceImpl::VisibleJob(const auth::Principal& caller
   return job;
 }
 
+absl::Status JobServiceImpl::CheckVisible(const grpc::ServerContextBase& context, const std::string& job_id) {
+  KEVO_ASSIGN_OR_RETURN(auth::Principal caller, User(authority_, context));
+  return VisibleJob(caller, job_id).status();
+}
+
 absl::Status JobServiceImpl::CheckQuota(const auth::Principal& caller) {
   if (authority_ == nullptr || caller.team.empty()) return absl::OkStatus();
   KEVO_ASSIGN_OR_RETURN(v1::Team team, authority_->GetTeam(caller.team));
@@ -476,8 +481,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* co
 
 grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::WatchJob(
     grpc::CallbackServerContext* context, const v1::WatchJobRequest* request) {
-  absl::StatusOr<auth::Principal> caller = User(authority_, *context);
-  absl::Status visible = caller.ok() ? VisibleJob(*caller, request->job_id()).status() : caller.status();
+  absl::Status visible = CheckVisible(*context, request->job_id());
   return new WatchReactor(jobs_, request->job_id(), visible);
 }
 
@@ -505,8 +509,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* context,
                                                     const v1::CancelJobRequest* request,
                                                     v1::Job* response) {
-  absl::StatusOr<auth::Principal> caller = User(authority_, *context);
-  absl::Status visible = caller.ok() ? VisibleJob(*caller, request->job_id()).status() : caller.status();
+  absl::Status visible = CheckVisible(*context, request->job_id());
   if (!visible.ok()) return FinishUnary<v1::Job>(context, visible, response);
   return FinishUnary(context, jobs_->Cancel(request->job_id()), response);
 }
@@ -514,8 +517,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* JobServiceImpl::GetBest(grpc::CallbackServerContext* context,
                                                   const v1::GetBestRequest* request,
                                                   v1::GetBestResponse* response) {
-  absl::StatusOr<auth::Principal> caller = User(authority_, *context);
-  absl::Status visible = caller.ok() ? VisibleJob(*caller, request->job_id()).status() : caller.status();
+  absl::Status visible = CheckVisible(*context, request->job_id());
   if (!visible.ok()) return FinishUnary<v1::GetBestResponse>(context, visible, response);
   return FinishUnary(context, jobs_->GetBest(request->job_id()), response);
 }
@@ -523,8 +525,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetBest(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* JobServiceImpl::ListNodes(grpc::CallbackServerContext* context,
                                                     const v1::ListNodesRequest* request,
                                                     v1::ListNodesResponse* response) {
-  absl::StatusOr<auth::Principal> caller = User(authority_, *context);
-  absl::Status visible = caller.ok() ? VisibleJob(*caller, request->job_id()).status() : caller.status();
+  absl::Status visible = CheckVisible(*context, request->job_id());
   if (!visible.ok()) return FinishUnary<v1::ListNodesResponse>(context, visible, response);
   auto nodes = jobs_->Nodes(request->job_id());
   if (!nodes.ok()) return FinishUnary<v1::ListNodesResponse>(context, nodes.status(), response);

@@ -157,6 +157,9 @@ class JobServiceImpl : public v1::JobService::CallbackService {
   // The job `job_id` when `caller` may see it; NotFound otherwise, worded
   // as for a job that does not exist.
   absl::StatusOr<v1::Job> VisibleJob(const auth::Principal& caller, const std::string& job_id);
+  // OK when the caller of `context` may see job `job_id` (VisibleJob's errors
+  // otherwise, or the caller's own: Unauthenticated, PermissionDenied).
+  absl::Status CheckVisible(const grpc::ServerContextBase& context, const std::string& job_id);
   // OK, or ResourceExhausted when the caller's team is at its
   // max_running_jobs.
   absl::Status CheckQuota(const auth::Principal& caller);
