@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/status.h"
 
@@ -67,53 +68,63 @@ absl::StatusOr<std::unique_ptr<Embedded>> Embedded::Start(const EmbeddedOptions&
   co.scheduler.lease = absl::Seconds(120);
   KEVO_ASSIGN_OR_RETURN(e->coordinator_, coordinator::Coordinator::Start(co));
 
-  std::string log = options.worker_log.empty() ? e->db_dir_ + "/worker.log" : options.worker_log;
-  std::vector<std::string> args = {worker,
-                                   "--coordinator", e->coordinator_->address(),
-                                   "--platform", options.platform,
-                                   "--work-dir", e->db_dir_ + "/work"};
-  if (options.slots > 0) {
-    args.push_back("--slots");
-    args.push_back(std::to_string(options.slots));
+  std::vector<std::string> platforms = options.platforms;
+  if (platforms.empty()) platforms.push_back(options.platform);
+  std::vector<std::pair<std::string, std::string>> logs;  // platform, log file
+  for (const std::string& platform : platforms) {
+    std::string log = !options.worker_log.empty() && platforms.size() == 1 ? options.worker_log
+                      : platforms.size() == 1 ? e->db_dir_ + "/worker.log"
+                                              : absl::StrCat(e->db_dir_, "/worker-", platform, ".log");
+    std::vector<std::string> args = {worker,
+                                     "--coordinator", e->coordinator_->address(),
+                                     "--platform", platform,
+                                     "--work-dir", absl::StrCat(e->db_dir_, "/work", platforms.size() == 1 ? "" : "-" + platform)};
+    if (options.slots > 0) {
+      args.push_back("--slots");
+      args.push_back(std::to_string(options.slots));
+    }
+    for (const auto& f : options.worker_flags) args.push_back(f);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log_fd < 0) return absl::InternalError(absl::StrCat("open ", log, ": ", std::strerror(errno)));
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent) _exit(1);
+      dup2(log_fd, STDERR_FILENO);
+      dup2(log_fd, STDOUT_FILENO);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(log_fd);
+    e->worker_pids_.push_back(pid);
+    logs.emplace_back(platform, log);
   }
-  for (const auto& f : options.worker_flags) args.push_back(f);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) return absl::InternalError(absl::StrCat("open ", log, ": ", std::strerror(errno)));
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(1);
-    dup2(log_fd, STDERR_FILENO);
-    dup2(log_fd, STDOUT_FILENO);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(log_fd);
-  e->worker_pid_ = pid;
 
-  // Wait until the worker has said Hello (it measures the host first).
+  // Wait until every worker has said Hello (each measures its host first).
   absl::Time deadline = absl::Now() + absl::Seconds(90);
   absl::Time next_note = absl::Now() + absl::Seconds(3);
-  while (e->coordinator_->scheduler()->ListWorkers().empty()) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      e->worker_pid_ = -1;
-      return absl::UnavailableError(
-          absl::StrCat("kevo-worker exited before connecting; its log (", log, ") ends:\n",
-                       LogTail(log)));
+  while (e->coordinator_->scheduler()->ListWorkers().size() < platforms.size()) {
+    for (size_t i = 0; i < e->worker_pids_.size(); ++i) {
+      int status = 0;
+      if (e->worker_pids_[i] > 0 && waitpid(e->worker_pids_[i], &status, WNOHANG) == e->worker_pids_[i]) {
+        e->worker_pids_[i] = -1;
+        return absl::UnavailableError(absl::StrCat("the ", logs[i].first,
+                                                   " kevo-worker exited before connecting; its log (",
+                                                   logs[i].second, ") ends:\n", LogTail(logs[i].second)));
+      }
     }
     if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("kevo-worker did not connect within 90s; see its log ", log));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "kevo-worker did not connect within 90s; see its log ", logs.size() == 1 ? logs[0].second : e->db_dir_));
     }
     if (absl::Now() > next_note) {
-      std::fprintf(stderr, "waiting for the local %s worker to calibrate and connect...\n",
-                   options.platform.c_str());
+      std::fprintf(stderr, "waiting for the local %s worker%s to calibrate and connect...\n",
+                   absl::StrJoin(platforms, " and ").c_str(), platforms.size() > 1 ? "s" : "");
       next_note = absl::Now() + absl::Seconds(10);
     }
     absl::SleepFor(absl::Milliseconds(50));
@@ -122,14 +133,17 @@ absl::StatusOr<std::unique_ptr<Embedded>> Embedded::Start(const EmbeddedOptions&
 }
 
 Embedded::~Embedded() {
-  if (worker_pid_ > 0) {
-    kill(worker_pid_, SIGTERM);
+  for (int pid : worker_pids_) {
+    if (pid > 0) kill(pid, SIGTERM);
+  }
+  for (int pid : worker_pids_) {
+    if (pid <= 0) continue;
     absl::Time deadline = absl::Now() + absl::Seconds(5);
     int status = 0;
-    while (waitpid(worker_pid_, &status, WNOHANG) == 0) {
+    while (waitpid(pid, &status, WNOHANG) == 0) {
       if (absl::Now() > deadline) {
-        kill(worker_pid_, SIGKILL);
-        waitpid(worker_pid_, &status, 0);
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
         break;
       }
       absl::SleepFor(absl::Milliseconds(20));

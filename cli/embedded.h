@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "coordinator/server/coordinator.h"
@@ -14,6 +15,9 @@ namespace kevo::cli {
 struct EmbeddedOptions {
   std::string db_dir;  // empty: a temporary folder, removed at exit
   std::string platform = "cpu";
+  // One worker for each of these platforms instead of `platform` alone (a
+  // campaign's); each logs to <db>/worker-<platform>.log.
+  std::vector<std::string> platforms;
   int slots = 1;  // 0: the worker's default for the platform
   std::string worker_log;  // where the worker's log lines go; empty: <db>/worker.log
   std::vector<std::string> worker_flags;  // extra kevo-worker flags
@@ -22,8 +26,8 @@ struct EmbeddedOptions {
 
 class Embedded {
  public:
-  // Starts the coordinator and the worker, and waits (up to a minute, with
-  // progress lines on stderr) until the worker has connected. Returns
+  // Starts the coordinator and the worker(s), and waits (up to 90 s, with
+  // progress lines on stderr) until every worker has connected. Returns
   // NotFound when kevo-worker is not beside this binary, Unavailable when the
   // worker exits before connecting (its log is named in the message).
   static absl::StatusOr<std::unique_ptr<Embedded>> Start(const EmbeddedOptions& options);
@@ -38,7 +42,7 @@ class Embedded {
   std::unique_ptr<coordinator::Coordinator> coordinator_;
   std::string db_dir_;
   bool remove_db_ = false;
-  int worker_pid_ = -1;
+  std::vector<int> worker_pids_;
 };
 
 // The folder holding this executable (to find kevo-worker and the runners).

@@ -244,7 +244,12 @@ void JobManager::Publish(const Running& r, const v1::Node* node) {
   }
 }
 
-absl::StatusOr<std::string> JobManager::Submit(v1::JobSpec spec) {
+absl::Status JobManager::Validate(v1::JobSpec spec) {
+  spec.mutable_task()->set_name(spec.task().name().empty() ? "unnamed" : spec.task().name());
+  return Complete(spec);
+}
+
+absl::Status JobManager::Complete(v1::JobSpec& spec) {
   if (spec.task().name().empty()) return absl::InvalidArgumentError("the job has no task");
   if (spec.platform().empty()) return absl::InvalidArgumentError("the job names no platform");
   if (spec.budget().max_evaluations() < 0 || spec.budget().max_wall_seconds() < 0 ||
@@ -256,9 +261,18 @@ absl::StatusOr<std::string> JobManager::Submit(v1::JobSpec spec) {
   if (spec.proposer().empty()) spec.set_proposer("builtin");
   KEVO_RETURN_IF_ERROR(search::CreatePolicy(spec.policy()).status());
   KEVO_RETURN_IF_ERROR(proposers_(spec).status());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> JobManager::Submit(v1::JobSpec spec, const std::string& job_id) {
+  KEVO_RETURN_IF_ERROR(Complete(spec));
   if (spec.require_timing()) KEVO_RETURN_IF_ERROR(scheduler_->CheckTimingAvailable(spec.platform()));
   v1::Job job;
-  job.set_job_id(NewJobId());
+  job.set_job_id(job_id.empty() ? NewJobId() : job_id);
+  if (!job_id.empty()) {
+    absl::MutexLock l(&mu_);
+    if (jobs_.count(job_id) > 0) return absl::AlreadyExistsError(absl::StrCat("job ", job_id, " exists"));
+  }
   *job.mutable_spec() = spec;
   job.set_state(v1::JOB_RUNNING);
   job.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
@@ -653,6 +667,7 @@ absl::Status JobManager::SubmitNode(Running& r, v1::Node& node, const v1::Candid
   so.eval_id = scheduler::Scheduler::NewEvalId();
   so.require_timing = r.job.spec().require_timing();
   so.team = r.job.spec().team();
+  so.priority = r.job.spec().priority();
   node.set_eval_id(so.eval_id);
   // The job's best so far is timed beside the candidate, so that which of the
   // two the job keeps is decided by one side-by-side loop.

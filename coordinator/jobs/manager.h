@@ -81,8 +81,14 @@ class JobManager {
   void Stop();
 
   // Validates and stores a new job; returns its id. InvalidArgument for a bad
-  // spec (no task, unknown policy or proposer, negative budget).
-  absl::StatusOr<std::string> Submit(v1::JobSpec spec);
+  // spec (no task, unknown policy or proposer, negative budget). With
+  // `job_id` the job gets that id (a campaign's, so that a launch repeated
+  // after a crash finds its job instead of starting another): AlreadyExists
+  // when a job has it.
+  absl::StatusOr<std::string> Submit(v1::JobSpec spec, const std::string& job_id = "");
+  // What Submit would refuse in `spec` apart from its task (a campaign's jobs
+  // share every other field): unknown policy or proposer, negative budget.
+  absl::Status Validate(v1::JobSpec spec);
   absl::StatusOr<v1::Job> Get(const std::string& job_id);
   std::vector<v1::Job> List();
   // Stops proposing; evaluations in flight still finish and are recorded.
@@ -100,6 +106,8 @@ class JobManager {
   struct Running;
   using Work = std::function<void()>;
 
+  // Submit's checks, filling in the spec's defaults.
+  absl::Status Complete(v1::JobSpec& spec);
   void Post(Work work);
   void Loop();
   void OnEvaluationDone(const v1::EvalRecord& record);  // job loop

@@ -249,22 +249,29 @@ std::map<int64_t, std::string>::iterator Scheduler::PickLocked(
     const std::map<std::string, int>& leased_by_team) {
   // Weighted max-min fair share by progressive filling: the next slot goes to
   // the team with the fewest leases per unit of weight on this platform; in a
-  // team, and between equals, the oldest evaluation first.
-  auto best = queue.end();
-  double best_share = 0;
-  std::set<std::string> seen;  // teams whose oldest eligible entry was looked at
+  // team, the highest priority (a campaign's) first, then the oldest.
+  struct Head {
+    std::map<int64_t, std::string>::iterator it;
+    int32_t priority;
+  };
+  std::map<std::string, Head> heads;  // each team's next evaluation
   for (auto it = queue.begin(); it != queue.end(); ++it) {
     auto a = active_.find(it->second);
     if (a == active_.end() || a->second.record.state() != v1::EVAL_QUEUED) return it;  // stale: drop it
     const v1::EvalRecord& r = a->second.record;
     if (r.require_timing() && w.hello.compile_only()) continue;  // this worker cannot answer it
-    if (!seen.insert(r.team()).second) continue;
-    auto n = leased_by_team.find(r.team());
-    const double share = (n == leased_by_team.end() ? 0 : n->second) / TeamWeightLocked(r.team());
-    if (best == queue.end() || share < best_share) {
-      best = it;
+    auto [head, fresh] = heads.try_emplace(r.team(), Head{it, r.priority()});
+    if (!fresh && r.priority() > head->second.priority) head->second = Head{it, r.priority()};
+  }
+  auto best = queue.end();
+  double best_share = 0;
+  for (const auto& [team, head] : heads) {
+    auto n = leased_by_team.find(team);
+    const double share = (n == leased_by_team.end() ? 0 : n->second) / TeamWeightLocked(team);
+    // Between teams of equal share, the older evaluation.
+    if (best == queue.end() || share < best_share || (share == best_share && head.it->first < best->first)) {
+      best = head.it;
       best_share = share;
-      if (share == 0) break;  // no team can be below an idle one
     }
   }
   return best;
@@ -496,6 +503,7 @@ absl::StatusOr<std::string> Scheduler::Submit(const v1::Task& task, const v1::Ca
   r.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
   r.set_require_timing(options.require_timing);
   r.set_team(options.team);
+  r.set_priority(options.priority);
   absl::MutexLock l(&mu_);
   if (options.require_timing) KEVO_RETURN_IF_ERROR(CheckTimingAvailableLocked(platform));
   if (admission_) KEVO_RETURN_IF_ERROR(admission_(options.team));

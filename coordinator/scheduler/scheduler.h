@@ -93,6 +93,8 @@ class Scheduler {
     std::optional<v1::Candidate> rival;
     // The team that asked for it (EvalRecord.team); empty without --auth.
     std::string team;
+    // Higher is leased first among the team's evaluations (EvalRecord.priority).
+    int32_t priority = 0;
   };
   // Stores and queues one evaluation; returns its id. With no worker of
   // `platform` connected the evaluation simply waits for one. Returns the

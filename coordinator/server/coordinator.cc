@@ -129,8 +129,18 @@ class CoordinatorImpl final : public Coordinator {
                                                MakeProposerFactory(llm_), registry_);
     jobs_->SetLearningHooks(MakeLearningHooks());
     KEVO_RETURN_IF_ERROR(jobs_->Recover());
+    {
+      const auth::Authority* authority = authority_.get();
+      jobs::JobManager* jobs = jobs_.get();
+      campaigns_ = std::make_unique<campaigns::CampaignManager>(
+          store_.get(), jobs_.get(),
+          [authority, jobs](const std::string& team) { return TeamAdmission(authority, jobs, team); },
+          registry_);
+    }
+    KEVO_RETURN_IF_ERROR(campaigns_->Recover());
     scheduler_->Start();
     jobs_->Start();
+    campaigns_->Start();
 
     worker_service_ = std::make_unique<WorkerServiceImpl>(scheduler_.get(), authority_.get());
     KnowledgeSources knowledge;
@@ -139,6 +149,7 @@ class CoordinatorImpl final : public Coordinator {
     knowledge.skills = skills_.get();
     job_service_ = std::make_unique<JobServiceImpl>(scheduler_.get(), jobs_.get(), knowledge,
                                                     registry_.get(), authority_.get());
+    campaign_service_ = std::make_unique<CampaignServiceImpl>(campaigns_.get(), authority_.get());
     if (authority_ != nullptr) {
       admin_service_ = std::make_unique<AdminServiceImpl>(authority_.get(), scheduler_.get(),
                                                           worker_service_.get());
@@ -148,6 +159,7 @@ class CoordinatorImpl final : public Coordinator {
     builder.AddListeningPort(options.listen, credentials, &port);
     builder.RegisterService(worker_service_.get());
     builder.RegisterService(job_service_.get());
+    builder.RegisterService(campaign_service_.get());
     if (admin_service_ != nullptr) builder.RegisterService(admin_service_.get());
     builder.SetMaxReceiveMessageSize(64 << 20);
     builder.SetMaxSendMessageSize(64 << 20);
@@ -171,12 +183,15 @@ class CoordinatorImpl final : public Coordinator {
   void Shutdown() override {
     if (shut_down_.exchange(true)) return;
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    if (campaigns_) campaigns_->Stop();
     if (jobs_) jobs_->Stop();
     if (scheduler_) scheduler_->Stop();
     if (server_) server_->Wait();
     server_.reset();
     job_service_.reset();  // joins its executor
     admin_service_.reset();
+    campaign_service_.reset();
+    campaigns_.reset();
     jobs_.reset();
     if (llm_) llm_->Shutdown();  // waits for LLM calls in flight
     llm_.reset();
@@ -237,9 +252,11 @@ class CoordinatorImpl final : public Coordinator {
   std::shared_ptr<llm::LlmService> llm_;  // null without --llm-config
   std::unique_ptr<scheduler::Scheduler> scheduler_;
   std::unique_ptr<jobs::JobManager> jobs_;
+  std::unique_ptr<campaigns::CampaignManager> campaigns_;
   std::unique_ptr<auth::Authority> authority_;  // null without --auth
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<JobServiceImpl> job_service_;
+  std::unique_ptr<CampaignServiceImpl> campaign_service_;
   std::unique_ptr<AdminServiceImpl> admin_service_;  // with --auth only
   std::unique_ptr<grpc::Server> server_;
   std::string address_;

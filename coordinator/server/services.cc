@@ -361,19 +361,23 @@ absl::Status JobServiceImpl::CheckVisible(const grpc::ServerContextBase& context
   return VisibleJob(caller, job_id).status();
 }
 
-absl::Status JobServiceImpl::CheckQuota(const auth::Principal& caller) {
-  if (authority_ == nullptr || caller.team.empty()) return absl::OkStatus();
-  KEVO_ASSIGN_OR_RETURN(v1::Team team, authority_->GetTeam(caller.team));
-  KEVO_RETURN_IF_ERROR(authority_->CheckEvaluationQuota(caller.team));
+absl::Status TeamAdmission(const auth::Authority* authority, jobs::JobManager* jobs, const std::string& team_name) {
+  if (authority == nullptr || team_name.empty()) return absl::OkStatus();
+  KEVO_ASSIGN_OR_RETURN(v1::Team team, authority->GetTeam(team_name));
+  KEVO_RETURN_IF_ERROR(authority->CheckEvaluationQuota(team_name));
   if (team.max_running_jobs() <= 0) return absl::OkStatus();
   int running = 0;
-  for (const v1::Job& j : jobs_->List()) {
-    if (j.spec().team() == caller.team && j.state() == v1::JOB_RUNNING) ++running;
+  for (const v1::Job& j : jobs->List()) {
+    if (j.spec().team() == team_name && j.state() == v1::JOB_RUNNING) ++running;
   }
   if (running < team.max_running_jobs()) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
-      "team ", caller.team, " has ", running, " running jobs, its limit (max_running_jobs) is ",
+      "team ", team_name, " has ", running, " running jobs, its limit (max_running_jobs) is ",
       team.max_running_jobs(), "; the limit frees when one of them ends (kevo jobs, kevo cancel)"));
+}
+
+absl::Status JobServiceImpl::CheckQuota(const auth::Principal& caller) {
+  return TeamAdmission(authority_, jobs_, caller.team);
 }
 
 JobServiceImpl::JobServiceImpl(scheduler::Scheduler* scheduler, jobs::JobManager* jobs,
@@ -494,6 +498,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
   for (auto& j : jobs_->List()) {
     if (!caller->admin() && j.spec().team() != caller->team) continue;
     if (!request->team().empty() && j.spec().team() != request->team()) continue;
+    if (!request->campaign_id().empty() && j.spec().campaign_id() != request->campaign_id()) continue;
     visible.push_back(std::move(j));
   }
   std::sort(visible.begin(), visible.end(),
@@ -668,6 +673,60 @@ grpc::ServerUnaryReactor* AdminServiceImpl::RevokeWorker(grpc::CallbackServerCon
   v1::RevokeWorkerResponse r;
   if (token.ok()) r.set_token_name(token->name());
   return FinishUnary<v1::RevokeWorkerResponse>(context, std::move(r), response);
+}
+
+}  // namespace kevo::coordinator
+
+namespace kevo::coordinator {
+
+absl::StatusOr<v1::Campaign> CampaignServiceImpl::Visible(const grpc::ServerContextBase& context,
+                                                          const std::string& campaign_id) {
+  KEVO_ASSIGN_OR_RETURN(auth::Principal caller, User(authority_, context));
+  KEVO_ASSIGN_OR_RETURN(v1::Campaign c, campaigns_->Get(campaign_id));
+  if (!caller.admin() && c.spec().team() != caller.team) {
+    return absl::NotFoundError(absl::StrCat("no campaign ", campaign_id));
+  }
+  return c;
+}
+
+grpc::ServerUnaryReactor* CampaignServiceImpl::SubmitCampaign(grpc::CallbackServerContext* context,
+                                                              const v1::SubmitCampaignRequest* request,
+                                                              v1::SubmitCampaignResponse* response) {
+  absl::StatusOr<auth::Principal> caller = User(authority_, *context);
+  if (!caller.ok()) return FinishUnary<v1::SubmitCampaignResponse>(context, caller.status(), response);
+  std::vector<v1::CampaignTask> tasks(request->tasks().begin(), request->tasks().end());
+  // A team's campaign is its own whatever the request says; the admin may name one.
+  auto id = campaigns_->Submit(request->spec(), tasks, caller->admin() ? "" : caller->team);
+  if (!id.ok()) return FinishUnary<v1::SubmitCampaignResponse>(context, id.status(), response);
+  v1::SubmitCampaignResponse r;
+  r.set_campaign_id(*id);
+  return FinishUnary<v1::SubmitCampaignResponse>(context, std::move(r), response);
+}
+
+grpc::ServerUnaryReactor* CampaignServiceImpl::GetCampaign(grpc::CallbackServerContext* context,
+                                                           const v1::GetCampaignRequest* request,
+                                                           v1::Campaign* response) {
+  return FinishUnary(context, Visible(*context, request->campaign_id()), response);
+}
+
+grpc::ServerUnaryReactor* CampaignServiceImpl::ListCampaigns(grpc::CallbackServerContext* context,
+                                                             const v1::ListCampaignsRequest* request,
+                                                             v1::ListCampaignsResponse* response) {
+  absl::StatusOr<auth::Principal> caller = User(authority_, *context);
+  if (!caller.ok()) return FinishUnary<v1::ListCampaignsResponse>(context, caller.status(), response);
+  v1::ListCampaignsResponse r;
+  for (v1::Campaign& c : campaigns_->List()) {
+    if (caller->admin() || c.spec().team() == caller->team) *r.add_campaigns() = std::move(c);
+  }
+  return FinishUnary<v1::ListCampaignsResponse>(context, std::move(r), response);
+}
+
+grpc::ServerUnaryReactor* CampaignServiceImpl::CancelCampaign(grpc::CallbackServerContext* context,
+                                                              const v1::CancelCampaignRequest* request,
+                                                              v1::Campaign* response) {
+  absl::StatusOr<v1::Campaign> visible = Visible(*context, request->campaign_id());
+  if (!visible.ok()) return FinishUnary(context, std::move(visible), response);
+  return FinishUnary(context, campaigns_->Cancel(request->campaign_id()), response);
 }
 
 }  // namespace kevo::coordinator

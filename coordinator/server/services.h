@@ -8,10 +8,12 @@
 
 #include "common/executor.h"
 #include "coordinator/auth/authority.h"
+#include "coordinator/campaigns/campaigns.h"
 #include "coordinator/jobs/manager.h"
 #include "coordinator/scheduler/scheduler.h"
 #include "coordinator/server/knowledge.h"
 #include "kevo/v1/admin.grpc.pb.h"
+#include "kevo/v1/campaign.grpc.pb.h"
 #include "kevo/v1/job.grpc.pb.h"
 #include "kevo/v1/worker.grpc.pb.h"
 
@@ -25,6 +27,37 @@ namespace kevo::coordinator {
 // (no --auth); Unauthenticated without a valid bearer token.
 absl::StatusOr<auth::Principal> Caller(const auth::Authority* authority,
                                        const grpc::ServerContextBase& context);
+
+// Whether `team` may start another job now: within its max_evaluations_per_day
+// and max_running_jobs (ResourceExhausted naming the limit). OK without an
+// authority and for the admin (an empty team).
+absl::Status TeamAdmission(const auth::Authority* authority, jobs::JobManager* jobs, const std::string& team);
+
+// Campaigns (proto/kevo/v1/campaign.proto). With an authority a team sees and
+// cancels only its own campaigns (another team's are NotFound) and submits
+// under its own name; the admin sees all and may name the team.
+class CampaignServiceImpl final : public v1::CampaignService::CallbackService {
+ public:
+  CampaignServiceImpl(campaigns::CampaignManager* campaigns, const auth::Authority* authority)
+      : campaigns_(campaigns), authority_(authority) {}
+  grpc::ServerUnaryReactor* SubmitCampaign(grpc::CallbackServerContext* context,
+                                           const v1::SubmitCampaignRequest* request,
+                                           v1::SubmitCampaignResponse* response) override;
+  grpc::ServerUnaryReactor* GetCampaign(grpc::CallbackServerContext* context,
+                                        const v1::GetCampaignRequest* request, v1::Campaign* response) override;
+  grpc::ServerUnaryReactor* ListCampaigns(grpc::CallbackServerContext* context,
+                                          const v1::ListCampaignsRequest* request,
+                                          v1::ListCampaignsResponse* response) override;
+  grpc::ServerUnaryReactor* CancelCampaign(grpc::CallbackServerContext* context,
+                                           const v1::CancelCampaignRequest* request,
+                                           v1::Campaign* response) override;
+
+ private:
+  absl::StatusOr<v1::Campaign> Visible(const grpc::ServerContextBase& context, const std::string& campaign_id);
+
+  campaigns::CampaignManager* campaigns_;
+  const auth::Authority* authority_;
+};
 
 // Workers' bidirectional stream: Hello first, then heartbeats, stage events
 // and results; assignments flow back on the same stream. With an authority,

@@ -10,7 +10,8 @@ namespace kevo::store {
 namespace {
 
 constexpr const char* kFamilyNames[] = {"tasks", "evals",  "blobs",     "queue", "jobs",
-                                        "nodes", "kb",     "skills",    "llm_calls", "meta",  "auth"};
+                                        "nodes", "kb",     "skills",    "llm_calls", "meta",  "auth",
+                                        "campaigns"};
 constexpr int kNumFamilies = sizeof(kFamilyNames) / sizeof(kFamilyNames[0]);
 
 absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
@@ -111,7 +112,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir) {
   // Drop the default family handle: kevo uses only its named families.
   db->DestroyColumnFamilyHandle(handles[0]);
   handles.erase(handles.begin());
-  static_assert(kNumFamilies == static_cast<int>(Family::kAuth) + 1);
+  static_assert(kNumFamilies == static_cast<int>(Family::kCampaigns) + 1);
   return std::unique_ptr<Store>(new RocksStore(std::move(db), std::move(handles)));
 }
 

@@ -1,6 +1,6 @@
 // The coordinator's durable state: RocksDB with one column family per kind of
 // record (tasks, evals, blobs, queue, jobs, nodes, kb, skills, llm_calls, meta,
-// auth: teams and token hashes).
+// auth: teams and token hashes, campaigns).
 // Keys are designed for prefix scans (job id first). Every multi-key change
 // is one WriteBatch; writes that must survive a crash are synced.
 #pragma once
@@ -17,7 +17,8 @@
 
 namespace kevo::store {
 
-enum class Family { kTasks, kEvals, kBlobs, kQueue, kJobs, kNodes, kKb, kSkills, kLlmCalls, kMeta, kAuth };
+enum class Family { kTasks, kEvals, kBlobs, kQueue, kJobs, kNodes, kKb, kSkills, kLlmCalls, kMeta, kAuth,
+                    kCampaigns };
 
 // A set of writes applied atomically by Store::Write.
 class Batch {
