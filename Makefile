@@ -8,7 +8,7 @@ CMAKE_FLAGS ?=
 export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: deps configure build test demo bundle clean
+.PHONY: deps configure build test demo campaign-demo bundle clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -24,6 +24,10 @@ test: build
 
 demo: build
 	@bash scripts/demo.sh $(BUILD_DIR)
+
+# A campaign of 10 tasks x cpu and mtia-sim with a model profile (docs/campaigns.md).
+campaign-demo: build
+	@bash scripts/campaign_demo.sh $(BUILD_DIR)
 
 bundle: build
 	@bash scripts/bundle.sh $(BUILD_DIR)

@@ -26,6 +26,8 @@ int SkillsCommand(const std::vector<std::string>& args);
 int NodesCommand(const std::vector<std::string>& args);
 int AdminCommand(const std::vector<std::string>& args);
 int TaskCommand(const std::vector<std::string>& args);
+int CampaignCommand(const std::vector<std::string>& args);
+int ReportCommand(const std::vector<std::string>& args);
 
 // Streams a job's progress (a bar on a terminal, plain lines otherwise, on
 // stderr) until it ends; returns the final Job or the RPC's error. When

@@ -35,19 +35,20 @@ absl::Status CoordinatorError(const std::string& address, const grpc::Status& st
 // Sets `ctx`'s deadline `seconds` from now.
 void Deadline(grpc::ClientContext* ctx, int seconds = 30);
 
-// Calls the unary JobService `method` (e.g. &v1::JobService::Stub::ListSkills)
+// Calls the unary `method` of a coordinator service (e.g.
+// &v1::JobService::Stub::ListSkills, &v1::CampaignService::Stub::GetCampaign)
 // on the coordinator at `address` with the default deadline. Returns its
 // answer, or its error through CoordinatorError.
-template <typename Request, typename Response>
+template <typename ServiceStub, typename Request, typename Response>
 absl::StatusOr<Response> CallCoordinator(
     const std::string& address,
-    grpc::Status (v1::JobService::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+    grpc::Status (ServiceStub::*method)(grpc::ClientContext*, const Request&, Response*),
     const Request& request) {
-  auto stub = Stub(address);
+  ServiceStub stub(Channel(address));
   grpc::ClientContext ctx;
   Deadline(&ctx);
   Response response;
-  grpc::Status st = (stub.get()->*method)(&ctx, request, &response);
+  grpc::Status st = (stub.*method)(&ctx, request, &response);
   if (!st.ok()) return CoordinatorError(address, st);
   return response;
 }

@@ -29,6 +29,8 @@ constexpr char kUsage[] =
     "  skills                         what earlier jobs learnt (skill memory)\n"
     "  admin team|worker-token|worker teams, tokens and workers (a coordinator with --auth)\n"
     "  task export TASK_DIR           the loaded task as a kevo.v1.Task (for other clients)\n"
+    "  campaign submit|run|status|list|cancel|export  fleet-wide batches of jobs and their gains\n"
+    "  report CAMPAIGN_ID -o FILE     a campaign's self-contained HTML report\n"
     "llm-log, kb search and skills ask a coordinator (--coordinator ADDR) or, with --db DIR,\n"
     "read a stopped coordinator's or `kevo run --db` folder. A coordinator run with --auth\n"
     "needs a token: KEVO_TOKEN, or the file KEVO_TOKEN_FILE names (docs/security.md).\n"
@@ -57,6 +59,8 @@ int main(int argc, char** argv) {
   if (command == "jobs") return kevo::cli::JobsCommand(args);
   if (command == "cancel") return kevo::cli::CancelCommand(args);
   if (command == "nodes") return kevo::cli::NodesCommand(args);
+  if (command == "campaign") return kevo::cli::CampaignCommand(args);
+  if (command == "report") return kevo::cli::ReportCommand(args);
   if (command == "llm-log") return kevo::cli::LlmLogCommand(args);
   if (command == "kb") return kevo::cli::KbCommand(args);
   if (command == "skills") return kevo::cli::SkillsCommand(args);
