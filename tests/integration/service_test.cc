@@ -2,14 +2,18 @@
 // daemons, jobs through `kevo submit` / `kevo watch` / `kevo best` /
 // `kevo jobs` / `kevo workers`, the LLM proposer's calls, the knowledge base
 // and skill memory through `kevo llm-log` / `kevo kb search` / `kevo skills`,
-// and a real Prometheus server scraping both.
+// and a real Prometheus server scraping both, evaluating the alert rules
+// (deploy/prometheus) and every Grafana dashboard panel (deploy/grafana).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <sstream>
 
@@ -17,10 +21,14 @@
 #include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "tests/integration/cluster.h"
 
@@ -277,25 +285,104 @@ TEST(ServiceTest, LlmLogKbSearchAndSkillsAskTheRunningCoordinator) {
   EXPECT_TRUE(counted_not_found) << *metrics;
 }
 
-// Reads one sample's value from Prometheus' query API.
-absl::StatusOr<double> QueryPrometheus(int port, const std::string& query) {
-  auto body = HttpGet(port, "/api/v1/query?query=" + query);
-  if (!body.ok()) return body.status();
+constexpr char kPrometheus[] = "/usr/bin/prometheus";
+
+// Percent-encodes `s` for a URL's query string.
+std::string UrlEncode(absl::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02X", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+
+// Prometheus' answer to an instant query of `expr` (its JSON, status
+// "success"); InvalidArgument with Prometheus' error when the expression does
+// not parse or evaluate, Unavailable when Prometheus cannot be reached.
+absl::StatusOr<nlohmann::json> PrometheusQuery(int port, absl::string_view expr) {
+  auto body = HttpGet(port, "/api/v1/query?query=" + UrlEncode(expr));
+  if (!body.ok()) {
+    if (body.status().code() == absl::StatusCode::kUnavailable) return body.status();
+    return absl::InvalidArgumentError(body.status().message());
+  }
   auto j = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || j["status"] != "success") return absl::InternalError(*body);
+  if (j.is_discarded() || j.value("status", "") != "success") return absl::InvalidArgumentError(*body);
+  return j;
+}
+
+// The sum of the samples an instant query of `expr` returns; NotFound when it
+// returns none.
+absl::StatusOr<double> QueryPrometheus(int port, absl::string_view expr) {
+  auto j = PrometheusQuery(port, expr);
+  if (!j.ok()) return j.status();
+  const nlohmann::json& result = (*j)["data"]["result"];
+  if (result.empty()) return absl::NotFoundError(absl::StrCat(expr, " returned no data"));
   double total = 0;
-  if (j["data"]["result"].empty()) return absl::NotFoundError(*body);
-  for (const auto& r : j["data"]["result"]) {
+  for (const auto& r : result) {
     double v = 0;
-    if (!absl::SimpleAtod(r["value"][1].get<std::string>(), &v)) return absl::InternalError(*body);
+    if (!absl::SimpleAtod(r["value"][1].get<std::string>(), &v)) return absl::InternalError(j->dump());
     total += v;
   }
   return total;
 }
 
+// Debian's Prometheus on a free loopback port, scraping the coordinator's and
+// one worker's /metrics every second (the worker's target labelled
+// platform="cpu", as deploy/prometheus/prometheus.yml labels worker targets;
+// the dashboards group workers by it) and evaluating
+// deploy/prometheus/alerts.yml every second. Returns once it answers ready.
+struct Prometheus {
+  std::unique_ptr<ChildProcess> process;
+  int port = 0;
+};
+absl::StatusOr<Prometheus> StartPrometheus(const std::string& dir, const std::string& coordinator_port,
+                                           const std::string& worker_port) {
+  const std::string config = dir + "/prometheus.yml";
+  WriteTextFile(config, absl::StrCat("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n",
+                                     "rule_files: ['", SourceDir(), "/deploy/prometheus/alerts.yml']\n",
+                                     "scrape_configs:\n",
+                                     "  - job_name: kevo-coordinator\n    static_configs:\n",
+                                     "      - targets: ['127.0.0.1:", coordinator_port, "']\n",
+                                     "  - job_name: kevo-worker\n    static_configs:\n",
+                                     "      - targets: ['127.0.0.1:", worker_port, "']\n",
+                                     "        labels: {platform: cpu}\n"));
+  Prometheus p;
+  p.port = FreePort();
+  auto process = ChildProcess::Start(
+      {kPrometheus, "--config.file=" + config, "--storage.tsdb.path=" + dir + "/tsdb",
+       absl::StrCat("--web.listen-address=127.0.0.1:", p.port)},
+      dir + "/prometheus.log");
+  if (!process.ok()) return process.status();
+  p.process = *std::move(process);
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (!HttpGet(p.port, "/-/ready").ok()) {
+    if (absl::Now() > deadline) return absl::DeadlineExceededError("prometheus not ready; see " + dir + "/prometheus.log");
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  return p;
+}
+
+// The kevo_* metric names `text` (a PromQL expression, a rules file) mentions.
+std::set<std::string> KevoNames(absl::string_view text) {
+  std::set<std::string> named;
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t i = text.find("kevo_"); i != absl::string_view::npos; i = text.find("kevo_", i + 1)) {
+    if (i > 0 && ident(text[i - 1])) continue;
+    size_t j = i;
+    while (j < text.size() && ident(text[j])) ++j;
+    named.emplace(text.substr(i, j - i));
+  }
+  return named;
+}
+
 TEST(ServiceTest, PrometheusScrapesCoordinatorAndWorkerMetrics) {
-  const char* prometheus = "/usr/bin/prometheus";
-  if (access(prometheus, X_OK) != 0) GTEST_SKIP() << "prometheus is not installed (scripts/install-deps.sh installs it)";
+  if (access(kPrometheus, X_OK) != 0) GTEST_SKIP() << "prometheus is not installed (scripts/install-deps.sh installs it)";
   Cluster cluster(MakeTempDir("kevo-metrics"));
   ASSERT_TRUE(cluster.StartCoordinator({"--metrics", "127.0.0.1:0"}).ok());
   auto coord_metrics = cluster.coordinator()->WaitForLine("metrics ", absl::Seconds(10));
@@ -311,30 +398,16 @@ TEST(ServiceTest, PrometheusScrapesCoordinatorAndWorkerMetrics) {
                          absl::Minutes(3));
   ASSERT_EQ(eval.exit_code, 0) << eval.err;
 
-  std::string config = cluster.dir() + "/prometheus.yml";
-  {
-    std::ofstream out(config);
-    // The alert rules kevo ships (deploy/prometheus/alerts.yml), evaluated every second.
-    out << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        << "rule_files: ['" << SourceDir() << "/deploy/prometheus/alerts.yml']\nscrape_configs:\n"
-        << "  - job_name: kevo-coordinator\n    static_configs:\n      - targets: ['127.0.0.1:"
-        << *coord_metrics << "']\n"
-        << "  - job_name: kevo-worker\n    static_configs:\n      - targets: ['127.0.0.1:"
-        << *worker_metrics << "']\n";
-  }
-  int port = FreePort();
-  auto prom = ChildProcess::Start(
-      {prometheus, "--config.file=" + config, "--storage.tsdb.path=" + cluster.dir() + "/tsdb",
-       absl::StrCat("--web.listen-address=127.0.0.1:", port)},
-      cluster.dir() + "/prometheus.log");
-  ASSERT_TRUE(prom.ok());
+  auto prom = StartPrometheus(cluster.dir(), *coord_metrics, *worker_metrics);
+  ASSERT_TRUE(prom.ok()) << prom.status();
+  const int port = prom->port;
 
   absl::Time deadline = absl::Now() + absl::Seconds(60);
   absl::StatusOr<double> coordinator_ok = absl::UnknownError("not queried");
   absl::StatusOr<double> worker_ok = absl::UnknownError("not queried");
   while (absl::Now() < deadline) {
-    coordinator_ok = QueryPrometheus(port, "kevo_coordinator_evaluations_total%7Bstatus%3D%22OK%22%7D");
-    worker_ok = QueryPrometheus(port, "kevo_worker_evaluations_total%7Bstatus%3D%22OK%22%7D");
+    coordinator_ok = QueryPrometheus(port, "kevo_coordinator_evaluations_total{status=\"OK\"}");
+    worker_ok = QueryPrometheus(port, "kevo_worker_evaluations_total{status=\"OK\"}");
     if (coordinator_ok.ok() && worker_ok.ok()) break;
     absl::SleepFor(absl::Milliseconds(500));
   }
@@ -375,18 +448,289 @@ TEST(ServiceTest, PrometheusScrapesCoordinatorAndWorkerMetrics) {
   std::set<std::string> exported;
   const nlohmann::json name_list = nlohmann::json::parse(*names);
   for (const auto& n : name_list["data"]) exported.insert(n.get<std::string>());
-  const std::string text = ReadTextFile(SourceDir() + "/deploy/prometheus/alerts.yml");
-  std::set<std::string> named;
-  for (size_t i = text.find("kevo_"); i != std::string::npos; i = text.find("kevo_", i + 1)) {
-    if (i > 0 && (std::isalnum(static_cast<unsigned char>(text[i - 1])) || text[i - 1] == '_')) continue;
-    size_t j = i;
-    while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) ++j;
-    named.insert(text.substr(i, j - i));
-  }
+  const std::set<std::string> named = KevoNames(ReadTextFile(SourceDir() + "/deploy/prometheus/alerts.yml"));
   EXPECT_GE(named.size(), 4u);
   for (const std::string& m : named) {
     EXPECT_TRUE(exported.count(m)) << "alerts.yml names " << m << ", which kevo does not export";
   }
+}
+
+// What a /metrics page exports: every metric name (a histogram's with its
+// _bucket, _sum and _count series), and the names of the series with a sample
+// other than 0.
+struct ExportedMetrics {
+  std::set<std::string> names;
+  std::set<std::string> nonzero;
+};
+void AddExposition(absl::string_view text, ExportedMetrics* m) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::ConsumePrefix(&line, "# TYPE ")) {
+      std::vector<std::string> f = absl::StrSplit(line, ' ');
+      if (f.size() < 2) continue;
+      m->names.insert(f[0]);
+      if (f[1] == "histogram" || f[1] == "summary") {
+        m->names.insert(f[0] + "_sum");
+        m->names.insert(f[0] + "_count");
+        if (f[1] == "histogram") m->names.insert(f[0] + "_bucket");
+      }
+      continue;
+    }
+    if (line.empty() || line[0] == '#') continue;
+    const size_t end = line.find_first_of("{ ");
+    const size_t space = line.rfind(' ');
+    if (end == absl::string_view::npos || space == absl::string_view::npos) continue;
+    const std::string name(line.substr(0, end));
+    m->names.insert(name);
+    double v = 0;
+    if (absl::SimpleAtod(line.substr(space + 1), &v) && v != 0) m->nonzero.insert(name);
+  }
+}
+
+// Metrics a dashboard may name that this test's cluster cannot export:
+// only an nvidia or amd worker with a GPU has a timing slot to report on.
+const std::set<std::string>& OnlyOnGpuWorkers() {
+  static const auto* names = new std::set<std::string>{"kevo_worker_gpu_timing_utilisation"};
+  return *names;
+}
+// The campaign throughput gain (issue 16) has series only once a campaign has
+// computed a gain, and prometheus-cpp leaves a family without series out of
+// /metrics: this test runs no campaign, so the panels that name it are left
+// out of the exported-name and returns-data checks (they must still parse and
+// evaluate). Where the coordinator does export it, they are checked like every
+// other panel.
+const std::set<std::string>& OnlyAfterACampaign() {
+  static const auto* names = new std::set<std::string>{"kevo_coordinator_campaign_throughput_gain_ratio"};
+  return *names;
+}
+
+// One PromQL expression of a dashboard, with where it came from.
+struct DashboardQuery {
+  std::string where;  // "fleet-overview.json: panel \"Queue depth\" (A)"
+  std::string expr;
+};
+
+// The dashboard's template variables, each given a concrete value the way
+// Grafana's label_values(SELECTOR, LABEL) query finds one: the first non-empty
+// value of LABEL on the series SELECTOR matches (with the variables before it
+// already substituted), else the variable's "All" value (.*) - the team
+// variable without --auth, whose only value is empty. Grafana's own variables
+// get the values a 1 s scrape interval gives them.
+std::vector<std::pair<std::string, std::string>> ResolveVariables(int port, const std::string& file,
+                                                                  const nlohmann::json& dashboard,
+                                                                  std::vector<DashboardQuery>* selectors) {
+  std::vector<std::pair<std::string, std::string>> values = {
+      {"__rate_interval", "1m"}, {"__interval", "15s"}, {"__range", "5m"}};
+  for (const auto& v : dashboard["templating"]["list"]) {
+    const std::string name = v["name"];
+    const std::string text =
+        v["query"].is_object() ? v["query"].value("query", "") : v["query"].get<std::string>();
+    absl::string_view query = text;
+    std::string selector, label;
+    if (absl::ConsumePrefix(&query, "label_values(") && absl::ConsumeSuffix(&query, ")")) {
+      const size_t comma = query.rfind(',');
+      if (comma != absl::string_view::npos) {
+        selector = std::string(query.substr(0, comma));
+        label = std::string(absl::StripAsciiWhitespace(query.substr(comma + 1)));
+      }
+    }
+    if (selector.empty() || label.empty()) {
+      ADD_FAILURE() << file << ": variable " << name << " is not a label_values(SELECTOR, LABEL) query: "
+                    << v["query"].dump();
+      continue;
+    }
+    for (const auto& [var, value] : values) {
+      selector = absl::StrReplaceAll(selector, {{"${" + var + "}", value}, {"$" + var, value}});
+    }
+    selectors->push_back({absl::StrCat(file, ": variable ", name), selector});
+    std::string chosen = v.value("allValue", "");
+    auto body = HttpGet(port, absl::StrCat("/api/v1/label/", label, "/values?match[]=", UrlEncode(selector)));
+    EXPECT_TRUE(body.ok()) << file << ": variable " << name << ": " << body.status();
+    if (body.ok()) {
+      const auto j = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
+      EXPECT_EQ(j.value("status", ""), "success") << file << ": variable " << name << ": " << *body;
+      if (!j.is_discarded()) {
+        for (const auto& value : j["data"]) {
+          if (!value.get<std::string>().empty()) {
+            chosen = value.get<std::string>();
+            break;
+          }
+        }
+      }
+    }
+    EXPECT_FALSE(chosen.empty()) << file << ": variable " << name << " found no value and has no All value";
+    values.emplace_back(name, chosen);
+  }
+  // Longest names first, so that $team is not substituted inside $teams.
+  std::sort(values.begin(), values.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  return values;
+}
+
+// Every PromQL expression of every dashboard in deploy/grafana/dashboards
+// (panels' targets and the template variables' selectors), with the template
+// variables replaced by concrete values, and every alert rule, evaluated by a
+// real Prometheus that scraped a coordinator and a worker through a small
+// job (the LLM proposer against the fake LLM server, so that the LLM panels
+// have data): each must parse and evaluate; one over metrics the job made
+// non-zero must return data; one naming a metric that neither the
+// coordinator's nor the worker's /metrics exports fails, with the panel's
+// title.
+TEST(ServiceTest, EveryDashboardPanelAndAlertRuleQueriesLiveMetrics) {
+  if (access(kPrometheus, X_OK) != 0) GTEST_SKIP() << "prometheus is not installed (scripts/install-deps.sh installs it)";
+  Cluster cluster(MakeTempDir("kevo-dashboards"));
+  const std::string dir = cluster.dir();
+  const std::string softmax = SourceDir() + "/tasks/softmax";
+  // One answer with two kernels: the job's budget of two in one LLM call.
+  WriteTextFile(dir + "/both.md",
+                absl::StrCat(Answer("the reference, plainly", ReadTextFile(softmax + "/reference.cc")),
+                             Answer("online softmax with SIMD", ReadTextFile(softmax + "/examples/fast.cc"))));
+  // A 500 first, retried at once: the retry and the priced tokens have series too.
+  WriteTextFile(dir + "/key", "sk-kevo-dashboard-test");
+  auto llm = ChildProcess::Start(
+      {BinDir() + "/fake-llm-server", "--script", "500", "--content-file", dir + "/both.md"},
+      dir + "/fake-llm-server.log");
+  ASSERT_TRUE(llm.ok()) << llm.status();
+  auto llm_address = (*llm)->WaitForLine("listening ", absl::Seconds(30));
+  ASSERT_TRUE(llm_address.ok()) << llm_address.status();
+  WriteTextFile(dir + "/llm.conf",
+                absl::StrCat("[endpoint fake]\nbase_url = http://", *llm_address,
+                             "/v1\nmodel = fake-coder\napi_key_file = key\nmax_retries = 2\n",
+                             "initial_backoff_ms = 10\nprice_in_per_mtok = 1\nprice_out_per_mtok = 2\n"));
+  ASSERT_TRUE(cluster.StartCoordinator({"--llm-config", dir + "/llm.conf", "--metrics", "127.0.0.1:0"}).ok());
+  auto coord_metrics = cluster.coordinator()->WaitForLine("metrics ", absl::Seconds(10));
+  ASSERT_TRUE(coord_metrics.ok()) << coord_metrics.status();
+  ASSERT_TRUE(cluster.StartWorker("worker-a", {"--metrics", "127.0.0.1:0"}).ok());
+  auto worker_metrics = cluster.worker("worker-a")->WaitForLine("metrics ", absl::Seconds(60));
+  ASSERT_TRUE(worker_metrics.ok()) << worker_metrics.status();
+  ASSERT_TRUE(cluster.WaitForWorkers(1, absl::Seconds(90)).ok());
+  int coord_port = 0, worker_port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(*coord_metrics, &coord_port));
+  ASSERT_TRUE(absl::SimpleAtoi(*worker_metrics, &worker_port));
+
+  // Prometheus first, so that it sees the job's counters move.
+  auto prom = StartPrometheus(dir, *coord_metrics, *worker_metrics);
+  ASSERT_TRUE(prom.ok()) << prom.status();
+  const int port = prom->port;
+
+  auto submit = RunCommand({Kevo(), "submit", softmax, "--platform", "cpu", "--proposer", "llm", "--budget", "2",
+                            "--coordinator", cluster.address()},
+                           absl::Seconds(30));
+  ASSERT_EQ(submit.exit_code, 0) << submit.err;
+  const std::string job_id = submit.out.substr(0, submit.out.find('\n'));
+  auto watch = RunCommand({Kevo(), "watch", job_id, "--coordinator", cluster.address()}, absl::Minutes(5));
+  ASSERT_EQ(watch.exit_code, 0) << watch.err;
+  ASSERT_NE(watch.out.find("JOB_DONE"), std::string::npos) << watch.out;
+  // A JobService call the coordinator answers off the gRPC threads, which is
+  // what kevo_coordinator_rpcs_total and _rpc_seconds count.
+  auto log = RunCommand({Kevo(), "llm-log", job_id, "--coordinator", cluster.address()}, absl::Seconds(30));
+  ASSERT_EQ(log.exit_code, 0) << log.err;
+
+  ExportedMetrics exported;
+  for (int p : {coord_port, worker_port}) {
+    auto text = HttpGet(p, "/metrics");
+    ASSERT_TRUE(text.ok()) << text.status();
+    AddExposition(*text, &exported);
+  }
+  ASSERT_TRUE(exported.nonzero.count("kevo_coordinator_evaluations_total")) << "the job recorded no evaluation";
+  ASSERT_TRUE(exported.nonzero.count("kevo_llm_calls_total")) << "the job made no LLM call";
+  // Every target scraped twice after the job ended, so that Prometheus holds
+  // its final counts, and a rate over a series the job's end created has two
+  // samples.
+  const int64_t job_done = absl::ToUnixSeconds(absl::Now());
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!QueryPrometheus(port, absl::StrCat("min(timestamp(up)) > ", job_done + 1)).ok()) {
+    ASSERT_LT(absl::Now(), deadline) << "Prometheus did not scrape both targets after the job";
+    absl::SleepFor(absl::Milliseconds(250));
+  }
+  // A gauge that was non-zero during the job (busy slots, jobs running) and
+  // is 0 again counts as made non-zero too.
+  for (const std::string& name : exported.names) {
+    if (!absl::StartsWith(name, "kevo_") || exported.nonzero.count(name)) continue;
+    auto max = QueryPrometheus(port, absl::StrCat("max(max_over_time(", name, "[10m]))"));
+    if (max.ok() && *max != 0) exported.nonzero.insert(name);
+  }
+
+  std::vector<DashboardQuery> queries;
+  std::vector<DashboardQuery> selectors;
+  const std::string folder = SourceDir() + "/deploy/grafana/dashboards";
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    if (entry.path().extension() == ".json") files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 4u) << folder;
+  for (const std::string& path : files) {
+    const std::string file = std::filesystem::path(path).filename().string();
+    const auto dashboard = nlohmann::json::parse(ReadTextFile(path), nullptr, /*allow_exceptions=*/false);
+    ASSERT_FALSE(dashboard.is_discarded()) << file << " is not JSON";
+    const auto values = ResolveVariables(port, file, dashboard, &selectors);
+    for (const auto& panel : dashboard["panels"]) {
+      for (const auto& target : panel["targets"]) {
+        std::string expr = target.value("expr", "");
+        for (const auto& [var, value] : values) {
+          expr = absl::StrReplaceAll(expr, {{"${" + var + "}", value}, {"$" + var, value}});
+        }
+        queries.push_back({absl::StrCat(file, ": panel \"", panel.value("title", ""), "\" (",
+                                        target.value("refId", ""), ")"),
+                           expr});
+      }
+    }
+  }
+  queries.insert(queries.end(), selectors.begin(), selectors.end());
+
+  int with_data = 0;
+  std::vector<std::string> not_held;  // printed, so that a CI log says what was left out
+  for (const DashboardQuery& q : queries) {
+    EXPECT_FALSE(absl::StrContains(q.expr, "$")) << q.where << " uses a variable the dashboard does not define: " << q.expr;
+    bool data_required = true;
+    for (const std::string& m : KevoNames(q.expr)) {
+      if (!exported.names.count(m)) {
+        if (OnlyOnGpuWorkers().count(m) || OnlyAfterACampaign().count(m)) {
+          data_required = false;
+          continue;
+        }
+        ADD_FAILURE() << q.where << " names " << m
+                      << ", which neither the coordinator's nor the worker's /metrics exports";
+      }
+      data_required &= exported.nonzero.count(m) > 0;
+    }
+    auto answer = PrometheusQuery(port, q.expr);
+    if (!answer.ok()) {
+      ADD_FAILURE() << q.where << ": " << q.expr << "\n  " << answer.status();
+      continue;
+    }
+    const bool has_data = !(*answer)["data"]["result"].empty();
+    if (data_required) {
+      EXPECT_TRUE(has_data) << q.where << " returned no data over metrics the job made non-zero: " << q.expr;
+      ++with_data;
+    } else {
+      not_held.push_back(absl::StrCat(q.where, has_data ? " (has data)" : " (no data)"));
+    }
+  }
+  std::cout << with_data << " of " << queries.size() << " dashboard queries held to returning data; the others:\n  "
+            << absl::StrJoin(not_held, "\n  ") << "\n";
+  EXPECT_GE(queries.size(), 60u);
+  EXPECT_GE(with_data, 50) << "too few panels were held to returning data";
+
+  // The alert rules Prometheus loaded, as instant queries: each parses and
+  // evaluates, over metrics the coordinator or the worker exports. (An alert's
+  // expression returns data only while it fires, so none is held to data.)
+  auto body = HttpGet(port, "/api/v1/rules");
+  ASSERT_TRUE(body.ok()) << body.status();
+  const auto rules = nlohmann::json::parse(*body);
+  int n_rules = 0;
+  for (const auto& g : rules["data"]["groups"]) {
+    for (const auto& r : g["rules"]) {
+      ++n_rules;
+      const std::string expr = r.value("query", "");
+      auto answer = PrometheusQuery(port, expr);
+      EXPECT_TRUE(answer.ok()) << "alert " << r.value("name", "") << ": " << expr << "\n  " << answer.status();
+      for (const std::string& m : KevoNames(expr)) {
+        EXPECT_TRUE(exported.names.count(m)) << "alert " << r.value("name", "") << " names " << m
+                                             << ", which neither the coordinator's nor the worker's /metrics exports";
+      }
+    }
+  }
+  EXPECT_GE(n_rules, 5);
 }
 
 }  // namespace

@@ -223,7 +223,10 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
     return absl::InternalError("malformed HTTP reply");
   }
   if (resp.find(" 200 ") > resp.find("\r\n")) {
-    return absl::InternalError(resp.substr(0, resp.find("\r\n")));
+    // The status line and the start of the body, which says why (Prometheus'
+    // query API answers a bad expression 400 with the parse error).
+    return absl::InternalError(
+        absl::StrCat(resp.substr(0, resp.find("\r\n")), ": ", resp.substr(body + 4, 1000)));
   }
   return resp.substr(body + 4);
 }

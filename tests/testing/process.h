@@ -63,7 +63,8 @@ void WriteTextFile(const std::string& path, const std::string& text);
 namespace kevo::testing {
 
 // A minimal HTTP/1.0 GET over a TCP socket to 127.0.0.1:`port`; returns the
-// body. Unavailable when the connection fails, Internal for a non-200 reply.
+// body. Unavailable when the connection fails, Internal for a non-200 reply
+// (its status line and the first 1000 bytes of its body).
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
 // A TCP port that was free a moment ago (bind to 0, read, close).
 int FreePort();
