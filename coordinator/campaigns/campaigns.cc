@@ -453,8 +453,20 @@ void CampaignManager::Loop() {
     mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Seconds(1));
     if (stopping_) return;
     for (auto& [id, c] : campaigns_) {
-      if (c.state() != v1::CAMPAIGN_RUNNING) continue;
-      if (!StepLocked(c)) continue;
+      bool changed = false;
+      if (c.state() == v1::CAMPAIGN_RUNNING) {
+        changed = StepLocked(c);
+      } else {
+        // A cancelled campaign's jobs finish their evaluations in flight.
+        for (v1::CampaignEntry& e : *c.mutable_entries()) {
+          if (e.job_state() != v1::JOB_RUNNING) continue;
+          if (auto job = jobs_->Get(e.job_id()); job.ok()) changed |= Refresh(e, *job);
+        }
+        if (changed) {
+          for (const auto& [state, n] : JobsByState(c)) (*c.mutable_jobs_by_state())[state] = n;
+        }
+      }
+      if (!changed) continue;
       if (absl::Status s = Persist(c); !s.ok()) LogError("campaign ", id, ": ", s.ToString());
       ExportLocked(c);
     }

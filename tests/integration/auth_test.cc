@@ -17,6 +17,7 @@
 #include "common/task/task_loader.h"
 #include "kevo/v1/admin.grpc.pb.h"
 #include "kevo/v1/job.grpc.pb.h"
+#include "kevo/v1/campaign.grpc.pb.h"
 #include "kevo/v1/worker.grpc.pb.h"
 #include "tests/integration/cluster.h"
 
@@ -315,6 +316,104 @@ TEST_F(AuthTest, ATeamPastItsQuotasIsRefusedWithWhatWasExceeded) {
   }
   auto job = Submit(frugal.token());
   EXPECT_EQ(job.status().code(), absl::StatusCode::kResourceExhausted) << job.status();
+}
+
+// A campaign belongs to the team that submitted it, whatever its file says:
+// another team cannot see, list or cancel it; it launches no more jobs than
+// the team's max_running_jobs allows, the rest waiting queued.
+TEST_F(AuthTest, ACampaignIsItsTeamsAloneAndKeepsWithinItsQuota) {
+  const std::string a = CreateTeam("camp-a", /*max_running_jobs=*/1);
+  const std::string b = CreateTeam("camp-b");
+  auto campaigns = [&](const std::string& token) {
+    return v1::CampaignService::NewStub(ChannelWith(address(), token));
+  };
+  v1::SubmitCampaignRequest req;
+  req.mutable_spec()->set_name("quota");
+  req.mutable_spec()->set_team("camp-b");  // claimed: ignored for a team's token
+  req.mutable_spec()->add_platforms("amd");  // no amd worker here: the jobs stay running
+  for (const char* name : {"first", "second"}) {
+    v1::CampaignTask* t = req.add_tasks();
+    t->set_path(name);
+    *t->mutable_task() = task_;
+    t->mutable_task()->set_name(name);
+  }
+  v1::SubmitCampaignResponse submitted;
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    grpc::Status st = campaigns(a)->SubmitCampaign(&ctx, req, &submitted);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  const std::string id = submitted.campaign_id();
+  auto get = [&](const std::string& token, v1::Campaign* c) {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    v1::GetCampaignRequest g;
+    g.set_campaign_id(id);
+    return campaigns(token)->GetCampaign(&ctx, g, c).error_code();
+  };
+  v1::Campaign c;
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline) {
+    ASSERT_EQ(get(a, &c), grpc::StatusCode::OK);
+    if (c.jobs_by_state().at("running") > 0) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(c.spec().team(), "camp-a");
+  absl::SleepFor(absl::Seconds(2));  // the campaign loop has had two more chances to launch
+  ASSERT_EQ(get(a, &c), grpc::StatusCode::OK);
+  EXPECT_EQ(c.jobs_by_state().at("running"), 1);
+  EXPECT_EQ(c.jobs_by_state().at("queued"), 1) << "launched past max_running_jobs";
+
+  v1::Campaign other;
+  EXPECT_EQ(get(b, &other), grpc::StatusCode::NOT_FOUND);
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    v1::ListCampaignsResponse list;
+    ASSERT_TRUE(campaigns(b)->ListCampaigns(&ctx, v1::ListCampaignsRequest(), &list).ok());
+    EXPECT_EQ(list.campaigns_size(), 0);
+  }
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    v1::CancelCampaignRequest cancel;
+    cancel.set_campaign_id(id);
+    v1::Campaign r;
+    EXPECT_EQ(campaigns(b)->CancelCampaign(&ctx, cancel, &r).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  EXPECT_EQ(get(a, &c), grpc::StatusCode::OK);
+  EXPECT_EQ(c.state(), v1::CAMPAIGN_RUNNING) << "another team's cancel took effect";
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    v1::CancelCampaignRequest cancel;
+    cancel.set_campaign_id(id);
+    v1::Campaign r;
+    ASSERT_TRUE(campaigns(a)->CancelCampaign(&ctx, cancel, &r).ok());
+    EXPECT_EQ(r.state(), v1::CAMPAIGN_CANCELLED);
+    EXPECT_EQ(r.jobs_by_state().at("cancelled"), 1);  // the entry never launched
+    // The launched job was cancelled too (it ends once its queued evaluations do).
+    std::string launched;
+    for (const auto& e : r.entries()) {
+      if (!e.job_id().empty()) launched = e.job_id();
+    }
+    v1::Job job;
+    absl::Time until = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < until && job.stop_reason() != "cancelled") {
+      ASSERT_EQ(GetJobCode(a, launched, &job), grpc::StatusCode::OK);
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    EXPECT_EQ(job.stop_reason(), "cancelled");
+  }
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    v1::ListCampaignsResponse list;
+    ASSERT_TRUE(campaigns(admin_token_)->ListCampaigns(&ctx, v1::ListCampaignsRequest(), &list).ok());
+    ASSERT_EQ(list.campaigns_size(), 1);
+    EXPECT_EQ(list.campaigns(0).campaign_id(), id);
+  }
 }
 
 TEST_F(AuthTest, WorkersWithoutAWorkerTokenAreRefused) {
