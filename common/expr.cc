@@ -1,6 +1,8 @@
 #include "common/expr.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cstdint>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -28,6 +30,11 @@ class Parser {
     return absl::InvalidArgumentError(
         absl::StrCat("expression \"", std::string(text_), "\": ", std::string(what), " at column ", pos_ + 1));
   }
+  // A result outside int64: refused rather than wrapped, so that a shape
+  // cannot wrap to a small (or zero) size that then passes every check.
+  absl::Status Overflow(std::string_view op, int64_t a, int64_t b) const {
+    return Error(absl::StrCat(std::string(op), " of ", a, " and ", b, " overflows int64"));
+  }
   void SkipSpace() {
     while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
   }
@@ -48,11 +55,15 @@ class Parser {
       if (Eat('+')) {
         auto rhs = Product();
         if (!rhs.ok()) return rhs;
-        v += *rhs;
+        int64_t sum;
+        if (__builtin_add_overflow(v, *rhs, &sum)) return Overflow("the sum", v, *rhs);
+        v = sum;
       } else if (Eat('-')) {
         auto rhs = Product();
         if (!rhs.ok()) return rhs;
-        v -= *rhs;
+        int64_t difference;
+        if (__builtin_sub_overflow(v, *rhs, &difference)) return Overflow("the difference", v, *rhs);
+        v = difference;
       } else {
         return v;
       }
@@ -72,10 +83,14 @@ class Parser {
       auto rhs = Unary();
       if (!rhs.ok()) return rhs;
       if (op == '*') {
-        v *= *rhs;
-      } else {
-        if (*rhs == 0 && symbols_ != nullptr) return Error("division by zero");
-        if (symbols_ != nullptr) v = op == '/' ? v / *rhs : v % *rhs;
+        int64_t product;
+        if (__builtin_mul_overflow(v, *rhs, &product)) return Overflow("the product", v, *rhs);
+        v = product;
+      } else if (symbols_ != nullptr) {
+        if (*rhs == 0) return Error("division by zero");
+        // INT64_MIN / -1 is the one quotient that does not fit (and traps).
+        if (v == INT64_MIN && *rhs == -1) return Overflow("the quotient", v, *rhs);
+        v = op == '/' ? v / *rhs : v % *rhs;
       }
     }
   }
@@ -84,7 +99,11 @@ class Parser {
     if (Eat('-')) {
       auto v = Unary();
       if (!v.ok()) return v;
-      return -*v;
+      int64_t negated;
+      if (__builtin_sub_overflow(int64_t{0}, *v, &negated)) {
+        return Error(absl::StrCat("the negation of ", *v, " overflows int64"));
+      }
+      return negated;
     }
     return Primary();
   }
@@ -101,9 +120,13 @@ class Parser {
       return v;
     }
     if (std::isdigit(static_cast<unsigned char>(c))) {
+      const size_t start = pos_;
       int64_t v = 0;
       while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
-        v = v * 10 + (text_[pos_++] - '0');
+        if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, text_[pos_++] - '0', &v)) {
+          pos_ = start;
+          return Error("the number does not fit in int64");
+        }
       }
       return v;
     }
@@ -139,7 +162,12 @@ class Parser {
     if (name == "ceil_div") {
       if (symbols_ == nullptr) return 1;
       if (*b == 0) return Error("division by zero");
-      return (*a + *b - 1) / *b;
+      int64_t b_minus_1, sum;
+      if (__builtin_sub_overflow(*b, 1, &b_minus_1) || __builtin_add_overflow(*a, b_minus_1, &sum)) {
+        return Error(absl::StrCat("ceil_div(", *a, ", ", *b, ") overflows int64"));
+      }
+      if (sum == INT64_MIN && *b == -1) return Overflow("the quotient", sum, *b);
+      return sum / *b;
     }
     return Error(absl::StrCat("unknown function '", name, "'"));
   }

@@ -16,13 +16,14 @@ namespace kevo {
 
 using SymbolValues = std::map<std::string, int64_t, std::less<>>;
 
-// Evaluates `expr`. Returns InvalidArgument naming the position of a syntax
-// error or a division by zero, and NotFound naming a symbol missing from
-// `symbols`.
+// Evaluates `expr` in int64 arithmetic. Returns InvalidArgument naming the
+// position of a syntax error, a division by zero, or an integer literal or
+// intermediate result outside int64 ("... overflows int64": never a wrapped
+// value), and NotFound naming a symbol missing from `symbols`.
 absl::StatusOr<int64_t> EvalExpr(std::string_view expr, const SymbolValues& symbols);
 
 // Parses `expr` without evaluating it and returns the symbols it uses.
-// Returns InvalidArgument on a syntax error.
+// Returns InvalidArgument on a syntax error (or a literal outside int64).
 absl::StatusOr<std::vector<std::string>> ExprSymbols(std::string_view expr);
 
 }  // namespace kevo

@@ -1,5 +1,6 @@
 #include "common/expr.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,42 @@ TEST(EvalExprTest, DivisionByZeroIsInvalidArgument) {
     EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument) << expr;
     EXPECT_THAT(std::string(v.status().message()), HasSubstr("division by zero")) << expr;
   }
+}
+
+// A shape must never wrap: 10^6 cubed squared wraps int64 to a small number,
+// and (2^32)^2 wraps to exactly 0, which once reached a worker as a size.
+TEST(EvalExprTest, ResultsOutsideInt64AreInvalidArgumentNotWrapped) {
+  const SymbolValues s{{"n", 1000000}, {"big", int64_t{1} << 32}, {"max", INT64_MAX}, {"min", INT64_MIN}};
+  struct Case {
+    const char* expr;
+    const char* what;
+  };
+  for (const Case& c : {Case{"n*n*n*n", "the product of 1000000000000000000 and 1000000 overflows int64"},
+                        Case{"big*big", "the product of 4294967296 and 4294967296 overflows int64"},
+                        Case{"max+1", "the sum of 9223372036854775807 and 1 overflows int64"},
+                        Case{"min-1", "the difference of -9223372036854775808 and 1 overflows int64"},
+                        Case{"-min", "the negation of -9223372036854775808 overflows int64"},
+                        Case{"min/(0-1)", "the quotient of -9223372036854775808 and -1 overflows int64"},
+                        Case{"min%(0-1)", "overflows int64"},
+                        Case{"ceil_div(max, 2)", "ceil_div(9223372036854775807, 2) overflows int64"},
+                        Case{"2*(max/2+1)", "the product"},
+                        Case{"9223372036854775808", "the number does not fit in int64 at column 1"},
+                        Case{"1+99999999999999999999", "the number does not fit in int64 at column 3"}}) {
+    auto v = EvalExpr(c.expr, s);
+    EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument) << c.expr << " gave " << v.status();
+    EXPECT_THAT(std::string(v.status().message()), HasSubstr(c.what)) << c.expr;
+  }
+  // The edges themselves still evaluate.
+  EXPECT_EQ(Eval("9223372036854775807"), INT64_MAX);
+  EXPECT_EQ(Eval("-9223372036854775807-1"), INT64_MIN);
+  EXPECT_EQ(Eval("big*(big/4)-1+big*(big/4)", s), INT64_MAX);
+  EXPECT_EQ(Eval("ceil_div(max-1, 2)", s), INT64_MAX / 2);
+}
+
+TEST(ExprSymbolsTest, ALiteralOutsideInt64IsASyntaxError) {
+  auto s = ExprSymbols("rows*99999999999999999999");
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("does not fit in int64"));
 }
 
 TEST(EvalExprTest, SyntaxErrorsAreInvalidArgumentWithColumn) {
