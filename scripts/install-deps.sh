@@ -15,6 +15,7 @@ packages=(
   python3-grpcio python3-protobuf  # the Python client (clients/python) and its test
   prometheus
   systemd  # systemd-analyze verify checks deploy/systemd (tests/deploy)
+  python3-yaml  # tests/deploy/check_manifests.py parses deploy/k8s and the Grafana provisioning
   libjs-d3  # the campaign report draws its charts with d3, inlined (cli/campaign_report.cc)
   chromium fonts-dejavu-core  # the report's test renders it in headless Chromium
   # amd worker: HIP 5.2 / LLVM 15; pulls clang-15, lld-15, rocm-device-libs and

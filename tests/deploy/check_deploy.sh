@@ -4,6 +4,10 @@
 # promtool checks deploy/prometheus (config and alert rules); systemd-analyze
 # verifies the units with ExecStart pointed at BIN_DIR's binaries (it checks
 # that they exist and are executable); any warning fails too.
+# tests/deploy/check_manifests.py parses deploy/k8s, deploy/docker and
+# deploy/grafana and checks the fields they must have, the binaries' flags
+# against BIN_DIR's --help; `kubectl kustomize` renders deploy/k8s where
+# kubectl is installed (it is not a Debian package).
 set -uo pipefail
 bin="$(cd "$1" && pwd)"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -16,6 +20,18 @@ if command -v promtool > /dev/null; then
   # The one warning allowed: the example file_sd folder, which an operator's inventory fills.
   if grep -v 'workers.d/\*.yml' "$tmp/promtool.log" | grep -qiE 'warning|error|failed'; then fail=1; fi
   cat "$tmp/promtool.log"
+  # Debian builds Prometheus without kubernetes_sd; check_manifests.py then
+  # checks prometheus-kubernetes.yml's relabelling, and promtool its rules.
+  k8s_config="$root/deploy/prometheus/prometheus-kubernetes.yml"
+  if ! promtool check config "$k8s_config" > "$tmp/promtool-k8s.log" 2>&1; then
+    if grep -q 'field kubernetes_sd_configs not found' "$tmp/promtool-k8s.log"; then
+      echo "promtool: this build has no kubernetes_sd; $(basename "$k8s_config") left to check_manifests.py"
+    else
+      cat "$tmp/promtool-k8s.log"; fail=1
+    fi
+  elif grep -qiE 'warning|error|failed' "$tmp/promtool-k8s.log"; then
+    cat "$tmp/promtool-k8s.log"; fail=1
+  fi
 else
   echo "promtool not installed (scripts/install-deps.sh installs prometheus)"; fail=1
 fi
@@ -30,5 +46,17 @@ if command -v systemd-analyze > /dev/null; then
   echo "systemd-analyze verify: $( [[ $fail == 0 ]] && echo ok || echo FAILED )"
 else
   echo "systemd-analyze not installed"; fail=1
+fi
+if /usr/bin/python3 -c 'import yaml' 2> /dev/null; then
+  /usr/bin/python3 "$root/tests/deploy/check_manifests.py" "$root" "$bin" || fail=1
+else
+  echo "python3-yaml not installed (scripts/install-deps.sh installs it)"; fail=1
+fi
+if command -v kubectl > /dev/null; then
+  if kubectl kustomize "$root/deploy/k8s" > "$tmp/k8s.yaml" 2> "$tmp/kustomize.log"; then
+    echo "kubectl kustomize deploy/k8s: $(grep -c '^kind:' "$tmp/k8s.yaml") objects"
+  else
+    cat "$tmp/kustomize.log"; fail=1
+  fi
 fi
 exit $fail
