@@ -169,7 +169,7 @@ std::string GainLine(const v1::ModelGain& g) {
                                                              : "nothing measured yet";
   std::vector<std::string> kept;
   for (const v1::OperatorGain& o : g.operators()) {
-    if (o.kept_production()) kept.push_back(absl::StrFormat("%s %.2fx", o.task(), o.measured_speedup()));
+    if (o.kept_production()) kept.push_back(absl::StrFormat("%s %.3fx", o.task(), o.measured_speedup()));
   }
   return absl::StrFormat("%s on %s: %+.1f%% throughput %s (operators cover %.0f%% of its time)%s", g.model(),
                          g.platform(), 100 * g.throughput_gain(), baseline, 100 * g.covered_share(),
@@ -356,7 +356,7 @@ absl::Status Export(const std::string& address, const std::string& id, const std
         {"speedup_vs_reference", best.node().speedup_vs_reference()},
         {"loses_to_production", vs_production > 0 && !wins},
         {"shapes", shapes},
-        {"baseline", BaselineDescription(best.evaluation())},
+        {"reference", BaselineDescription(best.evaluation())},
     };
     KEVO_RETURN_IF_ERROR(WriteFile(absl::StrCat(dir, "/", sub, "/manifest.json"), manifest.dump(2) + "\n"));
     item["kernel"] = absl::StrCat(sub, "/", kernel);
