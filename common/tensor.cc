@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
 namespace kevo {
@@ -101,6 +103,47 @@ int64_t NumElements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
+}
+
+absl::StatusOr<int64_t> CheckedNumElements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shape [", absl::StrJoin(shape, " x "), "] has more elements than int64 holds"));
+    }
+  }
+  return n;
+}
+
+absl::StatusOr<int64_t> TensorBytes(const v1::TensorSpec& spec, const SymbolValues& symbols) {
+  absl::StatusOr<std::vector<int64_t>> shape = ResolveShape(spec, symbols);
+  if (!shape.ok()) return shape.status();
+  absl::StatusOr<int64_t> elements = CheckedNumElements(*shape);
+  if (!elements.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", spec.name(), "': ", elements.status().message()));
+  }
+  int64_t bytes;
+  if (__builtin_mul_overflow(*elements, static_cast<int64_t>(DTypeSize(spec.dtype())), &bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", spec.name(), "': ", *elements, " elements of ",
+                                                   std::string(DTypeName(spec.dtype())), " are more bytes than int64 holds"));
+  }
+  return bytes;
+}
+
+std::string FormatBytes(int64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes);
+  int unit = 0;
+  while (v >= 1024 && unit + 1 < static_cast<int>(std::size(kUnits))) {
+    v /= 1024;
+    ++unit;
+  }
+  if (unit == 0) return absl::StrCat(bytes, " B");
+  // One decimal ("1.5 KiB", "15.6 KiB"), none where it is whole ("16 GiB").
+  const double rounded = std::round(v * 10) / 10;
+  if (rounded == std::floor(rounded)) return absl::StrCat(static_cast<int64_t>(rounded), " ", kUnits[unit]);
+  return absl::StrFormat("%.1f %s", rounded, kUnits[unit]);
 }
 
 uint64_t RngBits(uint64_t seed, uint64_t stream, uint64_t index) {

@@ -29,7 +29,20 @@ SymbolValues BindingValues(const v1::Binding& binding);
 std::pair<double, double> WorkAtTimedBinding(const v1::Task& task);
 absl::StatusOr<std::vector<int64_t>> ResolveShape(const v1::TensorSpec& spec,
                                                   const SymbolValues& symbols);
+// The product of `shape` (1 for a scalar). Wraps on overflow: use it only on
+// shapes a checked path (CheckedNumElements, TensorBytes, a validated task)
+// has already accepted.
 int64_t NumElements(const std::vector<int64_t>& shape);
+// The product of `shape`, or InvalidArgument ("shape [a x b x c] has more
+// elements than int64 holds") when it overflows.
+absl::StatusOr<int64_t> CheckedNumElements(const std::vector<int64_t>& shape);
+// The bytes tensor `spec` takes at `symbols` (a binding's values): its
+// resolved shape's elements times its dtype's size. ResolveShape's errors, or
+// InvalidArgument naming the tensor and its shape when the elements or the
+// bytes overflow int64; never a wrapped size.
+absl::StatusOr<int64_t> TensorBytes(const v1::TensorSpec& spec, const SymbolValues& symbols);
+// A byte count for messages: "512 B", "1.5 KiB", "16 GiB", "3.6 TiB".
+std::string FormatBytes(int64_t bytes);
 
 // Counter-based random bits: a pure function of (seed, stream, index).
 uint64_t RngBits(uint64_t seed, uint64_t stream, uint64_t index);

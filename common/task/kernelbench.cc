@@ -111,6 +111,17 @@ absl::Status ValidateKernelBenchTask(const v1::Task& task) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateReceivedTask(const v1::Task& task, const TaskLimits& limits) {
+  if (task.format() == v1::TASK_FORMAT_KERNELBENCH) return ValidateKernelBenchTask(task);
+  KEVO_RETURN_IF_ERROR(ValidateTask(task, TaskSource{}, limits));
+  if (task.reference().source().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task: the reference '", task.reference().file(),
+        "' has no source: send the task as LoadTaskDir or `kevo task export` gives it, reference read in"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::Task> LoadTaskPath(const std::string& path) {
   std::error_code ec;
   if (IsPythonFile(path) && !fs::is_directory(path, ec)) return LoadKernelBenchFile(path);

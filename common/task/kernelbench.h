@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/task/task_loader.h"
 #include "kevo/v1/task.pb.h"
 
 namespace kevo::task {
@@ -50,6 +51,15 @@ absl::StatusOr<v1::Task> LoadKernelBenchFile(const std::string& path);
 // reference with the three definitions, seeds (0 or >= 3), tolerances.
 // InvalidArgument ("task: ...") for the first problem.
 absl::Status ValidateKernelBenchTask(const v1::Task& task);
+
+// Checks a task of either kind that arrived over the wire, before anything is
+// queued for it (the coordinator calls it for EvaluateCandidate, SubmitJob and
+// every task of SubmitCampaign): a KernelBench task with
+// ValidateKernelBenchTask; a native one with ValidateTask under `limits` (so
+// no shape overflows and every binding, time_on ones included, fits) and a
+// reference whose source the loader read. InvalidArgument ("task: ...") for
+// the first problem.
+absl::Status ValidateReceivedTask(const v1::Task& task, const TaskLimits& limits = {});
 
 // Loads one task from `path`: a .py file is a KernelBench problem, a folder is
 // a native task folder (LoadTaskDir). Errors as those two functions give.

@@ -267,7 +267,7 @@ void ApplyTaskDefaults(v1::Task* task) {
   if (task->seeds() == 0) task->set_seeds(kDefaultSeeds);
 }
 
-absl::Status ValidateTask(const v1::Task& task, const TaskSource& source) {
+absl::Status ValidateTask(const v1::Task& task, const TaskSource& source, const TaskLimits& limits) {
   const Reporter r(source);
 
   // Identity.
@@ -433,12 +433,28 @@ absl::Status ValidateTask(const v1::Task& task, const TaskSource& source) {
       }
     }
     const SymbolValues values = BindingValues(b);
+    // What the binding asks a worker to hold: every size checked, none wrapped.
+    int64_t total_bytes = 0;
     for (const char* kind : {"inputs", "outputs"}) {
       const auto& tensors = std::string(kind) == "inputs" ? task.inputs() : task.outputs();
       for (const v1::TensorSpec& t : tensors) {
-        auto shape = ResolveShape(t, values);
-        if (!shape.ok()) {
-          return r.Error({step}, absl::StrCat(label, ": ", shape.status().message()));
+        auto bytes = TensorBytes(t, values);
+        if (!bytes.ok()) {
+          return r.Error({step}, absl::StrCat(label, ": ", bytes.status().message()));
+        }
+        if (*bytes > limits.max_tensor_bytes) {
+          return r.Error({step}, absl::StrCat(label, ": tensor '", t.name(), "' is ", FormatBytes(*bytes), " (",
+                                              *bytes, " bytes of ", std::string(DTypeName(t.dtype())),
+                                              "), above the limit of ", FormatBytes(limits.max_tensor_bytes),
+                                              " per tensor"));
+        }
+        if (__builtin_add_overflow(total_bytes, *bytes, &total_bytes) || total_bytes > limits.max_binding_bytes) {
+          return r.Error({step}, absl::StrCat(label, ": its tensors, up to and including '", t.name(), "', are ",
+                                              total_bytes < 0 ? std::string("more bytes than int64 holds")
+                                                              : absl::StrCat(FormatBytes(total_bytes), " (",
+                                                                             total_bytes, " bytes)"),
+                                              ", above the limit of ", FormatBytes(limits.max_binding_bytes),
+                                              " per binding"));
         }
       }
     }

@@ -10,6 +10,7 @@
 // All functions are thread-safe (they share no state).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,19 @@ inline constexpr char kCudaReferenceLanguage[] = "cuda";
 const std::vector<std::string>& KnownOpFamilies();
 // The platforms a task's `time_on` may name.
 const std::vector<std::string>& KnownPlatforms();
+
+// What one binding of a task may ask a worker to hold (docs/task-format.md,
+// "Size limits"): each tensor at most max_tensor_bytes, the inputs and
+// outputs together at most max_binding_bytes, at every validate, time and
+// time_on binding. A worker holds a binding's tensors more than once (the
+// runner's copies, golden outputs, the baseline's outputs beside the
+// candidate's), so these stay well below a worker's memory.
+inline constexpr int64_t kDefaultMaxTensorBytes = int64_t{8} << 30;    // 8 GiB
+inline constexpr int64_t kDefaultMaxBindingBytes = int64_t{16} << 30;  // 16 GiB
+struct TaskLimits {
+  int64_t max_tensor_bytes = kDefaultMaxTensorBytes;
+  int64_t max_binding_bytes = kDefaultMaxBindingBytes;
+};
 
 // `task` as `platform` times it: its `time` replaced by the task's time_on
 // binding for that platform when it has one (else unchanged).
@@ -74,10 +88,14 @@ void ApplyTaskDefaults(v1::Task* task);
 // Checks that `task` is complete and consistent (see docs/task-format.md):
 // name, op family, signature, tensors, shape expressions, bindings (at least
 // two validation bindings, one odd-sized, and a time binding, all binding
-// every symbol used), bytes_moved/flops, seeds (0 = default, else >= 3),
-// reference, tolerances. Returns OK, or InvalidArgument for the first problem
-// found, prefixed by source.path and the line/column when `source` knows them.
-absl::Status ValidateTask(const v1::Task& task, const TaskSource& source = {});
+// every symbol used), sizes (no shape or formula overflows int64 at any
+// binding, and every binding is within `limits`), bytes_moved/flops, seeds
+// (0 = default, else >= 3), reference, tolerances. Returns OK, or
+// InvalidArgument for the first problem found, prefixed by source.path and
+// the line/column when `source` knows them; a size problem names the binding,
+// the tensor and the size.
+absl::Status ValidateTask(const v1::Task& task, const TaskSource& source = {},
+                          const TaskLimits& limits = {});
 
 // The task folders under `root`, sorted: `root` itself when it holds
 // task.textproto, else every folder below it that does (task folders are not

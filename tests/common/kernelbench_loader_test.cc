@@ -2,6 +2,7 @@
 // loading any task (native folder or .py file) by path.
 #include "common/task/kernelbench.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -123,6 +124,33 @@ TEST_F(KernelBenchLoaderTest, ValidateRejectsAWireTaskWithoutSource) {
   absl::Status s = ValidateKernelBenchTask(task);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("no class Model"));
+}
+
+// What the coordinator runs on every task it receives: each kind checked by
+// its own rules, native ones with the size limits and a reference read in.
+TEST_F(KernelBenchLoaderTest, AReceivedTaskIsCheckedByItsKind) {
+  absl::StatusOr<v1::Task> kb = LoadTaskPath(DataDir() + "/relu.py");
+  ASSERT_TRUE(kb.ok()) << kb.status();
+  EXPECT_TRUE(ValidateReceivedTask(*kb).ok());
+  kb->mutable_reference()->set_source("print('no model here')\n");
+  EXPECT_THAT(ValidateReceivedTask(*kb).message(), HasSubstr("no class Model"));
+
+  absl::StatusOr<v1::Task> native = LoadTaskPath(SourceDir() + "/tasks/vector_add");
+  ASSERT_TRUE(native.ok()) << native.status();
+  EXPECT_TRUE(ValidateReceivedTask(*native).ok());
+  v1::Task huge = *native;
+  for (auto& [symbol, value] : *huge.mutable_time()->mutable_values()) value = 1000000000000;  // 10^12
+  absl::Status s = ValidateReceivedTask(huge);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("task: time binding: tensor '"));
+  EXPECT_THAT(s.message(), HasSubstr("above the limit of 8 GiB per tensor"));
+  EXPECT_TRUE(ValidateReceivedTask(huge, TaskLimits{INT64_MAX, INT64_MAX}).ok());
+
+  v1::Task unread = *native;
+  unread.mutable_reference()->clear_source();
+  absl::Status no_source = ValidateReceivedTask(unread);
+  EXPECT_EQ(no_source.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(no_source.message(), HasSubstr("has no source"));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -146,6 +147,68 @@ TEST_F(TaskLoaderTest, TimeOnErrorsNameTheLineAndTheProblem) {
     const int at = c.problem.find("twice") != std::string::npos ? line + 1 : line;
     EXPECT_THAT(std::string(task.status().message()), StartsWith(At(at))) << c.text;
   }
+}
+
+// A task whose timed binding asks for 10^12 elements once passed validation
+// and took workers down (std::bad_alloc); one whose shape wraps int64 to 0
+// reached a worker as a valid size. Both are refused, naming the binding, the
+// tensor and the size, at every kind of binding.
+TEST_F(TaskLoaderTest, BindingsBeyondTheSizeLimitsAreRefusedNamingTensorBindingAndSize) {
+  struct Case {
+    std::string from, to;
+    int line;
+    std::string problem;
+  };
+  const std::vector<Case> cases = {
+      {"{ key: \"rows\" value: 64 }, { key: \"cols\" value: 64 }", "{ key: \"rows\" value: 1000000 }, { key: \"cols\" value: 1000000 }",
+       16, "time binding: tensor 'x' is 3.6 TiB (4000000000000 bytes of f32), above the limit of 8 GiB per tensor"},
+      {"{ key: \"rows\" value: 3 }, { key: \"cols\" value: 9 }", "{ key: \"rows\" value: 3 }, { key: \"cols\" value: 999999999999 }",
+       15, "validate binding 'odd': tensor 'x' is 10.9 TiB (11999999999988 bytes of f32), above the limit of 8 GiB per tensor"},
+      // 2^32 x 2^32 elements: NumElements wraps to 0.
+      {"{ key: \"rows\" value: 64 }, { key: \"cols\" value: 64 }",
+       "{ key: \"rows\" value: 4294967296 }, { key: \"cols\" value: 4294967296 }", 16,
+       "time binding: tensor 'x': shape [4294967296 x 4294967296] has more elements than int64 holds"},
+  };
+  for (const Case& c : cases) {
+    WriteTaskWith(c.from, c.to);
+    auto task = LoadTaskDir(dir_.string());
+    EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument) << c.to;
+    EXPECT_THAT(std::string(task.status().message()), HasSubstr(c.problem)) << c.to;
+    EXPECT_THAT(std::string(task.status().message()), StartsWith(At(c.line))) << c.to;
+  }
+}
+
+TEST_F(TaskLoaderTest, ATimeOnBindingBeyondTheLimitsIsRefused) {
+  WriteTask(absl::StrCat(kValidTask, TimeOn("nvidia", 1 << 30)));  // 2^30 x 64 f32 = 256 GiB
+  auto task = LoadTaskDir(dir_.string());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(task.status().message()),
+              HasSubstr("time_on 'nvidia' binding: tensor 'x' is 256 GiB (274877906944 bytes of f32), above the "
+                        "limit of 8 GiB per tensor"));
+  EXPECT_THAT(std::string(task.status().message()), StartsWith(At(20)));
+}
+
+TEST(ValidateTaskTest, LimitsAreTheCallersToSet) {
+  auto parsed = ParseTaskText(kValidTask, "");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  // The timed binding holds 64 x 64 f32 twice: 16 KiB each, 32 KiB in all.
+  EXPECT_TRUE(ValidateTask(*parsed, {}, TaskLimits{16384, 32768}).ok());
+  absl::Status tensor = ValidateTask(*parsed, {}, TaskLimits{16000, 1 << 20});
+  EXPECT_EQ(tensor.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(tensor.message()),
+              HasSubstr("task: time binding: tensor 'x' is 16 KiB (16384 bytes of f32), above the limit of 15.6 KiB "
+                        "per tensor"));
+  absl::Status total = ValidateTask(*parsed, {}, TaskLimits{1 << 20, 32000});
+  EXPECT_EQ(total.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(total.message()),
+              HasSubstr("task: time binding: its tensors, up to and including 'y', are 32 KiB (32768 bytes), above "
+                        "the limit of 31.3 KiB per binding"));
+  // Overflow is refused whatever the limits.
+  v1::Task task = *parsed;
+  (*task.mutable_time()->mutable_values())["rows"] = INT64_MAX;
+  absl::Status overflow = ValidateTask(task, {}, TaskLimits{INT64_MAX, INT64_MAX});
+  EXPECT_EQ(overflow.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(overflow.message()), HasSubstr("has more elements than int64 holds"));
 }
 
 TEST_F(TaskLoaderTest, KeepsProductionBaselinesPerPlatform) {

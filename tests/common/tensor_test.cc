@@ -307,6 +307,53 @@ TEST(ResolveShapeTest, EvaluatesEachDimension) {
   EXPECT_THAT(std::string(negative.status().message()), HasSubstr("negative"));
 }
 
+TEST(TensorBytesTest, IsElementsTimesTheDTypeSize) {
+  v1::TensorSpec t = Spec("w", v1::F64);
+  t.add_shape("rows");
+  t.add_shape("2*cols+1");
+  auto bytes = TensorBytes(t, {{"rows", 33}, {"cols", 500}});
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, 33 * 1001 * 8);
+  EXPECT_EQ(*CheckedNumElements({}), 1);  // a scalar
+  EXPECT_EQ(*CheckedNumElements({3, 0, 7}), 0);
+}
+
+// The shapes that once reached a worker: 10^6 four times wraps NumElements,
+// and 2^32 x 2^32 wraps it to exactly 0. Each must be an error naming the
+// tensor, never a size.
+TEST(TensorBytesTest, ShapesWhoseSizeOverflowsInt64AreInvalidArgument) {
+  v1::TensorSpec t = Spec("x", v1::F32);
+  for (int i = 0; i < 4; ++i) t.add_shape("n");
+  auto elements = TensorBytes(t, {{"n", 1000000}});
+  EXPECT_EQ(elements.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(elements.status().message()),
+              HasSubstr("tensor 'x': shape [1000000 x 1000000 x 1000000 x 1000000] has more elements than int64 holds"));
+  EXPECT_EQ(CheckedNumElements({int64_t{1} << 32, int64_t{1} << 32}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  v1::TensorSpec wide = Spec("y", v1::F64);
+  wide.add_shape("n");
+  wide.add_shape("n");
+  auto bytes = TensorBytes(wide, {{"n", int64_t{1} << 31}});  // 2^62 elements fit; 2^65 bytes do not
+  EXPECT_EQ(bytes.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bytes.status().message()),
+              HasSubstr("tensor 'y': 4611686018427387904 elements of f64 are more bytes than int64 holds"));
+
+  v1::TensorSpec wraps = Spec("z", v1::F32);
+  wraps.add_shape("n*n");  // the expression itself overflows
+  auto expr = TensorBytes(wraps, {{"n", int64_t{1} << 32}});
+  EXPECT_EQ(expr.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(expr.status().message()), HasSubstr("tensor 'z'"));
+  EXPECT_THAT(std::string(expr.status().message()), HasSubstr("overflows int64"));
+}
+
+TEST(FormatBytesTest, PicksTheLargestBinaryUnit) {
+  EXPECT_EQ(FormatBytes(512), "512 B");
+  EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
+  EXPECT_EQ(FormatBytes(int64_t{16} << 30), "16 GiB");
+  EXPECT_EQ(FormatBytes(4000000000000), "3.6 TiB");
+}
+
 v1::Task SoftmaxLikeTask() {
   v1::Task task;
   task.mutable_signature()->set_function("softmax");
