@@ -15,6 +15,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/task/kernelbench.h"
 
 namespace kevo::campaigns {
 namespace {
@@ -61,7 +62,8 @@ bool KnownPlatform(const std::string& platform) {
   return platform == "cpu" || platform == "nvidia" || platform == "amd" || platform == "mtia-sim";
 }
 
-absl::Status ValidateCampaign(const v1::CampaignSpec& spec, const std::vector<v1::CampaignTask>& tasks) {
+absl::Status ValidateCampaign(const v1::CampaignSpec& spec, const std::vector<v1::CampaignTask>& tasks,
+                              const task::TaskLimits& task_limits) {
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   if (spec.name().empty()) return bad("the campaign has no name");
   if (spec.platforms().empty()) return bad("the campaign names no platforms");
@@ -76,6 +78,13 @@ absl::Status ValidateCampaign(const v1::CampaignSpec& spec, const std::vector<v1
     if (t.task().name().empty()) return bad("task ", t.path(), " has no name");
     auto [it, fresh] = paths.emplace(t.task().name(), t.path());
     if (!fresh) return bad("tasks ", it->second, " and ", t.path(), " are both named ", t.task().name());
+    // Each task as EvaluateCandidate checks it: a campaign's launches must
+    // never hand a worker a task that overflows or does not fit.
+    if (absl::Status s = task::ValidateReceivedTask(t.task(), task_limits); !s.ok()) {
+      std::string why(s.message());
+      if (why.rfind("task: ", 0) == 0) why.erase(0, 6);
+      return bad("task ", t.path(), ": ", why);
+    }
   }
   const v1::Budget& b = spec.budget();
   if (b.max_evaluations() < 0 || b.max_wall_seconds() < 0 || b.stall_evaluations() < 0) {
@@ -191,11 +200,12 @@ struct CampaignManager::Metrics {
 };
 
 CampaignManager::CampaignManager(store::Store* store, jobs::JobManager* jobs, Admission admission,
-                                 std::shared_ptr<prometheus::Registry> registry)
+                                 std::shared_ptr<prometheus::Registry> registry, task::TaskLimits task_limits)
     : store_(store),
       jobs_(jobs),
       admission_(std::move(admission)),
       registry_(std::move(registry)),
+      task_limits_(task_limits),
       metrics_(std::make_unique<Metrics>(registry_.get())) {}
 
 CampaignManager::~CampaignManager() { Stop(); }
@@ -245,7 +255,7 @@ absl::Status CampaignManager::Persist(const v1::Campaign& campaign) {
 absl::StatusOr<std::string> CampaignManager::Submit(v1::CampaignSpec spec,
                                                     const std::vector<v1::CampaignTask>& tasks,
                                                     const std::string& team) {
-  KEVO_RETURN_IF_ERROR(ValidateCampaign(spec, tasks));
+  KEVO_RETURN_IF_ERROR(ValidateCampaign(spec, tasks, task_limits_));
   if (!team.empty()) spec.set_team(team);
   v1::JobSpec probe;
   *probe.mutable_budget() = spec.budget();

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/task/task_loader.h"
 #include "coordinator/jobs/manager.h"
 #include "coordinator/store/store.h"
 #include "kevo/v1/campaign.pb.h"
@@ -43,10 +44,13 @@ bool KnownPlatform(const std::string& platform);
 
 // INVALID_ARGUMENT naming what is wrong with a campaign (docs/campaigns.md):
 // no name, tasks or platforms; an unknown or repeated platform; two tasks of
-// one name; a negative budget or parallelism; a model profile naming a
-// platform or task the campaign lacks, a share outside (0, 1], shares of one
-// model and platform summing above 1, or a model and platform twice.
-absl::Status ValidateCampaign(const v1::CampaignSpec& spec, const std::vector<v1::CampaignTask>& tasks);
+// one name; a task that task::ValidateReceivedTask refuses under
+// `task_limits` ("task <path>: ..."); a negative budget or parallelism; a
+// model profile naming a platform or task the campaign lacks, a share outside
+// (0, 1], shares of one model and platform summing above 1, or a model and
+// platform twice.
+absl::Status ValidateCampaign(const v1::CampaignSpec& spec, const std::vector<v1::CampaignTask>& tasks,
+                              const task::TaskLimits& task_limits = {});
 
 // Each model profile's throughput gain from the entries' best speedups
 // (Amdahl; an operator below 1x or without a correct kernel counts as 1x,
@@ -59,8 +63,10 @@ std::map<std::string, int> JobsByState(const v1::Campaign& campaign);
 
 class CampaignManager {
  public:
+  // Submit refuses a campaign whose tasks fail task::ValidateReceivedTask
+  // under `task_limits`.
   CampaignManager(store::Store* store, jobs::JobManager* jobs, Admission admission,
-                  std::shared_ptr<prometheus::Registry> registry);
+                  std::shared_ptr<prometheus::Registry> registry, task::TaskLimits task_limits = {});
   ~CampaignManager();
 
   // Loads every stored campaign; call after the job manager's Recover and
@@ -93,6 +99,7 @@ class CampaignManager {
   jobs::JobManager* const jobs_;
   Admission admission_;
   std::shared_ptr<prometheus::Registry> registry_;
+  const task::TaskLimits task_limits_;
   struct Metrics;
   std::unique_ptr<Metrics> metrics_;
 

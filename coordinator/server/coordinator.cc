@@ -135,7 +135,7 @@ class CoordinatorImpl final : public Coordinator {
       campaigns_ = std::make_unique<campaigns::CampaignManager>(
           store_.get(), jobs_.get(),
           [authority, jobs](const std::string& team) { return TeamAdmission(authority, jobs, team); },
-          registry_);
+          registry_, options.task_limits);
     }
     KEVO_RETURN_IF_ERROR(campaigns_->Recover());
     scheduler_->Start();
@@ -148,7 +148,7 @@ class CoordinatorImpl final : public Coordinator {
     knowledge.kb = kb_.get();
     knowledge.skills = skills_.get();
     job_service_ = std::make_unique<JobServiceImpl>(scheduler_.get(), jobs_.get(), knowledge,
-                                                    registry_.get(), authority_.get());
+                                                    registry_.get(), authority_.get(), options.task_limits);
     campaign_service_ = std::make_unique<CampaignServiceImpl>(campaigns_.get(), authority_.get());
     if (authority_ != nullptr) {
       admin_service_ = std::make_unique<AdminServiceImpl>(authority_.get(), scheduler_.get(),

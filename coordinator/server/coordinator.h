@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/task/task_loader.h"
 #include "coordinator/scheduler/scheduler.h"
 
 namespace kevo::coordinator {
@@ -23,6 +24,10 @@ struct CoordinatorOptions {
   // empty: kb::DefaultKbDir(), skipped with a warning when there is none.
   std::string kb_dir;
   scheduler::SchedulerOptions scheduler;
+  // What a task received by EvaluateCandidate, SubmitJob or SubmitCampaign
+  // may ask a worker to hold (docs/task-format.md, "Size limits"); a task
+  // beyond them is INVALID_ARGUMENT before anything is queued.
+  task::TaskLimits task_limits;
   // With `auth`, every call needs `authorization: Bearer <token>` (a team's,
   // a worker's or the admin's; docs/security.md). The admin token is read
   // from `admin_token_file` (default <db_dir>/admin.token), which is created

@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "common/log.h"
 #include "coordinator/server/coordinator.h"
 
@@ -16,7 +17,8 @@ constexpr char kUsage[] =
     "                        [--lease-seconds N] [--llm-config FILE] [--kb DIR]\n"
     "                        [--auth [--admin-token-file FILE]] [--tls-cert PEM --tls-key PEM]\n"
     "                        [--insecure-plaintext] [--lease-progress-seconds N]\n"
-    "                        [--queue-timeout-seconds N]\n"
+    "                        [--queue-timeout-seconds N] [--max-tensor-bytes N]\n"
+    "                        [--max-binding-bytes N]\n"
     "  --listen   gRPC address for workers and clients (default 127.0.0.1:50051;\n"
     "             port 0 picks a free one, printed on stdout as 'listening HOST:PORT')\n"
     "  --db       RocksDB folder; created if missing; data survives restarts\n"
@@ -31,7 +33,11 @@ constexpr char kUsage[] =
     "  --lease-progress-seconds N  a lease whose worker reports no stage of the evaluation\n"
     "             for N seconds lapses even while it heartbeats (default 1200; 0: never)\n"
     "  --queue-timeout-seconds N  an evaluation queued N seconds with no worker of its\n"
-    "             platform connected ends as INFRA_ERROR saying so (default 1800; 0: never)\n";
+    "             platform connected ends as INFRA_ERROR saying so (default 1800; 0: never)\n"
+    "  --max-tensor-bytes N, --max-binding-bytes N  the largest tensor, and the most bytes\n"
+    "             of one binding's tensors together, that a task received by EvaluateCandidate,\n"
+    "             SubmitJob or SubmitCampaign may ask for; larger is INVALID_ARGUMENT\n"
+    "             (defaults 8 GiB and 16 GiB; docs/task-format.md, \"Size limits\")\n";
 
 kevo::coordinator::Coordinator* g_coordinator = nullptr;
 
@@ -66,6 +72,17 @@ int main(int argc, char** argv) {
     }
     else if (arg == "--lease-progress-seconds") {
       options.scheduler.max_silence = absl::Seconds(std::stoi(value("--lease-progress-seconds")));
+    }
+    else if (arg == "--max-tensor-bytes" || arg == "--max-binding-bytes") {
+      const std::string v = value(arg.c_str());
+      int64_t bytes = 0;
+      if (!absl::SimpleAtoi(v, &bytes) || bytes <= 0) {
+        std::fprintf(stderr, "kevo-coordinator: %s needs a positive number of bytes, not '%s'\n%s", arg.c_str(),
+                     v.c_str(), kUsage);
+        return 2;
+      }
+      (arg == "--max-tensor-bytes" ? options.task_limits.max_tensor_bytes : options.task_limits.max_binding_bytes) =
+          bytes;
     }
     else if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);

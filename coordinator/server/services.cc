@@ -14,6 +14,7 @@
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/task/kernelbench.h"
 
 namespace kevo::coordinator {
 namespace {
@@ -149,7 +150,7 @@ class EvaluateReactor final : public grpc::ServerWriteReactor<v1::EvaluateEvent>
                               public scheduler::EvalListener {
  public:
   EvaluateReactor(scheduler::Scheduler* scheduler, const v1::EvaluateRequest& request,
-                  absl::StatusOr<auth::Principal> caller)
+                  absl::StatusOr<auth::Principal> caller, const task::TaskLimits& task_limits)
       : scheduler_(scheduler), writes_(this) {
     if (!caller.ok()) {
       writes_.FinishAfterWrites(ToGrpcStatus(caller.status()));
@@ -163,6 +164,12 @@ class EvaluateReactor final : public grpc::ServerWriteReactor<v1::EvaluateEvent>
     if (request.candidate().source().empty()) {
       writes_.FinishAfterWrites(
           grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the candidate's source is empty"));
+      return;
+    }
+    // Checked before anything is stored: a task whose sizes overflow or
+    // exceed the limits must never reach a worker.
+    if (absl::Status valid = task::ValidateReceivedTask(request.task(), task_limits); !valid.ok()) {
+      writes_.FinishAfterWrites(ToGrpcStatus(valid));
       return;
     }
     scheduler::Scheduler::SubmitOptions options;
@@ -382,11 +389,12 @@ absl::Status JobServiceImpl::CheckQuota(const auth::Principal& caller) {
 
 JobServiceImpl::JobServiceImpl(scheduler::Scheduler* scheduler, jobs::JobManager* jobs,
                                KnowledgeSources knowledge, prometheus::Registry* registry,
-                               const auth::Authority* authority)
+                               const auth::Authority* authority, task::TaskLimits task_limits)
     : scheduler_(scheduler),
       jobs_(jobs),
       knowledge_(knowledge),
       authority_(authority),
+      task_limits_(task_limits),
       metrics_(std::make_unique<RpcMetrics>(registry)),
       executor_(std::make_unique<Executor>(/*threads=*/2)) {
   knowledge_.jobs = jobs;
@@ -463,6 +471,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
                                                     v1::SubmitJobResponse* response) {
   absl::StatusOr<auth::Principal> caller = User(authority_, *context);
   absl::Status allowed = caller.ok() ? CheckQuota(*caller) : caller.status();
+  if (allowed.ok()) allowed = task::ValidateReceivedTask(request->spec().task(), task_limits_);
   if (!allowed.ok()) return FinishUnary<v1::SubmitJobResponse>(context, allowed, response);
   v1::JobSpec spec = request->spec();
   // A team's job is its own whatever the request says; the admin may name one.
@@ -550,7 +559,7 @@ grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerServic
 
 grpc::ServerWriteReactor<v1::EvaluateEvent>* JobServiceImpl::EvaluateCandidate(
     grpc::CallbackServerContext* context, const v1::EvaluateRequest* request) {
-  return new EvaluateReactor(scheduler_, *request, User(authority_, *context));
+  return new EvaluateReactor(scheduler_, *request, User(authority_, *context), task_limits_);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::GetEvaluation(grpc::CallbackServerContext* context,

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/executor.h"
+#include "common/task/task_loader.h"
 #include "coordinator/auth/authority.h"
 #include "coordinator/campaigns/campaigns.h"
 #include "coordinator/jobs/manager.h"
@@ -132,9 +133,12 @@ class JobServiceImpl : public v1::JobService::CallbackService {
  public:
   // `knowledge.jobs` is set to `jobs`. Registers kevo_coordinator_rpcs_total
   // and kevo_coordinator_rpc_seconds in `registry` when it is not null.
+  // EvaluateCandidate and SubmitJob refuse a task that fails
+  // task::ValidateReceivedTask under `task_limits` with INVALID_ARGUMENT,
+  // before anything is stored or queued.
   JobServiceImpl(scheduler::Scheduler* scheduler, jobs::JobManager* jobs,
                  KnowledgeSources knowledge, prometheus::Registry* registry,
-                 const auth::Authority* authority = nullptr);
+                 const auth::Authority* authority = nullptr, task::TaskLimits task_limits = {});
   // Runs the knowledge calls still queued (the server must be shut down).
   ~JobServiceImpl() override;
   grpc::ServerWriteReactor<v1::EvaluateEvent>* EvaluateCandidate(
@@ -201,6 +205,7 @@ class JobServiceImpl : public v1::JobService::CallbackService {
   jobs::JobManager* jobs_;
   KnowledgeSources knowledge_;
   const auth::Authority* authority_;  // null: no --auth
+  const task::TaskLimits task_limits_;
   std::unique_ptr<RpcMetrics> metrics_;
   // Last: destroyed first, so that queued calls run while the rest is alive.
   std::unique_ptr<Executor> executor_;

@@ -2,6 +2,10 @@
 // (Amdahl over a model profile) computed from a campaign's best speedups.
 #include "coordinator/campaigns/campaigns.h"
 
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "common/task/task_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -10,10 +14,15 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// The shipped task `name` (tasks/<name>), as the CLI sends it.
 v1::CampaignTask Task(const std::string& name) {
+  const char* source_dir = std::getenv("KEVO_SOURCE_DIR");
+  absl::StatusOr<v1::Task> task =
+      task::LoadTaskDir(absl::StrCat(source_dir != nullptr ? source_dir : ".", "/tasks/", name));
+  EXPECT_TRUE(task.ok()) << task.status();
   v1::CampaignTask t;
   t.set_path("tasks/" + name);
-  t.mutable_task()->set_name(name);
+  if (task.ok()) *t.mutable_task() = *task;
   return t;
 }
 
@@ -31,9 +40,12 @@ v1::CampaignSpec Spec() {
   return s;
 }
 
-const std::vector<v1::CampaignTask> kTasks = {Task("softmax"), Task("relu")};
+std::vector<v1::CampaignTask> Tasks() { return {Task("softmax"), Task("relu")}; }
 
-TEST(CampaignsTest, AValidCampaignIsAccepted) { EXPECT_TRUE(ValidateCampaign(Spec(), kTasks).ok()); }
+TEST(CampaignsTest, AValidCampaignIsAccepted) {
+  absl::Status s = ValidateCampaign(Spec(), Tasks());
+  EXPECT_TRUE(s.ok()) << s;
+}
 
 TEST(CampaignsTest, MalformedCampaignsAreRefusedSayingWhy) {
   struct Case {
@@ -47,6 +59,14 @@ TEST(CampaignsTest, MalformedCampaignsAreRefusedSayingWhy) {
       {[](auto& s, auto&) { s.add_platforms("tpu"); }, "unknown platform \"tpu\""},
       {[](auto& s, auto&) { s.add_platforms("cpu"); }, "platform cpu is named twice"},
       {[](auto&, auto& t) { t.push_back(Task("relu")); }, "are both named relu"},
+      // Each task is checked as EvaluateCandidate checks one: 10^12 elements
+      // at the timed binding, or a task that is not one at all.
+      {[](auto&, auto& t) {
+         for (auto& [symbol, value] : *t[1].mutable_task()->mutable_time()->mutable_values()) value = 1000000000000;
+       },
+       "task tasks/relu: time binding: tensor 'x' is 3.6 TiB (4000000000000 bytes of f32), above the limit of 8 GiB "
+       "per tensor"},
+      {[](auto&, auto& t) { t[0].mutable_task()->clear_outputs(); }, "task tasks/softmax: "},
       {[](auto& s, auto&) { s.mutable_budget()->set_max_evaluations(-1); }, "must not be negative"},
       {[](auto& s, auto&) { s.mutable_model(0)->set_platform("nvidia"); }, "does not run on platform \"nvidia\""},
       {[](auto& s, auto&) { s.mutable_model(0)->mutable_operator_(0)->set_task("gemm"); },
@@ -64,7 +84,7 @@ TEST(CampaignsTest, MalformedCampaignsAreRefusedSayingWhy) {
   };
   for (const Case& c : cases) {
     v1::CampaignSpec spec = Spec();
-    std::vector<v1::CampaignTask> tasks = kTasks;
+    std::vector<v1::CampaignTask> tasks = Tasks();
     c.change(spec, tasks);
     absl::Status s = ValidateCampaign(spec, tasks);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.why;

@@ -13,6 +13,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
+#include "common/task/task_loader.h"
 #include "tests/integration/cluster.h"
 #include "tests/testing/process.h"
 
@@ -132,7 +133,10 @@ TEST(AmdTest, WorkersListsTheCompileOnlyWorkerAndEveryCandidateHasItsAnalysis) {
   v1::EvaluateRequest treq;
   treq.set_platform("amd");
   treq.set_require_timing(true);
-  treq.mutable_task()->set_name("softmax");
+  // A real task: the coordinator checks every task it receives first.
+  auto softmax = task::LoadTaskDir(SourceDir() + "/tasks/softmax");
+  ASSERT_TRUE(softmax.ok()) << softmax.status();
+  *treq.mutable_task() = *softmax;
   treq.mutable_candidate()->set_language("hip");
   treq.mutable_candidate()->set_source("// any");
   auto reader = cluster.stub()->EvaluateCandidate(&tctx, treq);
