@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "kevo/v1/worker.grpc.pb.h"
+#include "worker/daemon/evaluation_guard.h"
 
 namespace kevo::worker {
 
@@ -127,8 +128,9 @@ struct Daemon::Impl {
         *m.mutable_event()->mutable_event() = e;
         Send(m);
       };
-      v1::Evaluation ev = a.has_rival() ? backend->EvaluateBeside(a.task(), a.candidate(), a.rival(), on_event)
-                                        : backend->Evaluate(a.task(), a.candidate(), on_event);
+      // Never throws, whatever the task or the candidate asks for: one
+      // evaluation must not end the process and every other slot's with it.
+      v1::Evaluation ev = GuardedEvaluate(*backend, a, hello.platform(), AvailableMemoryBytes(), on_event);
       ev.set_eval_id(a.eval_id());
       ev.set_attempt(a.attempt());
       ev.set_worker_id(hello.worker_id());

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -527,9 +528,19 @@ absl::StatusOr<std::string> RunnerHarness::TimedInputs(const v1::Task& task) con
   // One thread per tensor: the generator is serial and large tensors take
   // seconds.
   std::vector<std::string> data(specs.size());
+  // A task whose timed binding the worker cannot hold must fail this
+  // evaluation, not end the worker with an uncaught std::bad_alloc.
+  for (size_t i = 0; i < specs.size(); ++i) {
+    try {
+      data[i].resize(static_cast<size_t>(sizes[i]));
+    } catch (const std::exception& e) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot hold input '", specs[i]->name(), "' at the timed binding '", task.time().name(), "': ",
+          FormatBytes(sizes[i]), " (", sizes[i], " bytes; all inputs ", FormatBytes(total), "): ", e.what()));
+    }
+  }
   std::vector<std::thread> threads;
   for (size_t i = 0; i < specs.size(); ++i) {
-    data[i].resize(static_cast<size_t>(sizes[i]));
     threads.emplace_back([&, i] { FillTensor(*specs[i], shapes[i], /*seed=*/1, data[i].data(), &symbols); });
   }
   for (auto& t : threads) t.join();
