@@ -1,5 +1,7 @@
 #include "coordinator/server/coordinator.h"
 
+#include <grpcpp/health_check_service_interface.h>
+
 #include <grpcpp/grpcpp.h>
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
@@ -154,6 +156,9 @@ class CoordinatorImpl final : public Coordinator {
       admin_service_ = std::make_unique<AdminServiceImpl>(authority_.get(), scheduler_.get(),
                                                           worker_service_.get());
     }
+    // grpc.health.v1.Health on the same port (overall status ""): SERVING
+    // from here until Shutdown, for load balancers and Kubernetes probes.
+    grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort(options.listen, credentials, &port);
@@ -182,6 +187,9 @@ class CoordinatorImpl final : public Coordinator {
 
   void Shutdown() override {
     if (shut_down_.exchange(true)) return;
+    if (server_ && server_->GetHealthCheckService() != nullptr) {
+      server_->GetHealthCheckService()->SetServingStatus(false);
+    }
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     if (campaigns_) campaigns_->Stop();
     if (jobs_) jobs_->Stop();

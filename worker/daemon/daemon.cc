@@ -18,6 +18,9 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/server_builder.h>
 #include "kevo/v1/worker.grpc.pb.h"
 #include "worker/daemon/evaluation_guard.h"
 
@@ -29,6 +32,22 @@ struct Daemon::Impl {
   DaemonOptions options;
   std::unique_ptr<Backend> backend;
   v1::Hello hello;
+
+  std::unique_ptr<grpc::Server> health;  // --health-listen only
+  // The health port serves nothing else; a gRPC server needs one polled
+  // service besides the default health one, so this answers UNIMPLEMENTED.
+  struct NoOtherMethods : grpc::CallbackGenericService {
+    struct Refuse : grpc::ServerGenericBidiReactor {
+      Refuse() { Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "only grpc.health.v1.Health is served here")); }
+      void OnDone() override { delete this; }
+    };
+    grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext*) override { return new Refuse(); }
+  } no_other_methods;
+  void SetHealth(bool serving) {
+    if (health != nullptr && health->GetHealthCheckService() != nullptr) {
+      health->GetHealthCheckService()->SetServingStatus(serving);
+    }
+  }
 
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   std::unique_ptr<prometheus::Exposer> exposer;
@@ -180,6 +199,7 @@ struct Daemon::Impl {
       context = &ctx;
     }
     FlushUndelivered();
+    SetHealth(true);
     absl::Notification session_over;
     std::thread heartbeat([&] {
       while (!session_over.WaitForNotificationWithTimeout(absl::Seconds(heartbeat_s))) {
@@ -209,6 +229,7 @@ struct Daemon::Impl {
       }
     }
     session_over.Notify();
+    SetHealth(false);
     heartbeat.join();
     {
       absl::MutexLock w(&write_mu);
@@ -286,6 +307,21 @@ absl::Status Daemon::Run() {
           absl::StrCat("cannot serve metrics on ", d.options.metrics_listen, ": ", e.what()));
     }
   }
+  if (!d.options.health_listen.empty()) {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort(d.options.health_listen, grpc::InsecureServerCredentials(), &port);
+    builder.RegisterCallbackGenericService(&d.no_other_methods);
+    d.health = builder.BuildAndStart();
+    if (d.health == nullptr || port == 0) {
+      return absl::UnavailableError(absl::StrCat("cannot serve grpc health on ", d.options.health_listen));
+    }
+    d.SetHealth(false);
+    std::printf("health %d\n", port);
+    std::fflush(stdout);
+    LogInfo("grpc health on port ", port, " (SERVING while connected to the coordinator)");
+  }
   auto hello = d.backend->Describe();
   if (!hello.ok()) return hello.status();
   d.hello = *hello;
@@ -330,6 +366,7 @@ absl::Status Daemon::Run() {
     backoff = std::min(backoff * 2, d.options.max_backoff);
   }
   for (auto& t : slots) t.join();
+  if (d.health != nullptr) d.health->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   absl::MutexLock l(&d.mu);
   return d.refused;
 }

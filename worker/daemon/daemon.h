@@ -21,6 +21,9 @@ struct DaemonOptions {
   int slots = 1;
   std::string worker_id;       // empty: the coordinator assigns one
   std::string metrics_listen;  // empty: no /metrics
+  // host:port for grpc.health.v1.Health (empty: none): SERVING while the
+  // worker holds a stream to the coordinator, NOT_SERVING otherwise.
+  std::string health_listen;
   absl::Duration max_backoff = absl::Seconds(5);
   // The worker token and TLS CA (--token-file, --tls-ca; docs/security.md).
   rpc::ClientCredentials credentials;

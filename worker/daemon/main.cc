@@ -20,7 +20,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: kevo-worker --coordinator HOST:PORT [--platform cpu|nvidia|amd|mtia-sim]\n"
     "                   [--slots N]\n"
-    "                   [--work-dir DIR] [--metrics HOST:PORT] [--worker-id ID]\n"
+    "                   [--work-dir DIR] [--metrics HOST:PORT] [--health-listen HOST:PORT] [--worker-id ID]\n"
     "                   [--compile-timeout S] [--run-timeout S] [--memory-limit-mb MB]\n"
     "                   [--profile-cap S] [--mtia-config 2i|1] [--offload-arch LIST]\n"
     "                   [--python PATH] [--torch-compile-timeout S] [--production on|off]\n"
@@ -46,7 +46,9 @@ constexpr char kUsage[] =
     "               its profile (default on; off: speedups over the naive reference only)\n"
     "  --token-file the worker token (kevo admin worker-token create) for a coordinator run\n"
     "               with --auth (default: $KEVO_TOKEN, then $KEVO_TOKEN_FILE)\n"
-    "  --tls-ca     the CA that signed the coordinator's certificate (default $KEVO_TLS_CA)\n";
+    "  --tls-ca     the CA that signed the coordinator's certificate (default $KEVO_TLS_CA)\n"
+    "  --health-listen  serve grpc.health.v1.Health there: SERVING while connected to the\n"
+    "               coordinator (a readiness probe; prints \"health PORT\")\n";
 
 kevo::worker::Daemon* g_daemon = nullptr;
 
@@ -95,6 +97,7 @@ int main(int argc, char** argv) {
     else if (arg == "--platform") platform = value;
     else if (arg == "--worker-id") options.worker_id = value;
     else if (arg == "--metrics") options.metrics_listen = value;
+    else if (arg == "--health-listen") options.health_listen = value;
     else if (arg == "--work-dir") cpu.work_dir = value;
     else if (arg == "--slots" && numeric && number >= 1) {
       options.slots = static_cast<int>(number);
