@@ -310,6 +310,7 @@ std::string BottleneckLabel(const v1::Task& task, const v1::Evaluation& e) {
     case v1::RUNTIME_ERROR:
     case v1::SANDBOX_VIOLATION:
     case v1::RESOURCE_EXHAUSTED:
+    case v1::QUARANTINED:  // it ended the workers it ran on
       return "crash";
     case v1::RUN_TIMEOUT:
       return "timeout";

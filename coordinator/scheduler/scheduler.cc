@@ -39,6 +39,7 @@ struct Scheduler::Metrics {
   prometheus::Counter* requeued = nullptr;
   prometheus::Counter* duplicates = nullptr;
   prometheus::Counter* refused = nullptr;
+  prometheus::Counter* lost = nullptr;
   prometheus::Gauge* workers = nullptr;
   prometheus::Gauge* queued = nullptr;
   prometheus::Histogram* latency = nullptr;
@@ -74,6 +75,12 @@ struct Scheduler::Metrics {
                    .Help("Results refused because the sending worker did not hold the evaluation's lease")
                    .Register(*r)
                    .Add({});
+    lost = &prometheus::BuildCounter()
+                .Name("kevo_coordinator_workers_lost_total")
+                .Help("Leases whose worker was lost mid-evaluation (its stream ended, or it never came back "
+                      "after a coordinator restart); at the limit the evaluation is quarantined")
+                .Register(*r)
+                .Add({});
     workers = &prometheus::BuildGauge()
                    .Name("kevo_coordinator_workers_connected")
                    .Help("Connected workers")
@@ -207,22 +214,58 @@ std::string Scheduler::AddWorker(const v1::Hello& hello, SendFn send) {
   return id;
 }
 
-void Scheduler::RemoveWorker(const std::string& worker_id) {
+void Scheduler::RemoveWorker(const std::string& worker_id, bool lost) {
   absl::MutexLock l(&mu_);
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return;
   std::set<std::string> busy = std::move(it->second.busy);
   workers_.erase(it);
   if (metrics_->workers) metrics_->workers->Set(static_cast<double>(workers_.size()));
-  LogInfo("worker disconnected id=", worker_id, " leases_returned=", busy.size());
+  // A stream the coordinator itself is closing says nothing about the worker.
+  lost = lost && !shutting_down_;
+  LogInfo("worker disconnected id=", worker_id, " leases_returned=", busy.size(), lost ? "" : " (not lost)");
   for (const std::string& eval_id : busy) {
     auto a = active_.find(eval_id);
     if (a != active_.end() && a->second.record.state() == v1::EVAL_LEASED &&
         a->second.record.lease_worker() == worker_id) {
-      RequeueLocked(a->second, absl::StrCat("worker ", worker_id, " disconnected"));
+      if (lost) {
+        LostLocked(a, absl::StrCat("worker ", worker_id, " disconnected mid-evaluation"));
+      } else {
+        RequeueLocked(a->second, absl::StrCat("worker ", worker_id, " disconnected"));
+      }
     }
   }
   DispatchLocked();
+}
+
+void Scheduler::PrepareShutdown() {
+  absl::MutexLock l(&mu_);
+  shutting_down_ = true;
+}
+
+void Scheduler::LostLocked(std::map<std::string, Active>::iterator a, const std::string& why) {
+  v1::EvalRecord& r = a->second.record;
+  r.set_workers_lost(r.workers_lost() + 1);
+  if (metrics_->lost) metrics_->lost->Increment();
+  const int limit = options_.max_worker_losses;
+  if (limit <= 0 || r.workers_lost() < limit) {
+    // Persisted with the requeue, so a coordinator restart keeps the count.
+    RequeueLocked(a->second, absl::StrCat(why, " (", r.workers_lost(), " worker",
+                                          r.workers_lost() == 1 ? "" : "s", " lost while running it",
+                                          limit > 0 ? absl::StrCat("; quarantined at ", limit) : "", ")"));
+    return;
+  }
+  v1::Evaluation ev;
+  ev.set_status(v1::QUARANTINED);
+  ev.set_task_name(a->second.task.name());
+  ev.set_platform(r.platform());
+  ev.mutable_diagnostics()->set_message(absl::StrCat(
+      "quarantined: ", r.workers_lost(), " workers were lost while running it (the last: ", why,
+      "); it is not requeued, so that it cannot take down more workers. Look at what the task "
+      "asks for and what the candidate does, in the logs of the workers it was leased to"));
+  LogWarning("evaluation ", r.eval_id(), " attempt=", r.attempt(), ": ", ev.diagnostics().message());
+  const int attempt = r.attempt();
+  RecordLocked(a, std::move(ev), attempt, "");
 }
 
 void Scheduler::RequeueLocked(Active& active, const std::string& why) {
@@ -605,6 +648,8 @@ void Scheduler::ExpiryLoop() {
     const int64_t silence_ms = absl::ToInt64Milliseconds(options_.max_silence);
     const int64_t queue_ms = absl::ToInt64Milliseconds(options_.queue_timeout);
     std::vector<std::string> unserved;  // queued too long with no worker for their platform
+    // Leased before a restart to a worker that never came back: lost.
+    std::vector<std::pair<std::string, std::string>> vanished;  // eval id, why
     for (auto& [id, a] : active_) {
       if (a.record.state() == v1::EVAL_QUEUED && queue_ms > 0 &&
           now - a.record.created_unix_micros() / 1000 > queue_ms && !ServedLocked(a.record.platform())) {
@@ -621,15 +666,27 @@ void Scheduler::ExpiryLoop() {
         continue;
       }
       auto w = workers_.find(a.record.lease_worker());
-      if (w != workers_.end()) {
-        w->second.busy.erase(id);
-        v1::CoordinatorMessage m;  // tell it to stop; a late result is refused anyway
-        m.mutable_cancel()->set_eval_id(id);
-        m.mutable_cancel()->set_attempt(a.record.attempt());
-        w->second.send(m);
+      if (w == workers_.end()) {
+        // Only a lease recovered after a restart has a holder that is not
+        // connected (RemoveWorker settles the others at once): the worker was
+        // given a lease period to come back and did not.
+        vanished.emplace_back(id, absl::StrCat("worker ", a.record.lease_worker(),
+                                               " held the lease and did not come back after the coordinator "
+                                               "restarted"));
+        changed = true;
+        continue;
       }
+      w->second.busy.erase(id);
+      v1::CoordinatorMessage m;  // tell it to stop; a late result is refused anyway
+      m.mutable_cancel()->set_eval_id(id);
+      m.mutable_cancel()->set_attempt(a.record.attempt());
+      w->second.send(m);
       RequeueLocked(a, why);
       changed = true;
+    }
+    for (const auto& [id, why] : vanished) {
+      auto a = active_.find(id);
+      if (a != active_.end()) LostLocked(a, why);
     }
     for (const std::string& id : unserved) {
       auto a = active_.find(id);

@@ -7,6 +7,12 @@
 // duplicate) is counted and refused, so each evaluation is recorded exactly
 // once, from the worker it was given to.
 //
+// Quarantine: an evaluation whose lease holder is lost mid-evaluation (its
+// stream ends, or after a coordinator restart it never comes back) counts
+// that loss in EvalRecord.workers_lost, durably. At max_worker_losses it is
+// not requeued but recorded as QUARANTINED, like any result, so that one
+// evaluation that ends its workers cannot go on to end the fleet's.
+//
 // Thread-safe. Listener and send callbacks are called with the scheduler's
 // lock held: they must be quick and must not call back into the scheduler.
 #pragma once
@@ -46,6 +52,9 @@ struct SchedulerOptions {
   // worker of its platform is connected, is recorded as INFRA_ERROR saying
   // so; zero: it waits for one forever.
   absl::Duration queue_timeout = absl::Minutes(30);
+  // An evaluation whose lease holder was lost this many times is recorded as
+  // QUARANTINED instead of being requeued; 0: requeued however often.
+  int max_worker_losses = 2;
 };
 
 // Receives the stage events of one evaluation and, last, its final result.
@@ -77,7 +86,13 @@ class Scheduler {
   // set and free, else a new one); `send` pushes messages on its stream.
   std::string AddWorker(const v1::Hello& hello, SendFn send);
   // The worker's stream ended: its leased evaluations return to the queue.
-  void RemoveWorker(const std::string& worker_id);
+  // With `lost` (the worker vanished mid-evaluation, rather than being revoked
+  // or cut off by the coordinator's own shutdown) each counts the loss, and
+  // one that reaches max_worker_losses is quarantined instead.
+  void RemoveWorker(const std::string& worker_id, bool lost = true);
+  // The coordinator is shutting down: streams that end from now on were ended
+  // by it, so their workers are not counted as lost. Thread-safe.
+  void PrepareShutdown();
   void OnWorkerMessage(const std::string& worker_id, const v1::WorkerMessage& message);
 
   struct SubmitOptions {
@@ -169,6 +184,11 @@ class Scheduler {
   absl::Status CheckTimingAvailableLocked(const std::string& platform)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequeueLocked(Active& active, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The evaluation's lease holder was lost (`why`, e.g. "worker w-1
+  // disconnected mid-evaluation"): counts it, then requeues
+  // the evaluation, or records it as QUARANTINED at max_worker_losses.
+  void LostLocked(std::map<std::string, Active>::iterator a, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnResultLocked(const std::string& worker_id, const v1::EvalResult& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PersistLocked(const v1::EvalRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -191,6 +211,7 @@ class Scheduler {
   std::function<absl::Status(const std::string&)> admission_ ABSL_GUARDED_BY(mu_);
   int64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;  // PrepareShutdown()
   std::thread expiry_thread_;
 };
 

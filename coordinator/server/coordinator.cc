@@ -190,6 +190,8 @@ class CoordinatorImpl final : public Coordinator {
     if (server_ && server_->GetHealthCheckService() != nullptr) {
       server_->GetHealthCheckService()->SetServingStatus(false);
     }
+    // Workers' streams end with the server's: not a loss of theirs.
+    if (scheduler_) scheduler_->PrepareShutdown();
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     if (campaigns_) campaigns_->Stop();
     if (jobs_) jobs_->Stop();

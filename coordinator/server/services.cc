@@ -93,14 +93,14 @@ class WorkerReactor final
   void OnReadDone(bool ok) override {
     if (!ok) {
       // The worker closed the stream or vanished: return its leases now.
-      Disconnect();
+      Disconnect(/*lost=*/true);
       writes_.FinishAfterWrites(grpc::Status::OK);
       return;
     }
     if (authority_ != nullptr && !authority_->Valid(token_hash_)) {
       // Revoked while connected: nothing more from this stream counts.
       LogWarning("worker ", worker_id_.empty() ? peer_ : worker_id_, ": its token was revoked; ending its stream");
-      Disconnect();
+      Disconnect(/*lost=*/false);
       writes_.FinishAfterWrites(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "this worker's token was revoked"));
       return;
     }
@@ -123,15 +123,18 @@ class WorkerReactor final
   void OnWriteDone(bool ok) override { writes_.OnWriteDone(ok); }
 
   void OnDone() override {
-    Disconnect();
+    Disconnect(/*lost=*/true);
     delete this;
   }
 
  private:
-  void Disconnect() {
+  // `lost`: the stream ended without the coordinator ending it (the worker
+  // died, or the network did), so evaluations it held count toward their
+  // quarantine (Scheduler::RemoveWorker).
+  void Disconnect(bool lost) {
     if (!worker_id_.empty() && !removed_.exchange(true)) {
       service_->ClearToken(worker_id_);
-      scheduler_->RemoveWorker(worker_id_);
+      scheduler_->RemoveWorker(worker_id_, lost);
     }
   }
 
@@ -676,8 +679,9 @@ grpc::ServerUnaryReactor* AdminServiceImpl::RevokeWorker(grpc::CallbackServerCon
   absl::StatusOr<v1::TokenRecord> token = authority_->Token(*hash);
   absl::Status s = authority_->RevokeToken(*hash, absl::StrCat("worker ", request->worker_id(), " revoked"));
   if (!s.ok()) return FinishUnary<v1::RevokeWorkerResponse>(context, s, response);
-  // Its leases go back to the queue now; its stream ends at its next message.
-  scheduler_->RemoveWorker(request->worker_id());
+  // Its leases go back to the queue now (revoked, not lost: no quarantine
+  // count); its stream ends at its next message.
+  scheduler_->RemoveWorker(request->worker_id(), /*lost=*/false);
   LogInfo("worker ", request->worker_id(), " revoked by the admin");
   v1::RevokeWorkerResponse r;
   if (token.ok()) r.set_token_name(token->name());
