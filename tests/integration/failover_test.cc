@@ -1,15 +1,20 @@
 // Real processes on 127.0.0.1: a coordinator and two workers. One worker is
 // killed with SIGKILL in the middle of an evaluation; the evaluation must be
-// re-leased to the other and recorded exactly once.
+// re-leased to the other and recorded exactly once. And an evaluation whose
+// workers are killed twice while they hold it is quarantined, not leased to
+// a third: the count of workers lost survives a coordinator restart.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "coordinator/store/store.h"
 #include "common/task/task_loader.h"
@@ -126,6 +131,160 @@ TEST(FailoverTest, QueuedEvaluationSurvivesCoordinatorKill) {
   ASSERT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(evaluation.status(), v1::OK) << evaluation.diagnostics().message();
   EXPECT_EQ(evaluation.eval_id(), eval_id);
+}
+
+// The evaluation's record as the coordinator wrote it to RocksDB (the
+// coordinator must be stopped).
+v1::EvalRecord StoredRecord(Cluster& cluster, const std::string& eval_id) {
+  auto store = store::Store::Open(cluster.dir() + "/db");
+  EXPECT_TRUE(store.ok()) << store.status();
+  v1::EvalRecord record;
+  if (!store.ok()) return record;
+  auto value = (*store)->Get(store::Family::kEvals, "eval/" + eval_id);
+  EXPECT_TRUE(value.ok() && value->has_value()) << eval_id;
+  if (value.ok() && value->has_value()) record.ParseFromString(**value);
+  return record;
+}
+
+// Whatever takes a worker process down while it holds an evaluation, twice:
+// simulated by killing the lease holder with SIGKILL as soon as the client
+// hears from it (a task or candidate that crashes the worker itself
+// is what the kevo checks exist to prevent, so the test plays its part). The
+// client's stream must end with QUARANTINED, and the third worker is never
+// given it and stays up.
+TEST(FailoverTest, AnEvaluationThatLosesTwoWorkersIsQuarantinedAndAThirdStaysUp) {
+  Cluster cluster(MakeTempDir("kevo-quarantine"));
+  ASSERT_TRUE(cluster.StartCoordinator().ok());
+  for (const char* id : {"worker-a", "worker-b", "worker-c"}) ASSERT_TRUE(cluster.StartWorker(id).ok());
+  ASSERT_TRUE(cluster.WaitForWorkers(3, absl::Seconds(90)).ok());
+
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+  auto reader = cluster.stub()->EvaluateCandidate(&ctx, VectorAddRequest("fast.cc"));
+  v1::EvaluateEvent ev;
+  std::string eval_id;
+  std::vector<std::string> killed, requeues;
+  std::optional<v1::Evaluation> final;
+  while (reader->Read(&ev)) {
+    if (ev.has_accepted_eval_id()) eval_id = ev.accepted_eval_id();
+    // The first stage the client hears from a lease holder (ASSIGNED, or
+    // for a lease given before the client subscribed, COMPILE): kill it.
+    const std::string holder = ev.has_stage() ? ev.stage().worker_id() : "";
+    if (!holder.empty() && std::find(killed.begin(), killed.end(), holder) == killed.end()) {
+      ASSERT_NE(cluster.worker(holder), nullptr) << holder;
+      ASSERT_LT(killed.size(), 2u) << "leased to a third worker, " << holder << ", after two were lost";
+      cluster.worker(holder)->Kill(SIGKILL);
+      killed.push_back(holder);
+    }
+    if (ev.has_stage() && ev.stage().stage() == v1::STAGE_QUEUED) requeues.push_back(ev.stage().message());
+    if (ev.has_final()) final = ev.final();
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_EQ(killed.size(), 2u);
+  ASSERT_TRUE(final.has_value()) << "the client's stream ended without the evaluation";
+  EXPECT_EQ(final->status(), v1::QUARANTINED) << final->diagnostics().message();
+  EXPECT_TRUE(absl::StrContains(final->diagnostics().message(),
+                                absl::StrCat("quarantined: 2 workers were lost while running it (the last: worker ",
+                                             killed[1], " disconnected mid-evaluation)")))
+      << final->diagnostics().message();
+  EXPECT_EQ(final->eval_id(), eval_id);
+  EXPECT_EQ(final->attempt(), 2);
+  ASSERT_EQ(requeues.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(requeues[0], absl::StrCat("worker ", killed[0], " disconnected mid-evaluation (1 "
+                                                          "worker lost while running it; quarantined at 2)")))
+      << requeues[0];
+
+  // The third worker is still up, connected, and evaluates the next
+  // candidate as usual.
+  std::string third;
+  for (const char* id : {"worker-a", "worker-b", "worker-c"}) {
+    if (std::find(killed.begin(), killed.end(), id) == killed.end()) third = id;
+  }
+  EXPECT_TRUE(cluster.worker(third)->Running());
+  {
+    grpc::ClientContext lctx;
+    lctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::ListWorkersResponse workers;
+    ASSERT_TRUE(cluster.stub()->ListWorkers(&lctx, v1::ListWorkersRequest(), &workers).ok());
+    ASSERT_EQ(workers.workers_size(), 1);
+    EXPECT_EQ(workers.workers(0).worker_id(), third);
+    EXPECT_EQ(workers.workers(0).busy(), 0);
+  }
+  grpc::ClientContext nctx;
+  nctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+  auto next = cluster.stub()->EvaluateCandidate(&nctx, VectorAddRequest("fast.cc"));
+  std::optional<v1::Evaluation> next_final;
+  while (next->Read(&ev)) {
+    if (ev.has_final()) next_final = ev.final();
+  }
+  ASSERT_TRUE(next->Finish().ok());
+  ASSERT_TRUE(next_final.has_value());
+  EXPECT_EQ(next_final->status(), v1::OK) << next_final->diagnostics().message();
+  EXPECT_EQ(next_final->worker_id(), third);
+
+  cluster.StopCoordinator(SIGTERM);
+  const v1::EvalRecord record = StoredRecord(cluster, eval_id);
+  EXPECT_EQ(record.state(), v1::EVAL_DONE);
+  EXPECT_EQ(record.workers_lost(), 2);
+  EXPECT_EQ(record.evaluation().status(), v1::QUARANTINED);
+}
+
+// The evaluation took one of its workers down after a coordinator
+// restart: the first loss is in the record, so the second, after kill -9 and
+// restart of the coordinator, quarantines it.
+TEST(FailoverTest, WorkersLostBeforeACoordinatorRestartStillCount) {
+  Cluster cluster(MakeTempDir("kevo-quarantine-restart"));
+  ASSERT_TRUE(cluster.StartCoordinator().ok());
+  ASSERT_TRUE(cluster.StartWorker("worker-a").ok());
+  ASSERT_TRUE(cluster.WaitForWorkers(1, absl::Seconds(90)).ok());
+  std::string eval_id;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(2));
+    auto reader = cluster.stub()->EvaluateCandidate(&ctx, VectorAddRequest("fast.cc"));
+    v1::EvaluateEvent ev;
+    bool requeued = false;
+    while (!requeued && reader->Read(&ev)) {
+      if (ev.has_accepted_eval_id()) eval_id = ev.accepted_eval_id();
+      // Leased before the client subscribed: its first stage is COMPILE.
+      if (ev.has_stage() && ev.stage().worker_id() == "worker-a") cluster.worker("worker-a")->Kill(SIGKILL);
+      // Written to RocksDB before the event is sent.
+      requeued = ev.has_stage() && ev.stage().stage() == v1::STAGE_QUEUED &&
+                 absl::StrContains(ev.stage().message(), "mid-evaluation");
+    }
+    ASSERT_TRUE(requeued);
+    ctx.TryCancel();
+  }
+  cluster.StopCoordinator(SIGKILL);
+  EXPECT_EQ(StoredRecord(cluster, eval_id).workers_lost(), 1);
+
+  ASSERT_TRUE(cluster.StartCoordinator().ok());
+  ASSERT_TRUE(cluster.StartWorker("worker-b").ok());
+  // GetEvaluation says "still EVAL_LEASED" once worker-b holds it: kill it then.
+  absl::Time deadline = absl::Now() + absl::Minutes(2);
+  grpc::Status st;
+  bool killed = false;
+  v1::Evaluation evaluation;
+  while (absl::Now() < deadline) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::GetEvaluationRequest req;
+    req.set_eval_id(eval_id);
+    st = cluster.stub()->GetEvaluation(&ctx, req, &evaluation);
+    if (st.ok()) break;
+    if (!killed && absl::StrContains(st.error_message(), "EVAL_LEASED")) {
+      cluster.worker("worker-b")->Kill(SIGKILL);
+      killed = true;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(killed);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(evaluation.status(), v1::QUARANTINED) << evaluation.diagnostics().message();
+  EXPECT_TRUE(absl::StrContains(evaluation.diagnostics().message(),
+                                "quarantined: 2 workers were lost while running it (the last: worker worker-b "
+                                "disconnected mid-evaluation)"))
+      << evaluation.diagnostics().message();
 }
 
 TEST(FailoverTest, UnknownEvaluationIsNotFound) {
