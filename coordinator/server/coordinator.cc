@@ -1,5 +1,7 @@
 #include "coordinator/server/coordinator.h"
 
+#include "common/rpc/health_server.h"
+
 #include <grpcpp/health_check_service_interface.h>
 
 #include <grpcpp/grpcpp.h>
@@ -174,6 +176,11 @@ class CoordinatorImpl final : public Coordinator {
     }
     std::string host = options.listen.substr(0, options.listen.rfind(':'));
     address_ = absl::StrCat(host, ":", port);
+    if (!options.health_listen.empty()) {
+      KEVO_ASSIGN_OR_RETURN(health_, rpc::HealthServer::Start(options.health_listen));
+      health_->SetServing(true);
+      LogInfo("grpc health (plaintext) on port ", health_->port());
+    }
     LogInfo("coordinator listening on ", address_, " db=", options.db_dir,
             metrics_port_ ? absl::StrCat(" metrics port ", metrics_port_) : "");
     return absl::OkStatus();
@@ -190,6 +197,7 @@ class CoordinatorImpl final : public Coordinator {
     if (server_ && server_->GetHealthCheckService() != nullptr) {
       server_->GetHealthCheckService()->SetServingStatus(false);
     }
+    if (health_) health_->SetServing(false);
     // Workers' streams end with the server's: not a loss of theirs.
     if (scheduler_) scheduler_->PrepareShutdown();
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -210,6 +218,7 @@ class CoordinatorImpl final : public Coordinator {
     kb_.reset();
     authority_.reset();
     store_.reset();
+    health_.reset();
     LogInfo("coordinator stopped");
     if (!stopped_.HasBeenNotified()) stopped_.Notify();
   }
@@ -267,6 +276,7 @@ class CoordinatorImpl final : public Coordinator {
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<CampaignServiceImpl> campaign_service_;
+  std::unique_ptr<rpc::HealthServer> health_;  // --health-listen only
   std::unique_ptr<AdminServiceImpl> admin_service_;  // with --auth only
   std::unique_ptr<grpc::Server> server_;
   std::string address_;

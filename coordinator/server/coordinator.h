@@ -40,6 +40,9 @@ struct CoordinatorOptions {
   std::string tls_cert;
   std::string tls_key;
   bool insecure_plaintext = false;
+  // A plaintext port serving only grpc.health.v1.Health (rpc::HealthServer),
+  // for kubelet probes when the gRPC port is TLS; empty: none.
+  std::string health_listen;
 };
 
 // True for 127.0.0.0/8, ::1 and localhost (with or without a port).

@@ -18,7 +18,7 @@ constexpr char kUsage[] =
     "                        [--auth [--admin-token-file FILE]] [--tls-cert PEM --tls-key PEM]\n"
     "                        [--insecure-plaintext] [--lease-progress-seconds N]\n"
     "                        [--queue-timeout-seconds N] [--max-tensor-bytes N]\n"
-    "                        [--max-binding-bytes N]\n"
+    "                        [--max-binding-bytes N] [--health-listen HOST:PORT]\n"
     "  --listen   gRPC address for workers and clients (default 127.0.0.1:50051;\n"
     "             port 0 picks a free one, printed on stdout as 'listening HOST:PORT')\n"
     "  --db       RocksDB folder; created if missing; data survives restarts\n"
@@ -37,7 +37,9 @@ constexpr char kUsage[] =
     "  --max-tensor-bytes N, --max-binding-bytes N  the largest tensor, and the most bytes\n"
     "             of one binding's tensors together, that a task received by EvaluateCandidate,\n"
     "             SubmitJob or SubmitCampaign may ask for; larger is INVALID_ARGUMENT\n"
-    "             (defaults 8 GiB and 16 GiB; docs/task-format.md, \"Size limits\")\n";
+    "             (defaults 8 GiB and 16 GiB; docs/task-format.md, \"Size limits\")\n"
+    "  --health-listen  also serve grpc.health.v1.Health on this plaintext address, for\n"
+    "             probes that speak neither TLS nor tokens (the gRPC port serves it too)\n";
 
 kevo::coordinator::Coordinator* g_coordinator = nullptr;
 
@@ -66,6 +68,7 @@ int main(int argc, char** argv) {
     else if (arg == "--tls-cert") options.tls_cert = value("--tls-cert");
     else if (arg == "--tls-key") options.tls_key = value("--tls-key");
     else if (arg == "--insecure-plaintext") options.insecure_plaintext = true;
+    else if (arg == "--health-listen") options.health_listen = value("--health-listen");
     else if (arg == "--lease-seconds") options.scheduler.lease = absl::Seconds(std::stoi(value("--lease-seconds")));
     else if (arg == "--queue-timeout-seconds") {
       options.scheduler.queue_timeout = absl::Seconds(std::stoi(value("--queue-timeout-seconds")));

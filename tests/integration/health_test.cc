@@ -1,5 +1,6 @@
 // grpc.health.v1.Health on both binaries, as a load balancer or a Kubernetes
-// grpc probe asks it: the coordinator answers SERVING on its gRPC port; a
+// grpc probe asks it: the coordinator answers SERVING on its gRPC port and
+// on its --health-listen side port; a
 // worker started with --health-listen answers NOT_SERVING until it holds a
 // stream to the coordinator, SERVING while it does, NOT_SERVING again once
 // the coordinator is gone.
@@ -60,8 +61,10 @@ int WaitForHealth(const std::string& address, int want, absl::Duration timeout) 
 
 TEST(HealthTest, CoordinatorAndWorkerAnswerTheGrpcHealthService) {
   Cluster cluster(MakeTempDir("kevo-health"));
-  ASSERT_TRUE(cluster.StartCoordinator().ok());
+  const std::string side = absl::StrCat("127.0.0.1:", FreePort());
+  ASSERT_TRUE(cluster.StartCoordinator({"--health-listen", side}).ok());
   EXPECT_EQ(HealthStatus(cluster.address()), 1);
+  EXPECT_EQ(HealthStatus(side), 1) << "the plaintext side port (--health-listen)";
 
   const int port = FreePort();
   const std::string health = absl::StrCat("127.0.0.1:", port);

@@ -18,9 +18,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
-#include <grpcpp/generic/async_generic_service.h>
-#include <grpcpp/health_check_service_interface.h>
-#include <grpcpp/server_builder.h>
+#include "common/rpc/health_server.h"
 #include "kevo/v1/worker.grpc.pb.h"
 #include "worker/daemon/evaluation_guard.h"
 
@@ -33,20 +31,9 @@ struct Daemon::Impl {
   std::unique_ptr<Backend> backend;
   v1::Hello hello;
 
-  std::unique_ptr<grpc::Server> health;  // --health-listen only
-  // The health port serves nothing else; a gRPC server needs one polled
-  // service besides the default health one, so this answers UNIMPLEMENTED.
-  struct NoOtherMethods : grpc::CallbackGenericService {
-    struct Refuse : grpc::ServerGenericBidiReactor {
-      Refuse() { Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "only grpc.health.v1.Health is served here")); }
-      void OnDone() override { delete this; }
-    };
-    grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext*) override { return new Refuse(); }
-  } no_other_methods;
+  std::unique_ptr<rpc::HealthServer> health;  // --health-listen only
   void SetHealth(bool serving) {
-    if (health != nullptr && health->GetHealthCheckService() != nullptr) {
-      health->GetHealthCheckService()->SetServingStatus(serving);
-    }
+    if (health != nullptr) health->SetServing(serving);
   }
 
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
@@ -308,19 +295,12 @@ absl::Status Daemon::Run() {
     }
   }
   if (!d.options.health_listen.empty()) {
-    grpc::EnableDefaultHealthCheckService(true);
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort(d.options.health_listen, grpc::InsecureServerCredentials(), &port);
-    builder.RegisterCallbackGenericService(&d.no_other_methods);
-    d.health = builder.BuildAndStart();
-    if (d.health == nullptr || port == 0) {
-      return absl::UnavailableError(absl::StrCat("cannot serve grpc health on ", d.options.health_listen));
-    }
-    d.SetHealth(false);
-    std::printf("health %d\n", port);
+    auto health = rpc::HealthServer::Start(d.options.health_listen);
+    if (!health.ok()) return health.status();
+    d.health = *std::move(health);
+    std::printf("health %d\n", d.health->port());
     std::fflush(stdout);
-    LogInfo("grpc health on port ", port, " (SERVING while connected to the coordinator)");
+    LogInfo("grpc health on port ", d.health->port(), " (SERVING while connected to the coordinator)");
   }
   auto hello = d.backend->Describe();
   if (!hello.ok()) return hello.status();
@@ -366,7 +346,7 @@ absl::Status Daemon::Run() {
     backoff = std::min(backoff * 2, d.options.max_backoff);
   }
   for (auto& t : slots) t.join();
-  if (d.health != nullptr) d.health->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  d.health.reset();
   absl::MutexLock l(&d.mu);
   return d.refused;
 }
