@@ -199,5 +199,28 @@ TEST(RunnerProtocolTest, CasesAndProfileRoundTripThroughJson) {
   EXPECT_DOUBLE_EQ(back->candidate.median_s, 3);
 }
 
+TEST(RunnerProtocolTest, ProfileCarriesItsTimedChecksAndPerturbedInputs) {
+  runner::ProfileReport p;
+  p.timed_checks = {0, 7, 19, 40};
+  p.perturbed_inputs = {"x", "indices"};
+  p.unperturbed_inputs = {"boundaries"};
+  auto back = runner::ProfileFromJson(runner::ProfileToJson(p));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_THAT(back->timed_checks, ElementsAre(0, 7, 19, 40));
+  EXPECT_THAT(back->perturbed_inputs, ElementsAre("x", "indices"));
+  EXPECT_THAT(back->unperturbed_inputs, ElementsAre("boundaries"));
+  // A runner that checks no timed call (kevo-runner-mtia's simulated profile,
+  // an older runner) writes none of the three: the worker reads the check
+  // pair alone.
+  auto old = runner::ProfileFromJson(
+      R"({"candidate":{"samples_s":[1],"median_s":1,"spread":0,"calls_per_sample":1},)"
+      R"("baseline":{"samples_s":[2],"median_s":2,"spread":0,"calls_per_sample":1},)"
+      R"("copies":1,"working_set_bytes":8,"elapsed_s":0.1,"converged":true,"modified_input":""})");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_TRUE(old->timed_checks.empty());
+  EXPECT_TRUE(old->perturbed_inputs.empty());
+  EXPECT_TRUE(old->unperturbed_inputs.empty());
+}
+
 }  // namespace
 }  // namespace kevo::worker

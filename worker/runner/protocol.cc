@@ -173,6 +173,9 @@ std::string ProfileToJson(const ProfileReport& r) {
               {"elapsed_s", r.elapsed_s},
               {"converged", r.converged},
               {"modified_input", r.modified_input},
+              {"timed_checks", r.timed_checks},
+              {"perturbed_inputs", r.perturbed_inputs},
+              {"unperturbed_inputs", r.unperturbed_inputs},
               {"counters", r.counters}}
       .dump();
 }
@@ -189,6 +192,14 @@ absl::StatusOr<ProfileReport> ProfileFromJson(std::string_view text) {
     r.converged = j.at("converged").get<bool>();
     r.modified_input = j.at("modified_input").get<std::string>();
     if (j.contains("counters")) r.counters = j.at("counters").get<std::map<std::string, double>>();
+    // Absent from runners that check no timed call (and from older ones).
+    if (j.contains("timed_checks")) r.timed_checks = j.at("timed_checks").get<std::vector<int64_t>>();
+    if (j.contains("perturbed_inputs")) {
+      r.perturbed_inputs = j.at("perturbed_inputs").get<std::vector<std::string>>();
+    }
+    if (j.contains("unperturbed_inputs")) {
+      r.unperturbed_inputs = j.at("unperturbed_inputs").get<std::vector<std::string>>();
+    }
     return r;
   } catch (const std::exception& e) {
     return absl::DataLossError(absl::StrCat("runner profile result is not valid: ", e.what()));

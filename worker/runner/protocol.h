@@ -10,10 +10,31 @@
 // I (optional) holds the inputs of the timed binding, generated with
 // FillTensor(seed 1), raw bytes in signature order; without it the runner
 // generates them itself. After timing, the profile mode calls the candidate
-// and then the baseline once more on fresh poisoned outputs and writes both
-// results to O (candidate outputs, then baseline outputs, each in signature
-// order), so the worker can check the timed binding too (a kernel that is
-// right only at the validated sizes must not win).
+// and then the baseline once more on these inputs and fresh NaN-poisoned
+// outputs and writes both results to O (candidate outputs, then baseline
+// outputs, each in signature order: the "check pair"), so the worker can
+// check the timed binding too (a kernel that is right only at the validated
+// sizes must not win).
+//
+// kevo-runner-cpu's profile also guards the timed calls themselves, with a
+// seed it draws from the OS (getrandom) before it loads any kernel:
+//   - before every timed sample, outside the timer, the outputs of each input
+//     copy ("frame") the sample will use are poisoned again, with random
+//     bytes, so a kernel that skips work when its output looks written leaves
+//     garbage; no sample uses a frame twice;
+//   - before every sample each of its frames' inputs differ from I in a few
+//     elements (kPokesPerInput per input, positions and values drawn afresh,
+//     the values from the input's own distribution; inputs sorted along their
+//     last dimension are left alone), so a cache keyed on a few input
+//     elements or on the buffer's address returns stale results;
+//   - the last call of kTimedChecks timed samples of the candidate, chosen
+//     uniformly among all samples taken (reservoir sampling, decided after
+//     each sample), is kept: after the check pair O holds, per such sample in
+//     ProfileReport::timed_checks order, the candidate's outputs of that call
+//     and then the baseline's on the same inputs, computed outside the timer.
+// Runners that do not check timed calls (kevo-runner-mtia's simulated
+// profile) write the check pair alone and an empty timed_checks; the worker
+// reads 2 * (1 + timed_checks.size()) output sets.
 // T is a binary-serialised kevo.v1.Task. Every .so exports the generated
 // `extern "C" void kevo_entry(void** args)` (GenerateWrapperSource): args[i]
 // points at the tensor data of the i-th signature parameter, or at an int64_t
@@ -63,6 +84,12 @@ inline constexpr int kExitUnfinishedWork = 8;
 
 // Name of the function every kernel .so exports.
 inline constexpr char kEntrySymbol[] = "kevo_entry";
+
+// Profile mode (see the top of this file): timed samples whose last candidate
+// call is checked against the baseline, and input elements perturbed per
+// input in each frame before each sample.
+inline constexpr int kTimedChecks = 4;
+inline constexpr int kPokesPerInput = 8;
 
 enum class ParamKind { kInput, kOutput, kSymbol };
 struct Param {
@@ -123,9 +150,19 @@ struct ProfileReport {
   int64_t working_set_bytes = 0;
   double elapsed_s = 0;
   bool converged = false;      // spread under target for both before the cap
-  // First input of the timed binding whose hash changed while timing or in
-  // the final check (a kernel that zeroes its inputs so the baseline agrees).
+  // First input of the timed binding found changed, in any frame, while
+  // timing or in the final check (a kernel that zeroes its inputs so the
+  // baseline agrees).
   std::string modified_input;
+  // The samples (0-based, in the candidate's series) whose last call's outputs
+  // follow the check pair in O, each with the baseline's on the same inputs,
+  // in this order. Empty where the runner checks no timed call.
+  std::vector<int64_t> timed_checks;
+  // Inputs whose frames were perturbed before each sample, and those left as
+  // I has them (sorted along their last dimension, or a constant
+  // distribution). Both empty where the runner perturbs nothing.
+  std::vector<std::string> perturbed_inputs;
+  std::vector<std::string> unperturbed_inputs;
   // Platform counters of the timed calls (kevo-runner-mtia: the simulator's
   // cycles, per-unit busy/stall cycles, bytes per memory level, utilisation;
   // the baseline's prefixed "baseline_"). Empty on the CPU.
