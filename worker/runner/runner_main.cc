@@ -8,7 +8,9 @@
 //            NaN-poisoned outputs, input hashes before/after, guard bytes past
 //            every buffer, and a second call on fresh buffers for determinism.
 //   profile: the candidate and the baseline timed in one process, interleaved,
-//            on rotating input copies larger than the last-level cache.
+//            on rotating input copies larger than the last-level cache; each
+//            sample's copies re-poisoned and perturbed from a secret seed,
+//            and a random choice of timed calls kept for the worker's check.
 //
 // Built a second time with KEVO_RUNNER_MTIA as kevo-runner-mtia, the runner of
 // the mtia-sim platform: a kernel .so that exports kevo_mtia_launch (the MTIA
@@ -20,14 +22,20 @@
 // carries the simulator's counters.
 #include <dlfcn.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <map>
+#include <memory>
 #include <new>
 #include <string>
 #include <thread>
@@ -318,6 +326,192 @@ struct ProfileOptions {
   int64_t mem_budget_bytes = int64_t{1} << 30;
   int64_t llc_bytes = 32 << 20;
   double target_spread = 0.01;
+  // Drawn from the OS before any kernel is loaded (SeedFromOs).
+  uint64_t secret_seed = 0;
+};
+
+// The profile's secret seed: from getrandom(2), so nothing the candidate can
+// compute from the task, the host or the clock predicts which elements are
+// perturbed, what the outputs are poisoned with, or which samples are checked.
+uint64_t SeedFromOs() {
+  uint64_t seed = 0;
+  auto* p = reinterpret_cast<unsigned char*>(&seed);
+  size_t done = 0;
+  while (done < sizeof seed) {
+    ssize_t n = getrandom(p + done, sizeof seed - done, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) Fail(kExitInfra, "error", absl::StrCat("getrandom failed: ", std::strerror(errno)));
+    done += static_cast<size_t>(n);
+  }
+  return seed;
+}
+
+// splitmix64 from the secret seed. Not thread-safe.
+class SecretRng {
+ public:
+  explicit SecretRng(uint64_t seed) : state_(seed) {}
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, n), n > 0 (the modulo bias is negligible for the sizes here).
+  uint64_t Below(uint64_t n) { return Next() % n; }
+
+ private:
+  uint64_t state_;
+};
+
+// Fills `bytes` at `data` (64-byte aligned) with `pattern` repeated, by
+// streaming stores where the CPU has them: the lines go to memory and leave
+// the caches, so a timed call finds its outputs as cold as the rotation
+// leaves them, not warmed by the poison.
+void StreamPattern(void* data, size_t bytes, const uint64_t (&pattern)[8]) {
+  auto* d = static_cast<unsigned char*>(data);
+  size_t i = 0;
+#if defined(__SSE2__)
+  const auto* p = reinterpret_cast<const __m128i*>(pattern);
+  const __m128i a = _mm_loadu_si128(p), b = _mm_loadu_si128(p + 1);
+  const __m128i c = _mm_loadu_si128(p + 2), e = _mm_loadu_si128(p + 3);
+  for (; i + 64 <= bytes; i += 64) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+  }
+  _mm_sfence();
+#endif
+  for (; i < bytes; i += 64) std::memcpy(d + i, pattern, std::min<size_t>(64, bytes - i));
+}
+
+// Poisons every output of `f` with 64 random bytes repeated (a fresh pattern
+// per call): unlike a constant NaN, nothing tells a kernel that an output is
+// poisoned rather than its own result, so one that skips its work when the
+// output "looks written" leaves garbage that the timed checks see.
+void PoisonOutputsRandomly(CallFrame& f, SecretRng& rng) {
+  uint64_t pattern[8];
+  for (uint64_t& w : pattern) w = rng.Next();
+  for (auto& out : f.outputs) StreamPattern(out->data(), out->bytes(), pattern);
+}
+
+// One input element that a frame holds in place of its timed-inputs value.
+struct Poke {
+  uint32_t input = 0;     // index into CallFrame::inputs
+  int64_t index = 0;      // element
+  uint64_t original = 0;  // the element's bytes before (a dtype is at most 8)
+  uint64_t written = 0;   // the bytes written instead
+};
+
+// Perturbs the inputs of the profile's frames: kPokesPerInput elements of
+// each input, at positions drawn from the secret seed, take values drawn from
+// that input's own distribution (FillTensor with a secret seed, so the
+// dtype, the range and a binding-dependent index bound all hold: a perturbed
+// frame is an input the task's generator could have produced). An input
+// sorted along its last dimension (bucket boundaries, sorted keys) would not
+// stay sorted, so it is left alone, as is one whose distribution is a
+// constant. Not thread-safe.
+class InputPerturber {
+ public:
+  InputPerturber(const CallFrame& base, SecretRng& rng) : rng_(rng) {
+    constexpr int64_t kPoolSize = 1024;
+    for (size_t i = 0; i < base.inputs.size(); ++i) {
+      const v1::TensorSpec& spec = *base.input_specs[i];
+      const int64_t count = NumElements(base.input_shapes[i]);
+      if (count == 0) continue;
+      if (spec.distribution().has_sorted_uniform()) {
+        left_alone_.push_back(spec.name());
+        continue;
+      }
+      Source s;
+      s.input = static_cast<uint32_t>(i);
+      s.elem = DTypeSize(spec.dtype());
+      s.count = count;
+      s.pool_size = kPoolSize;
+      s.pool.resize(static_cast<size_t>(kPoolSize) * s.elem);
+      FillTensor(spec, {kPoolSize}, rng_.Next(), s.pool.data(), &base.symbols);
+      bool constant = true;
+      for (int64_t k = 1; k < kPoolSize && constant; ++k) {
+        constant = std::memcmp(s.pool.data(), s.pool.data() + k * s.elem, s.elem) == 0;
+      }
+      if (constant) {
+        left_alone_.push_back(spec.name());
+        continue;
+      }
+      perturbed_.push_back(spec.name());
+      sources_.push_back(std::move(s));
+    }
+  }
+
+  const std::vector<std::string>& perturbed() const { return perturbed_; }
+  const std::vector<std::string>& left_alone() const { return left_alone_; }
+
+  // Undoes `pokes` in `f` (see Undo), then pokes new elements and records
+  // them in `pokes`.
+  void Repoke(CallFrame& f, std::vector<Poke>& pokes, std::string* modified) {
+    Undo(f, pokes, modified);
+    for (const Source& s : sources_) {
+      auto* data = static_cast<unsigned char*>(f.inputs[s.input]->data());
+      for (int k = 0; k < kPokesPerInput; ++k) {
+        Poke p;
+        p.input = s.input;
+        p.index = static_cast<int64_t>(rng_.Below(static_cast<uint64_t>(s.count)));
+        std::memcpy(&p.original, data + p.index * s.elem, s.elem);
+        // A value equal to the one there would perturb nothing.
+        bool differs = false;
+        for (int attempt = 0; attempt < 4 && !differs; ++attempt) {
+          p.written = 0;
+          const uint64_t pick = rng_.Below(static_cast<uint64_t>(s.pool_size));
+          std::memcpy(&p.written, s.pool.data() + pick * s.elem, s.elem);
+          differs = p.written != p.original;
+        }
+        if (!differs) continue;
+        std::memcpy(data + p.index * s.elem, &p.written, s.elem);
+        pokes.push_back(p);
+      }
+    }
+  }
+
+  // Writes `pokes` into `f` in order (the inputs of the sample they were
+  // drawn for, on a frame holding the timed inputs).
+  static void Apply(CallFrame& f, const std::vector<Poke>& pokes) {
+    for (const Poke& p : pokes) std::memcpy(Element(f, p), &p.written, ElementBytes(f, p));
+  }
+  // Puts the timed inputs' values back, last poke first (an element poked
+  // twice gets its first original). Where `modified` is given, the first
+  // input whose poked element no longer holds what was written is named in
+  // it (unless it names one already). Clears `pokes`.
+  static void Undo(CallFrame& f, std::vector<Poke>& pokes, std::string* modified) {
+    for (auto it = pokes.rbegin(); it != pokes.rend(); ++it) {
+      const size_t elem = ElementBytes(f, *it);
+      uint64_t now = 0;
+      std::memcpy(&now, Element(f, *it), elem);
+      if (modified != nullptr && modified->empty() && now != it->written) {
+        *modified = f.input_specs[it->input]->name();
+      }
+      std::memcpy(Element(f, *it), &it->original, elem);
+    }
+    pokes.clear();
+  }
+
+ private:
+  struct Source {
+    uint32_t input = 0;
+    size_t elem = 0;
+    int64_t count = 0;
+    int64_t pool_size = 0;
+    std::vector<unsigned char> pool;  // values drawn from the input's distribution
+  };
+  static size_t ElementBytes(const CallFrame& f, const Poke& p) {
+    return DTypeSize(f.input_specs[p.input]->dtype());
+  }
+  static unsigned char* Element(CallFrame& f, const Poke& p) {
+    return static_cast<unsigned char*>(f.inputs[p.input]->data()) + p.index * ElementBytes(f, p);
+  }
+
+  SecretRng& rng_;
+  std::vector<Source> sources_;
+  std::vector<std::string> perturbed_, left_alone_;
 };
 
 // Fills the frame's inputs from the worker's timed-inputs file, or generates
@@ -340,42 +534,76 @@ void ReadTimedInputs(CallFrame& f, int inputs_fd) {
   }
 }
 
+// A timed sample of the candidate kept for the worker's check: the outputs of
+// its last call and the pokes its frame held then.
+struct TimedCheckSlot {
+  int64_t sample = -1;
+  std::vector<Poke> pokes;
+  std::unique_ptr<Buffer> outputs;  // every output, in signature order
+};
+
 int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel& baseline,
                 const ProfileOptions& opts, int inputs_fd, int outputs_fd, int result_fd) {
   auto params = ClassifyParams(task);
   if (!params.ok()) Fail(kExitInfra, "error", params.status().message());
   ProfileReport report;
+  SecretRng rng(opts.secret_seed);
 
   // One set of inputs and outputs, copied until the working set exceeds the
-  // last-level cache (twice over), within the memory budget.
+  // last-level cache (twice over), within the memory budget (less what the
+  // timed checks keep aside).
   std::vector<CallFrame> frames;
   frames.push_back(MakeFrame(task, *params, task.time()));
-  int64_t set_bytes = 0;
+  int64_t set_bytes = 0, out_bytes = 0;
   for (const auto& b : frames[0].inputs) set_bytes += static_cast<int64_t>(b->bytes());
-  for (const auto& b : frames[0].outputs) set_bytes += static_cast<int64_t>(b->bytes());
-  set_bytes = std::max<int64_t>(set_bytes, 1);
+  for (const auto& b : frames[0].outputs) out_bytes += static_cast<int64_t>(b->bytes());
+  set_bytes = std::max<int64_t>(set_bytes + out_bytes, 1);
+  const int64_t frame_budget = opts.mem_budget_bytes - kTimedChecks * out_bytes;
   // Some VMs report absurd LLC sizes; beyond 256 MiB the rotation buys nothing.
   int64_t target = 2 * std::min<int64_t>(opts.llc_bytes, int64_t{256} << 20);
   int64_t copies = std::clamp<int64_t>((target + set_bytes - 1) / set_bytes, 1, 256);
-  copies = std::max<int64_t>(1, std::min(copies, opts.mem_budget_bytes / set_bytes));
+  copies = std::max<int64_t>(1, std::min(copies, frame_budget / set_bytes));
   ReadTimedInputs(frames[0], inputs_fd);
   PoisonOutputs(frames[0]);
   std::vector<uint64_t> input_hashes;
   for (const auto& in : frames[0].inputs) input_hashes.push_back(HashBytes(in->data(), in->bytes()));
-  for (int64_t c = 1; c < copies; ++c) {
-    frames.push_back(MakeFrame(task, *params, task.time()));
+  InputPerturber perturber(frames[0], rng);
+  report.perturbed_inputs = perturber.perturbed();
+  report.unperturbed_inputs = perturber.left_alone();
+  // pokes[f]: what frame f holds in place of the timed inputs.
+  std::vector<std::vector<Poke>> pokes(1);
+  auto add_frame = [&] {
+    CallFrame f = MakeFrame(task, *params, task.time());
     for (size_t i = 0; i < frames[0].inputs.size(); ++i) {
-      std::memcpy(frames[c].inputs[i]->data(), frames[0].inputs[i]->data(), frames[0].inputs[i]->bytes());
+      std::memcpy(f.inputs[i]->data(), frames[0].inputs[i]->data(), frames[0].inputs[i]->bytes());
     }
-    PoisonOutputs(frames[c]);
+    std::vector<Poke> base_pokes = pokes[0];
+    InputPerturber::Undo(f, base_pokes, /*modified=*/nullptr);
+    // Page the outputs in now: first touches of huge pages can cost
+    // milliseconds each (compaction), which belong to set-up, not the cap.
+    PoisonOutputs(f);
+    frames.push_back(std::move(f));
+    pokes.emplace_back();
+  };
+  for (int64_t c = 1; c < copies; ++c) add_frame();
+  std::vector<TimedCheckSlot> checks(kTimedChecks);
+  for (TimedCheckSlot& c : checks) {
+    c.outputs = std::make_unique<Buffer>(static_cast<size_t>(out_bytes));
+    std::memset(c.outputs->data(), 0, c.outputs->bytes());  // paged in, as the frames are
   }
-  report.copies = copies;
-  report.working_set_bytes = copies * set_bytes;
+  std::string modified;  // the first input found changed while timing
   // The time cap covers warm-up and sampling, not generating the inputs.
   const double start = Now();
 
   size_t next = 0;
+  // Each sample's frames are perturbed and poisoned afresh outside the timer;
+  // a sample never has more calls than there are frames.
   auto time_calls = [&](const Kernel& fn, int64_t calls) {
+    for (int64_t k = 0; k < calls; ++k) {
+      const size_t f = (next + static_cast<size_t>(k)) % frames.size();
+      perturber.Repoke(frames[f], pokes[f], &modified);
+      PoisonOutputsRandomly(frames[f], rng);
+    }
     double t0 = Now();
     for (int64_t k = 0; k < calls; ++k) {
       Call(fn, frames[next]);
@@ -397,19 +625,49 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel& bas
   auto batch = [&](double t) {
     return std::clamp<int64_t>(static_cast<int64_t>(kMinSample / std::max(t, 1e-9)) + 1, 1, 100000);
   };
-  report.candidate.calls_per_sample = batch(t_cand);
-  report.baseline.calls_per_sample = batch(t_base);
+  // A frame used twice in one sample would hold its first call's outputs and
+  // the same inputs: short kernels get more frames (small ones), as many as
+  // a batch has calls where the budget allows, and batches no longer than that.
+  constexpr int64_t kMaxFrames = 4096;
+  const int64_t want = std::max(batch(t_cand), batch(t_base));
+  const int64_t room = std::max<int64_t>(static_cast<int64_t>(frames.size()), frame_budget / set_bytes);
+  while (static_cast<int64_t>(frames.size()) < std::min({want, kMaxFrames, room})) add_frame();
+  const int64_t n_frames = static_cast<int64_t>(frames.size());
+  report.candidate.calls_per_sample = std::min(batch(t_cand), n_frames);
+  report.baseline.calls_per_sample = std::min(batch(t_base), n_frames);
+  report.copies = n_frames;
+  report.working_set_bytes = n_frames * set_bytes;
+
+  // A candidate sample, and whether its last call is kept for the check:
+  // reservoir sampling (Algorithm R) keeps a uniform choice of kTimedChecks
+  // of all the samples taken, however many that turns out to be, and draws
+  // after the calls, so nothing a call sees says whether it is checked.
+  auto sample_candidate = [&] {
+    report.candidate.samples_s.push_back(time_calls(candidate, report.candidate.calls_per_sample));
+    const int64_t s = static_cast<int64_t>(report.candidate.samples_s.size()) - 1;
+    const int64_t slot = s < kTimedChecks ? s : static_cast<int64_t>(rng.Below(static_cast<uint64_t>(s) + 1));
+    if (slot >= kTimedChecks) return;
+    const size_t last = (next + frames.size() - 1) % frames.size();
+    TimedCheckSlot& c = checks[static_cast<size_t>(slot)];
+    c.sample = s;
+    c.pokes = pokes[last];
+    size_t offset = 0;
+    for (const auto& out : frames[last].outputs) {
+      std::memcpy(static_cast<unsigned char*>(c.outputs->data()) + offset, out->data(), out->bytes());
+      offset += out->bytes();
+    }
+  };
 
   constexpr size_t kMinSamples = 10;
   constexpr size_t kMaxSamples = 20000;
   for (size_t round = 0;; ++round) {
     // Alternate the order so neither side always runs on a just-warmed core.
     if (round % 2 == 0) {
-      report.candidate.samples_s.push_back(time_calls(candidate, report.candidate.calls_per_sample));
+      sample_candidate();
       report.baseline.samples_s.push_back(time_calls(baseline, report.baseline.calls_per_sample));
     } else {
       report.baseline.samples_s.push_back(time_calls(baseline, report.baseline.calls_per_sample));
-      report.candidate.samples_s.push_back(time_calls(candidate, report.candidate.calls_per_sample));
+      sample_candidate();
     }
     size_t n = report.candidate.samples_s.size();
     if (n >= kMinSamples && (n % 5 == 0 || Now() - start > opts.time_cap_s)) {
@@ -420,14 +678,16 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel& bas
         break;
       }
     }
-    if ((Now() - start > opts.time_cap_s && n >= 3) || n >= kMaxSamples) break;
+    if ((Now() - start > opts.time_cap_s && n >= kTimedChecks) || n >= kMaxSamples) break;
   }
   Summarise(report.candidate);
   Summarise(report.baseline);
   report.elapsed_s = Now() - start;
 
-  // Check the timed binding too: both kernels once more on pristine inputs
-  // (unless the candidate changed them) and fresh poisoned outputs.
+  // Every frame's inputs as the timed inputs again (each poked element must
+  // still hold what was written), then each compared with them: frame 0 by
+  // its hash, the others byte for byte with frame 0.
+  for (size_t f = 0; f < frames.size(); ++f) InputPerturber::Undo(frames[f], pokes[f], &modified);
   CallFrame& check = frames[0];
   auto first_modified = [&]() -> std::string {
     for (size_t i = 0; i < check.inputs.size(); ++i) {
@@ -437,7 +697,18 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel& bas
     }
     return "";
   };
-  report.modified_input = first_modified();
+  if (modified.empty()) modified = first_modified();
+  for (size_t f = 1; f < frames.size() && modified.empty(); ++f) {
+    for (size_t i = 0; i < check.inputs.size() && modified.empty(); ++i) {
+      if (std::memcmp(frames[f].inputs[i]->data(), check.inputs[i]->data(), check.inputs[i]->bytes()) != 0) {
+        modified = check.input_specs[i]->name();
+      }
+    }
+  }
+  report.modified_input = modified;
+
+  // Check the timed binding too: both kernels once more on pristine inputs
+  // (unless the candidate changed them) and fresh poisoned outputs.
   PoisonOutputs(check);
   Call(candidate, check);
   if (report.modified_input.empty()) report.modified_input = first_modified();
@@ -445,6 +716,22 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel& bas
   PoisonOutputs(check);
   Call(baseline, check);
   for (const auto& out : check.outputs) WriteAll(outputs_fd, out->data(), out->bytes());
+
+  // Then the checked timed samples, earliest first: the candidate's outputs
+  // as the timed call left them, and the baseline's on the inputs that call
+  // had (frame 0 with the same pokes), outside the timer.
+  std::sort(checks.begin(), checks.end(),
+            [](const TimedCheckSlot& a, const TimedCheckSlot& b) { return a.sample < b.sample; });
+  for (TimedCheckSlot& c : checks) {
+    if (c.sample < 0) continue;
+    InputPerturber::Apply(check, c.pokes);
+    PoisonOutputs(check);
+    Call(baseline, check);
+    WriteAll(outputs_fd, c.outputs->data(), c.outputs->bytes());
+    for (const auto& out : check.outputs) WriteAll(outputs_fd, out->data(), out->bytes());
+    InputPerturber::Undo(check, c.pokes, /*modified=*/nullptr);
+    report.timed_checks.push_back(c.sample);
+  }
 
   std::string json = ProfileToJson(report);
   WriteAll(result_fd, json.data(), json.size());
@@ -571,6 +858,7 @@ int Main(int argc, char** argv) {
       Fail(kExitInfra, "error", "bad --mem_budget_bytes");
     }
     if (cl.Has("inputs")) inputs_fd = OpenIn(cl.Get("inputs"));
+    profile.secret_seed = SeedFromOs();
     long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
     if (llc > 0) profile.llc_bytes = llc;
   }

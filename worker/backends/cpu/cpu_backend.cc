@@ -337,7 +337,8 @@ bool CpuBackend::ProfileStage(CpuEvalRun& run) const {
             // hundreds of MiB of inputs, warm-up and the final check, which a
             // busy host slows down a lot. A candidate that hangs was already
             // caught by validation, so the margin is generous.
-            .timeout = 2 * options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 30)});
+            .timeout = 2 * options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 30),
+            .min_timed_checks = runner::kTimedChecks});
   if (!profiled.has_value()) return false;
   const runner::ProfileReport* profile = &profiled->report;
   if (profile->candidate.median_s <= 0 || profile->baseline.median_s <= 0) {
@@ -383,6 +384,8 @@ bool CpuBackend::ProfileStage(CpuEvalRun& run) const {
   counters["achieved_gflops"] = flops / profile->candidate.median_s / 1e9;
   counters["measured_fp32_peak_gflops"] = in_window.fp32_peak_gflops;
   counters["peak_rss_bytes"] = static_cast<double>(profiled->peak_rss_bytes);
+  counters["timed_checks"] = static_cast<double>(profile->timed_checks.size());
+  counters["perturbed_inputs"] = static_cast<double>(profile->perturbed_inputs.size());
   run.Emit(v1::STAGE_PROFILE, /*ok=*/true,
            absl::StrCat("median ", profile->candidate.median_s * 1e3, " ms (spread ",
                         profile->candidate.spread * 100, "%), baseline ",
@@ -393,10 +396,7 @@ bool CpuBackend::ProfileStage(CpuEvalRun& run) const {
   // inputs, still alone on the host.
   if (options_.time_production) {
     auto inputs = harness_.TimedInputs(task);
-    auto both = ReadFileBytes(scratch + "/timed_outputs.bin");
-    if (inputs.ok() && both.ok()) {
-      production_.Time(run, run.cand.library_path, *inputs, both->substr(both->size() / 2), "cpu");
-    }
+    if (inputs.ok()) production_.Time(run, run.cand.library_path, *inputs, profiled->baseline_outputs, "cpu");
   }
   return true;
 }

@@ -560,6 +560,24 @@ absl::StatusOr<std::string> RunnerHarness::TimedInputs(const v1::Task& task) con
   return path;
 }
 
+namespace {
+
+// `size` bytes of the file at `path` from `offset`; NotFound when it cannot be
+// read, DataLoss when it is shorter.
+absl::StatusOr<std::string> ReadFileRange(const std::string& path, int64_t offset, int64_t size) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::string data(static_cast<size_t>(size), '\0');
+  in.seekg(offset);
+  in.read(data.data(), size);
+  if (in.gcount() != size) {
+    return absl::DataLossError(absl::StrCat(path, " is shorter than ", offset + size, " bytes"));
+  }
+  return data;
+}
+
+}  // namespace
+
 std::optional<RunnerHarness::Profiled> RunnerHarness::Profile(EvalRun& run, const ProfileCall& call) const {
   const v1::Task& task = run.task;
   const std::string& scratch = run.scratch;
@@ -584,7 +602,11 @@ std::optional<RunnerHarness::Profiled> RunnerHarness::Profile(EvalRun& run, cons
       "--outputs=" + scratch + "/timed_outputs.bin", "--result=" + scratch + "/profile.json",
       "--report=" + scratch + "/report.txt"};
   args.insert(args.end(), call.extra_args.begin(), call.extra_args.end());
-  absl::StatusOr<RunnerRun> prof_run = Run(args, scratch, call.timeout, 2 * timed_outputs->bytes);
+  // One output set of each kernel: the check after timing, then per kept
+  // timed call (worker/runner/protocol.h).
+  const int64_t pair_bytes = 2 * timed_outputs->bytes;
+  absl::StatusOr<RunnerRun> prof_run =
+      Run(args, scratch, call.timeout, pair_bytes * (1 + runner::kTimedChecks));
   if (!prof_run.ok()) return fail(v1::INFRA_ERROR, std::string(prof_run.status().message()));
   if (prof_run->outcome.status != v1::OK) {
     run.ev.mutable_diagnostics()->set_signal(prof_run->outcome.signal);
@@ -592,26 +614,51 @@ std::optional<RunnerHarness::Profiled> RunnerHarness::Profile(EvalRun& run, cons
     return fail(prof_run->outcome.status, absl::StrCat(call.who, " (at the timed binding '",
                                                        task.time().name(), "') ", prof_run->outcome.message));
   }
+  const std::string outputs_path = scratch + "/timed_outputs.bin";
   auto prof_json = ReadFileBytes(scratch + "/profile.json");
-  auto timed_bytes = ReadFileBytes(scratch + "/timed_outputs.bin");
-  if (!prof_json.ok() || !timed_bytes.ok() ||
-      static_cast<int64_t>(timed_bytes->size()) != 2 * timed_outputs->bytes) {
-    return fail(v1::RUNTIME_ERROR,
-                "the profiler ended without writing its results: the candidate ended the "
-                "process (exit?) or wrote into the runner's files");
-  }
+  const auto outputs_size = static_cast<int64_t>(fs::file_size(outputs_path, ec));
+  const char* unwritten =
+      "the profiler ended without writing its results: the candidate ended the "
+      "process (exit?) or wrote into the runner's files";
+  if (!prof_json.ok() || ec) return fail(v1::RUNTIME_ERROR, unwritten);
   auto profile = runner::ProfileFromJson(*prof_json);
   if (!profile.ok()) return fail(v1::INFRA_ERROR, std::string(profile.status().message()));
+  if (profile->timed_checks.size() > static_cast<size_t>(runner::kTimedChecks) ||
+      outputs_size != pair_bytes * static_cast<int64_t>(1 + profile->timed_checks.size())) {
+    return fail(v1::RUNTIME_ERROR, unwritten);
+  }
+  if (static_cast<int>(profile->timed_checks.size()) < call.min_timed_checks) {
+    return fail(v1::RUNTIME_ERROR,
+                absl::StrCat("the profiler kept ", profile->timed_checks.size(), " timed calls for the check, not ",
+                             call.min_timed_checks, ": something in its process (the candidate?) interfered"));
+  }
   if (!profile->modified_input.empty()) {
     return fail(v1::INPUT_MODIFIED, absl::StrCat("input '", profile->modified_input,
                                                  "' changed while timing at binding '",
                                                  task.time().name(), "'"));
   }
-  // Candidate vs baseline at the timed binding, same tolerances as validation.
-  if (TimedCheck check = CompareTimedOutputs(task, *timed_outputs, *timed_bytes); check.status != v1::OK) {
+  // Each kept timed call against the baseline on the same inputs, one pair in
+  // memory at a time, then both kernels after timing; validation's tolerances.
+  auto read_pair = [&](int64_t index) { return ReadFileRange(outputs_path, index * pair_bytes, pair_bytes); };
+  for (size_t i = 0; i < profile->timed_checks.size(); ++i) {
+    auto pair = read_pair(1 + static_cast<int64_t>(i));
+    if (!pair.ok()) return fail(v1::INFRA_ERROR, std::string(pair.status().message()));
+    if (TimedCheck check = CompareTimedOutputs(task, *timed_outputs, *pair); check.status != v1::OK) {
+      // WRONG_ANSWER even for NaN/Inf: a timed call that disagrees where
+      // validation agreed skipped or faked its work (the poison it left is
+      // random bytes), whatever the bad element happens to hold.
+      return fail(v1::WRONG_ANSWER,
+                  absl::StrCat("a timed call disagreed with the baseline on the same inputs (the last call of "
+                               "timed sample ", profile->timed_checks[i] + 1, " of ",
+                               profile->candidate.samples_s.size(), "), ", check.message, call.mismatch_suffix));
+    }
+  }
+  auto both = read_pair(0);
+  if (!both.ok()) return fail(v1::INFRA_ERROR, std::string(both.status().message()));
+  if (TimedCheck check = CompareTimedOutputs(task, *timed_outputs, *both); check.status != v1::OK) {
     return fail(check.status, check.message + call.mismatch_suffix);
   }
-  return Profiled{*std::move(profile), prof_run->result.peak_rss_bytes};
+  return Profiled{*std::move(profile), prof_run->result.peak_rss_bytes, both->substr(timed_outputs->bytes)};
 }
 
 bool RunnerHarness::Validate(EvalRun& run, const std::string& candidate_so,

@@ -227,11 +227,16 @@ class RunnerHarness {
   // What the profile stages of the runner platforms share: the runner's
   // profile mode on `candidate_so` against `baseline_so` at the task's timed
   // binding (inputs from TimedInputs), with `extra_args`, under `timeout`;
-  // then what it wrote is checked: no input changed, and the two kernels'
-  // outputs agree within validation's tolerances. Sets run.stage_start.
-  // Returns the profile; else the evaluation has failed (run.Fail at
-  // STAGE_PROFILE). A runner failure is reported as `who` (at the timed
-  // binding ...) and a mismatch message ends with `mismatch_suffix`.
+  // then what it wrote is checked: no input changed (in any input copy), the
+  // outputs of every timed call the runner kept agree with the baseline's on
+  // the same inputs (a mismatch is WRONG_ANSWER naming the timed sample), and
+  // the two kernels' outputs after timing agree, all within validation's
+  // tolerances. Sets run.stage_start. Returns the profile; else the
+  // evaluation has failed (run.Fail at STAGE_PROFILE). A runner failure is
+  // reported as `who` (at the timed binding ...) and a mismatch message ends
+  // with `mismatch_suffix`. Fewer than `min_timed_checks` kept timed calls
+  // (a runner that checks them always keeps runner::kTimedChecks) is a
+  // RUNTIME_ERROR: something in the runner's process got in the way.
   struct ProfileCall {
     std::string candidate_so;
     std::string baseline_so;
@@ -239,10 +244,14 @@ class RunnerHarness {
     absl::Duration timeout;
     std::string who = "candidate";
     std::string mismatch_suffix;
+    int min_timed_checks = 0;
   };
   struct Profiled {
     runner::ProfileReport report;
     int64_t peak_rss_bytes = 0;  // the runner's
+    // The baseline's outputs at the timed binding, on the timed inputs (the
+    // check after timing), in signature order.
+    std::string baseline_outputs;
   };
   std::optional<Profiled> Profile(EvalRun& run, const ProfileCall& call) const;
 
