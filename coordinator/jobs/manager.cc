@@ -1,5 +1,8 @@
 #include "coordinator/jobs/manager.h"
 
+#include <array>
+#include <cmath>
+
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
@@ -98,8 +101,24 @@ struct JobManager::Metrics {
   prometheus::Counter* duplicates = nullptr;
   prometheus::Gauge* running = nullptr;
   prometheus::Gauge* best_speedup = nullptr;
-  prometheus::Family<prometheus::Gauge>* job_best = nullptr;
   prometheus::Family<prometheus::Gauge>* task_best = nullptr;
+  prometheus::Family<prometheus::Gauge>* family_best = nullptr;
+  prometheus::Family<prometheus::Gauge>* jobs_by_state = nullptr;
+  // family_best's inputs: (team, family, platform, baseline) -> task -> the
+  // latest job's best on it.
+  std::map<std::array<std::string, 4>, std::map<std::string, double>> family_tasks;
+  std::map<v1::JobState, int> state_counts;
+
+  // Sets the family gauge to the geometric mean of its tasks' latest bests.
+  void SetFamilyBest(const std::array<std::string, 4>& key, const std::string& task, double best) {
+    if (family_best == nullptr || best <= 0) return;
+    auto& tasks = family_tasks[key];
+    tasks[task] = best;
+    double log_sum = 0;
+    for (const auto& [t, x] : tasks) log_sum += std::log(x);
+    family_best->Add({{"team", key[0]}, {"family", key[1]}, {"platform", key[2]}, {"baseline", key[3]}})
+        .Set(std::exp(log_sum / static_cast<double>(tasks.size())));
+  }
 
   explicit Metrics(prometheus::Registry* r) {
     if (r == nullptr) return;
@@ -112,13 +131,35 @@ struct JobManager::Metrics {
                       .Register(*r).Add({});
     running = &prometheus::BuildGauge().Name("kevo_coordinator_jobs_running")
                    .Help("Jobs running").Register(*r).Add({});
-    job_best = &prometheus::BuildGauge().Name("kevo_coordinator_job_best_speedup")
-                    .Help("Best speedup found so far, by job and task").Register(*r);
     task_best = &prometheus::BuildGauge().Name("kevo_coordinator_task_best_speedup_ratio")
                      .Help("Best speedup of the latest job on each task and platform, over the "
                            "production baseline (baseline=\"production\") and over the naive "
                            "reference (baseline=\"reference\")")
                      .Register(*r);
+    family_best = &prometheus::BuildGauge().Name("kevo_coordinator_family_best_speedup_ratio")
+                       .Help("Geometric mean, over the tasks of an op family, of the latest job's best "
+                             "speedup on each, by team (empty without --auth), family, platform and "
+                             "baseline (production or reference)")
+                       .Register(*r);
+    jobs_by_state = &prometheus::BuildGauge().Name("kevo_coordinator_jobs")
+                         .Help("Jobs the coordinator holds, by state (running, done, cancelled, failed)")
+                         .Register(*r);
+    for (const char* state : {"running", "done", "cancelled", "failed"}) jobs_by_state->Add({{"state", state}});
+  }
+
+  void CountState(std::optional<v1::JobState> before, v1::JobState after) {
+    if (jobs_by_state == nullptr || before == after) return;
+    auto name = [](v1::JobState st) {
+      switch (st) {
+        case v1::JOB_RUNNING: return "running";
+        case v1::JOB_DONE: return "done";
+        case v1::JOB_CANCELLED: return "cancelled";
+        case v1::JOB_FAILED: return "failed";
+        default: return "running";
+      }
+    };
+    if (before.has_value()) jobs_by_state->Add({{"state", name(*before)}}).Set(--state_counts[*before]);
+    jobs_by_state->Add({{"state", name(after)}}).Set(++state_counts[after]);
   }
 };
 
@@ -209,7 +250,14 @@ void JobManager::FailJob(const v1::Job& job, const std::string& why) {
   absl::Status s = PersistJob(failed);
   if (!s.ok()) LogError("job ", job.job_id(), ": persisting its failure: ", s.ToString());
   absl::MutexLock l(&mu_);
-  jobs_[job.job_id()] = failed;
+  SetSnapshotLocked(failed);
+}
+
+void JobManager::SetSnapshotLocked(const v1::Job& job) {
+  auto it = jobs_.find(job.job_id());
+  metrics_->CountState(it == jobs_.end() ? std::nullopt : std::optional<v1::JobState>(it->second.state()),
+                       job.state());
+  jobs_[job.job_id()] = job;
 }
 
 absl::Status JobManager::PersistJob(const v1::Job& job) {
@@ -221,10 +269,6 @@ void JobManager::Publish(const Running& r, const v1::Node* node) {
   v1::JobEvent event;
   *event.mutable_job() = r.job;
   if (node != nullptr) *event.mutable_node() = *node;
-  if (metrics_->job_best != nullptr) {
-    metrics_->job_best->Add({{"job", r.job.job_id()}, {"task", r.job.spec().task().name()}})
-        .Set(r.job.best_speedup());
-  }
   if (metrics_->task_best != nullptr && r.job.best_speedup_vs_reference() > 0) {
     const std::string& task = r.job.spec().task().name();
     const std::string& platform = r.job.spec().platform();
@@ -234,9 +278,13 @@ void JobManager::Publish(const Running& r, const v1::Node* node) {
       metrics_->task_best->Add({{"task", task}, {"platform", platform}, {"baseline", "production"}})
           .Set(r.job.best_speedup_vs_production());
     }
+    const std::string& team = r.job.spec().team();
+    const std::string& family = r.job.spec().task().op_family();
+    metrics_->SetFamilyBest({team, family, platform, "reference"}, task, r.job.best_speedup_vs_reference());
+    metrics_->SetFamilyBest({team, family, platform, "production"}, task, r.job.best_speedup_vs_production());
   }
   absl::MutexLock l(&mu_);
-  jobs_[r.job.job_id()] = r.job;
+  SetSnapshotLocked(r.job);
   auto range = watchers_.equal_range(r.job.job_id());
   for (auto it = range.first; it != range.second; ++it) it->second->OnEvent(event);
   if (r.job.state() != v1::JOB_RUNNING) {
@@ -280,7 +328,7 @@ absl::StatusOr<std::string> JobManager::Submit(v1::JobSpec spec, const std::stri
   KEVO_RETURN_IF_ERROR(PersistJob(job));
   {
     absl::MutexLock l(&mu_);
-    jobs_[job.job_id()] = job;
+    SetSnapshotLocked(job);
   }
   if (metrics_->submitted) metrics_->submitted->Increment();
   LogInfo("job ", job.job_id(), " submitted: task=", spec.task().name(), " platform=",
@@ -335,7 +383,7 @@ absl::Status JobManager::Recover() {
   for (const v1::Job& job : jobs) {
     {
       absl::MutexLock l(&mu_);
-      jobs_[job.job_id()] = job;
+      SetSnapshotLocked(job);
     }
     if (job.state() != v1::JOB_RUNNING) continue;
     auto r = LoadRunning(job);

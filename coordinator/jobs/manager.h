@@ -118,6 +118,8 @@ class JobManager {
   // Marks `job` FAILED with `why` as its stop reason, stored and listed.
   void FailJob(const v1::Job& job, const std::string& why);
   absl::Status PersistJob(const v1::Job& job);
+  // Replaces the snapshot of `job` readers see, counting jobs by state.
+  void SetSnapshotLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Publish(const Running& job, const v1::Node* node);
   std::vector<proposer::ParentInfo> ParentsFor(const Running& job,
                                                const std::vector<std::string>& ids);
