@@ -126,7 +126,8 @@ absl::StatusOr<int64_t> TensorBytes(const v1::TensorSpec& spec, const SymbolValu
   int64_t bytes;
   if (__builtin_mul_overflow(*elements, static_cast<int64_t>(DTypeSize(spec.dtype())), &bytes)) {
     return absl::InvalidArgumentError(absl::StrCat("tensor '", spec.name(), "': ", *elements, " elements of ",
-                                                   std::string(DTypeName(spec.dtype())), " are more bytes than int64 holds"));
+                                                   std::string(DTypeName(spec.dtype())),
+                                                   " are more bytes than int64 holds"));
   }
   return bytes;
 }

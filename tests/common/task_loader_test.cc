@@ -160,10 +160,13 @@ TEST_F(TaskLoaderTest, BindingsBeyondTheSizeLimitsAreRefusedNamingTensorBindingA
     std::string problem;
   };
   const std::vector<Case> cases = {
-      {"{ key: \"rows\" value: 64 }, { key: \"cols\" value: 64 }", "{ key: \"rows\" value: 1000000 }, { key: \"cols\" value: 1000000 }",
-       16, "time binding: tensor 'x' is 3.6 TiB (4000000000000 bytes of f32), above the limit of 8 GiB per tensor"},
-      {"{ key: \"rows\" value: 3 }, { key: \"cols\" value: 9 }", "{ key: \"rows\" value: 3 }, { key: \"cols\" value: 999999999999 }",
-       15, "validate binding 'odd': tensor 'x' is 10.9 TiB (11999999999988 bytes of f32), above the limit of 8 GiB per tensor"},
+      {"{ key: \"rows\" value: 64 }, { key: \"cols\" value: 64 }",
+       "{ key: \"rows\" value: 1000000 }, { key: \"cols\" value: 1000000 }", 16,
+       "time binding: tensor 'x' is 3.6 TiB (4000000000000 bytes of f32), above the limit of 8 GiB per tensor"},
+      {"{ key: \"rows\" value: 3 }, { key: \"cols\" value: 9 }",
+       "{ key: \"rows\" value: 3 }, { key: \"cols\" value: 999999999999 }", 15,
+       "validate binding 'odd': tensor 'x' is 10.9 TiB (11999999999988 bytes of f32), above the limit of 8 GiB "
+       "per tensor"},
       // 2^32 x 2^32 elements: NumElements wraps to 0.
       {"{ key: \"rows\" value: 64 }, { key: \"cols\" value: 64 }",
        "{ key: \"rows\" value: 4294967296 }, { key: \"cols\" value: 4294967296 }", 16,

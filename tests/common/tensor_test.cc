@@ -327,7 +327,8 @@ TEST(TensorBytesTest, ShapesWhoseSizeOverflowsInt64AreInvalidArgument) {
   auto elements = TensorBytes(t, {{"n", 1000000}});
   EXPECT_EQ(elements.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(elements.status().message()),
-              HasSubstr("tensor 'x': shape [1000000 x 1000000 x 1000000 x 1000000] has more elements than int64 holds"));
+              HasSubstr("tensor 'x': shape [1000000 x 1000000 x 1000000 x 1000000] has more elements than "
+                        "int64 holds"));
   EXPECT_EQ(CheckedNumElements({int64_t{1} << 32, int64_t{1} << 32}).status().code(),
             absl::StatusCode::kInvalidArgument);
 

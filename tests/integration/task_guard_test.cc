@@ -100,7 +100,8 @@ TEST(TaskGuardTest, TheCoordinatorRefusesOversizedAndOverflowingTasksWhereverThe
     v1::SubmitJobResponse resp;
     grpc::Status st = cluster.stub()->SubmitJob(&ctx, req, &resp);
     EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_TRUE(absl::StrContains(st.error_message(), "task: time binding: tensor 'x' is 3.6 TiB")) << st.error_message();
+    EXPECT_TRUE(absl::StrContains(st.error_message(), "task: time binding: tensor 'x' is 3.6 TiB"))
+        << st.error_message();
   }
   {
     auto campaigns = v1::CampaignService::NewStub(

@@ -46,8 +46,9 @@ std::optional<int64_t> CgroupBytes(const std::string& path) {
 
 int64_t UnixMicros() { return absl::ToUnixMicros(absl::Now()); }
 
-// What every Evaluation the guard writes itself starts with.
-v1::Evaluation Refusal(const v1::Assignment& a, const std::string& platform, v1::EvalStatus status,
+// An evaluation the guard ends itself, with `status` and `message`: what the
+// backend would have filled in had it run, so reports show it as any other.
+v1::Evaluation FailedEvaluation(const v1::Assignment& a, const std::string& platform, v1::EvalStatus status,
                        const std::string& message, const EventSink& on_event, bool emit_stage) {
   v1::Evaluation ev;
   ev.set_task_name(a.task().name());
@@ -98,7 +99,9 @@ absl::Status CheckTaskFitsMemory(const v1::Task& task, const std::string& platfo
   if (task.format() == v1::TASK_FORMAT_KERNELBENCH) return absl::OkStatus();
   const v1::Task timed = task::TimedOn(task, platform);
   std::vector<std::pair<std::string, const v1::Binding*>> bindings;
-  for (const v1::Binding& b : task.validate()) bindings.emplace_back(absl::StrCat("validate binding '", b.name(), "'"), &b);
+  for (const v1::Binding& b : task.validate()) {
+    bindings.emplace_back(absl::StrCat("validate binding '", b.name(), "'"), &b);
+  }
   bindings.emplace_back(absl::StrCat("timed binding '", timed.time().name(), "'"), &timed.time());
   for (const auto& [label, binding] : bindings) {
     const SymbolValues values = BindingValues(*binding);
@@ -131,12 +134,14 @@ v1::Evaluation GuardedEvaluate(Backend& backend, const v1::Assignment& a, const 
   if (absl::Status valid = task::ValidateReceivedTask(a.task(), task::TaskLimits{INT64_MAX, INT64_MAX});
       !valid.ok()) {
     LogWarning(who, " refused: ", valid.message());
-    return Refusal(a, platform, v1::INFRA_ERROR, absl::StrCat("the worker refused the task: ", valid.message()),
-                   on_event, /*emit_stage=*/true);
+    return FailedEvaluation(a, platform, v1::INFRA_ERROR,
+                            absl::StrCat("the worker refused the task: ", valid.message()), on_event,
+                            /*emit_stage=*/true);
   }
   if (absl::Status fits = CheckTaskFitsMemory(a.task(), platform, memory_bytes); !fits.ok()) {
     LogWarning(who, " refused: ", fits.message());
-    return Refusal(a, platform, v1::INFRA_ERROR, std::string(fits.message()), on_event, /*emit_stage=*/true);
+    return FailedEvaluation(a, platform, v1::INFRA_ERROR, std::string(fits.message()), on_event,
+                            /*emit_stage=*/true);
   }
   std::string what;
   try {
@@ -154,7 +159,7 @@ v1::Evaluation GuardedEvaluate(Backend& backend, const v1::Assignment& a, const 
                         platform, " backend");
   }
   LogError(who, ": ", what, "; the worker carries on");
-  return Refusal(a, platform, v1::INFRA_ERROR, what, on_event, /*emit_stage=*/false);
+  return FailedEvaluation(a, platform, v1::INFRA_ERROR, what, on_event, /*emit_stage=*/false);
 }
 
 }  // namespace kevo::worker
