@@ -6,10 +6,15 @@
 
 #include <grpcpp/grpcpp.h>
 #include <prometheus/exposer.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -89,6 +94,8 @@ class CoordinatorImpl final : public Coordinator {
     }
     KEVO_ASSIGN_OR_RETURN(store_, store::Store::Open(options.db_dir));
     registry_ = std::make_shared<prometheus::Registry>();
+    db_dir_ = options.db_dir;
+    WatchStore();
     if (!options.metrics_listen.empty()) {
       try {
         exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_listen);
@@ -194,6 +201,8 @@ class CoordinatorImpl final : public Coordinator {
 
   void Shutdown() override {
     if (shut_down_.exchange(true)) return;
+    if (!store_stats_stop_.HasBeenNotified()) store_stats_stop_.Notify();
+    if (store_stats_.joinable()) store_stats_.join();
     if (server_ && server_->GetHealthCheckService() != nullptr) {
       server_->GetHealthCheckService()->SetServingStatus(false);
     }
@@ -224,6 +233,44 @@ class CoordinatorImpl final : public Coordinator {
   }
 
  private:
+  // The store's write latency (every write, by sync) and its size (every 15 s).
+  void WatchStore() {
+    auto& writes = prometheus::BuildHistogram()
+                       .Name("kevo_coordinator_db_write_seconds")
+                       .Help("RocksDB write batches, by whether they were synced")
+                       .Register(*registry_);
+    const prometheus::Histogram::BucketBoundaries buckets{1e-5, 1e-4, 1e-3, 0.005, 0.02, 0.1, 0.5, 2};
+    prometheus::Histogram* synced = &writes.Add({{"sync", "true"}}, buckets);
+    prometheus::Histogram* unsynced = &writes.Add({{"sync", "false"}}, buckets);
+    store_->SetWriteObserver([synced, unsynced](bool sync, double seconds) {
+      (sync ? synced : unsynced)->Observe(seconds);
+    });
+    prometheus::Gauge* bytes = &prometheus::BuildGauge()
+                                    .Name("kevo_coordinator_db_bytes")
+                                    .Help("RocksDB's estimate of the store's size: SST files and memtables")
+                                    .Register(*registry_)
+                                    .Add({});
+    auto& disk = prometheus::BuildGauge()
+                     .Name("kevo_coordinator_db_disk_bytes")
+                     .Help("The filesystem holding the store: free (for unprivileged writers) and total bytes")
+                     .Register(*registry_);
+    prometheus::Gauge* free_bytes = &disk.Add({{"kind", "free"}});
+    prometheus::Gauge* total_bytes = &disk.Add({{"kind", "total"}});
+    store::Store* store = store_.get();
+    auto update = [store, bytes, free_bytes, total_bytes, dir = db_dir_] {
+      bytes->Set(static_cast<double>(store->ApproximateBytes()));
+      struct statvfs fs {};
+      if (statvfs(dir.c_str(), &fs) == 0) {
+        free_bytes->Set(static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize));
+        total_bytes->Set(static_cast<double>(fs.f_blocks) * static_cast<double>(fs.f_frsize));
+      }
+    };
+    update();
+    store_stats_ = std::thread([this, update] {
+      while (!store_stats_stop_.WaitForNotificationWithTimeout(absl::Seconds(15))) update();
+    });
+  }
+
   // Imports the knowledge base (a bad --kb folder is an error; a default one
   // that fails to import only a warning) and opens it and skill memory.
   absl::Status OpenKnowledge(const CoordinatorOptions& options) {
@@ -268,6 +315,9 @@ class CoordinatorImpl final : public Coordinator {
   std::unique_ptr<kb::KnowledgeBase> kb_;
   std::unique_ptr<skills::SkillStore> skills_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string db_dir_;
+  std::thread store_stats_;
+  absl::Notification store_stats_stop_;
   std::shared_ptr<llm::LlmService> llm_;  // null without --llm-config
   std::unique_ptr<scheduler::Scheduler> scheduler_;
   std::unique_ptr<jobs::JobManager> jobs_;

@@ -1,5 +1,7 @@
 #include "coordinator/store/store.h"
 
+#include <chrono>
+
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
@@ -48,7 +50,22 @@ class RocksStore final : public Store {
     }
     rocksdb::WriteOptions wo;
     wo.sync = sync;
-    return FromRocks(db_->Write(wo, &wb), "rocksdb write");
+    const auto start = std::chrono::steady_clock::now();
+    absl::Status s = FromRocks(db_->Write(wo, &wb), "rocksdb write");
+    if (write_observer_) {
+      write_observer_(sync, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    return s;
+  }
+
+  int64_t ApproximateBytes() override {
+    uint64_t total = 0;
+    for (auto* h : handles_) {
+      uint64_t v = 0;
+      if (db_->GetIntProperty(h, "rocksdb.total-sst-files-size", &v)) total += v;
+      if (db_->GetIntProperty(h, "rocksdb.cur-size-all-mem-tables", &v)) total += v;
+    }
+    return static_cast<int64_t>(total);
   }
 
   absl::StatusOr<std::optional<std::string>> Get(Family family, std::string_view key) override {

@@ -58,6 +58,17 @@ class Store {
   // order, until `fn` returns false. Thread-safe; sees a consistent snapshot.
   virtual absl::Status Scan(Family family, std::string_view prefix,
                             const std::function<bool(std::string_view, std::string_view)>& fn) = 0;
+
+  // Bytes on disk and in memtables, RocksDB's estimate over every family.
+  virtual int64_t ApproximateBytes() = 0;
+  // Called after every Write with whether it was synced and how long it
+  // took (the coordinator's write-latency histogram); set before use.
+  void SetWriteObserver(std::function<void(bool sync, double seconds)> observer) {
+    write_observer_ = std::move(observer);
+  }
+
+ protected:
+  std::function<void(bool, double)> write_observer_;
 };
 
 }  // namespace kevo::store

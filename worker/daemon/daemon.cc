@@ -273,6 +273,12 @@ absl::Status Daemon::Run() {
                       .Help("Slots running an evaluation")
                       .Register(*d.registry)
                       .Add({});
+  prometheus::BuildGauge()
+      .Name("kevo_worker_slots")
+      .Help("Evaluation slots this worker runs (busy ones: kevo_worker_busy_slots)")
+      .Register(*d.registry)
+      .Add({})
+      .Set(d.options.slots);
   d.reconnects = &prometheus::BuildCounter()
                       .Name("kevo_worker_reconnects_total")
                       .Help("Connections to the coordinator opened")
