@@ -42,6 +42,9 @@ struct Scheduler::Metrics {
   prometheus::Counter* lost = nullptr;
   prometheus::Gauge* workers = nullptr;
   prometheus::Gauge* queued = nullptr;
+  prometheus::Family<prometheus::Gauge>* queued_family = nullptr;
+  std::map<std::pair<std::string, std::string>, prometheus::Gauge*> queued_by;  // platform, team
+  prometheus::Family<prometheus::Histogram>* wait = nullptr;
   prometheus::Histogram* latency = nullptr;
 
   explicit Metrics(prometheus::Registry* r) {
@@ -91,6 +94,14 @@ struct Scheduler::Metrics {
                   .Help("Evaluations waiting for a worker")
                   .Register(*r)
                   .Add({});
+    queued_family = &prometheus::BuildGauge()
+                         .Name("kevo_coordinator_queued_evaluations")
+                         .Help("Evaluations waiting for a worker, by platform and team")
+                         .Register(*r);
+    wait = &prometheus::BuildHistogram()
+                .Name("kevo_coordinator_queue_wait_seconds")
+                .Help("Time from entering the queue to a lease, by platform and team")
+                .Register(*r);
     latency = &prometheus::BuildHistogram()
                    .Name("kevo_coordinator_evaluation_seconds")
                    .Help("Submit-to-result latency of evaluations")
@@ -155,6 +166,7 @@ absl::Status Scheduler::Recover() {
     } else {
       queue_[r.platform()][r.sequence()] = r.eval_id();
     }
+    a.queued_ms = NowMs();
     a.record = r;
     std::string id = r.eval_id();
     active_[id] = std::move(a);
@@ -275,6 +287,7 @@ void Scheduler::RequeueLocked(Active& active, const std::string& why) {
   r.clear_lease_worker();
   r.set_lease_deadline_unix_ms(0);
   queue_[r.platform()][r.sequence()] = r.eval_id();
+  active.queued_ms = NowMs();
   if (metrics_->requeued) metrics_->requeued->Increment();
   absl::Status s = PersistLocked(r);
   if (!s.ok()) LogError("persist requeue of ", r.eval_id(), ": ", s.ToString());
@@ -365,6 +378,12 @@ void Scheduler::DispatchLocked() {
       if (!s.ok()) LogError("persist lease of ", eval_id, ": ", s.ToString());
       w.busy.insert(eval_id);
       if (metrics_->leases) metrics_->leases->Increment();
+      if (metrics_->wait != nullptr) {
+        metrics_->wait
+            ->Add({{"platform", r.platform()}, {"team", r.team()}},
+                  prometheus::Histogram::BucketBoundaries{0.1, 1, 5, 30, 120, 600, 1800})
+            .Observe(static_cast<double>(NowMs() - a->second.queued_ms) / 1000.0);
+      }
       v1::CoordinatorMessage m;
       v1::Assignment* as = m.mutable_assignment();
       as->set_eval_id(eval_id);
@@ -388,8 +407,22 @@ void Scheduler::DispatchLocked() {
   }
   if (metrics_->queued) {
     size_t n = 0;
-    for (const auto& [p, q] : queue_) n += q.size();
+    std::map<std::pair<std::string, std::string>, int> by;  // platform, team
+    for (const auto& [p, q] : queue_) {
+      n += q.size();
+      for (const auto& [seq, id] : q) {
+        auto a = active_.find(id);
+        if (a != active_.end() && a->second.record.state() == v1::EVAL_QUEUED) ++by[{p, a->second.record.team()}];
+      }
+    }
     metrics_->queued->Set(static_cast<double>(n));
+    // Series that emptied go to 0 rather than keep their last value.
+    for (auto& [key, gauge] : metrics_->queued_by) gauge->Set(0);
+    for (const auto& [key, count] : by) {
+      auto& g = metrics_->queued_by[key];
+      if (g == nullptr) g = &metrics_->queued_family->Add({{"platform", key.first}, {"team", key.second}});
+      g->Set(count);
+    }
   }
 }
 
@@ -566,6 +599,7 @@ absl::StatusOr<std::string> Scheduler::Submit(const v1::Task& task, const v1::Ca
   a.task = task;
   a.candidate = candidate;
   a.rival = std::move(options.rival);
+  a.queued_ms = NowMs();
   active_[r.eval_id()] = std::move(a);
   queue_[platform][r.sequence()] = r.eval_id();
   if (metrics_->submitted) metrics_->submitted->Increment();

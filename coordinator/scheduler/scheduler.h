@@ -165,6 +165,7 @@ class Scheduler {
     v1::Candidate candidate;
     std::optional<v1::Candidate> rival;
     int64_t last_progress_ms = 0;  // the lease, or its holder's last stage event
+    int64_t queued_ms = 0;         // when it last entered the queue (the wait-time metric)
   };
 
   void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
