@@ -26,6 +26,7 @@
 #include "coordinator/llm/config.h"
 #include "coordinator/llm/llm_proposer.h"
 #include "coordinator/proposer/builtin/builtin_proposer.h"
+#include "coordinator/server/rpc_metrics.h"
 #include "coordinator/server/services.h"
 #include "coordinator/skills/skills.h"
 #include "coordinator/store/store.h"
@@ -175,6 +176,11 @@ class CoordinatorImpl final : public Coordinator {
     builder.RegisterService(job_service_.get());
     builder.RegisterService(campaign_service_.get());
     if (admin_service_ != nullptr) builder.RegisterService(admin_service_.get());
+    {
+      std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+      interceptors.push_back(RpcMetricsInterceptor(*registry_));
+      builder.experimental().SetInterceptorCreators(std::move(interceptors));
+    }
     builder.SetMaxReceiveMessageSize(64 << 20);
     builder.SetMaxSendMessageSize(64 << 20);
     server_ = builder.BuildAndStart();

@@ -39,6 +39,7 @@ struct Daemon::Impl {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   std::unique_ptr<prometheus::Exposer> exposer;
   prometheus::Family<prometheus::Counter>* evaluations = nullptr;
+  prometheus::Family<prometheus::Counter>* cache_lookups = nullptr;
   prometheus::Family<prometheus::Histogram>* stage_seconds = nullptr;
   prometheus::Gauge* busy_gauge = nullptr;
   prometheus::Counter* reconnects = nullptr;
@@ -141,6 +142,9 @@ struct Daemon::Impl {
       ev.set_attempt(a.attempt());
       ev.set_worker_id(hello.worker_id());
       evaluations->Add({{"status", v1::EvalStatus_Name(ev.status())}}).Increment();
+      if (auto hit = ev.profile().find("build_cache_hit"); hit != ev.profile().end()) {
+        cache_lookups->Add({{"result", hit->second > 0 ? "hit" : "miss"}}).Increment();
+      }
       LogInfo("slot ", slot, " finished ", a.eval_id(), " status=", v1::EvalStatus_Name(ev.status()),
               " speedup=", ev.speedup(), " in ", absl::FormatDuration(absl::Now() - start));
       v1::WorkerMessage m;
@@ -264,6 +268,11 @@ absl::Status Daemon::Run() {
                        .Name("kevo_worker_evaluations_total")
                        .Help("Evaluations finished by this worker, by status")
                        .Register(*d.registry);
+  d.cache_lookups = &prometheus::BuildCounter()
+                         .Name("kevo_worker_build_cache_lookups_total")
+                         .Help("Candidate builds looked up in the worker's build cache, by result (hit, miss)")
+                         .Register(*d.registry);
+  for (const char* result : {"hit", "miss"}) d.cache_lookups->Add({{"result", result}});
   d.stage_seconds = &prometheus::BuildHistogram()
                          .Name("kevo_worker_stage_seconds")
                          .Help("Time spent per evaluation stage")

@@ -197,6 +197,7 @@ bool AmdBackend::CompileStage(EvalRun& run, HipCompileResult& built) const {
                         ResourceSummary(built.kernels, options_.targets)));
   // Static, even where the candidate is then timed: the compiler's view.
   counters["static_score"] = StaticScore(built.kernels);
+  counters["build_cache_hit"] = built.build.cache_hit ? 1 : 0;
   return true;
 }
 

@@ -274,6 +274,8 @@ bool CpuBackend::CompileStage(CpuEvalRun& run) const {
         if (built.status != v1::OK) return absl::FailedPreconditionError(built.message);
         return std::move(built.build);
       });
+  // For the worker's build-cache metric (kevo_worker_build_cache_lookups_total).
+  (*run.ev.mutable_profile())["build_cache_hit"] = run.cand.cache_hit ? 1 : 0;
   run.Emit(v1::STAGE_COMPILE, /*ok=*/true,
            absl::StrCat("compiled", run.cand.cache_hit ? " (cached)" : "", "; reference",
                         run.ref.cache_hit ? " (cached)" : "", rival_note));
