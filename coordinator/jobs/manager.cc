@@ -853,7 +853,11 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& job_id) {
     it->second->cancelled = true;
     it->second->stopping = true;
     it->second->job.set_stop_reason("cancelled");
-    LogInfo("job ", job_id, " cancelled; ", it->second->in_flight, " evaluations still finishing");
+    // Evaluations no worker has taken end now (CANCELLED, through the
+    // completion hook like any result); leased ones finish and are recorded.
+    const int withdrawn = scheduler_->WithdrawQueued(job_id);
+    LogInfo("job ", job_id, " cancelled; ", withdrawn, " queued evaluations withdrawn, ",
+            it->second->in_flight - withdrawn, " still finishing");
     MaybeFinish(*it->second);
   });
   return job;

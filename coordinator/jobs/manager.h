@@ -91,7 +91,8 @@ class JobManager {
   absl::Status Validate(v1::JobSpec spec);
   absl::StatusOr<v1::Job> Get(const std::string& job_id);
   std::vector<v1::Job> List();
-  // Stops proposing; evaluations in flight still finish and are recorded.
+  // Stops proposing; evaluations no worker has taken end as CANCELLED
+  // (Scheduler::WithdrawQueued), those running finish and are recorded.
   absl::StatusOr<v1::Job> Cancel(const std::string& job_id);
   absl::StatusOr<v1::GetBestResponse> GetBest(const std::string& job_id);
   absl::StatusOr<std::vector<v1::Node>> Nodes(const std::string& job_id);

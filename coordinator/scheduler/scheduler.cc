@@ -525,6 +525,24 @@ void Scheduler::RecordLocked(std::map<std::string, Active>::iterator a, v1::Eval
   active_.erase(a);
 }
 
+int Scheduler::WithdrawQueued(const std::string& job_id) {
+  absl::MutexLock l(&mu_);
+  std::vector<std::string> queued;
+  for (const auto& [id, a] : active_) {
+    if (a.record.job_id() == job_id && a.record.state() == v1::EVAL_QUEUED) queued.push_back(id);
+  }
+  for (const std::string& id : queued) {
+    auto a = active_.find(id);
+    v1::Evaluation ev;
+    ev.set_status(v1::CANCELLED);
+    ev.set_task_name(a->second.task.name());
+    ev.mutable_diagnostics()->set_message("cancelled with its job before a worker took it");
+    RecordLocked(a, std::move(ev), a->second.record.attempt(), "");
+  }
+  if (!queued.empty()) LogInfo("withdrew ", queued.size(), " queued evaluations of cancelled job ", job_id);
+  return static_cast<int>(queued.size());
+}
+
 std::string Scheduler::NewEvalId() { return NewId("e"); }
 
 bool Scheduler::ServedLocked(const std::string& platform) {

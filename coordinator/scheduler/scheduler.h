@@ -118,6 +118,10 @@ class Scheduler {
   // `platform` is compile-only.
   absl::StatusOr<std::string> Submit(const v1::Task& task, const v1::Candidate& candidate,
                                      const std::string& platform, SubmitOptions options);
+  // Ends the evaluations of `job_id` that no worker has taken yet as
+  // CANCELLED (their listeners and the completion hook see them as any
+  // result); leased ones run to the end. Returns how many.
+  int WithdrawQueued(const std::string& job_id);
   static std::string NewEvalId();
   const SchedulerOptions& options() const { return options_; }
   // Number of slots of connected workers serving `platform` (only those that

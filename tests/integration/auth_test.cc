@@ -393,18 +393,30 @@ TEST_F(AuthTest, ACampaignIsItsTeamsAloneAndKeepsWithinItsQuota) {
     ASSERT_TRUE(campaigns(a)->CancelCampaign(&ctx, cancel, &r).ok());
     EXPECT_EQ(r.state(), v1::CAMPAIGN_CANCELLED);
     EXPECT_EQ(r.jobs_by_state().at("cancelled"), 1);  // the entry never launched
-    // The launched job was cancelled too (it ends once its queued evaluations do).
+    // The launched job was cancelled too: its evaluations no worker took are
+    // withdrawn (CANCELLED), so it ends at once, and the campaign counts it.
     std::string launched;
     for (const auto& e : r.entries()) {
       if (!e.job_id().empty()) launched = e.job_id();
     }
     v1::Job job;
     absl::Time until = absl::Now() + absl::Seconds(10);
-    while (absl::Now() < until && job.stop_reason() != "cancelled") {
+    while (absl::Now() < until && job.state() != v1::JOB_CANCELLED) {
       ASSERT_EQ(GetJobCode(a, launched, &job), grpc::StatusCode::OK);
       absl::SleepFor(absl::Milliseconds(100));
     }
+    EXPECT_EQ(job.state(), v1::JOB_CANCELLED) << job.stop_reason();
     EXPECT_EQ(job.stop_reason(), "cancelled");
+    EXPECT_GT(job.by_status().at("CANCELLED"), 0);
+    v1::Campaign after;
+    until = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < until) {
+      ASSERT_EQ(get(a, &after), grpc::StatusCode::OK);
+      if (after.jobs_by_state().at("cancelled") == 2) break;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    EXPECT_EQ(after.jobs_by_state().at("cancelled"), 2);
+    EXPECT_EQ(after.jobs_by_state().at("running"), 0);
   }
   {
     grpc::ClientContext ctx;
