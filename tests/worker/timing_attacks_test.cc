@@ -28,6 +28,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/backends/cpu/cpu_backend.h"
+#include "tests/testing/process.h"
 #include "worker/runner/protocol.h"
 
 namespace kevo::worker {
@@ -35,22 +36,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string Env(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? v : fallback;
-}
-std::string SourceDir() { return Env("KEVO_SOURCE_DIR", "."); }
-std::string BinDir() {
-  return Env("KEVO_BIN_DIR",
-             (std::filesystem::read_symlink("/proc/self/exe").parent_path() / ".." / "bin").string());
-}
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using kevo::testing::BinDir;
+using kevo::testing::SourceDir;
+std::string ReadText(const std::string& path) { return kevo::testing::ReadTextFile(path); }
 
 v1::Candidate Cpp(const std::string& source) {
   v1::Candidate c;
