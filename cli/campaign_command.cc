@@ -29,6 +29,7 @@
 #include "common/status.h"
 #include "common/task/kernelbench.h"
 #include "common/task/task_loader.h"
+#include "coordinator/campaigns/campaigns.h"
 #include "kevo/v1/campaign.grpc.pb.h"
 
 namespace kevo::cli {
@@ -131,26 +132,6 @@ absl::StatusOr<v1::SubmitCampaignRequest> LoadCampaignFile(const std::string& pa
 
 namespace {
 
-std::string StateName(v1::CampaignState s) {
-  switch (s) {
-    case v1::CAMPAIGN_RUNNING: return "running";
-    case v1::CAMPAIGN_DONE: return "done";
-    case v1::CAMPAIGN_CANCELLED: return "cancelled";
-    default: return "unknown";
-  }
-}
-
-std::string EntryState(const v1::CampaignEntry& e) {
-  if (e.skipped()) return "skipped";
-  switch (e.job_state()) {
-    case v1::JOB_RUNNING: return "running";
-    case v1::JOB_DONE: return "done";
-    case v1::JOB_FAILED: return "failed";
-    case v1::JOB_CANCELLED: return "cancelled";
-    default: return "queued";
-  }
-}
-
 std::string Ratio(double x) { return x > 0 ? absl::StrFormat("%.2fx", x) : "-"; }
 
 std::string JobsLine(const v1::Campaign& c) {
@@ -179,7 +160,7 @@ std::string GainLine(const v1::ModelGain& g) {
 void PrintCampaign(const v1::Campaign& c) {
   std::printf("campaign %s \"%s\"%s: %s, priority %d\n", c.campaign_id().c_str(), c.spec().name().c_str(),
               c.spec().team().empty() ? "" : absl::StrCat(" (team ", c.spec().team(), ")").c_str(),
-              StateName(c.state()).c_str(), c.spec().priority());
+              campaigns::CampaignStateName(c.state()).c_str(), c.spec().priority());
   std::printf("%s\n", JobsLine(c).c_str());
   size_t task_w = 4;
   for (const auto& e : c.entries()) task_w = std::max(task_w, e.task_name().size());
@@ -190,7 +171,7 @@ void PrintCampaign(const v1::Campaign& c) {
                                  ? absl::StrCat(Ratio(e.best_speedup_vs_production()), " ", e.best_production_yardstick())
                                  : e.best_speedup_vs_reference() > 0 ? "none measured" : "-";
     std::printf("%-*s  %-8s  %-9s  %5d  %-26s  %12s  %s\n", static_cast<int>(task_w), e.task_name().c_str(),
-                e.platform().c_str(), EntryState(e).c_str(), e.evaluations_done(), production.c_str(),
+                e.platform().c_str(), campaigns::EntryStateName(e).c_str(), e.evaluations_done(), production.c_str(),
                 Ratio(e.best_speedup_vs_reference()).c_str(), e.job_id().empty() ? "-" : e.job_id().c_str());
     if (e.job_state() == v1::JOB_FAILED && !e.stop_reason().empty()) {
       std::printf("%*s  why: %s\n", static_cast<int>(task_w), "", e.stop_reason().c_str());
@@ -207,7 +188,7 @@ nlohmann::json CampaignJson(const v1::Campaign& c) {
   j["campaign_id"] = c.campaign_id();
   j["name"] = c.spec().name();
   j["team"] = c.spec().team();
-  j["state"] = StateName(c.state());
+  j["state"] = campaigns::CampaignStateName(c.state());
   j["stop_reason"] = c.stop_reason();
   j["jobs_by_state"] = nlohmann::json::object();
   for (const auto& [k, v] : c.jobs_by_state()) j["jobs_by_state"][k] = v;
@@ -216,7 +197,7 @@ nlohmann::json CampaignJson(const v1::Campaign& c) {
     j["entries"].push_back({{"task", e.task_name()},
                             {"path", e.task_path()},
                             {"platform", e.platform()},
-                            {"state", EntryState(e)},
+                            {"state", campaigns::EntryStateName(e)},
                             {"job_id", e.job_id()},
                             {"evaluations", e.evaluations_done()},
                             {"speedup_vs_production", e.best_speedup_vs_production()},
@@ -492,7 +473,7 @@ int CampaignCommand(const std::vector<std::string>& argv) {
     std::printf("%-18s  %-20s  %-10s  %-10s  %s\n", "CAMPAIGN", "NAME", "TEAM", "STATE", "JOBS");
     for (const auto& c : list->campaigns()) {
       std::printf("%-18s  %-20s  %-10s  %-10s  %s\n", c.campaign_id().c_str(), c.spec().name().c_str(),
-                  c.spec().team().empty() ? "-" : c.spec().team().c_str(), StateName(c.state()).c_str(),
+                  c.spec().team().empty() ? "-" : c.spec().team().c_str(), campaigns::CampaignStateName(c.state()).c_str(),
                   JobsLine(c).c_str());
     }
     return 0;

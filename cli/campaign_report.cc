@@ -16,6 +16,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "coordinator/campaigns/campaigns.h"
 #include "cli/report.h"
 #include "common/status.h"
 #include "kevo/v1/evaluation.pb.h"
@@ -285,26 +286,6 @@ std::string Percent(double gain) {
   return std::abs(p) >= 10 ? absl::StrFormat("%+.0f%%", p) : absl::StrFormat("%+.1f%%", p);
 }
 
-std::string CampaignStateName(v1::CampaignState s) {
-  switch (s) {
-    case v1::CAMPAIGN_RUNNING: return "running";
-    case v1::CAMPAIGN_DONE: return "done";
-    case v1::CAMPAIGN_CANCELLED: return "cancelled";
-    default: return "unknown";
-  }
-}
-
-std::string EntryStateName(const v1::CampaignEntry& e) {
-  if (e.skipped()) return "skipped";
-  switch (e.job_state()) {
-    case v1::JOB_RUNNING: return "running";
-    case v1::JOB_DONE: return "done";
-    case v1::JOB_CANCELLED: return "cancelled";
-    case v1::JOB_FAILED: return "failed";
-    default: return "queued";
-  }
-}
-
 // "torch_eager_2t (PyTorch eager at 2 threads)", or the name alone when the
 // label adds nothing.
 std::string YardstickText(const std::string& name) {
@@ -451,7 +432,7 @@ void AppendHeader(const v1::Campaign& c, std::string* out) {
   absl::StrAppend(out, "<dl class=\"facts\">");
   AppendFact(out, "campaign id", c.campaign_id());
   AppendFact(out, "team", s.team());
-  AppendFact(out, "state", CampaignStateName(c.state()));
+  AppendFact(out, "state", campaigns::CampaignStateName(c.state()));
   AppendFact(out, "jobs", JobsByStateText(c));
   AppendFact(out, "created", FormatMicros(c.created_unix_micros()));
   std::string finished = FormatMicros(c.finished_unix_micros());
@@ -512,7 +493,7 @@ void AppendEntryTable(const CampaignReportData& data, std::string* out) {
                                                                      : "-";
     absl::StrAppend(
         out, "<tr><td>", Html(e.task_name()), "</td><td>", Html(e.platform()), "</td><td class=\"nowrap\">",
-        Html(e.job_id().empty() ? "-" : e.job_id()), "</td><td>", EntryStateName(e), "</td><td class=\"num\">",
+        Html(e.job_id().empty() ? "-" : e.job_id()), "</td><td>", campaigns::EntryStateName(e), "</td><td class=\"num\">",
         e.evaluations_done(), "</td><td class=\"num\">", Html(vs_production), "</td><td class=\"nowrap\">",
         e.best_speedup_vs_production() > 0 ? YardstickCell(e.best_production_yardstick()) : "-",
         "</td><td class=\"num\">", e.best_speedup_vs_reference() > 0 ? Times(e.best_speedup_vs_reference()) : "-",
@@ -564,7 +545,7 @@ absl::StatusOr<std::string> RenderCampaignReport(const CampaignReportData& data,
   j["campaign"] = {{"id", c.campaign_id()},
                    {"name", c.spec().name()},
                    {"team", c.spec().team()},
-                   {"state", CampaignStateName(c.state())}};
+                   {"state", campaigns::CampaignStateName(c.state())}};
   j["platforms"] = PlatformsOf(c);
   j["entries"] = json::array();
   j["trajectories"] = json::array();
@@ -576,7 +557,7 @@ absl::StatusOr<std::string> RenderCampaignReport(const CampaignReportData& data,
     j["entries"].push_back({{"task", e.task_name()},
                             {"platform", e.platform()},
                             {"job_id", e.job_id()},
-                            {"state", EntryStateName(e)},
+                            {"state", campaigns::EntryStateName(e)},
                             {"evaluations", e.evaluations_done()},
                             {"vs_production", production > 0 ? json(production) : json(nullptr)},
                             {"yardstick", e.best_production_yardstick()},

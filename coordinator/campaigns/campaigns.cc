@@ -157,20 +157,31 @@ std::vector<v1::ModelGain> ThroughputGains(const v1::Campaign& campaign) {
   return gains;
 }
 
+std::string CampaignStateName(v1::CampaignState state) {
+  switch (state) {
+    case v1::CAMPAIGN_RUNNING: return "running";
+    case v1::CAMPAIGN_DONE: return "done";
+    case v1::CAMPAIGN_CANCELLED: return "cancelled";
+    default: return "unknown";
+  }
+}
+
+std::string EntryStateName(const v1::CampaignEntry& entry) {
+  if (entry.skipped()) return "skipped";
+  switch (entry.job_state()) {
+    case v1::JOB_RUNNING: return "running";
+    case v1::JOB_DONE: return "done";
+    case v1::JOB_FAILED: return "failed";
+    case v1::JOB_CANCELLED: return "cancelled";
+    default: return "queued";
+  }
+}
+
 std::map<std::string, int> JobsByState(const v1::Campaign& campaign) {
   std::map<std::string, int> n = {{"queued", 0}, {"running", 0}, {"done", 0}, {"failed", 0}, {"cancelled", 0}};
   for (const v1::CampaignEntry& e : campaign.entries()) {
-    if (e.skipped()) {
-      ++n["cancelled"];
-      continue;
-    }
-    switch (e.job_state()) {
-      case v1::JOB_RUNNING: ++n["running"]; break;
-      case v1::JOB_DONE: ++n["done"]; break;
-      case v1::JOB_FAILED: ++n["failed"]; break;
-      case v1::JOB_CANCELLED: ++n["cancelled"]; break;
-      default: ++n["queued"]; break;
-    }
+    const std::string state = EntryStateName(e);
+    ++n[state == "skipped" ? "cancelled" : state];
   }
   return n;
 }
@@ -378,14 +389,20 @@ absl::Status CampaignManager::LaunchLocked(v1::Campaign& c, int index) {
   return absl::OkStatus();
 }
 
-bool CampaignManager::StepLocked(v1::Campaign& c) {
+bool CampaignManager::RefreshRunningLocked(v1::Campaign& c) {
   bool changed = false;
-  int running = 0;
   for (v1::CampaignEntry& e : *c.mutable_entries()) {
     if (e.job_state() != v1::JOB_RUNNING) continue;
     if (auto job = jobs_->Get(e.job_id()); job.ok()) changed |= Refresh(e, *job);
-    if (e.job_state() == v1::JOB_RUNNING) ++running;
   }
+  return changed;
+}
+
+bool CampaignManager::StepLocked(v1::Campaign& c) {
+  bool changed = RefreshRunningLocked(c);
+  int running = static_cast<int>(std::count_if(c.entries().begin(), c.entries().end(), [](const auto& e) {
+    return e.job_state() == v1::JOB_RUNNING;
+  }));
   const int parallel = c.spec().max_parallel_jobs() > 0 ? c.spec().max_parallel_jobs() : kDefaultParallelJobs;
   for (int i = 0; i < c.entries_size() && running < parallel; ++i) {
     if (Launched(c.entries(i)) || c.entries(i).skipped()) continue;
@@ -446,13 +463,8 @@ void CampaignManager::ExportLocked(const v1::Campaign& c) {
     metrics_->jobs->Add({{"campaign", name}, {"state", state}}).Set(n);
   }
   std::map<std::string, int> states = {{"running", 0}, {"done", 0}, {"cancelled", 0}};
-  for (const auto& [id, other] : campaigns_) {
-    const v1::Campaign& x = id == c.campaign_id() ? c : other;
-    ++states[x.state() == v1::CAMPAIGN_RUNNING ? "running" : x.state() == v1::CAMPAIGN_DONE ? "done" : "cancelled"];
-  }
-  if (!campaigns_.contains(c.campaign_id())) {
-    ++states[c.state() == v1::CAMPAIGN_RUNNING ? "running" : c.state() == v1::CAMPAIGN_DONE ? "done" : "cancelled"];
-  }
+  for (const auto& [id, other] : campaigns_) ++states[CampaignStateName(id == c.campaign_id() ? c.state() : other.state())];
+  if (!campaigns_.contains(c.campaign_id())) ++states[CampaignStateName(c.state())];
   for (const auto& [state, n] : states) metrics_->campaigns->Add({{"state", state}}).Set(n);
 }
 
@@ -468,10 +480,7 @@ void CampaignManager::Loop() {
         changed = StepLocked(c);
       } else {
         // A cancelled campaign's jobs finish their evaluations in flight.
-        for (v1::CampaignEntry& e : *c.mutable_entries()) {
-          if (e.job_state() != v1::JOB_RUNNING) continue;
-          if (auto job = jobs_->Get(e.job_id()); job.ok()) changed |= Refresh(e, *job);
-        }
+        changed = RefreshRunningLocked(c);
         if (changed) {
           for (const auto& [state, n] : JobsByState(c)) (*c.mutable_jobs_by_state())[state] = n;
         }

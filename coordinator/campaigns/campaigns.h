@@ -57,6 +57,12 @@ absl::Status ValidateCampaign(const v1::CampaignSpec& spec, const std::vector<v1
 // production kept). See ModelGain in campaign.proto.
 std::vector<v1::ModelGain> ThroughputGains(const v1::Campaign& campaign);
 
+// "running", "done", "cancelled".
+std::string CampaignStateName(v1::CampaignState state);
+// An entry's state: "queued" (not launched), "running", "done", "failed",
+// "cancelled", or "skipped" (cancelled with its campaign before it launched).
+std::string EntryStateName(const v1::CampaignEntry& entry);
+
 // Jobs by state: queued, running, done, failed, cancelled (skipped counts as
 // cancelled).
 std::map<std::string, int> JobsByState(const v1::Campaign& campaign);
@@ -86,6 +92,9 @@ class CampaignManager {
 
  private:
   void Loop();
+  // Copies the state of the campaign's running jobs into its entries; true
+  // when one changed.
+  bool RefreshRunningLocked(v1::Campaign& campaign) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Refreshes, launches and maybe ends one running campaign; true when it
   // changed and must be stored.
   bool StepLocked(v1::Campaign& campaign) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

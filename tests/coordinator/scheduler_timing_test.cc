@@ -2,8 +2,10 @@
 // measured timing is never leased to a compile-only worker, waits for one
 // that can run it, and is refused while every connected worker of its
 // platform is compile-only; other evaluations go to compile-only workers as
-// to any other. A real store in a temporary folder; workers are send
-// callbacks that record what they were given.
+// to any other. Also: between one team's evaluations a higher priority (a
+// campaign's) is leased first, and a cancelled job's queued evaluations are
+// withdrawn. A real store in a temporary folder; workers are send callbacks
+// that record what they were given.
 #include "coordinator/scheduler/scheduler.h"
 
 #include <unistd.h>
@@ -38,25 +40,27 @@ class SchedulerTimingTest : public ::testing::Test {
   }
 
   // Connects a worker; its assignments' eval ids land in `got`.
-  std::string Connect(const std::string& id, bool compile_only, std::vector<std::string>* got) {
+  std::string Connect(const std::string& id, bool compile_only, std::vector<std::string>* got, int slots = 4) {
     v1::Hello hello;
     hello.set_worker_id(id);
     hello.set_platform("amd");
-    hello.set_slots(4);
+    hello.set_slots(slots);
     hello.set_compile_only(compile_only);
     return scheduler_->AddWorker(hello, [got](v1::CoordinatorMessage m) {
       if (m.has_assignment()) got->push_back(m.assignment().eval_id());
     });
   }
 
-  absl::StatusOr<std::string> Submit(bool require_timing) {
+  absl::StatusOr<std::string> Submit(bool require_timing, int priority = 0, const std::string& job_id = "") {
     v1::Task task;
     task.set_name("softmax");
     v1::Candidate candidate;
     candidate.set_language("hip");
-    candidate.set_source("// kernel");
+    candidate.set_source("// kernel " + std::to_string(priority) + job_id);
     Scheduler::SubmitOptions o;
     o.require_timing = require_timing;
+    o.priority = priority;
+    o.job_id = job_id;
     return scheduler_->Submit(task, candidate, "amd", std::move(o));
   }
 
@@ -114,6 +118,44 @@ TEST_F(SchedulerTimingTest, TimingRequiredWorkWaitsWhileOnlyACompileOnlyWorkerHa
   auto any = Submit(/*require_timing=*/false);
   ASSERT_TRUE(any.ok());
   EXPECT_EQ(static_only, std::vector<std::string>{*any});
+}
+
+TEST_F(SchedulerTimingTest, AHigherPriorityIsLeasedFirstThenTheOldest) {
+  auto low = Submit(false, /*priority=*/0);
+  auto high = Submit(false, /*priority=*/5);
+  auto mid = Submit(false, /*priority=*/2);
+  auto mid_later = Submit(false, /*priority=*/2);
+  ASSERT_TRUE(low.ok() && high.ok() && mid.ok() && mid_later.ok());
+  std::vector<std::string> got;
+  Connect("amd-1", /*compile_only=*/false, &got, /*slots=*/1);
+  ASSERT_EQ(got, std::vector<std::string>{*high});
+  // The slot frees: the next is the older of the two at priority 2.
+  v1::WorkerMessage result;
+  result.mutable_result()->set_eval_id(*high);
+  result.mutable_result()->set_attempt(1);
+  result.mutable_result()->mutable_evaluation()->set_status(v1::OK);
+  scheduler_->OnWorkerMessage("amd-1", result);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1], *mid);
+}
+
+TEST_F(SchedulerTimingTest, ACancelledJobsQueuedEvaluationsAreWithdrawn) {
+  std::vector<v1::EvalRecord> done;
+  scheduler_->SetCompletionHook([&done](const v1::EvalRecord& r) { done.push_back(r); });
+  auto a = Submit(false, 0, "j-cancelled");
+  auto b = Submit(false, 0, "j-cancelled");
+  auto other = Submit(false, 0, "j-other");
+  ASSERT_TRUE(a.ok() && b.ok() && other.ok());
+  EXPECT_EQ(scheduler_->WithdrawQueued("j-cancelled"), 2);
+  ASSERT_EQ(done.size(), 2u);
+  for (const auto& r : done) {
+    EXPECT_EQ(r.job_id(), "j-cancelled");
+    EXPECT_EQ(r.evaluation().status(), v1::CANCELLED);
+  }
+  std::vector<std::string> got;
+  Connect("amd-1", /*compile_only=*/false, &got);
+  EXPECT_EQ(got, std::vector<std::string>{*other});
+  EXPECT_EQ(scheduler_->WithdrawQueued("j-other"), 0) << "a leased evaluation runs to its end";
 }
 
 }  // namespace
