@@ -60,6 +60,13 @@ v1::Candidate ReluWith(const std::string& body) {
                              "    def forward(self, x):\n", body));
 }
 
+// A correct ReLU candidate whose module first runs `prelude`.
+v1::Candidate CorrectReluAfter(const std::string& prelude) {
+  return Python(absl::StrCat(prelude, "import torch\nimport torch.nn as nn\n\n",
+                             "class ModelNew(nn.Module):\n    def forward(self, x):\n",
+                             "        return torch.relu(x)\n"));
+}
+
 std::string Explain(const v1::Evaluation& ev) {
   std::string events;
   for (const auto& e : ev.events()) absl::StrAppend(&events, "\n  ", v1::Stage_Name(e.stage()), " ", e.message());
@@ -196,6 +203,25 @@ TEST_F(KernelBenchEvalTest, DifferentResultsOnTwoCallsAreNondeterministic) {
   v1::Evaluation ev = Eval("relu.py", ReluWith("        self.calls += 1\n"
                                               "        return torch.relu(x) + (self.calls - 1) * 1e-3\n"));
   ASSERT_EQ(ev.status(), v1::NONDETERMINISTIC) << Explain(ev);
+}
+
+// A candidate that stops Python's clock at import: the runner took its clock
+// before importing it, so the times are real and the speedup is plausible
+// (a correct ReLU cannot be 100x PyTorch's own).
+TEST_F(KernelBenchEvalTest, PatchingPythonsClockDoesNotChangeTheTimes) {
+  v1::Evaluation ev = Eval("relu.py", CorrectReluAfter("import time\ntime.perf_counter = lambda: 0.0\n"));
+  ExpectOkOverEager(ev);
+  EXPECT_LT(ev.speedup(), 100) << Explain(ev);
+}
+
+// One that reaches into the runner's own clock: every time is 0 s, which
+// is rejected rather than reported as an infinite speedup.
+TEST_F(KernelBenchEvalTest, StoppingTheRunnersClockIsRejected) {
+  v1::Evaluation ev =
+      Eval("relu.py", CorrectReluAfter("import sys\nsys.modules['__main__']._clock = lambda: 0.0\n"));
+  ASSERT_EQ(ev.status(), v1::RUNTIME_ERROR) << Explain(ev);
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("timed at 0 s"));
+  EXPECT_EQ(ev.speedup(), 0);
 }
 
 // The GPU path of the same evaluator and runner (what the nvidia worker

@@ -491,8 +491,14 @@ bool KernelBenchEvaluator::Profile(EvalRun& run, const std::string& problem,
   }
   runner::TimingSeries cand = SeriesFromJson(series["candidate"]);
   runner::TimingSeries eager = SeriesFromJson(series["eager"]);
-  if (cand.median_s <= 0 || eager.median_s <= 0) {
-    return run.Fail(v1::STAGE_PROFILE, v1::INFRA_ERROR, "the profiler measured no time");
+  if (cand.median_s <= 0) {
+    // No real call takes no time: the candidate stopped the runner's clock.
+    return run.Fail(v1::STAGE_PROFILE, v1::RUNTIME_ERROR,
+                    "candidate timed at 0 s: a call cannot take no time, so the candidate changed "
+                    "the runner's clock (or its timing); its figure is not accepted");
+  }
+  if (eager.median_s <= 0) {
+    return run.Fail(v1::STAGE_PROFILE, v1::INFRA_ERROR, "the profiler measured no time for PyTorch eager");
   }
   *ev.mutable_timing() = ToTiming(cand);
   *ev.mutable_baseline() = ToTiming(eager);
