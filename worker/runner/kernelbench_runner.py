@@ -66,7 +66,6 @@ import platform
 import random
 import signal
 import sys
-import time
 import traceback
 
 # The runner's clock, taken before any candidate is imported: a candidate that
