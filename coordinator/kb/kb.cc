@@ -39,15 +39,6 @@ constexpr char kPlatformTerm[] = "XP";
 constexpr char kFamilyTerm[] = "XF";
 constexpr char kBottleneckTerm[] = "XB";
 constexpr char kAny[] = "any";
-// A title word counts as much as this many body words.
-// The filter values a query may name (the LLM proposer's platforms and
-// bottleneck labels); anything else is a typo that would match nothing.
-const std::vector<std::string>& KnownBottlenecks() {
-  static const auto* known = new std::vector<std::string>{
-      "memory", "compute", "latency", "compile", "wrong-answer", "nan", "crash", "timeout"};
-  return *known;
-}
-
 absl::Status CheckFilter(const char* what, const std::string& value,
                          const std::vector<std::string>& known) {
   if (value.empty() || std::find(known.begin(), known.end(), value) != known.end()) {
@@ -57,19 +48,20 @@ absl::Status CheckFilter(const char* what, const std::string& value,
                                                  "' (known: ", absl::StrJoin(known, ", "), ")"));
 }
 
+// A title word counts as much as this many body words.
 constexpr int kTitleWeight = 3;
 constexpr int kSnippetChars = 160;
 
 // A document with its front matter parsed, as stored in the kb column family.
 struct Stored {
   std::string path, title, text, hash;
-  std::vector<std::string> platforms, families, bottlenecks;
+  std::vector<std::string> platforms, families, bottlenecks, sources;
 
   std::string Serialize() const {
-    return nlohmann::json{{"path", path},         {"title", title},
-                          {"text", text},         {"hash", hash},
+    return nlohmann::json{{"path", path},           {"title", title},
+                          {"text", text},           {"hash", hash},
                           {"platforms", platforms}, {"families", families},
-                          {"bottlenecks", bottlenecks}}
+                          {"bottlenecks", bottlenecks}, {"sources", sources}}
         .dump();
   }
   static absl::StatusOr<Stored> Parse(std::string_view value) {
@@ -83,6 +75,8 @@ struct Stored {
       s.platforms = j.at("platforms").get<std::vector<std::string>>();
       s.families = j.at("families").get<std::vector<std::string>>();
       s.bottlenecks = j.at("bottlenecks").get<std::vector<std::string>>();
+      // Records imported before sources existed have none.
+      s.sources = j.value("sources", std::vector<std::string>{});
       return s;
     } catch (const nlohmann::json::exception& e) {
       return absl::DataLossError(absl::StrCat("kb record unreadable: ", e.what()));
@@ -105,6 +99,17 @@ std::vector<std::string> ParseList(absl::string_view value) {
   for (absl::string_view item : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
     std::string v = absl::AsciiStrToLower(absl::StripAsciiWhitespace(item));
     if (!v.empty()) out.push_back(v);
+  }
+  return out;
+}
+
+// "Intel SDM, vol. 1; Agner Fog" -> {"Intel SDM, vol. 1", "Agner Fog"}: a
+// source may hold commas, so sources are split on ';' and keep their case.
+std::vector<std::string> ParseSources(absl::string_view value) {
+  std::vector<std::string> out;
+  for (absl::string_view item : absl::StrSplit(value, ';', absl::SkipWhitespace())) {
+    item = absl::StripAsciiWhitespace(item);
+    if (!item.empty()) out.emplace_back(item);
   }
   return out;
 }
@@ -139,10 +144,12 @@ absl::StatusOr<Stored> ParseDocument(const std::string& rel_path, const std::str
         d.families = ParseList(value);
       } else if (key == "bottlenecks" || key == "bottleneck") {
         d.bottlenecks = ParseList(value);
+      } else if (key == "sources" || key == "source") {
+        d.sources = ParseSources(value);
       } else {
         return absl::InvalidArgumentError(absl::StrCat(
             "kb document ", rel_path, ": unknown front matter key '", key,
-            "' (known: title, platforms, families, bottlenecks)"));
+            "' (known: title, platforms, families, bottlenecks, sources)"));
       }
     }
     body = body.substr(end + 5);
@@ -162,6 +169,19 @@ absl::StatusOr<Stored> ParseDocument(const std::string& rel_path, const std::str
     std::vector<std::string> parts = absl::StrSplit(rel_path, '/');
     if (parts.size() > 2) d.platforms = {parts[1] == "mtia" ? "mtia-sim" : parts[1]};
   }
+  return d;
+}
+
+KbDoc ToKbDoc(const Stored& s) {
+  KbDoc d;
+  d.id = Id(s.path);
+  d.title = s.title;
+  d.path = s.path;
+  d.text = s.text;
+  d.platforms = s.platforms;
+  d.families = s.families;
+  d.bottlenecks = s.bottlenecks;
+  d.sources = s.sources;
   return d;
 }
 
@@ -253,7 +273,9 @@ class XapianKnowledgeBase final : public KnowledgeBase {
       Xapian::MSet mset = enquire.get_mset(0, std::max(1, q.limit));
       for (auto it = mset.begin(); it != mset.end(); ++it) {
         const Stored& s = docs_.at(std::stoul(it.get_document().get_data()));
-        out.push_back(KbDoc{Id(s.path), s.title, s.path, s.text, it.get_weight()});
+        KbDoc doc = ToKbDoc(s);
+        doc.score = it.get_weight();
+        out.push_back(std::move(doc));
       }
     } catch (const Xapian::Error& e) {
       return absl::InvalidArgumentError(
@@ -274,7 +296,20 @@ class XapianKnowledgeBase final : public KnowledgeBase {
 
 }  // namespace
 
+// The filter values a query may name (the LLM proposer's bottleneck labels);
+// anything else is a typo that would match nothing.
+const std::vector<std::string>& KnownBottlenecks() {
+  static const auto* known = new std::vector<std::string>{
+      "memory", "compute", "latency", "compile", "wrong-answer", "nan", "crash", "timeout"};
+  return *known;
+}
+
 std::string Snippet(const KbDoc& doc) { return FirstParagraph(doc.text); }
+
+absl::StatusOr<KbDoc> ParseKbDocument(const std::string& rel_path, const std::string& content) {
+  KEVO_ASSIGN_OR_RETURN(Stored s, ParseDocument(rel_path, content));
+  return ToKbDoc(s);
+}
 
 absl::StatusOr<ImportStats> ImportDirectory(store::Store* store, const std::string& dir) {
   std::error_code ec;

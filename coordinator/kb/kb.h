@@ -27,8 +27,15 @@ struct KbDoc {
   std::string title;  // from the front matter
   std::string path;   // relative to the kb root, e.g. "hardware/cpu/simd.md"
   std::string text;   // the body, front matter removed
+  // The front matter's filters (lower case; empty = any) and the public
+  // sources the document was written from ("sources: a; b", split on ';').
+  std::vector<std::string> platforms, families, bottlenecks, sources;
   double score = 0;   // retrieval score (higher is better); 0 outside Search
 };
+
+// The bottleneck labels a query and a document's front matter may name
+// (besides "any").
+const std::vector<std::string>& KnownBottlenecks();
 
 struct KbQuery {
   std::string text;        // free text: the kernel's op, what its evaluation said, ...
@@ -55,6 +62,15 @@ class KnowledgeBase {
 struct ImportStats {
   int added = 0, updated = 0, unchanged = 0, removed = 0;
 };
+
+// Parses one document (`rel_path` below the kb root, e.g.
+// "hardware/cpu/simd.md") as ImportDirectory does: front matter between
+// "---" lines with the keys title, platforms, families, bottlenecks and
+// sources (lists are comma-separated, sources ';'-separated); without front
+// matter the title is the first "# " heading and the platform comes from the
+// path. InvalidArgument, naming the file, for front matter without a closing
+// line, a line that is not "key: value", or an unknown key.
+absl::StatusOr<KbDoc> ParseKbDocument(const std::string& rel_path, const std::string& content);
 
 // Imports every *.md under `dir` (front matter + body) into `store`'s kb
 // column family: new and changed files (by content hash) are written, files

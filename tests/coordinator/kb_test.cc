@@ -191,11 +191,12 @@ TEST_F(KbTest, UnknownPlatformOrBottleneckIsInvalidArgument) {
 }
 
 // The project's own knowledge base: every document imports, and the questions
-// the LLM proposer asks find the document written for them.
+// the LLM proposer asks find the document written for them among the three
+// it puts in a prompt (kb_retrieval_test measures this over many more).
 TEST_F(KbTest, ProjectKnowledgeBaseAnswersTypicalQuestions) {
   auto stats = ImportDirectory(store_.get(), SourceDir() + "/docs/kb");
   ASSERT_TRUE(stats.ok()) << stats.status();
-  EXPECT_GE(stats->added, 12);
+  EXPECT_GE(stats->added, 110);
   struct Case {
     KbQuery query;
     std::string want;
@@ -222,11 +223,11 @@ TEST_F(KbTest, ProjectKnowledgeBaseAnswersTypicalQuestions) {
       {{.text = "vendor library cuBLAS modify inputs", .platform = "nvidia"},
        "constraints/candidate-rules.md"},
   };
-  for (const Case& c : cases) {
+  for (Case c : cases) {
+    c.query.limit = 3;
     auto hits = Search(c.query);
     ASSERT_TRUE(hits.ok()) << hits.status();
-    ASSERT_FALSE(hits->empty()) << c.query.text;
-    EXPECT_EQ(hits->front().path, c.want) << c.query.text;
+    EXPECT_THAT(Paths(*hits), ::testing::Contains(c.want)) << c.query.text;
   }
 }
 
