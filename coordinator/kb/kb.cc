@@ -49,7 +49,9 @@ absl::Status CheckFilter(const char* what, const std::string& value,
 }
 
 // A title word counts as much as this many body words.
-constexpr int kTitleWeight = 3;
+constexpr int kTitleWeight = 6;
+// Front-matter labels (bottlenecks, op families) share this weight.
+constexpr int kLabelWeight = 15;
 constexpr int kSnippetChars = 160;
 
 // A document with its front matter parsed, as stored in the kb column family.
@@ -185,6 +187,18 @@ KbDoc ToKbDoc(const Stored& s) {
   return d;
 }
 
+// Front-matter labels as text, so that a query naming its bottleneck or op
+// family ranks the documents written for it first: the fewer labels a
+// document lists, the more each one weighs ("any" adds nothing).
+void IndexLabels(Xapian::TermGenerator& gen, const std::vector<std::string>& labels) {
+  if (labels.empty() || labels == std::vector<std::string>{kAny}) return;
+  const int weight = (kLabelWeight + static_cast<int>(labels.size()) - 1) / static_cast<int>(labels.size());
+  for (const std::string& label : labels) {
+    gen.increase_termpos();
+    gen.index_text(label, weight);
+  }
+}
+
 void AddFilterTerms(Xapian::Document& doc, const char* prefix, const std::vector<std::string>& values) {
   if (values.empty()) doc.add_boolean_term(absl::StrCat(prefix, kAny));
   for (const std::string& v : values) doc.add_boolean_term(absl::StrCat(prefix, v));
@@ -232,6 +246,8 @@ class XapianKnowledgeBase final : public KnowledgeBase {
       gen.index_text(s.title, kTitleWeight);
       gen.increase_termpos();
       gen.index_text(s.text);
+      IndexLabels(gen, s.bottlenecks);
+      IndexLabels(gen, s.families);
       AddFilterTerms(doc, kPlatformTerm, s.platforms);
       AddFilterTerms(doc, kFamilyTerm, s.families);
       AddFilterTerms(doc, kBottleneckTerm, s.bottlenecks);

@@ -288,15 +288,9 @@ CallResult ServiceImpl::Run(const CallSpec& spec) {
   }
   rec["bottleneck"] = bottleneck;
   if (kb_ != nullptr && options_.kb_documents > 0) {
-    kb::KbQuery q;
-    q.text = absl::StrCat(spec.task.name(), " ", spec.task.op_family(), " ", spec.task.description(),
-                          " ", bottleneck);
-    if (spec.parent) absl::StrAppend(&q.text, " ", spec.parent->evaluation.diagnostics().message());
-    q.platform = spec.platform;
-    q.family = spec.task.op_family();
-    q.bottleneck = bottleneck;
-    q.limit = options_.kb_documents;
-    auto docs = kb_->Search(q);
+    auto docs = kb_->Search(KnowledgeQuery(
+        spec.task, spec.platform, bottleneck,
+        spec.parent ? spec.parent->evaluation.diagnostics().message() : "", options_.kb_documents));
     if (docs.ok()) {
       in.documents = *std::move(docs);
     } else {

@@ -337,6 +337,18 @@ std::string BottleneckLabel(const v1::Task& task, const v1::Evaluation& e) {
   return flops < 8 * bytes ? "memory" : "compute";
 }
 
+kb::KbQuery KnowledgeQuery(const v1::Task& task, const std::string& platform,
+                           const std::string& bottleneck, const std::string& diagnostics, int limit) {
+  kb::KbQuery q;
+  q.text = absl::StrCat(task.name(), " ", task.op_family(), " ", task.description(), " ", bottleneck);
+  if (!diagnostics.empty()) absl::StrAppend(&q.text, " ", diagnostics);
+  q.platform = platform;
+  q.family = task.op_family();
+  q.bottleneck = bottleneck;
+  q.limit = limit;
+  return q;
+}
+
 absl::StatusOr<Prompt> BuildPrompt(const PromptInputs& in, const PromptOptions& options) {
   if (in.task == nullptr) return absl::InvalidArgumentError("BuildPrompt: no task");
   auto platform_it = Platforms().find(in.platform);
