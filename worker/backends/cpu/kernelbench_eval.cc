@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <map>
+#include <random>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -31,70 +32,23 @@ constexpr absl::Duration kStartupAllowance = absl::Seconds(60);
 // of every seed, and load_inline's objects.
 constexpr int64_t kMaxFileBytes = int64_t{4} << 30;
 
-// One output of one case, as the runner lays it out in its outputs file.
-struct OutputMeta {
-  std::string name;
-  v1::DType dtype = v1::DTYPE_UNSPECIFIED;
-  std::vector<int64_t> shape;
-  int64_t offset = 0;
-  int64_t bytes = 0;
-};
-
-struct CaseMeta {
-  uint64_t seed = 0;
-  std::vector<OutputMeta> outputs;
-  std::string modified_input;
-  std::string nondet_output;
-  int64_t nondet_index = -1;
-};
-
-absl::StatusOr<std::vector<CaseMeta>> CasesFromJson(const nlohmann::json& result) {
-  std::vector<CaseMeta> cases;
-  try {
-    for (const auto& c : result.at("cases")) {
-      CaseMeta m;
-      m.seed = c.at("seed").get<uint64_t>();
-      m.modified_input = c.value("modified_input", "");
-      m.nondet_output = c.value("nondet_output", "");
-      m.nondet_index = c.value("nondet_index", int64_t{-1});
-      for (const auto& o : c.at("outputs")) {
-        OutputMeta out;
-        out.name = o.at("name").get<std::string>();
-        if (!v1::DType_Parse(o.at("dtype").get<std::string>(), &out.dtype)) {
-          return absl::InternalError(absl::StrCat("unknown dtype ", o.at("dtype").dump()));
-        }
-        out.shape = o.at("shape").get<std::vector<int64_t>>();
-        out.offset = o.at("offset").get<int64_t>();
-        out.bytes = o.at("bytes").get<int64_t>();
-        m.outputs.push_back(std::move(out));
-      }
-      cases.push_back(std::move(m));
-    }
-  } catch (const nlohmann::json::exception& e) {
-    return absl::InternalError(absl::StrCat("malformed runner result: ", e.what()));
+// The tolerances the runner compares with, per dtype it can meet:
+// "F32=atol,rtol;F16=...".
+std::string ToleranceArg(const v1::Task& task) {
+  std::vector<std::string> parts;
+  for (v1::DType d : {v1::F32, v1::F64, v1::F16, v1::BF16, v1::I32, v1::I64, v1::U8, v1::I8}) {
+    const Tolerances t = ToleranceFor(task, d);
+    parts.push_back(absl::StrCat(v1::DType_Name(d), "=", t.atol, ",", t.rtol));
   }
-  return cases;
+  return absl::StrJoin(parts, ";");
 }
 
-std::string ShapeString(const OutputMeta& o) {
-  return absl::StrCat("[", absl::StrJoin(o.shape, ", "), "] ", std::string(DTypeName(o.dtype)));
-}
-
-// Why a candidate case's outputs cannot be compared element by element with
-// the reference's, or "" when they can.
-std::string LayoutMismatch(const CaseMeta& got, const CaseMeta& want) {
-  if (got.outputs.size() != want.outputs.size()) {
-    return absl::StrCat("returned ", got.outputs.size(), " tensor(s), the reference ",
-                        want.outputs.size());
-  }
-  for (size_t i = 0; i < got.outputs.size(); ++i) {
-    const OutputMeta& g = got.outputs[i];
-    const OutputMeta& w = want.outputs[i];
-    if (g.shape != w.shape || g.dtype != w.dtype) {
-      return absl::StrCat(g.name, " is ", ShapeString(g), ", the reference's ", ShapeString(w));
-    }
-  }
-  return "";
+// A random hex string the runner puts into its result: a result file without
+// it was written by someone else (the candidate, before ending the runner).
+std::string NewNonce() {
+  std::random_device rd;
+  return absl::StrCat(absl::Hex(rd(), absl::kZeroPad8), absl::Hex(rd(), absl::kZeroPad8),
+                      absl::Hex(rd(), absl::kZeroPad8), absl::Hex(rd(), absl::kZeroPad8));
 }
 
 // The "File ..., line N in f" lines faulthandler printed when its watchdog
@@ -130,11 +84,6 @@ struct KernelBenchEvaluator::Outcome {
   int signal = 0;
 };
 
-struct KernelBenchEvaluator::Golden {
-  std::string outputs;
-  std::vector<CaseMeta> cases;
-};
-
 KernelBenchEvaluator::KernelBenchEvaluator(const sandbox::Sandbox* sandbox, KernelBenchOptions options)
     : sandbox_(sandbox),
       options_(std::move(options)),
@@ -142,7 +91,7 @@ KernelBenchEvaluator::KernelBenchEvaluator(const sandbox::Sandbox* sandbox, Kern
                                             options_.extra_visible_paths, options_.run_timeout,
                                             options_.memory_limit_bytes, options_.open_files, options_.env)) {
   std::error_code ec;
-  for (const char* sub : {"golden", "evals"}) fs::create_directories(options_.work_dir + "/" + sub, ec);
+  fs::create_directories(options_.work_dir + "/evals", ec);
 }
 
 bool KernelBenchEvaluator::Available() const {
@@ -161,6 +110,18 @@ KernelBenchEvaluator::Outcome KernelBenchEvaluator::RunRunner(const std::vector<
   argv.push_back("--phase=" + dir + "/phase");
   argv.push_back(absl::StrCat("--compile_timeout_s=", absl::ToDoubleSeconds(options_.compile_timeout)));
   argv.push_back(absl::StrCat("--run_timeout_s=", absl::ToDoubleSeconds(options_.run_timeout)));
+  // evaluate: the judge's result must carry the nonce it read (and removed)
+  // before it started the candidate's process.
+  const bool judged = !args.empty() && args.front() == "evaluate";
+  const std::string nonce = judged ? NewNonce() : "";
+  if (judged) {
+    if (absl::Status s = WriteFileBytes(dir + "/nonce", nonce); !s.ok()) {
+      out.status = v1::INFRA_ERROR;
+      out.message = std::string(s.message());
+      return out;
+    }
+    argv.push_back("--nonce_file=" + dir + "/nonce");
+  }
   auto run = harness_.Run(argv, dir, timeout, kMaxFileBytes);
   if (!run.ok()) {
     out.status = v1::INFRA_ERROR;
@@ -175,6 +136,10 @@ KernelBenchEvaluator::Outcome KernelBenchEvaluator::RunRunner(const std::vector<
   if (auto text = ReadFileBytes(dir + "/result.json"); text.ok()) {
     out.result = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
     if (out.result.is_discarded()) out.result = nullptr;
+    if (judged && out.result.is_object() && out.result.value("nonce", "") != nonce) {
+      LogWarning("kernelbench: a result file without the judge's nonce in ", dir, ": forged by the candidate");
+      out.result = nullptr;
+    }
   }
   const std::string stderr_text = out.process.stderr_data;
   const bool watchdog = !out.process.timed_out && out.process.term_signal == 0 &&
@@ -200,6 +165,9 @@ KernelBenchEvaluator::Outcome KernelBenchEvaluator::RunRunner(const std::vector<
     if (!v1::EvalStatus_Parse(status, &out.status)) out.status = v1::INFRA_ERROR;
     out.message = out.result.value("message", "");
     out.traceback = out.result.value("traceback", "");
+    if (out.status == v1::RUN_TIMEOUT || out.status == v1::COMPILE_TIMEOUT) {
+      absl::StrAppend(&out.message, HungAt(stderr_text));  // the candidate's stacks, printed on its way out
+    }
     if (out.status == v1::OK && !out.process.Succeeded()) {
       out.status = v1::RUNTIME_ERROR;
       out.message = absl::StrCat("ended badly after writing its results: ", out.process.Summary());
@@ -217,64 +185,6 @@ KernelBenchEvaluator::Outcome KernelBenchEvaluator::RunRunner(const std::vector<
   out.message = absl::StrCat("ended the process (", out.process.Summary(),
                              ") without the runner writing its results: os._exit()?");
   return out;
-}
-
-absl::StatusOr<KernelBenchEvaluator::Golden> KernelBenchEvaluator::GoldenOutputs(
-    const v1::Task& task, const std::vector<uint64_t>& seeds, const std::string& device) const {
-  auto runner_text = ReadFileBytes(options_.runner_path);
-  if (!runner_text.ok()) return runner_text.status();
-  const std::string key = Sha256Hex(absl::StrCat(
-      "kevo-kernelbench-golden-v1\n", Sha256Hex(*runner_text), "\n", options_.python, "\n",
-      options_.device, "\n", absl::StrJoin(seeds, ","), "\n", task.reference().source()));
-  const std::string dir = absl::StrCat(options_.work_dir, "/golden/kb-", key);
-  auto load = [](const std::string& from) -> absl::StatusOr<Golden> {
-    auto result_text = ReadFileBytes(from + "/result.json");
-    auto outputs = ReadFileBytes(from + "/outputs.bin");
-    if (!result_text.ok() || !outputs.ok()) return absl::NotFoundError("no cached golden outputs");
-    nlohmann::json result = nlohmann::json::parse(*result_text, nullptr, false);
-    if (!result.is_object()) return absl::InternalError("malformed golden result");
-    auto cases = CasesFromJson(result);
-    if (!cases.ok()) return cases.status();
-    Golden g{*std::move(outputs), *std::move(cases)};
-    int64_t total = 0;
-    for (const CaseMeta& c : g.cases) {
-      for (const OutputMeta& o : c.outputs) total += o.bytes;
-    }
-    if (total != static_cast<int64_t>(g.outputs.size())) {
-      return absl::InternalError("golden outputs are incomplete");
-    }
-    return g;
-  };
-  if (auto cached = load(dir); cached.ok()) return cached;
-
-  const std::string scratch = harness_.NewScratchDir();
-  std::error_code ec;
-  fs::create_directories(scratch, ec);
-  KEVO_RETURN_IF_ERROR(WriteFileBytes(scratch + "/problem.py", task.reference().source()));
-  Outcome run = RunRunner({"run", "--problem=" + scratch + "/problem.py",
-                           "--seeds=" + absl::StrJoin(seeds, ","),
-                           "--outputs=" + scratch + "/outputs.bin"},
-                          device, scratch,
-                          options_.compile_timeout + options_.run_timeout + kStartupAllowance);
-  if (run.status != v1::OK) {
-    fs::remove_all(scratch, ec);
-    return absl::InternalError(absl::StrCat(
-        "the KernelBench problem's Model failed (", v1::EvalStatus_Name(run.status), "): ",
-        run.message, run.traceback.empty() ? "" : "\n", run.traceback));
-  }
-  auto golden = load(scratch);
-  if (golden.ok()) {
-    // Publish for the next evaluation; losing a race to another slot is fine.
-    const std::string staged = dir + ".tmp-" + fs::path(scratch).filename().string();
-    fs::create_directories(staged, ec);
-    if (!ec && WriteFileBytes(staged + "/outputs.bin", golden->outputs).ok() &&
-        WriteFileBytes(staged + "/result.json", run.result.dump()).ok()) {
-      fs::rename(staged, dir, ec);
-    }
-    if (ec) fs::remove_all(staged, ec);
-  }
-  fs::remove_all(scratch, ec);
-  return golden;
 }
 
 v1::Evaluation KernelBenchEvaluator::Evaluate(const v1::Task& task, const v1::Candidate& candidate,
@@ -310,15 +220,11 @@ v1::Evaluation KernelBenchEvaluator::Evaluate(const v1::Task& task, const v1::Ca
     if (written.ok()) written = WriteFileBytes(cand, candidate.source());
     if (!written.ok()) {
       run.Fail(v1::STAGE_COMPILE, v1::INFRA_ERROR, std::string(written.message()));
-    } else if (options_.exclusive_device) {
-      if (ImportAhead(run, problem, cand) &&
-          hold(run, [&](const std::string& device) {
-            return CompileAndValidate(run, problem, cand, device) && Profile(run, problem, cand, device);
-          })) {
-        ev.set_status(v1::OK);
-      }
-    } else if (CompileAndValidate(run, problem, cand, options_.device) &&
-               hold(run, [&](const std::string& device) { return Profile(run, problem, cand, device); })) {
+    } else if (ImportAhead(run, problem, cand) &&
+               hold(run, [&](const std::string& device) { return Judge(run, problem, cand, device); })) {
+      // The import (where a module-level load_inline builds, into the
+      // scratch folder's extension cache) leaves the device to others; the
+      // judge then holds it for validation and timing.
       ev.set_status(v1::OK);
     }
   }
@@ -347,102 +253,12 @@ bool KernelBenchEvaluator::ImportAhead(EvalRun& run, const std::string& problem,
   return run.Fail(v1::STAGE_COMPILE, out.status, absl::StrCat("candidate ", message));
 }
 
-bool KernelBenchEvaluator::CompileAndValidate(EvalRun& run, const std::string& problem,
-                                              const std::string& candidate,
-                                              const std::string& device) const {
+bool KernelBenchEvaluator::Judge(EvalRun& run, const std::string& problem, const std::string& candidate,
+                                 const std::string& device) const {
   const v1::Task& task = run.task;
   v1::Evaluation& ev = run.ev;
   const std::vector<uint64_t> seeds = runner::ValidationSeeds(task);
-  auto golden = GoldenOutputs(task, seeds, device);
-  if (!golden.ok()) return run.Fail(v1::STAGE_COMPILE, v1::INFRA_ERROR, std::string(golden.status().message()));
-
-  run.stage_start = absl::Now();
-  Outcome out = RunRunner({"run", "--problem=" + problem, "--candidate=" + candidate,
-                           "--seeds=" + absl::StrJoin(seeds, ","),
-                           "--outputs=" + run.scratch + "/outputs.bin"},
-                          device, run.scratch,
-                          options_.compile_timeout + options_.run_timeout + kStartupAllowance);
-  if (out.result.is_object()) {
-    ev.mutable_fingerprint()->set_compiler(absl::StrCat("Python ", out.result.value("python", "?"),
-                                                        ", torch ", out.result.value("torch", "?")));
-  }
-  const bool compiled = !IsCompilePhase(out.phase) || out.status == v1::OK;
-  std::string message = out.message;
-  if (!out.traceback.empty()) absl::StrAppend(&message, "\n", out.traceback);
-  if (out.status == v1::COMPILE_ERROR || out.status == v1::COMPILE_TIMEOUT ||
-      (!compiled && out.status != v1::OK)) {
-    ev.mutable_diagnostics()->set_compiler_output(out.traceback);
-    ev.mutable_diagnostics()->set_signal(out.signal);
-    return run.Fail(v1::STAGE_COMPILE, out.status, absl::StrCat("candidate ", message));
-  }
-  run.Emit(v1::STAGE_COMPILE, /*ok=*/true,
-           absl::StrCat("imported ModelNew (", ev.fingerprint().compiler(), ", ", device, ")"));
-  run.stage_start = absl::Now();
-  if (out.status != v1::OK) {
-    ev.mutable_diagnostics()->set_signal(out.signal);
-    return run.Fail(v1::STAGE_VALIDATE, out.status, absl::StrCat("candidate ", message));
-  }
-  auto cases = CasesFromJson(out.result);
-  auto outputs = ReadFileBytes(run.scratch + "/outputs.bin");
-  if (!cases.ok() || !outputs.ok()) {
-    return run.Fail(v1::STAGE_VALIDATE, v1::RUNTIME_ERROR,
-                    "the runner ended without its outputs: the candidate ended the process or "
-                    "wrote into the runner's files");
-  }
-  if (cases->size() != golden->cases.size()) {
-    return run.Fail(v1::STAGE_VALIDATE, v1::INFRA_ERROR, "the runner reported the wrong number of cases");
-  }
-  for (size_t i = 0; i < cases->size(); ++i) {
-    const CaseMeta& got = (*cases)[i];
-    const CaseMeta& want = golden->cases[i];
-    v1::CaseResult& result = *ev.add_validation();
-    runner::CaseReport report;
-    report.binding = task::kKernelBenchBinding;
-    report.seed = got.seed;
-    report.modified_input = got.modified_input;
-    report.nondet_output = got.nondet_output;
-    report.nondet_index = got.nondet_index;
-    const std::string mismatch = LayoutMismatch(got, want);
-    if (!mismatch.empty() && got.modified_input.empty()) {
-      result.set_binding(report.binding);
-      result.set_seed(report.seed);
-      result.set_status(v1::WRONG_ANSWER);
-      result.set_first_bad_index(-1);
-      result.set_detail(mismatch);
-      continue;
-    }
-    // Both cases' outputs, with offsets relative to the case's first output.
-    std::vector<runner::OutputSlot> slots;
-    int64_t got_start = got.outputs.empty() ? 0 : got.outputs.front().offset;
-    int64_t want_start = want.outputs.empty() ? 0 : want.outputs.front().offset;
-    int64_t bytes = 0;
-    for (const OutputMeta& o : want.outputs) {
-      runner::OutputSlot slot;
-      slot.binding = report.binding;
-      slot.seed = report.seed;
-      slot.output = o.name;
-      slot.dtype = o.dtype;
-      slot.count = o.bytes / static_cast<int64_t>(DTypeSize(o.dtype));
-      slot.offset = o.offset - want_start;
-      slot.bytes = o.bytes;
-      bytes += o.bytes;
-      slots.push_back(std::move(slot));
-    }
-    if (got_start + bytes > static_cast<int64_t>(outputs->size()) ||
-        want_start + bytes > static_cast<int64_t>(golden->outputs.size())) {
-      return run.Fail(v1::STAGE_VALIDATE, v1::RUNTIME_ERROR, "the runner's outputs file is truncated");
-    }
-    JudgeCase(task, report, slots, outputs->substr(got_start, bytes),
-              golden->outputs.substr(want_start, bytes), result);
-  }
-  return ConcludeValidation(run, absl::StrCat(seeds.size(), " seeds of get_inputs()"));
-}
-
-bool KernelBenchEvaluator::Profile(EvalRun& run, const std::string& problem,
-                                   const std::string& candidate, const std::string& device) const {
-  v1::Evaluation& ev = run.ev;
-  run.stage_start = absl::Now();
-  const std::string problem_key = Sha256Hex(run.task.reference().source());
+  const std::string problem_key = Sha256Hex(task.reference().source());
   std::string compile_note;  // why torch.compile is not timed, when known beforehand
   bool want_compile = false;
   for (const std::string& b : options_.baselines) want_compile |= b == "compile";
@@ -452,38 +268,79 @@ bool KernelBenchEvaluator::Profile(EvalRun& run, const std::string& problem,
       compile_note = it->second;
     }
   }
-  auto profile = [&](bool with_compile) {
+  auto evaluate = [&](bool with_compile) {
     return RunRunner(
-        {"profile", "--problem=" + problem, "--candidate=" + candidate,
+        {"evaluate", "--problem=" + problem, "--candidate=" + candidate,
+         "--seeds=" + absl::StrJoin(seeds, ","), "--tolerances=" + ToleranceArg(task),
          absl::StrCat("--time_cap_s=", options_.profile_time_cap_s),
          absl::StrCat("--torch_compile_timeout_s=", absl::ToDoubleSeconds(options_.torch_compile_timeout)),
          with_compile ? "--baselines=eager,compile" : "--baselines=eager"},
         device, run.scratch,
-        // Warm-up: the candidate gets the compile timeout, torch.compile its
-        // own (and a minute's grace); then sampling to the cap, then the
-        // final checks.
+        // The judge limits every stage itself (import and build: the compile
+        // timeout; each call: the run timeout; torch.compile: its own); this
+        // is the backstop for the judge.
         options_.compile_timeout + options_.torch_compile_timeout + absl::Seconds(60) +
-            2 * options_.run_timeout + kStartupAllowance +
+            (2 * static_cast<int64_t>(seeds.size()) + 4) * options_.run_timeout + kStartupAllowance +
             absl::Seconds(3 * options_.profile_time_cap_s + 30));
   };
-  Outcome out = profile(want_compile && compile_note.empty());
+  run.stage_start = absl::Now();
+  Outcome out = evaluate(want_compile && compile_note.empty());
   if (out.status == v1::INFRA_ERROR && out.phase == "baseline" && want_compile && compile_note.empty()) {
-    // torch.compile hung past its cap where the runner could not stop it:
+    // torch.compile hung past its cap where the judge could not stop it:
     // time without it rather than fail the candidate.
     compile_note = absl::StrCat("torch.compile unavailable: ", out.message);
-    LogWarning("kernelbench ", run.task.name(), ": ", compile_note, "; timing without it");
-    out = profile(false);
-  }
-  if (out.status != v1::OK) {
-    ev.mutable_diagnostics()->set_signal(out.signal);
-    std::string message = out.message;
-    if (!out.traceback.empty()) absl::StrAppend(&message, "\n", out.traceback);
-    return run.Fail(v1::STAGE_PROFILE, out.status, absl::StrCat("candidate (while timing) ", message));
+    LogWarning("kernelbench ", task.name(), ": ", compile_note, "; timing without it");
+    out = evaluate(false);
   }
   const nlohmann::json& r = out.result;
-  if (const std::string modified = r.value("modified_input", ""); !modified.empty()) {
-    return run.Fail(v1::STAGE_PROFILE, v1::INPUT_MODIFIED,
-                    absl::StrCat("input '", modified, "' changed while timing"));
+  if (r.is_object()) {
+    ev.mutable_fingerprint()->set_compiler(
+        absl::StrCat("Python ", r.value("python", "?"), ", torch ", r.value("torch", "?")));
+  }
+  const std::string stage = r.is_object() ? r.value("stage", "compile") : (IsCompilePhase(out.phase) ? "compile" : "validate");
+  std::string message = out.message;
+  if (!out.traceback.empty()) absl::StrAppend(&message, "\n", out.traceback);
+  // A problem too large for this worker is not the candidate's fault.
+  const std::string who = r.is_object() && r.value("blame", "") == "problem"
+                              ? absl::StrCat("KernelBench problem '", task.name(), "': ")
+                              : std::string("candidate ");
+  if (out.status != v1::OK && (stage == "compile" || out.status == v1::COMPILE_ERROR ||
+                               out.status == v1::COMPILE_TIMEOUT)) {
+    ev.mutable_diagnostics()->set_compiler_output(out.traceback);
+    ev.mutable_diagnostics()->set_signal(out.signal);
+    return run.Fail(v1::STAGE_COMPILE, out.status, absl::StrCat(who, message));
+  }
+  run.Emit(v1::STAGE_COMPILE, /*ok=*/true,
+           absl::StrCat("imported ModelNew in its own process (", ev.fingerprint().compiler(), ", ", device, ")"));
+  run.stage_start = absl::Now();
+  if (out.status != v1::OK && stage == "validate") {
+    ev.mutable_diagnostics()->set_signal(out.signal);
+    return run.Fail(v1::STAGE_VALIDATE, out.status, absl::StrCat(who, message));
+  }
+  if (r.is_object()) {
+    for (const nlohmann::json& c : r.value("cases", nlohmann::json::array())) {
+      v1::CaseResult& result = *ev.add_validation();
+      v1::EvalStatus status = v1::INFRA_ERROR;
+      if (!v1::EvalStatus_Parse(c.value("status", "INFRA_ERROR"), &status)) status = v1::INFRA_ERROR;
+      result.set_binding(task::kKernelBenchBinding);
+      result.set_seed(c.value("seed", uint64_t{0}));
+      result.set_status(status);
+      result.set_output(c.value("output", ""));
+      result.set_first_bad_index(c.value("first_bad_index", int64_t{-1}));
+      result.set_max_abs_err(c.value("max_abs_err", 0.0));
+      result.set_max_rel_err(c.value("max_rel_err", 0.0));
+      result.set_detail(c.value("detail", ""));
+    }
+  }
+  if (ev.validation_size() == 0) {
+    return run.Fail(v1::STAGE_VALIDATE, v1::RUNTIME_ERROR,
+                    "the judge ended without its verdict: the candidate ended it or wrote into its files");
+  }
+  if (!ConcludeValidation(run, absl::StrCat(seeds.size(), " seeds of get_inputs()"))) return false;
+  run.stage_start = absl::Now();
+  if (out.status != v1::OK) {
+    ev.mutable_diagnostics()->set_signal(out.signal);
+    return run.Fail(v1::STAGE_PROFILE, out.status, absl::StrCat(who, "(while timing) ", message));
   }
   const nlohmann::json series = r.value("series", nlohmann::json::object());
   if (!series.contains("candidate") || !series.contains("eager")) {
@@ -507,18 +364,15 @@ bool KernelBenchEvaluator::Profile(EvalRun& run, const std::string& problem,
   counters["baseline_kind_pytorch_eager"] = 1;
   counters["candidate_calls_per_sample"] = static_cast<double>(cand.calls_per_sample);
   counters["baseline_calls_per_sample"] = static_cast<double>(eager.calls_per_sample);
-  counters["copies"] = r.value("copies", 1.0);
   counters["working_set_bytes"] = r.value("working_set_bytes", 0.0);
   counters["converged"] = r.value("converged", false) ? 1 : 0;
   counters["peak_rss_bytes"] = static_cast<double>(out.process.peak_rss_bytes);
-  if (r.contains("threads")) {
-    counters["threads_candidate"] = r["threads"].value("candidate", 0.0);
-    counters["threads_baseline"] = r["threads"].value("baseline", 0.0);
-  }
-  if (r.contains("escaped_samples")) {
-    counters["escaped_samples"] = r["escaped_samples"].value("candidate", 0.0);
-    counters["baseline_escaped_samples"] = r["escaped_samples"].value("eager", 0.0);
-  }
+  // What isolation costs and shows: the judge's round trip to the
+  // candidate's process (taken out of its samples), the timed calls whose
+  // outputs were checked, the time to draw fresh inputs.
+  counters["ipc_overhead_s"] = r.value("ipc_overhead_s", 0.0);
+  counters["timed_calls_checked"] = r.value("timed_calls_checked", 0.0);
+  counters["input_generation_s"] = r.value("input_generation_s", 0.0);
   if (r.contains("l2_flush_bytes")) counters["l2_flush_bytes"] = r.value("l2_flush_bytes", 0.0);
   auto& notes = *ev.mutable_notes();
   const std::string torch = r.value("torch", "?");
@@ -546,15 +400,12 @@ bool KernelBenchEvaluator::Profile(EvalRun& run, const std::string& problem,
     absl::MutexLock l(&mu_);
     torch_compile_unavailable_[problem_key] = compile_note;
   }
-  const double escaped = counters.contains("escaped_samples") ? counters["escaped_samples"] : 0;
   run.Emit(v1::STAGE_PROFILE, /*ok=*/true,
            absl::StrCat("median ", cand.median_s * 1e3, " ms (spread ", cand.spread * 100,
                         "%), PyTorch eager ", eager.median_s * 1e3, " ms, speedup ", ev.speedup(),
                         "x", compile_line, ", ", cand.samples_s.size(), " samples",
                         r.value("converged", false) ? "" : " (time cap reached before 1% spread)",
-                        escaped > 0 ? absl::StrCat("; ", escaped, " samples finished after the "
-                                                   "default stream (timed to device sync)")
-                                    : ""));
+                        ", every timed call's output checked"));
   return true;
 }
 

@@ -4,36 +4,42 @@
 // it). Device-agnostic: the cpu backend uses it with device "cpu"; a backend
 // with a CUDA build of PyTorch can use it with device "cuda".
 //
-// Trust layout, as for native tasks: Python code only runs inside
-// kevo-runner-kernelbench (worker/runner/kernelbench_runner.py) started
-// through the sandbox (bubblewrap without network, rlimits, wall-clock kill);
-// there is no seccomp layer, since the Python interpreter and PyTorch need
-// system calls (threads, files, the compiler for load_inline) that kernels do
-// not. Correctness is judged here, outside the sandbox: the problem's Model
-// runs in its own process (golden outputs, cached), the candidate in another,
-// and their raw outputs are compared with the task's per-dtype tolerances
-// (common/tensor.h), so a candidate never sees the reference's results.
+// Trust layout: Python code only runs inside kevo-runner-kernelbench
+// (worker/runner/kernelbench_runner.py) started through the sandbox
+// (bubblewrap without network, rlimits, wall-clock kill). Its `evaluate` mode
+// is the judge: it runs the problem's Model (eager, and torch.compile where
+// torch has it) in its own interpreter and starts the candidate in another
+// (`serve`), which it talks to over a socket in JSON lines, never unpickling
+// what it sends. The candidate sees the judge's input buffers (shared memory:
+// a memfd on the CPU, CUDA IPC on a GPU) and says where its outputs are; the
+// judge reads them out of its memory, times it from outside (wall clock
+// around the request, less the round trip of a request that does no work),
+// stops it (SIGSTOP) between requests, gives every timed call fresh inputs
+// and checks every timed call's outputs against eager's on the same inputs.
+// The judge is not dumpable (the candidate can neither read nor write its
+// memory) and its result carries a nonce from this process, so a result
+// file the candidate forged is not taken. Tolerances are the task's
+// (common/tensor.h semantics), passed to the judge.
 //
 // Stages and statuses:
-//   compile  import the candidate and build the first ModelNew (load_inline
-//            runs here): SyntaxError, a failed extension build, a missing
-//            ModelNew or a module the worker lacks -> COMPILE_ERROR; out of
-//            time -> COMPILE_TIMEOUT.
-//   validate every seed: outputs vs the golden ones -> WRONG_ANSWER /
-//            NONFINITE; input changed -> INPUT_MODIFIED; two calls differ ->
+//   compile  import the candidate (a module-level load_inline builds here,
+//            in a process that leaves the device alone), then in the
+//            judge's child import it and build ModelNew: SyntaxError, a
+//            failed extension build, a missing ModelNew or a module the
+//            worker lacks -> COMPILE_ERROR; out of time -> COMPILE_TIMEOUT.
+//   validate every seed: outputs vs eager's -> WRONG_ANSWER / NONFINITE;
+//            input changed -> INPUT_MODIFIED; two calls differ ->
 //            NONDETERMINISTIC; an exception -> RUNTIME_ERROR with the
-//            traceback's last lines; a hang -> RUN_TIMEOUT; MemoryError or
-//            the memory limit -> RESOURCE_EXHAUSTED.
+//            traceback's last lines; a hang -> RUN_TIMEOUT naming where;
+//            MemoryError or the memory limit -> RESOURCE_EXHAUSTED.
 //   profile  candidate, eager Model and torch.compile(Model) timed
-//            interleaved in one process; speedup = eager median / candidate
-//            median; the torch.compile figure, or why there is none, is in
-//            the evaluation's profile map and notes.
+//            interleaved; a wrong timed call fails the evaluation (its
+//            status, "timed call N was wrong"); speedup = eager median /
+//            candidate median; the torch.compile figure, or why there is
+//            none, is in the evaluation's profile map and notes.
 //
-// On a GPU (device "cuda", the nvidia backend) the candidate is first
-// imported in a process that does not touch the GPU (a module-level
-// load_inline builds there, on a CPU slot), then the golden run, validation
-// and profile run on the GPU the backend holds for them (DeviceHold), one
-// call per sample between CUDA events after an L2 flush.
+// The judge runs under the backend's DeviceHold (on a GPU the device it
+// holds; on the CPU one evaluation is judged at a time per worker).
 //
 // Thread-safety: Evaluate() may be called from several slots at once.
 #pragma once
@@ -65,7 +71,7 @@ struct KernelBenchOptions {
   // The runner script; empty: kevo-runner-kernelbench next to /proc/self/exe.
   std::string runner_path;
   std::string device = "cpu";  // "cpu" or "cuda"
-  // Holds golden/ (cached outputs of each problem's Model) and evals/.
+  // Holds evals/ (each evaluation's scratch folder).
   std::string work_dir;
   // What the runner may see inside bubblewrap besides the system folders
   // (e.g. /dev/nvidia* on a GPU host).
@@ -85,10 +91,6 @@ struct KernelBenchOptions {
   double profile_time_cap_s = 3.0;
   // Baselines the profile times besides the candidate ("eager", "compile").
   std::vector<std::string> baselines = {"eager", "compile"};
-  // GPU: import the candidate first in a process that leaves the device
-  // alone, and run the golden outputs and validation on the held device too
-  // (on the CPU only the profile holds it).
-  bool exclusive_device = false;
 };
 
 // Runs `stages` on a device the backend takes for them and gives back
@@ -135,9 +137,8 @@ class KernelBenchEvaluator {
   const KernelBenchOptions& options() const { return options_; }
 
   // Evaluates `candidate` (language "python") for the KernelBench `task`.
-  // `hold` wraps the stages that need the device: the profile on the CPU
-  // (one at a time per worker), golden run + validation + profile with
-  // exclusive_device. `fingerprint` is the backend's; its compiler field is
+  // `hold` wraps the judge (validation and timing), which needs the
+  // device. `fingerprint` is the backend's; its compiler field is
   // replaced by the Python and torch versions. Never throws; candidate
   // faults are statuses, the worker's own failures INFRA_ERROR.
   v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate,
@@ -145,21 +146,17 @@ class KernelBenchEvaluator {
                           const v1::Fingerprint& fingerprint, const DeviceHold& hold) const;
 
  private:
-  struct Golden;
   struct Outcome;
   // Runs the runner with `args` and --device=`device` in `dir`; reads
   // dir/result.json and dir/phase.
   Outcome RunRunner(const std::vector<std::string>& args, const std::string& device,
                     const std::string& dir, absl::Duration timeout) const;
-  // The problem Model's outputs for `seeds`, cached under work_dir/golden.
-  absl::StatusOr<Golden> GoldenOutputs(const v1::Task& task, const std::vector<uint64_t>& seeds,
-                                       const std::string& device) const;
-  // exclusive_device: the candidate imported without the device.
+  // The candidate imported without the device (where load_inline builds).
   bool ImportAhead(EvalRun& run, const std::string& problem, const std::string& candidate) const;
-  bool CompileAndValidate(EvalRun& run, const std::string& problem, const std::string& candidate,
-                          const std::string& device) const;
-  bool Profile(EvalRun& run, const std::string& problem, const std::string& candidate,
-               const std::string& device) const;
+  // The runner's `evaluate`: the judge validates every seed and times the
+  // candidate (in its own process) against eager and torch.compile.
+  bool Judge(EvalRun& run, const std::string& problem, const std::string& candidate,
+             const std::string& device) const;
 
   const sandbox::Sandbox* sandbox_;
   const KernelBenchOptions options_;

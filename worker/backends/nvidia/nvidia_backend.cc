@@ -401,7 +401,6 @@ KernelBenchSetup SetUpKernelBench(const sandbox::Sandbox& sb, const NvidiaBacken
     k.memory_limit_bytes = 0;  // CUDA reserves far more address space than it uses
     k.open_files = 4096;
     k.profile_time_cap_s = o.profile_time_cap_s;
-    k.exclusive_device = true;
     LogInfo("KernelBench on the GPU: ", python, " (Python ", probe->python_version, ", torch ", probe->torch,
             ", CUDA ", probe->torch_cuda, ", Triton ", probe->triton.empty() ? "none" : probe->triton,
             ", torch.compile ", probe->torch_compile ? "yes" : "no", ")");
