@@ -8,6 +8,8 @@
 // The judge (the runner's `evaluate`) runs the problem's Model in its own
 // interpreter and the candidate in another, so a candidate that changes its
 // own process changes nothing the judge measures.
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -274,6 +276,67 @@ TEST(KernelBenchCudaWithoutCudaTest, ProbeNamesTheCpuOnlyBuild) {
   auto missing = ProbeKernelBench(**sb, "/nonexistent/python3", runner, "cuda",
                                   ::testing::TempDir() + "/kbprobe-none", SandboxSystemPaths(), {});
   EXPECT_THAT(missing.status().message(), HasSubstr("no such interpreter"));
+}
+
+// Problems at KernelBench's own scale on a worker left at its defaults
+// (timeouts, memory limit, timing cap): nothing here is tuned to let them
+// through.
+class KernelBenchAtScaleTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    CpuBackendOptions o;
+    o.work_dir = BinDir() + "/../tests/kernelbench_scale_test.work";
+    o.runner_path = BinDir() + "/kevo-runner-cpu";
+    o.calibrate = false;
+    auto backend = CreateCpuBackend(o);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    backend_ = backend->release();
+  }
+  static void TearDownTestSuite() { delete backend_; }
+
+  // A KernelBench-format ReLU problem whose one input is `shape` (fp32),
+  // written as `name`.py.
+  static v1::Task ReluProblem(const std::string& name, const std::string& shape) {
+    const std::string dir = ::testing::TempDir() + "/kb-scale";
+    std::filesystem::create_directories(dir);
+    const std::string path = dir + "/" + name + ".py";
+    std::ofstream(path) << "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                        << "    def forward(self, x):\n        return torch.relu(x)\n\n\n"
+                        << "def get_inputs():\n    return [torch.randn(" << shape << ")]\n\n\n"
+                        << "def get_init_inputs():\n    return []\n";
+    absl::StatusOr<v1::Task> task = task::LoadTaskPath(path);
+    EXPECT_TRUE(task.ok()) << task.status();
+    return task.ok() ? *task : v1::Task();
+  }
+
+  static Backend* backend_;
+};
+Backend* KernelBenchAtScaleTest::backend_ = nullptr;
+
+TEST_F(KernelBenchAtScaleTest, A256MiBProblemEvaluatesWithinTheDefaultTimeouts) {
+  v1::Task task = ReluProblem("relu_256mib", "8192, 8192");
+  v1::Evaluation ev = backend_->Evaluate(task, CorrectReluAfter(""), nullptr);
+  ASSERT_EQ(ev.status(), v1::OK) << Explain(ev);
+  EXPECT_EQ(ev.validation_size(), 3);
+  EXPECT_GE(ev.profile().at("working_set_bytes"), 256.0 * (1 << 20));
+  EXPECT_EQ(ev.profile().at("timed_calls_checked"), ev.timing().samples_s_size());
+  for (const char* stage : {"stage_compile_s", "stage_validate_s", "stage_profile_s"}) {
+    ASSERT_TRUE(ev.profile().contains(stage)) << stage;
+    EXPECT_GT(ev.profile().at(stage), 0) << stage;
+    std::printf("%s %.2f s\n", stage, ev.profile().at(stage));
+  }
+}
+
+TEST_F(KernelBenchAtScaleTest, AProblemLargerThanTheWorkerIsResourceExhaustedNamingItAndTheWorkerGoesOn) {
+  v1::Task task = ReluProblem("relu_64gib", "1 << 17, 1 << 17");
+  v1::Evaluation ev = backend_->Evaluate(task, CorrectReluAfter(""), nullptr);
+  ASSERT_EQ(ev.status(), v1::RESOURCE_EXHAUSTED) << Explain(ev);
+  EXPECT_THAT(ev.diagnostics().message(),
+              AllOf(HasSubstr("KernelBench problem 'relu_64gib'"), HasSubstr("64.00 GiB")));
+  // Refused before anything was drawn: no 64 GiB was touched.
+  EXPECT_LT(ev.profile().contains("peak_rss_bytes") ? ev.profile().at("peak_rss_bytes") : 0, 4.0 * (1 << 30));
+  v1::Evaluation next = backend_->Evaluate(ReluProblem("relu_small", "16, 4096"), CorrectReluAfter(""), nullptr);
+  EXPECT_EQ(next.status(), v1::OK) << Explain(next);
 }
 
 TEST(KernelBenchCudaWithoutCudaTest, EvaluatingOnCudaIsAnInfraErrorNamingTheCpuOnlyBuild) {

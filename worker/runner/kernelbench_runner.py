@@ -56,6 +56,7 @@ timeout exits 1 after printing "Timeout (...)" and the stacks on stderr.
 """
 
 import argparse
+import contextlib
 import ctypes
 import faulthandler
 import importlib.util
@@ -65,6 +66,7 @@ import mmap
 import os
 import platform
 import random
+import resource
 import select
 import signal
 import socket
@@ -164,8 +166,14 @@ def out_of_memory(exc):
 class ProblemTooLarge(CandidateError):
     """The problem itself does not fit this worker (not the candidate's fault)."""
 
-    def __init__(self, what, nbytes, exc):
-        size = f" ({nbytes / 2**30:.2f} GiB of inputs, which the judge keeps about three copies of)" if nbytes else ""
+    def __init__(self, what, nbytes=0, exc=None):
+        """`what` ran out of memory (raising `exc`), or, without `exc`,
+        `what` says why the problem cannot fit."""
+        if exc is None:
+            super().__init__("RESOURCE_EXHAUSTED", f"the problem does not fit this worker: {what}")
+            return
+        size = (f" ({nbytes / 2**30:.2f} GiB of inputs, which the judge keeps about {JUDGE_COPIES} copies of)"
+                if nbytes else "")
         super().__init__("RESOURCE_EXHAUSTED", f"the problem does not fit this worker: {what}{size} ran out of "
                          f"memory: {last_line(exc)}")
 
@@ -211,6 +219,68 @@ def seed_all(torch, seed):
         numpy.random.seed(seed % (2**32))
     except ImportError:
         pass
+
+
+# About how many copies of the inputs' size an evaluation holds at its peak:
+# the shared inputs, the fresh ones they are refilled from, and the
+# reference's and the candidate's outputs (most problems' outputs are no
+# larger than their inputs).
+JUDGE_COPIES = 4
+
+META_FACTORIES = ("randn", "rand", "randint", "randperm", "zeros", "ones", "empty", "full", "arange",
+                  "linspace", "eye", "tensor")
+
+
+@contextlib.contextmanager
+def meta_factories(torch):
+    """Tensors created inside are meta tensors (shapes and dtypes, no
+    storage): torch.device("meta") as a context where torch has it (>= 2),
+    else torch's factory functions with device="meta" by default."""
+    if hasattr(torch.device("cpu"), "__enter__"):
+        with torch.device("meta"):
+            yield
+        return
+    saved = {name: getattr(torch, name) for name in META_FACTORIES if hasattr(torch, name)}
+
+    def on_meta(fn):
+        def call(*args, **kwargs):
+            kwargs.setdefault("device", "meta")
+            return fn(*args, **kwargs)
+        return call
+
+    try:
+        for name, fn in saved.items():
+            setattr(torch, name, on_meta(fn))
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(torch, name, fn)
+
+
+def usable_memory(torch, device):
+    """Bytes an evaluation may still allocate on `device`, and how to say
+    where they are: the GPU's free memory, or on the CPU the host's available
+    memory capped by this process's address-space limit (RLIMIT_AS, which
+    the worker's sandbox sets)."""
+    if device == "cuda":
+        return torch.cuda.mem_get_info()[0], "the GPU has free"
+    free = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                free = int(line.split()[1]) * 1024
+    where = "this host has available"
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        used = 0
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    used = int(line.split()[1]) * 1024
+        # The candidate's process has a limit of its own, as large.
+        if soft - used < free:
+            free, where = max(soft - used, 0), "the worker's memory limit leaves"
+    return free, where
 
 
 def flatten(value, torch, out):
@@ -706,6 +776,18 @@ def compare(torch, got, want, tol, name):
         gc, wc = g[start:start + chunk], w[start:start + chunk]
         if is_float:
             gc, wc = gc.to(work), wc.to(work)
+            # The common case first, in few passes: every element within
+            # tolerance (NaN, infinities and mismatches fail it and take the
+            # full analysis below).
+            abs_err = (gc - wc).abs_()
+            limit = wc.abs().mul_(rtol).add_(atol)
+            if bool((abs_err <= limit).all()):
+                verdict["max_abs_err"] = max(verdict["max_abs_err"], float(abs_err.max()) if abs_err.numel() else 0.0)
+                if abs_err.numel() and float(abs_err.max()) > atol:
+                    rel = abs_err.masked_fill_(abs_err <= atol, 0).div_(wc.abs().clamp_min_(1e-30))
+                    verdict["max_rel_err"] = max(verdict["max_rel_err"], float(rel.max()))
+                continue
+            del abs_err, limit
             w_finite = torch.isfinite(wc)
             g_finite = torch.isfinite(gc)
             abs_err = torch.where(w_finite & g_finite, (gc - wc).abs(), torch.zeros_like(wc))
@@ -1090,33 +1172,27 @@ class Judge:
                                  traceback_tail(e)) from None
 
     def check_fits(self):
-        """Where torch can draw get_inputs() on the meta device (torch >= 2),
-        the inputs' size before any is drawn: a problem whose inputs the
-        judge cannot hold three times over in free memory is
-        RESOURCE_EXHAUSTED at once, naming the size."""
+        """The inputs' size before any is drawn (get_inputs() on the meta
+        device): a problem whose inputs the judge cannot hold about four
+        times over (the inputs, the fresh ones, the reference's and the
+        candidate's outputs) in the memory it may use is RESOURCE_EXHAUSTED
+        at once, naming the size. Where get_inputs() cannot run on meta
+        tensors, nothing is known until it runs for real."""
         torch = self.torch
-        if not hasattr(torch.device("cpu"), "__enter__"):
-            return
         try:
-            with torch.device("meta"):
+            with meta_factories(torch):
                 seed_all(torch, 1 + INPUT_SEED_OFFSET)
                 tensors = flatten(list(self.problem.problem.get_inputs()), torch, [])
+            if any(t.device.type != "meta" for t in tensors):
+                return
             nbytes = sum(t.numel() * t.element_size() for t in tensors)
         except Exception:  # noqa: BLE001 - a get_inputs() meta cannot run: drawn for real instead
             return
-        if self.device == "cuda":
-            free = torch.cuda.mem_get_info()[0]
-        else:
-            free = 0
-            with open("/proc/meminfo") as f:
-                for line in f:
-                    if line.startswith("MemAvailable:"):
-                        free = int(line.split()[1]) * 1024
         self.result["input_bytes"] = nbytes
-        if free and 3 * nbytes > free:
-            raise ProblemTooLarge(f"get_inputs() needs {nbytes / 2**30:.2f} GiB, the judge three copies of it, "
-                                  f"and this {self.device} has {free / 2**30:.2f} GiB free", 0,
-                                  MemoryError("not enough free memory"))
+        free, where = usable_memory(torch, self.device)
+        if free and JUDGE_COPIES * nbytes > free:
+            raise ProblemTooLarge(f"get_inputs() needs {nbytes / 2**30:.2f} GiB, the judge about {JUDGE_COPIES} "
+                                  f"times that, and {where} {free / 2**30:.2f} GiB")
 
     def validate(self, seeds):
         torch = self.torch
@@ -1333,15 +1409,23 @@ def shape_text(t):
 
 def evaluate_mode(torch, args, phase, result):
     judge = Judge(torch, args, phase, result)
+    # Seconds each stage took, for the worker's counters and the docs.
+    seconds = result.setdefault("stage_seconds", {})
+
+    def stage(name, step):
+        result["stage"] = name
+        t0 = _clock()
+        try:
+            return step()
+        finally:
+            seconds[name] = seconds.get(name, 0.0) + (_clock() - t0)
+
     try:
-        result["stage"] = "validate"
-        judge.check_fits()
-        result["stage"] = "compile"
-        judge.start()
-        result["stage"] = "validate"
+        stage("validate", judge.check_fits)
+        stage("compile", judge.start)
         seeds = [int(s) for s in args.seeds.split(",") if s]
-        if judge.validate(seeds):
-            judge.profile()
+        if stage("validate", lambda: judge.validate(seeds)):
+            stage("profile", judge.profile)
     finally:
         if judge.cand is not None:
             judge.cand.close()

@@ -373,6 +373,14 @@ bool KernelBenchEvaluator::Judge(EvalRun& run, const std::string& problem, const
   counters["ipc_overhead_s"] = r.value("ipc_overhead_s", 0.0);
   counters["timed_calls_checked"] = r.value("timed_calls_checked", 0.0);
   counters["input_generation_s"] = r.value("input_generation_s", 0.0);
+  // Where the evaluation's time went (the runner's stages: compile,
+  // validate, profile), bounded keys for the worker's metrics and the docs.
+  for (const char* stage_name : {"compile", "validate", "profile"}) {
+    const nlohmann::json seconds = r.value("stage_seconds", nlohmann::json::object());
+    if (seconds.contains(stage_name)) {
+      counters[absl::StrCat("stage_", stage_name, "_s")] = seconds.value(stage_name, 0.0);
+    }
+  }
   if (r.contains("l2_flush_bytes")) counters["l2_flush_bytes"] = r.value("l2_flush_bytes", 0.0);
   auto& notes = *ev.mutable_notes();
   const std::string torch = r.value("torch", "?");
