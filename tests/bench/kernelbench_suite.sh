@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# `kevo suite` over real KernelBench problems at their shipped sizes
+# (issue 23's must-show 1): the first L1 problems of level 1 and the first L2
+# of level 2 by number, copied unmodified from a KernelBench checkout into one
+# folder, searched with the built-in proposer on one platform. Resumable across
+# machines: STATE_DIR holds the suite's results.json and RocksDB; run it again
+# with the same STATE_DIR (carried back from a previous session) and the
+# finished problems are skipped, the interrupted job continued.
+#
+#   tests/bench/kernelbench_suite.sh BUNDLE_DIR KERNELBENCH_DIR STATE_DIR
+#
+# KERNELBENCH_DIR holds level1/ and level2/. The environment: KEVO_PLATFORM
+# (nvidia), KEVO_KB_L1 (30), KEVO_KB_L2 (10), KEVO_SUITE_BUDGET (3),
+# KEVO_PROFILE_CAP (1), KEVO_SUITE_DEADLINE_S (wall limit of this run, 540;
+# the suite is stopped with SIGINT at the limit and resumes next time).
+set -uo pipefail
+bundle="${1:?bundle}"
+kb="${2:?KernelBench folder}"
+state="${3:?state folder}"
+platform="${KEVO_PLATFORM:-nvidia}"
+problems="$state/problems"
+mkdir -p "$problems"
+for level in "level1:${KEVO_KB_L1:-30}" "level2:${KEVO_KB_L2:-10}"; do
+  dir="${level%%:*}"
+  (cd "$kb/$dir" && ls | sort -n | head -"${level##*:}") | while read -r f; do
+    cp -n "$kb/$dir/$f" "$problems/${dir}_$f"
+  done
+done
+echo "$(ls "$problems" | wc -l) problems in $problems"
+timeout -s INT "${KEVO_SUITE_DEADLINE_S:-540}" "$bundle/bin/kevo" suite "$problems" --platform "$platform" \
+  --budget "${KEVO_SUITE_BUDGET:-3}" --profile-cap "${KEVO_PROFILE_CAP:-1}" \
+  --out "$state/results.json" --db "$state/db" --markdown
+rc=$?
+echo "kevo suite exit status $rc"
+exit $rc
