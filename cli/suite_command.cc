@@ -2,7 +2,9 @@
 // files, found as kevo run finds them) searched as a job, K at a time,
 // embedded or against a coordinator; a table, a JSON results file and a CSV
 // beside it. Resumable: tasks already finished in the results file are
-// skipped, so a long suite survives an interruption.
+// skipped, so a long suite survives an interruption. KernelBench problems
+// get KernelBench's own metrics too (cli/kernelbench_metrics.h): speedups over
+// PyTorch eager and torch.compile per row, fast_p over the suite.
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +29,7 @@
 #include "cli/embedded.h"
 #include "cli/flags.h"
 #include "cli/job_common.h"
+#include "cli/kernelbench_metrics.h"
 #include "cli/report.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
@@ -55,6 +58,10 @@ constexpr char kSuiteUsage[] =
     "an error are run again); --rerun runs the named tasks again anyway. With the same\n"
     "--db, jobs an interrupted run left unfinished are continued (or cancelled when the\n"
     "task or the flags changed since).\n"
+    "KernelBench problems also get KernelBench's metrics: each row's speedup over PyTorch\n"
+    "eager and torch.compile and seconds per evaluation, and fast_p (correct and more than\n"
+    "p times faster, p = 0, 1, 1.5, 2) against each baseline (n/a where torch.compile was\n"
+    "never timed) in the table and the JSON's \"kernelbench\" object.\n"
     "Exit status: 0 when every task ended with a correct kernel, 3 otherwise.\n";
 
 // One task's outcome: a row of the table, the JSON and the CSV.
@@ -87,39 +94,77 @@ struct SuiteRow {
   std::string best_kernel_path;
   std::string cpu_model;
   double wall_s = 0;
+  // KernelBench problems: the best kernel over torch.compile and that time,
+  // 0 when torch.compile was not timed (why, as the worker said, in the note).
+  // Over PyTorch eager it is `speedup`: eager is their reference.
+  double speedup_vs_compile = 0;
+  double torch_compile_time_s = 0;
+  std::string torch_compile_note;
 
   bool correct() const { return status == "OK"; }
+  // A row of a KernelBench problem (one that did not load has no op family
+  // yet, but its key is the .py file).
+  bool kernelbench() const { return op_family == kevo::task::kKernelBenchFamily || task.ends_with(".py"); }
+  double seconds_per_evaluation() const { return evaluations > 0 ? wall_s / evaluations : 0; }
+  // The row as KernelBench's metrics read it: speedups only for a correct kernel.
+  KernelBenchProblem problem() const {
+    return {.correct = correct(),
+            .speedup_vs_eager = correct() ? speedup : 0,
+            .speedup_vs_compile = correct() ? speedup_vs_compile : 0,
+            .compile_note = torch_compile_note,
+            .evaluations = evaluations,
+            .wall_s = wall_s};
+  }
   bool faster() const { return correct() && speedup > 1.0; }
   bool faster_than_production() const { return correct() && speedup_vs_production > 1.0; }
 };
 
+// A number, or null for 0 (not measured).
+nlohmann::json NumberOrNull(double v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+// `j[key]` when it is a number; 0 when absent or null (rows from before the
+// key existed, or not measured).
+double NumberOr0(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
 nlohmann::json RowJson(const SuiteRow& r) {
-  return {{"task", r.task},
-          {"family", r.family},
-          {"op_family", r.op_family},
-          {"status", r.status},
-          {"correct", r.correct()},
-          {"faster", r.faster()},
-          {"error", r.error},
-          {"job_id", r.job_id},
-          {"baseline_time_s", r.baseline_time_s},
-          {"best_time_s", r.best_time_s},
-          {"speedup_vs_production", r.speedup_vs_production},
-          {"production_yardstick", r.production_yardstick},
-          {"production_time_s", r.production_time_s},
-          {"production_times_s", r.production_times_s},
-          {"fitness_baseline", r.fitness_baseline},
-          {"speedup", r.speedup},
-          {"speedup_vs_median_baseline", r.speedup_vs_median_baseline},
-          {"median_baseline_time_s", r.median_baseline_time_s},
-          {"roofline_fraction", r.roofline_fraction},
-          {"evaluations", r.evaluations},
-          {"evaluations_by_status", r.by_status},
-          {"stop_reason", r.stop_reason},
-          {"best_genome", r.best_genome},
-          {"best_kernel_path", r.best_kernel_path},
-          {"cpu_model", r.cpu_model},
-          {"wall_s", r.wall_s}};
+  nlohmann::json j = {{"task", r.task},
+                       {"family", r.family},
+                       {"op_family", r.op_family},
+                       {"status", r.status},
+                       {"correct", r.correct()},
+                       {"faster", r.faster()},
+                       {"error", r.error},
+                       {"job_id", r.job_id},
+                       {"baseline_time_s", r.baseline_time_s},
+                       {"best_time_s", r.best_time_s},
+                       {"speedup_vs_production", r.speedup_vs_production},
+                       {"production_yardstick", r.production_yardstick},
+                       {"production_time_s", r.production_time_s},
+                       {"production_times_s", r.production_times_s},
+                       {"fitness_baseline", r.fitness_baseline},
+                       {"speedup", r.speedup},
+                       {"speedup_vs_median_baseline", r.speedup_vs_median_baseline},
+                       {"median_baseline_time_s", r.median_baseline_time_s},
+                       {"roofline_fraction", r.roofline_fraction},
+                       {"evaluations", r.evaluations},
+                       {"evaluations_by_status", r.by_status},
+                       {"stop_reason", r.stop_reason},
+                       {"best_genome", r.best_genome},
+                       {"best_kernel_path", r.best_kernel_path},
+                       {"cpu_model", r.cpu_model},
+                       {"wall_s", r.wall_s}};
+  if (r.kernelbench()) {
+    const KernelBenchProblem p = r.problem();
+    j["speedup_vs_eager"] = NumberOrNull(p.speedup_vs_eager);
+    j["speedup_vs_compile"] = NumberOrNull(p.speedup_vs_compile);
+    j["torch_compile_time_s"] = NumberOrNull(r.torch_compile_time_s);
+    j["torch_compile_note"] = r.torch_compile_note;
+    j["seconds_per_evaluation"] = NumberOrNull(r.seconds_per_evaluation());
+  }
+  return j;
 }
 
 SuiteRow RowFromJson(const nlohmann::json& j) {
@@ -148,6 +193,9 @@ SuiteRow RowFromJson(const nlohmann::json& j) {
   r.best_kernel_path = j.value("best_kernel_path", "");
   r.cpu_model = j.value("cpu_model", "");
   r.wall_s = j.value("wall_s", 0.0);
+  r.speedup_vs_compile = NumberOr0(j, "speedup_vs_compile");
+  r.torch_compile_time_s = NumberOr0(j, "torch_compile_time_s");
+  r.torch_compile_note = j.value("torch_compile_note", "");
   return r;
 }
 
@@ -188,6 +236,15 @@ Summary Summarise(const std::map<std::string, SuiteRow>& rows) {
   return s;
 }
 
+// KernelBench's metrics over the KernelBench rows (problems 0 when none).
+KernelBenchMetrics SummariseKernelBenchRows(const std::map<std::string, SuiteRow>& rows) {
+  std::vector<KernelBenchProblem> problems;
+  for (const auto& [_, r] : rows) {
+    if (r.kernelbench()) problems.push_back(r.problem());
+  }
+  return SummariseKernelBench(problems);
+}
+
 std::string SummaryLine(const Summary& s) {
   std::string production =
       s.with_production > 0
@@ -212,11 +269,28 @@ std::string CsvField(const std::string& v) {
   return out + "\"";
 }
 
+bool AnyKernelBench(const std::map<std::string, SuiteRow>& rows) {
+  return std::any_of(rows.begin(), rows.end(), [](const auto& r) { return r.second.kernelbench(); });
+}
+
+// "2.00x" for a correct KernelBench row's speedup, "n/a" when its baseline
+// was not timed, "-" for an incorrect or native row.
+std::string KernelBenchSpeedupCell(const SuiteRow& r, double speedup) {
+  if (!r.kernelbench() || !r.correct()) return "-";
+  return speedup > 0 ? absl::StrFormat("%.2fx", speedup) : "n/a";
+}
+
+// The CSV; a suite with KernelBench problems gets three more columns
+// (speedup_vs_eager, speedup_vs_compile, seconds_per_evaluation), empty where
+// not measured.
 std::string Csv(const std::map<std::string, SuiteRow>& rows) {
-  std::string out =
+  const bool kernelbench = AnyKernelBench(rows);
+  std::string out = absl::StrCat(
       "task,family,op_family,status,correct,faster,production_yardstick,production_time_s,"
       "speedup_vs_production,baseline_time_s,best_time_s,speedup,"
-      "speedup_vs_median_baseline,roofline_fraction,evaluations,stop_reason,best_genome,error\n";
+      "speedup_vs_median_baseline,roofline_fraction,evaluations,stop_reason,best_genome,error",
+      kernelbench ? ",speedup_vs_eager,speedup_vs_compile,seconds_per_evaluation" : "", "\n");
+  auto number = [](double v) { return v > 0 ? absl::StrFormat("%.4f", v) : std::string(); };
   for (const auto& [_, r] : rows) {
     absl::StrAppend(
         &out,
@@ -231,16 +305,27 @@ std::string Csv(const std::map<std::string, SuiteRow>& rows) {
                        absl::StrFormat("%.4f", r.roofline_fraction), absl::StrCat(r.evaluations),
                        CsvField(r.stop_reason), CsvField(r.best_genome), CsvField(r.error)},
                       ","),
+        kernelbench && r.kernelbench()
+            ? absl::StrCat(",", number(r.problem().speedup_vs_eager), ",", number(r.problem().speedup_vs_compile),
+                           ",", number(r.seconds_per_evaluation()))
+            : kernelbench ? ",,," : "",
         "\n");
   }
   return out;
 }
 
-// The table, plain (aligned columns) or as Markdown.
+// The table, plain (aligned columns) or as Markdown. With KernelBench
+// problems it has three more columns before the stop reason: the best over
+// PyTorch eager and over torch.compile, and seconds per evaluation.
 std::string Table(const std::map<std::string, SuiteRow>& rows, bool markdown) {
-  const std::vector<std::string> head = {"task",       "family",    "correct", "production", "best",
-                                         "vs prod",    "reference", "vs ref",  "vs median",  "% roofline",
-                                         "evals",      "stop reason"};
+  const bool kernelbench = AnyKernelBench(rows);
+  std::vector<std::string> head = {"task",    "family",    "correct", "production", "best",
+                                   "vs prod", "reference", "vs ref",  "vs median",  "% roofline",
+                                   "evals"};
+  if (kernelbench) head.insert(head.end(), {"vs eager", "vs compile", "s/eval"});
+  head.push_back("stop reason");
+  // Columns 3 up to the stop reason are figures, aligned right.
+  auto right = [&](size_t i) { return i >= 3 && i + 1 < head.size(); };
   std::vector<std::vector<std::string>> cells;
   for (const auto& [_, r] : rows) {
     bool timed = r.correct();
@@ -255,13 +340,19 @@ std::string Table(const std::map<std::string, SuiteRow>& rows, bool markdown) {
                      timed ? absl::StrFormat("%.2fx", r.speedup) : "-",
                      timed && r.speedup_vs_median_baseline > 0 ? absl::StrFormat("%.2fx", r.speedup_vs_median_baseline) : "-",
                      timed ? absl::StrFormat("%.1f%%", 100 * r.roofline_fraction) : "-",
-                     absl::StrCat(r.evaluations),
-                     r.error.empty() ? r.stop_reason : absl::StrCat("error: ", r.error)});
+                     absl::StrCat(r.evaluations)});
+    if (kernelbench) {
+      cells.back().insert(cells.back().end(),
+                          {KernelBenchSpeedupCell(r, r.speedup), KernelBenchSpeedupCell(r, r.speedup_vs_compile),
+                           r.kernelbench() && r.evaluations > 0 ? absl::StrFormat("%.2f", r.seconds_per_evaluation())
+                                                                : "-"});
+    }
+    cells.back().push_back(r.error.empty() ? r.stop_reason : absl::StrCat("error: ", r.error));
   }
   std::string out;
   if (markdown) {
     absl::StrAppend(&out, "| ", absl::StrJoin(head, " | "), " |\n|");
-    for (size_t i = 0; i < head.size(); ++i) absl::StrAppend(&out, i >= 3 && i <= 10 ? "---:|" : "---|");
+    for (size_t i = 0; i < head.size(); ++i) absl::StrAppend(&out, right(i) ? "---:|" : "---|");
     absl::StrAppend(&out, "\n");
     for (auto& row : cells) {
       for (auto& c : row) c = absl::StrReplaceAll(c, {{"|", "\\|"}, {"\n", " "}});
@@ -277,12 +368,11 @@ std::string Table(const std::map<std::string, SuiteRow>& rows, bool markdown) {
   auto line = [&](const std::vector<std::string>& row) {
     std::string l;
     for (size_t i = 0; i < row.size(); ++i) {
-      bool right = i >= 3 && i <= 10;
       std::string c = row[i].substr(0, i + 1 == row.size() ? 200 : std::string::npos);
       if (i + 1 == row.size()) {
         absl::StrAppend(&l, c);
       } else {
-        absl::StrAppend(&l, absl::StrFormat(right ? "%*s  " : "%-*s  ", static_cast<int>(width[i]), c));
+        absl::StrAppend(&l, absl::StrFormat(right(i) ? "%*s  " : "%-*s  ", static_cast<int>(width[i]), c));
       }
     }
     return l + "\n";
@@ -343,6 +433,10 @@ class Progress {
                                               row.evaluations, row.stop_reason)
                             : absl::StrCat("no correct kernel, ", row.evaluations,
                                            " evaluations, ", row.stop_reason);
+    if (row.kernelbench() && row.correct()) {
+      absl::StrAppend(&what, "; vs torch.compile ",
+                      row.speedup_vs_compile > 0 ? absl::StrFormat("%.2fx", row.speedup_vs_compile) : "n/a");
+    }
     std::fprintf(stderr, "%s[%d/%d] %s: %s\n", tty_ ? "\r\033[K" : "", done_, total_,
                  row.task.c_str(), what.c_str());
     Draw();
@@ -546,6 +640,20 @@ SuiteRow RunTask(const SuiteContext& ctx, const SuiteTask& t) {
   row.best_genome = best.node().genome();
   row.family = Family(*task, row.best_genome);
   row.cpu_model = best.evaluation().fingerprint().cpu_model();
+  if (row.kernelbench()) {
+    // The KernelBench judge's torch.compile figures for the best kernel
+    // (worker/backends/cpu/kernelbench_eval.cc), or its note on why none.
+    const auto& profile = best.evaluation().profile();
+    if (auto it = profile.find("torch_compile_median_s"); it != profile.end() && it->second > 0) {
+      row.torch_compile_time_s = it->second;
+      if (auto s = profile.find("speedup_vs_torch_compile"); s != profile.end()) row.speedup_vs_compile = s->second;
+    }
+    if (row.speedup_vs_compile <= 0) {
+      const auto& notes = best.evaluation().notes();
+      auto n = notes.find("baseline_torch_compile");
+      row.torch_compile_note = n != notes.end() ? n->second : "the worker did not time torch.compile";
+    }
+  }
   std::string stem = key;
   if (stem.ends_with(".py")) stem.resize(stem.size() - 3);
   std::string kernel = absl::StrCat(ctx.kernels_dir, "/", absl::StrReplaceAll(stem, {{"/", "__"}}),
@@ -707,6 +815,9 @@ int SuiteCommand(const std::vector<std::string>& argv) {
     j["summary"] = {{"tasks", s.tasks}, {"correct", s.correct}, {"faster", s.faster},
                     {"faster_vs_median_baseline", s.faster_vs_median},
                     {"errors", s.errors}, {"total", tasks.size()}};
+    if (KernelBenchMetrics kb = SummariseKernelBenchRows(rows); kb.problems > 0) {
+      j["kernelbench"] = KernelBenchJson(kb);
+    }
     j["tasks"] = nlohmann::json::array();
     for (const auto& [_, r] : rows) j["tasks"].push_back(RowJson(r));
     absl::Status w = WriteAtomically(out, j.dump(2) + "\n");
@@ -739,6 +850,9 @@ int SuiteCommand(const std::vector<std::string>& argv) {
   }
   std::printf("%s\n%s\n", Table(rows, args->Has("markdown")).c_str(),
               SummaryLine(Summarise(rows)).c_str());
+  if (KernelBenchMetrics kb = SummariseKernelBenchRows(rows); kb.problems > 0) {
+    std::printf("\n%s", KernelBenchText(kb, args->Has("markdown")).c_str());
+  }
   if (!write_status.ok()) return Fail("suite", write_status);
   std::printf("results: %s, %s; best kernels in %s\n", out.c_str(), csv.c_str(),
               kernels_dir.c_str());

@@ -3,7 +3,8 @@
 // budget. Every task gets a row in the JSON and the CSV, the malformed one an
 // error row while the others still finish; a second run over the same
 // results file skips the finished tasks. KernelBench problems under the folder
-// are tasks of the suite too.
+// are tasks of the suite too, and a suite of them reports KernelBench's own
+// metrics (fast_p against PyTorch eager and torch.compile).
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -88,11 +89,17 @@ TEST(SuiteTest, RunsEveryTaskWritesJsonAndCsvAndKeepsGoingPastABrokenTask) {
       << rows["broken"].dump(2);
   EXPECT_EQ(j["summary"]["tasks"], 3);
   EXPECT_EQ(j["summary"]["errors"], 1);
+  // Native tasks only: no KernelBench block, columns or row fields.
+  EXPECT_FALSE(j.contains("kernelbench")) << j.dump(2);
+  EXPECT_FALSE(rows["relu"].contains("speedup_vs_eager")) << rows["relu"].dump(2);
+  EXPECT_EQ(r.out.find("vs eager"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("KernelBench"), std::string::npos) << r.out;
 
   // The CSV beside it: a header and one line per task.
   std::string csv = ReadAll(dir + "/results/results.csv");
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4) << csv;
   EXPECT_EQ(csv.rfind("task,family,", 0), 0u) << csv;
+  EXPECT_EQ(csv.find("speedup_vs_eager"), std::string::npos) << csv;
   EXPECT_NE(csv.find("\nbroken,"), std::string::npos) << csv;
 
   // Resume: the finished tasks are skipped (same jobs), the error row is run again.
@@ -209,16 +216,116 @@ TEST(SuiteTest, FindsKernelBenchProblemsBesideNativeTasksAndSkipsOtherPython) {
               rows.contains("level1/matmul.py"))
       << j.dump(2);
   EXPECT_EQ(rows["vector_add"]["status"], "OK") << rows["vector_add"].dump(2);
+  EXPECT_FALSE(rows["vector_add"].contains("speedup_vs_eager")) << rows["vector_add"].dump(2);
+  // KernelBench's metrics are over the two problems, not the native task.
+  EXPECT_EQ(j["kernelbench"]["problems"], 2) << j.dump(2);
   for (const char* name : {"relu.py", "level1/matmul.py"}) {
     const auto& row = rows[name];
     // Loaded as a KernelBench problem, not rejected as a folder without a task file.
     EXPECT_EQ(row["op_family"], "kernelbench") << row.dump(2);
+    EXPECT_TRUE(row.contains("speedup_vs_eager")) << row.dump(2);
     if (row["status"] == "OK") {
       const std::string kernel = row["best_kernel_path"].get<std::string>();
       EXPECT_TRUE(kernel.ends_with(".py") && fs::exists(kernel)) << row.dump(2);
       EXPECT_NE(ReadAll(kernel).find("class ModelNew"), std::string::npos) << kernel;
     }
   }
+  fs::remove_all(dir);
+}
+
+// Whether /usr/bin/python3's torch (what the cpu worker's KernelBench runner
+// uses) has torch.compile: Debian's 1.13 has not.
+bool WorkerTorchHasCompile() {
+  auto r = RunCommand({"/usr/bin/python3", "-c", "import sys, torch; sys.exit(0 if hasattr(torch, 'compile') else 1)"},
+                      absl::Minutes(2));
+  return r.exit_code == 0;
+}
+
+TEST(SuiteTest, AKernelBenchSuiteReportsFastPAgainstEagerAndTorchCompileAndResumesOlderRows) {
+  std::string dir = MakeTempDir("kevo-suite-fastp");
+  const std::string out = dir + "/results.json", problems = dir + "/problems";
+  // The problems of tests/data/kernelbench (copied, so that a problem added
+  // there later does not change what this test counts).
+  fs::create_directories(problems);
+  for (const char* name : {"relu.py", "matmul.py"}) {
+    fs::copy_file(SourceDir() + "/tests/data/kernelbench/" + name, problems + "/" + name);
+  }
+  auto r = RunCommand({Kevo(), "suite", problems, "--platform", "cpu", "--budget", "1", "--max-wall", "240",
+                       "--out", out},
+                      absl::Minutes(9));
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto j = nlohmann::json::parse(ReadAll(out));
+  ASSERT_EQ(j["tasks"].size(), 2u) << j.dump(2);
+  ASSERT_TRUE(j.contains("kernelbench")) << j.dump(2);
+  const nlohmann::json kb = j["kernelbench"];
+  EXPECT_EQ(kb["problems"], 2) << kb.dump(2);
+  EXPECT_EQ(kb["correct"], 2) << kb.dump(2);
+  EXPECT_EQ(kb["baseline_problems"]["eager"], 2) << kb.dump(2);
+  // Each fast_p against eager is the fraction of rows more than p times faster.
+  int evaluations = 0;
+  double wall_s = 0;
+  for (const auto& row : j["tasks"]) {
+    EXPECT_EQ(row["speedup_vs_eager"], row["speedup"]) << row.dump(2);
+    EXPECT_NEAR(row["seconds_per_evaluation"].get<double>(),
+                row["wall_s"].get<double>() / row["evaluations"].get<int>(), 1e-9);
+    evaluations += row["evaluations"].get<int>();
+    wall_s += row["wall_s"].get<double>();
+  }
+  for (const auto& [p, threshold] : std::vector<std::pair<std::string, double>>{{"0", 0}, {"1", 1}, {"1.5", 1.5}, {"2", 2}}) {
+    int fast = 0;
+    for (const auto& row : j["tasks"]) fast += row["speedup_vs_eager"].get<double>() > threshold;
+    ASSERT_TRUE(kb["fast_p"]["eager"][p].is_number()) << kb.dump(2);
+    EXPECT_DOUBLE_EQ(kb["fast_p"]["eager"][p].get<double>(), fast / 2.0) << p << kb.dump(2);
+  }
+  EXPECT_DOUBLE_EQ(kb["fast_p"]["eager"]["0"].get<double>(), 1.0);
+  EXPECT_EQ(kb["evaluations"], evaluations);
+  EXPECT_NEAR(kb["seconds_per_evaluation"].get<double>(), wall_s / evaluations, 1e-9);
+  if (!WorkerTorchHasCompile()) {
+    // No torch.compile on the worker: against it is n/a, not 0.
+    EXPECT_EQ(kb["baseline_problems"]["compile"], 0) << kb.dump(2);
+    for (const char* p : {"0", "1", "1.5", "2"}) EXPECT_EQ(kb["fast_p"]["compile"][p], "n/a") << kb.dump(2);
+    EXPECT_NE(kb["compile_unavailable"].get<std::string>().find("torch.compile"), std::string::npos) << kb.dump(2);
+    for (const auto& row : j["tasks"]) {
+      EXPECT_TRUE(row["speedup_vs_compile"].is_null()) << row.dump(2);
+      EXPECT_FALSE(row["torch_compile_note"].get<std::string>().empty()) << row.dump(2);
+    }
+    EXPECT_NE(r.out.find("torch.compile n/a: "), std::string::npos) << r.out;
+  } else {
+    EXPECT_EQ(kb["baseline_problems"]["compile"], 2) << kb.dump(2);
+    EXPECT_TRUE(kb["fast_p"]["compile"]["1"].is_number()) << kb.dump(2);
+  }
+  // The table's KernelBench columns and block.
+  for (const char* text : {"vs eager", "vs compile", "s/eval", "KernelBench: 2 problems, 2 correct (100.0%)",
+                           "fast_1.5", "PyTorch eager  2 ", "seconds per evaluation: "}) {
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+  }
+  EXPECT_NE(ReadAll(dir + "/results.csv").find(",speedup_vs_eager,speedup_vs_compile,seconds_per_evaluation\n"),
+            std::string::npos);
+
+  // Resume from a results file with one row as this run wrote it (nulls where
+  // nothing was measured) and one as written before these fields existed:
+  // both are read, skipped, and counted in the block (fast_p against eager
+  // from their speedup).
+  nlohmann::json old = j;
+  old.erase("kernelbench");
+  for (auto& row : old["tasks"]) {
+    if (row["task"] != "relu.py") continue;
+    for (const char* key : {"speedup_vs_eager", "speedup_vs_compile", "torch_compile_time_s", "torch_compile_note",
+                            "seconds_per_evaluation"}) {
+      row.erase(key);
+    }
+  }
+  std::ofstream(out, std::ios::trunc) << old.dump(2);
+  auto again = RunCommand({Kevo(), "suite", problems, "--platform", "cpu", "--budget", "1", "--out", out, "--markdown"},
+                          absl::Minutes(2));
+  ASSERT_EQ(again.exit_code, 0) << again.err << again.out;
+  EXPECT_NE(again.err.find("2 of 2 tasks already finished, skipped"), std::string::npos) << again.err;
+  auto j2 = nlohmann::json::parse(ReadAll(out));
+  EXPECT_EQ(j2["kernelbench"]["fast_p"]["eager"], kb["fast_p"]["eager"]) << j2.dump(2);
+  EXPECT_EQ(j2["kernelbench"]["problems"], 2);
+  for (const auto& row : j2["tasks"]) EXPECT_EQ(row["speedup_vs_eager"], row["speedup"]) << row.dump(2);
+  EXPECT_NE(again.out.find("| PyTorch eager | 2 | 100.0% (2/2) |"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("| vs eager | vs compile | s/eval |"), std::string::npos) << again.out;
   fs::remove_all(dir);
 }
 
