@@ -404,7 +404,7 @@ class CudaIpc:
     """The CUDA driver's IPC calls, and the handles opened so far."""
 
     class Handle(ctypes.Structure):
-        _fields_ = [("reserved", ctypes.c_char * 64)]
+        _fields_ = [("reserved", ctypes.c_ubyte * 64)]
 
     def __init__(self):
         self.lib = ctypes.CDLL("libcuda.so.1")
@@ -440,7 +440,7 @@ class CudaIpc:
         if base not in self.exported:
             h = CudaIpc.Handle()
             self.check(self.get_handle(ctypes.byref(h), ctypes.c_uint64(base)), "cuIpcGetMemHandle")
-            self.exported[base] = (bytes(h.reserved).hex(), size)
+            self.exported[base] = (bytes(h).hex(), size)
         handle, size = self.exported[base]
         return handle, ptr - base, size
 
@@ -451,7 +451,7 @@ class CudaIpc:
             if len(raw) != 64:
                 raise CandidateError("RUNTIME_ERROR", "a malformed CUDA IPC handle")
             h = CudaIpc.Handle()
-            ctypes.memmove(h.reserved, raw, 64)
+            ctypes.memmove(ctypes.addressof(h), raw, 64)
             ptr = ctypes.c_uint64()
             self.check(self.open_handle(ctypes.byref(ptr), h, 1), "cuIpcOpenMemHandle")
             _, size = self.allocation(ptr.value)
