@@ -242,6 +242,16 @@ TEST_F(KernelBenchEvalTest, ReturningTheLastResultWhenTimedIsRejected) {
 }
 
 // A result file the candidate writes before ending the judge is not taken.
+TEST_F(KernelBenchEvalTest, SlowingTheNoWorkRepliesBuysNothing) {
+  // The candidate sleeps 19 ms per call and makes its process's no-work
+  // replies 20 ms slower: the overhead taken out of its samples is bounded
+  // by a process that never ran its code, so its time stays about 19 ms.
+  v1::Evaluation ev = Eval("relu.py", Example("relu_slow_nop.py"));
+  ASSERT_EQ(ev.status(), v1::OK) << Explain(ev);
+  EXPECT_GT(ev.timing().median_s(), 0.015);
+  EXPECT_LT(ev.profile().at("ipc_overhead_s"), 0.005);
+}
+
 TEST_F(KernelBenchEvalTest, AForgedResultIsNotTaken) {
   v1::Evaluation ev = Eval("relu.py", ReluWith(
       "        import json, os, signal\n"

@@ -692,6 +692,55 @@ def serve_mode(torch, args, phase, result):
 # The judge: `evaluate`.
 
 
+ECHO_CHILD = r"""
+import json, socket, sys
+s = socket.socket(fileno=int(sys.argv[1]))
+pending, outputs = b"", []
+while True:
+    while b"\n" not in pending:
+        data = s.recv(1 << 16)
+        if not data:
+            sys.exit(0)
+        pending += data
+    line, pending = pending.split(b"\n", 1)
+    message = json.loads(line)
+    outputs = message.get("outputs", outputs) if "outputs" in message else outputs
+    s.sendall((json.dumps({"ok": True, "outputs": outputs}) + "\n").encode())
+"""
+
+
+def trusted_round_trip(described, rounds=30):
+    """The cheapest round trip of a request like the candidate's no-work one
+    (a stopped process woken, a JSON line each way, the reply as long as a
+    call's), to a small process that never ran candidate code: what the
+    candidate's process could slow its no-work replies down to is bounded
+    by it, so inflating them cannot buy a shorter time."""
+    ours, theirs = socket.socketpair()
+    child = subprocess.Popen([sys.executable, "-S", "-c", ECHO_CHILD, str(theirs.fileno())],
+                             pass_fds=[theirs.fileno()], start_new_session=True)
+    theirs.close()
+    channel = Channel(ours)
+    best = float("inf")
+    try:
+        channel.send({"op": "nop", "outputs": described})
+        channel.recv(30)
+        for _ in range(rounds):
+            os.kill(child.pid, signal.SIGSTOP)
+            os.waitpid(child.pid, os.WUNTRACED)
+            os.kill(child.pid, signal.SIGCONT)
+            t0 = _clock()
+            channel.send({"op": "nop"})
+            channel.recv(30)
+            best = min(best, _clock() - t0)
+    except (OSError, TimeoutError, ValueError):
+        return float("inf")
+    finally:
+        ours.close()
+        child.kill()
+        child.wait()
+    return best
+
+
 class Series:
     def __init__(self, name, model=None):
         self.name = name
@@ -858,6 +907,7 @@ class Candidate:
         self.memory = RemoteMemory(self.pid)
         self.ipc = CudaIpc() if args.device == "cuda" else None
         self.stopped = False
+        self.last_described = []
         self.ended = ""
         self.phase = phase
 
@@ -929,6 +979,7 @@ class Candidate:
         described = reply.get("outputs")
         if not isinstance(described, list) or len(described) > 64:
             raise CandidateError("RUNTIME_ERROR", "the candidate's process described its outputs wrongly")
+        self.last_described = described
         out = []
         for i, d in enumerate(described):
             try:
@@ -1347,6 +1398,7 @@ class Judge:
                 raise CandidateError(case["status"], f"timed call {rounds + 1} was wrong: {case['detail']}")
             checked += 1
             rounds += 1
+            results_bytes = sum(t.numel() * t.element_size() for t in got)
             del results, got, touched
             elapsed = _clock() - start
             if rounds >= args.min_samples and all(s.spread() <= args.target_spread for s in series):
@@ -1354,10 +1406,14 @@ class Judge:
                 break
             if elapsed >= args.time_cap_s and rounds >= 3:
                 break
-        # The candidate's samples less the cheapest round trip that carried no work.
-        overhead = min(nops)
+        # The candidate's samples less the cheapest round trip that carried no
+        # work, at most three times that of a process that never ran its code.
+        trusted = trusted_round_trip(self.cand.last_described)
+        overhead = min(min(nops), 3 * trusted)
+        self.result["trusted_round_trip_s"] = trusted if math.isfinite(trusted) else None
         series[0].samples = [max(0.0, x - overhead) for x in series[0].samples]
         self.result["series"] = {s.name: s.summary() for s in series}
+        self.check_physical(self.result["series"]["candidate"]["median_s"], results_bytes)
         self.result["ipc_overhead_s"] = overhead
         self.result["timed_calls_checked"] = checked
         self.result["fresh_inputs"] = "regenerated" if self.regenerate else "two sets, floats rescaled each call"
@@ -1365,6 +1421,34 @@ class Judge:
         self.result["converged"] = converged
         self.result["elapsed_s"] = _clock() - start
         self.result["notes"] = notes
+
+    def check_physical(self, median_s, out_bytes):
+        """A candidate must at least write its outputs: a median below the
+        time that takes at twice this device's measured copy rate is beyond
+        what the device can do, and an error, not a speedup."""
+        torch, device = self.torch, self.device
+        if out_bytes <= 0:
+            return
+        n = max(out_bytes // 4, 1 << 22)
+        src = torch.ones(n, dtype=torch.float32, device=device)
+        dst = torch.empty_like(src)
+        best = float("inf")
+        for _ in range(5):
+            synchronize(torch, device)
+            t0 = _clock()
+            dst.copy_(src)
+            synchronize(torch, device)
+            best = min(best, _clock() - t0)
+        rate = 2 * n * 4 / best  # bytes read and written per second
+        del src, dst
+        self.result["device_copy_gbs"] = rate / 1e9
+        floor = out_bytes / (2 * rate)
+        if median_s < floor:
+            raise CandidateError(
+                "RUNTIME_ERROR",
+                f"candidate timed at {median_s * 1e6:.3g} us, less than writing its {out_bytes / 2**20:.3g} MiB of "
+                f"outputs takes at twice the {rate / 1e9:.0f} GB/s this {device} copies at ({floor * 1e6:.3g} us): "
+                "beyond what the device can do, so the time is not real")
 
     def timed_inputs_setup(self):
         """How timed calls get inputs unlike the call before: get_inputs()

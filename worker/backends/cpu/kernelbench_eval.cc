@@ -371,6 +371,12 @@ bool KernelBenchEvaluator::Judge(EvalRun& run, const std::string& problem, const
   // candidate's process (taken out of its samples), the timed calls whose
   // outputs were checked, the time to draw fresh inputs.
   counters["ipc_overhead_s"] = r.value("ipc_overhead_s", 0.0);
+  // Its bound (a round trip to a process that never ran candidate code) and
+  // the copy rate behind the floor a candidate's time must clear.
+  if (r.contains("trusted_round_trip_s") && r["trusted_round_trip_s"].is_number()) {
+    counters["trusted_round_trip_s"] = r.value("trusted_round_trip_s", 0.0);
+  }
+  if (r.contains("device_copy_gbs")) counters["device_copy_gbs"] = r.value("device_copy_gbs", 0.0);
   counters["timed_calls_checked"] = r.value("timed_calls_checked", 0.0);
   counters["input_generation_s"] = r.value("input_generation_s", 0.0);
   // Where the evaluation's time went (the runner's stages: compile,
