@@ -22,7 +22,6 @@
 // carries the simulator's counters.
 #include <dlfcn.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <unistd.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -47,6 +46,7 @@
 #include "common/tensor.h"
 #include "kevo/v1/task.pb.h"
 #include "worker/runner/alloc_hooks.h"
+#include "worker/runner/perturb.h"
 #include "worker/runner/protocol.h"
 #include "worker/runner/runner_io.h"
 #include "worker/runner/seccomp_policy.h"
@@ -330,39 +330,6 @@ struct ProfileOptions {
   uint64_t secret_seed = 0;
 };
 
-// The profile's secret seed: from getrandom(2), so nothing the candidate can
-// compute from the task, the host or the clock predicts which elements are
-// perturbed, what the outputs are poisoned with, or which samples are checked.
-uint64_t SeedFromOs() {
-  uint64_t seed = 0;
-  auto* p = reinterpret_cast<unsigned char*>(&seed);
-  size_t done = 0;
-  while (done < sizeof seed) {
-    ssize_t n = getrandom(p + done, sizeof seed - done, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) Fail(kExitInfra, "error", absl::StrCat("getrandom failed: ", std::strerror(errno)));
-    done += static_cast<size_t>(n);
-  }
-  return seed;
-}
-
-// splitmix64 from the secret seed. Not thread-safe.
-class SecretRng {
- public:
-  explicit SecretRng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, n), n > 0 (the modulo bias is negligible for the sizes here).
-  uint64_t Below(uint64_t n) { return Next() % n; }
-
- private:
-  uint64_t state_;
-};
-
 // Fills `bytes` at `data` (64-byte aligned) with `pattern` repeated, by
 // streaming stores where the CPU has them: the lines go to memory and leave
 // the caches, so a timed call finds its outputs as cold as the rotation
@@ -395,124 +362,18 @@ void PoisonOutputsRandomly(CallFrame& f, SecretRng& rng) {
   for (auto& out : f.outputs) StreamPattern(out->data(), out->bytes(), pattern);
 }
 
-// One input element that a frame holds in place of its timed-inputs value.
-struct Poke {
-  uint32_t input = 0;     // index into CallFrame::inputs
-  int64_t index = 0;      // element
-  uint64_t original = 0;  // the element's bytes before (a dtype is at most 8)
-  uint64_t written = 0;   // the bytes written instead
-};
-
-// Perturbs the inputs of the profile's frames: kPokesPerInput elements of
-// each input, at positions drawn from the secret seed, take values drawn from
-// that input's own distribution (FillTensor with a secret seed, so the
-// dtype, the range and a binding-dependent index bound all hold: a perturbed
-// frame is an input the task's generator could have produced). An input
-// sorted along its last dimension (bucket boundaries, sorted keys) would not
-// stay sorted, so it is left alone, as is one whose distribution is a
-// constant. Not thread-safe.
-class InputPerturber {
- public:
-  InputPerturber(const CallFrame& base, SecretRng& rng) : rng_(rng) {
-    constexpr int64_t kPoolSize = 1024;
-    for (size_t i = 0; i < base.inputs.size(); ++i) {
-      const v1::TensorSpec& spec = *base.input_specs[i];
-      const int64_t count = NumElements(base.input_shapes[i]);
-      if (count == 0) continue;
-      if (spec.distribution().has_sorted_uniform()) {
-        left_alone_.push_back(spec.name());
-        continue;
-      }
-      Source s;
-      s.input = static_cast<uint32_t>(i);
-      s.elem = DTypeSize(spec.dtype());
-      s.count = count;
-      s.pool_size = kPoolSize;
-      s.pool.resize(static_cast<size_t>(kPoolSize) * s.elem);
-      FillTensor(spec, {kPoolSize}, rng_.Next(), s.pool.data(), &base.symbols);
-      bool constant = true;
-      for (int64_t k = 1; k < kPoolSize && constant; ++k) {
-        constant = std::memcmp(s.pool.data(), s.pool.data() + k * s.elem, s.elem) == 0;
-      }
-      if (constant) {
-        left_alone_.push_back(spec.name());
-        continue;
-      }
-      perturbed_.push_back(spec.name());
-      sources_.push_back(std::move(s));
-    }
-  }
-
-  const std::vector<std::string>& perturbed() const { return perturbed_; }
-  const std::vector<std::string>& left_alone() const { return left_alone_; }
-
-  // Undoes `pokes` in `f` (see Undo), then pokes new elements and records
-  // them in `pokes`.
-  void Repoke(CallFrame& f, std::vector<Poke>& pokes, std::string* modified) {
-    Undo(f, pokes, modified);
-    for (const Source& s : sources_) {
-      auto* data = static_cast<unsigned char*>(f.inputs[s.input]->data());
-      for (int k = 0; k < kPokesPerInput; ++k) {
-        Poke p;
-        p.input = s.input;
-        p.index = static_cast<int64_t>(rng_.Below(static_cast<uint64_t>(s.count)));
-        std::memcpy(&p.original, data + p.index * s.elem, s.elem);
-        // A value equal to the one there would perturb nothing.
-        bool differs = false;
-        for (int attempt = 0; attempt < 4 && !differs; ++attempt) {
-          p.written = 0;
-          const uint64_t pick = rng_.Below(static_cast<uint64_t>(s.pool_size));
-          std::memcpy(&p.written, s.pool.data() + pick * s.elem, s.elem);
-          differs = p.written != p.original;
-        }
-        if (!differs) continue;
-        std::memcpy(data + p.index * s.elem, &p.written, s.elem);
-        pokes.push_back(p);
-      }
-    }
-  }
-
-  // Writes `pokes` into `f` in order (the inputs of the sample they were
-  // drawn for, on a frame holding the timed inputs).
-  static void Apply(CallFrame& f, const std::vector<Poke>& pokes) {
-    for (const Poke& p : pokes) std::memcpy(Element(f, p), &p.written, ElementBytes(f, p));
-  }
-  // Puts the timed inputs' values back, last poke first (an element poked
-  // twice gets its first original). Where `modified` is given, the first
-  // input whose poked element no longer holds what was written is named in
-  // it (unless it names one already). Clears `pokes`.
-  static void Undo(CallFrame& f, std::vector<Poke>& pokes, std::string* modified) {
-    for (auto it = pokes.rbegin(); it != pokes.rend(); ++it) {
-      const size_t elem = ElementBytes(f, *it);
-      uint64_t now = 0;
-      std::memcpy(&now, Element(f, *it), elem);
-      if (modified != nullptr && modified->empty() && now != it->written) {
-        *modified = f.input_specs[it->input]->name();
-      }
-      std::memcpy(Element(f, *it), &it->original, elem);
-    }
-    pokes.clear();
-  }
-
- private:
-  struct Source {
-    uint32_t input = 0;
-    size_t elem = 0;
-    int64_t count = 0;
-    int64_t pool_size = 0;
-    std::vector<unsigned char> pool;  // values drawn from the input's distribution
+// The elements of frame `f`'s inputs that pokes name, in its host buffers.
+PokeAccess FrameAccess(CallFrame& f) {
+  auto element = [&f](const Poke& p) {
+    return static_cast<unsigned char*>(f.inputs[p.input]->data()) + p.index * p.bytes;
   };
-  static size_t ElementBytes(const CallFrame& f, const Poke& p) {
-    return DTypeSize(f.input_specs[p.input]->dtype());
-  }
-  static unsigned char* Element(CallFrame& f, const Poke& p) {
-    return static_cast<unsigned char*>(f.inputs[p.input]->data()) + p.index * ElementBytes(f, p);
-  }
-
-  SecretRng& rng_;
-  std::vector<Source> sources_;
-  std::vector<std::string> perturbed_, left_alone_;
-};
+  return {[element](const Poke& p) {
+            uint64_t now = 0;
+            std::memcpy(&now, element(p), p.bytes);
+            return now;
+          },
+          [element](const Poke& p, uint64_t bytes) { std::memcpy(element(p), &bytes, p.bytes); }};
+}
 
 // Fills the frame's inputs from the worker's timed-inputs file, or generates
 // them (seed 1) when there is none.
@@ -567,7 +428,7 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel& bas
   PoisonOutputs(frames[0]);
   std::vector<uint64_t> input_hashes;
   for (const auto& in : frames[0].inputs) input_hashes.push_back(HashBytes(in->data(), in->bytes()));
-  InputPerturber perturber(frames[0], rng);
+  InputPerturber perturber(frames[0].input_specs, frames[0].input_shapes, frames[0].symbols, rng);
   report.perturbed_inputs = perturber.perturbed();
   report.unperturbed_inputs = perturber.left_alone();
   // pokes[f]: what frame f holds in place of the timed inputs.
@@ -578,7 +439,7 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel& bas
       std::memcpy(f.inputs[i]->data(), frames[0].inputs[i]->data(), frames[0].inputs[i]->bytes());
     }
     std::vector<Poke> base_pokes = pokes[0];
-    InputPerturber::Undo(f, base_pokes, /*modified=*/nullptr);
+    UndoPokes(FrameAccess(f), base_pokes, f.input_specs, /*modified=*/nullptr);
     // Page the outputs in now: first touches of huge pages can cost
     // milliseconds each (compaction), which belong to set-up, not the cap.
     PoisonOutputs(f);
@@ -601,7 +462,8 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel& bas
   auto time_calls = [&](const Kernel& fn, int64_t calls) {
     for (int64_t k = 0; k < calls; ++k) {
       const size_t f = (next + static_cast<size_t>(k)) % frames.size();
-      perturber.Repoke(frames[f], pokes[f], &modified);
+      const PokeAccess access = FrameAccess(frames[f]);
+      perturber.Repoke(access, access.read, frames[f].input_specs, pokes[f], &modified);
       PoisonOutputsRandomly(frames[f], rng);
     }
     double t0 = Now();
@@ -645,8 +507,8 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel& bas
   auto sample_candidate = [&] {
     report.candidate.samples_s.push_back(time_calls(candidate, report.candidate.calls_per_sample));
     const int64_t s = static_cast<int64_t>(report.candidate.samples_s.size()) - 1;
-    const int64_t slot = s < kTimedChecks ? s : static_cast<int64_t>(rng.Below(static_cast<uint64_t>(s) + 1));
-    if (slot >= kTimedChecks) return;
+    const int64_t slot = TimedCheckSlotFor(s, rng);
+    if (slot < 0) return;
     const size_t last = (next + frames.size() - 1) % frames.size();
     TimedCheckSlot& c = checks[static_cast<size_t>(slot)];
     c.sample = s;
@@ -687,7 +549,9 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel& bas
   // Every frame's inputs as the timed inputs again (each poked element must
   // still hold what was written), then each compared with them: frame 0 by
   // its hash, the others byte for byte with frame 0.
-  for (size_t f = 0; f < frames.size(); ++f) InputPerturber::Undo(frames[f], pokes[f], &modified);
+  for (size_t f = 0; f < frames.size(); ++f) {
+    UndoPokes(FrameAccess(frames[f]), pokes[f], frames[f].input_specs, &modified);
+  }
   CallFrame& check = frames[0];
   auto first_modified = [&]() -> std::string {
     for (size_t i = 0; i < check.inputs.size(); ++i) {
@@ -724,12 +588,12 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel& bas
             [](const TimedCheckSlot& a, const TimedCheckSlot& b) { return a.sample < b.sample; });
   for (TimedCheckSlot& c : checks) {
     if (c.sample < 0) continue;
-    InputPerturber::Apply(check, c.pokes);
+    ApplyPokes(FrameAccess(check), c.pokes);
     PoisonOutputs(check);
     Call(baseline, check);
     WriteAll(outputs_fd, c.outputs->data(), c.outputs->bytes());
     for (const auto& out : check.outputs) WriteAll(outputs_fd, out->data(), out->bytes());
-    InputPerturber::Undo(check, c.pokes, /*modified=*/nullptr);
+    UndoPokes(FrameAccess(check), c.pokes, check.input_specs, /*modified=*/nullptr);
     report.timed_checks.push_back(c.sample);
   }
 
