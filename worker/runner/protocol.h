@@ -32,6 +32,14 @@
 //     each sample), is kept: after the check pair O holds, per such sample in
 //     ProfileReport::timed_checks order, the candidate's outputs of that call
 //     and then the baseline's on the same inputs, computed outside the timer.
+// The GPU runners (worker/runner/device) do the same with one input set per
+// kernel, on the device: before every sample of the candidate, a few of its
+// input elements perturbed as above (small copies, outside the timer), and
+// with a baseline kernel (--baseline=K.so or a named one) kTimedChecks timed
+// calls kept and checked the same way. Their outputs are poisoned with NaN
+// before every sample rather than random bytes. With --baseline=none (the
+// worker compares with the C++ reference's outputs at I) O holds the
+// candidate's outputs after timing alone, and timed_checks is empty.
 // Runners that do not check timed calls (kevo-runner-mtia's simulated
 // profile) write the check pair alone and an empty timed_checks; the worker
 // reads 2 * (1 + timed_checks.size()) output sets.

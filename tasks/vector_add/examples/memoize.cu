@@ -2,8 +2,9 @@
 // called again with the same ones, returns at once as if the result it wrote
 // then were still there (the GPU analogue of handing back memory that already
 // holds an answer; timing loops that reuse their buffers reward it). kevo
-// re-poisons the outputs before every timed sample and checks the timed
-// binding on the very buffers it timed: the check finds NaN (NONFINITE).
+// re-poisons the outputs before every timed sample and checks some timed
+// calls against the baseline: a checked call left NaN (WRONG_ANSWER naming
+// the timed sample).
 #include <cstdint>
 #include <cuda_runtime.h>
 

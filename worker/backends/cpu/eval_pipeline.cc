@@ -560,10 +560,6 @@ absl::StatusOr<std::string> RunnerHarness::TimedInputs(const v1::Task& task) con
   return path;
 }
 
-namespace {
-
-// `size` bytes of the file at `path` from `offset`; NotFound when it cannot be
-// read, DataLoss when it is shorter.
 absl::StatusOr<std::string> ReadFileRange(const std::string& path, int64_t offset, int64_t size) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
@@ -576,7 +572,30 @@ absl::StatusOr<std::string> ReadFileRange(const std::string& path, int64_t offse
   return data;
 }
 
-}  // namespace
+TimedCheck CheckTimedCalls(const v1::Task& task, const TimedOutputs& outputs,
+                           const runner::ProfileReport& profile, const std::string& outputs_path,
+                           int min_timed_checks, const std::string& mismatch_suffix) {
+  if (static_cast<int>(profile.timed_checks.size()) < min_timed_checks) {
+    return {v1::RUNTIME_ERROR,
+            absl::StrCat("the profiler kept ", profile.timed_checks.size(), " timed calls for the check, not ",
+                         min_timed_checks, ": something in its process (the candidate?) interfered")};
+  }
+  const int64_t pair_bytes = 2 * outputs.bytes;
+  for (size_t i = 0; i < profile.timed_checks.size(); ++i) {
+    auto pair = ReadFileRange(outputs_path, (1 + static_cast<int64_t>(i)) * pair_bytes, pair_bytes);
+    if (!pair.ok()) return {v1::INFRA_ERROR, std::string(pair.status().message())};
+    if (TimedCheck check = CompareTimedOutputs(task, outputs, *pair); check.status != v1::OK) {
+      // WRONG_ANSWER even for NaN/Inf: a timed call that disagrees where
+      // validation agreed skipped or faked its work (the poison it left may
+      // be random bytes), whatever the bad element happens to hold.
+      return {v1::WRONG_ANSWER,
+              absl::StrCat("a timed call disagreed with the baseline on the same inputs (the last call of "
+                           "timed sample ", profile.timed_checks[i] + 1, " of ", profile.candidate.samples_s.size(),
+                           "), ", check.message, mismatch_suffix)};
+    }
+  }
+  return {};
+}
 
 std::optional<RunnerHarness::Profiled> RunnerHarness::Profile(EvalRun& run, const ProfileCall& call) const {
   const v1::Task& task = run.task;
@@ -627,33 +646,19 @@ std::optional<RunnerHarness::Profiled> RunnerHarness::Profile(EvalRun& run, cons
       outputs_size != pair_bytes * static_cast<int64_t>(1 + profile->timed_checks.size())) {
     return fail(v1::RUNTIME_ERROR, unwritten);
   }
-  if (static_cast<int>(profile->timed_checks.size()) < call.min_timed_checks) {
-    return fail(v1::RUNTIME_ERROR,
-                absl::StrCat("the profiler kept ", profile->timed_checks.size(), " timed calls for the check, not ",
-                             call.min_timed_checks, ": something in its process (the candidate?) interfered"));
-  }
   if (!profile->modified_input.empty()) {
     return fail(v1::INPUT_MODIFIED, absl::StrCat("input '", profile->modified_input,
                                                  "' changed while timing at binding '",
                                                  task.time().name(), "'"));
   }
-  // Each kept timed call against the baseline on the same inputs, one pair in
-  // memory at a time, then both kernels after timing; validation's tolerances.
-  auto read_pair = [&](int64_t index) { return ReadFileRange(outputs_path, index * pair_bytes, pair_bytes); };
-  for (size_t i = 0; i < profile->timed_checks.size(); ++i) {
-    auto pair = read_pair(1 + static_cast<int64_t>(i));
-    if (!pair.ok()) return fail(v1::INFRA_ERROR, std::string(pair.status().message()));
-    if (TimedCheck check = CompareTimedOutputs(task, *timed_outputs, *pair); check.status != v1::OK) {
-      // WRONG_ANSWER even for NaN/Inf: a timed call that disagrees where
-      // validation agreed skipped or faked its work (the poison it left is
-      // random bytes), whatever the bad element happens to hold.
-      return fail(v1::WRONG_ANSWER,
-                  absl::StrCat("a timed call disagreed with the baseline on the same inputs (the last call of "
-                               "timed sample ", profile->timed_checks[i] + 1, " of ",
-                               profile->candidate.samples_s.size(), "), ", check.message, call.mismatch_suffix));
-    }
+  // Each kept timed call against the baseline on the same inputs, then both
+  // kernels after timing; validation's tolerances.
+  if (TimedCheck check = CheckTimedCalls(task, *timed_outputs, *profile, outputs_path, call.min_timed_checks,
+                                         call.mismatch_suffix);
+      check.status != v1::OK) {
+    return fail(check.status, check.message);
   }
-  auto both = read_pair(0);
+  auto both = ReadFileRange(outputs_path, 0, pair_bytes);
   if (!both.ok()) return fail(v1::INFRA_ERROR, std::string(both.status().message()));
   if (TimedCheck check = CompareTimedOutputs(task, *timed_outputs, *both); check.status != v1::OK) {
     return fail(check.status, check.message + call.mismatch_suffix);

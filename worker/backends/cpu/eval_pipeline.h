@@ -38,6 +38,9 @@ namespace kevo::worker {
 
 // Small file and host helpers.
 absl::StatusOr<std::string> ReadFileBytes(const std::string& path);
+// `size` bytes of the file at `path` from `offset`; NotFound when it cannot be
+// read, DataLoss when it is shorter.
+absl::StatusOr<std::string> ReadFileRange(const std::string& path, int64_t offset, int64_t size);
 absl::Status WriteFileBytes(const std::string& path, const std::string& data);
 // The value after "key" and a colon on the first matching line of a
 // /proc-style file, or "".
@@ -119,6 +122,20 @@ struct TimedCheck {
 };
 TimedCheck CompareTimedOutputs(const v1::Task& task, const TimedOutputs& outputs,
                                const std::string& both);
+
+// The checks of the timed calls a profile kept (worker/runner/protocol.h): in
+// the outputs file at `outputs_path`, output-set pair 1 + i holds the
+// candidate's outputs of the call of timed sample profile.timed_checks[i]
+// and the baseline's on the same inputs; each pair is compared in turn (one
+// in memory at a time) with validation's tolerances. Returns OK; a
+// RUNTIME_ERROR when the runner kept fewer than `min_timed_checks` (one that
+// checks them always keeps runner::kTimedChecks: something in its process got
+// in the way); WRONG_ANSWER, even for NaN/Inf, naming the timed sample, with
+// `mismatch_suffix` appended, when a pair disagrees; INFRA_ERROR when the
+// file cannot be read.
+TimedCheck CheckTimedCalls(const v1::Task& task, const TimedOutputs& outputs,
+                           const runner::ProfileReport& profile, const std::string& outputs_path,
+                           int min_timed_checks, const std::string& mismatch_suffix);
 
 // One evaluation on its way through the stages. A stage that ends the
 // evaluation calls Fail(), which records the failed stage's event and the

@@ -442,30 +442,27 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
   };
   std::error_code ec;
   fs::remove(scratch + "/report.txt", ec);
-  std::vector<std::pair<const v1::TensorSpec*, int64_t>> timed_outputs;
-  int64_t timed_output_bytes = 0;
-  {
-    auto params = runner::ClassifyParams(task);
-    if (!params.ok()) return fail(v1::INFRA_ERROR, std::string(params.status().message()));
-    for (const runner::Param& p : *params) {
-      if (p.kind != runner::ParamKind::kOutput) continue;
-      auto shape = ResolveShape(*p.spec, BindingValues(task.time()));
-      if (!shape.ok()) return fail(v1::INFRA_ERROR, std::string(shape.status().message()));
-      timed_outputs.emplace_back(p.spec, NumElements(*shape));
-      timed_output_bytes += NumElements(*shape) * static_cast<int64_t>(DTypeSize(p.spec->dtype()));
-    }
-  }
+  auto timed_outputs = ResolveTimedOutputs(task);
+  if (!timed_outputs.ok()) return fail(v1::INFRA_ERROR, std::string(timed_outputs.status().message()));
+  const int64_t timed_output_bytes = timed_outputs->bytes;
   const bool gpu_baseline = baseline.kind != "cpu_reference";
   const std::string baseline_arg = gpu_baseline ? baseline.runner_arg : "none";
-  const int64_t expected_bytes = (gpu_baseline ? 2 : 1) * timed_output_bytes;
+  // The runner writes the candidate's outputs after timing, then the GPU
+  // baseline's, then per kept timed call the candidate's and the baseline's
+  // on the same perturbed inputs (worker/runner/protocol.h). Without a GPU
+  // baseline nothing in its process can compute what a perturbed call
+  // should give: it keeps no timed call, and the candidate's outputs after
+  // timing are compared with the C++ reference's at the timed inputs.
+  const int64_t check_bytes = (gpu_baseline ? 2 : 1) * timed_output_bytes;
+  const int min_timed_checks = gpu_baseline ? runner::kTimedChecks : 0;
+  const std::string outputs_path = scratch + "/timed_outputs.bin";
   auto prof = gpu.harness->Run(
       {"profile", "--task=" + scratch + "/task.pb", "--kernel=" + candidate_so,
-       "--baseline=" + baseline_arg, "--inputs=" + timed_inputs,
-       "--outputs=" + scratch + "/timed_outputs.bin", "--result=" + scratch + "/profile.json",
-       "--gpu_result=" + scratch + "/gpu.json", "--report=" + scratch + "/report.txt",
-       absl::StrCat("--time_cap_s=", options_.profile_time_cap_s)},
+       "--baseline=" + baseline_arg, "--inputs=" + timed_inputs, "--outputs=" + outputs_path,
+       "--result=" + scratch + "/profile.json", "--gpu_result=" + scratch + "/gpu.json",
+       "--report=" + scratch + "/report.txt", absl::StrCat("--time_cap_s=", options_.profile_time_cap_s)},
       scratch, options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 30),
-      expected_bytes);
+      check_bytes + 2 * timed_output_bytes * min_timed_checks);
   if (!prof.ok()) return fail(v1::INFRA_ERROR, std::string(prof.status().message()));
   if (prof->outcome.status != v1::OK) {
     ev.mutable_diagnostics()->set_signal(prof->outcome.signal);
@@ -475,15 +472,17 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
   }
   auto prof_json = ReadFileBytes(scratch + "/profile.json");
   auto gpu_json = ReadFileBytes(scratch + "/gpu.json");
-  auto timed_bytes = ReadFileBytes(scratch + "/timed_outputs.bin");
-  if (!prof_json.ok() || !gpu_json.ok() || !timed_bytes.ok() ||
-      static_cast<int64_t>(timed_bytes->size()) != expected_bytes) {
-    return fail(v1::RUNTIME_ERROR,
-                "the profiler ended without writing its results: the candidate ended the "
-                "process (exit?) or wrote into the runner's files");
-  }
+  const auto outputs_size = static_cast<int64_t>(fs::file_size(outputs_path, ec));
+  const char* unwritten =
+      "the profiler ended without writing its results: the candidate ended the "
+      "process (exit?) or wrote into the runner's files";
+  if (!prof_json.ok() || !gpu_json.ok() || ec) return fail(v1::RUNTIME_ERROR, unwritten);
   auto profile = runner::ProfileFromJson(*prof_json);
   if (!profile.ok()) return fail(v1::INFRA_ERROR, std::string(profile.status().message()));
+  const auto kept = static_cast<int64_t>(profile->timed_checks.size());
+  if (kept > min_timed_checks || outputs_size != check_bytes + 2 * timed_output_bytes * kept) {
+    return fail(v1::RUNTIME_ERROR, unwritten);
+  }
   nlohmann::json g = nlohmann::json::parse(*gpu_json, nullptr, /*allow_exceptions=*/false);
   if (g.is_discarded() || !g.is_object()) return fail(v1::INFRA_ERROR, "gpu.json does not parse");
   if (!profile->modified_input.empty()) {
@@ -495,11 +494,19 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
     return fail(v1::RUNTIME_ERROR, absl::StrCat("wrote past the end of tensor '", over,
                                                 "' at the timed binding '", task.time().name(), "'"));
   }
+  // The kept timed calls first, as on the cpu worker: a call that was fast
+  // because it returned a stale or faked result is named by its sample.
+  if (TimedCheck check = CheckTimedCalls(task, *timed_outputs, *profile, outputs_path, min_timed_checks, "");
+      check.status != v1::OK) {
+    return fail(check.status, check.message);
+  }
+  auto timed_bytes = ReadFileRange(outputs_path, 0, check_bytes);
+  if (!timed_bytes.ok()) return fail(v1::INFRA_ERROR, std::string(timed_bytes.status().message()));
   const std::string& want_all = gpu_baseline ? *timed_bytes : cpu_ref->outputs;
   const size_t want_offset = gpu_baseline ? static_cast<size_t>(timed_output_bytes) : 0;
   const std::string want_name = gpu_baseline ? "baseline" : "C++ reference";
   int64_t offset = 0;
-  for (const auto& [spec, count] : timed_outputs) {
+  for (const auto& [spec, count] : timed_outputs->tensors) {
     const char* got = timed_bytes->data() + offset;
     const char* want = want_all.data() + want_offset + offset;
     Tolerances tol = ToleranceFor(task, spec->dtype());
@@ -559,6 +566,8 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
   counters["l2_flush_bytes"] = g.value("l2_flush_bytes", 0.0);
   counters[absl::StrCat("baseline_kind_", baseline.kind)] = 1;
   counters["working_set_bytes"] = static_cast<double>(profile->working_set_bytes);
+  counters["timed_checks"] = static_cast<double>(profile->timed_checks.size());
+  counters["perturbed_inputs"] = static_cast<double>(profile->perturbed_inputs.size());
   const std::string escaped =
       counters["escaped_samples"] > 0
           ? absl::StrCat("; ", counters["escaped_samples"],

@@ -9,7 +9,9 @@
 //   validate  `runner run`: fresh NaN-filled device buffers, guards, input
 //             hashes, determinism
 //   profile   `runner profile`: the runtime's events, whole-device
-//             synchronisation, cache flush, interleaved baseline
+//             synchronisation, cache flush, interleaved baseline, perturbed
+//             inputs, and (with a GPU baseline) timed calls checked against
+//             the baseline's on the same inputs
 //
 // Validate and profile hold the GPU's timing slot (one per GPU), so while a
 // candidate is timed nothing else runs on that GPU, while other slots compile

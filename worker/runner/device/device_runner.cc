@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/tensor.h"
+#include "worker/runner/perturb.h"
 #include "worker/runner/runner_io.h"
 #include "worker/runner/seccomp_policy.h"
 
@@ -184,6 +185,14 @@ std::string FirstOverflow(const Frame& f) {
     if (!f.outputs[i]->GuardDamage().empty()) return f.output_specs[i]->name();
   }
   return "";
+}
+
+// Every output of `f`, downloaded and written to `fd` in signature order.
+void WriteOutputs(int fd, const Frame& f) {
+  for (const auto& out : f.outputs) {
+    const std::string data = out->Download();
+    WriteAll(fd, data.data(), data.size());
+  }
 }
 
 void CallForeign(const Kernel& fn, void** args) {
@@ -350,6 +359,8 @@ struct ProfileOptions {
   // synchronisation that still waits longer than this (and 20% of the event
   // time) after it means work escaped to a stream the events do not order.
   double escape_threshold_s = 20e-6;
+  // Drawn from the OS before any kernel is loaded (SeedFromOs).
+  uint64_t secret_seed = 0;
 };
 
 // Times one call cold: outputs re-poisoned (a kernel cannot skip work whose
@@ -413,6 +424,31 @@ class Sampler {
   ProfileOptions opts_;
 };
 
+// The elements of frame `f`'s inputs that pokes name, on the device: one
+// small copy per poke each way, outside the timer.
+PokeAccess DeviceAccess(Frame& f) {
+  auto element = [&f](const Poke& p) {
+    return static_cast<unsigned char*>(f.inputs[p.input]->data()) + p.index * p.bytes;
+  };
+  return {[element](const Poke& p) {
+            uint64_t now = 0;
+            Check(g_rt->CopyToHost(&now, element(p), p.bytes), "reading a perturbed input element");
+            return now;
+          },
+          [element](const Poke& p, uint64_t bytes) {
+            Check(g_rt->CopyToDevice(element(p), &bytes, p.bytes), "perturbing an input element");
+          }};
+}
+
+// A timed sample of the candidate kept for the worker's check: the outputs
+// of its call (every output, in signature order, copied on the device) and
+// the pokes its inputs held then.
+struct TimedCheckSlot {
+  int64_t sample = -1;
+  std::vector<Poke> pokes;
+  std::unique_ptr<DeviceBuffer> outputs;
+};
+
 int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel* baseline,
                 const std::string& baseline_kind, const ProfileOptions& opts, int inputs_fd,
                 int outputs_fd, int result_fd, int gpu_result_fd) {
@@ -450,11 +486,60 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel* bas
   Sampler sampler(std::max<size_t>(2 * static_cast<size_t>(l2), size_t{8} << 20), opts);
   int64_t escaped_cand = 0, escaped_base = 0;
 
+  // Before every sample of the candidate, outside the timer, its inputs
+  // differ from the timed inputs in a few elements drawn afresh (the last
+  // sample's put back first, each checked), so a kernel that caches its
+  // result by its arguments' addresses, or by a few input values, returns a
+  // stale one. The baseline is timed on the timed inputs as they are.
+  SecretRng rng(opts.secret_seed);
+  InputPerturber perturber(cand.input_specs, cand.input_shapes, cand.symbols, rng);
+  report.perturbed_inputs = perturber.perturbed();
+  report.unperturbed_inputs = perturber.left_alone();
+  const PokeAccess cand_access = DeviceAccess(cand);
+  auto timed_value = [&cand](const Poke& p) {
+    uint64_t v = 0;
+    std::memcpy(&v, cand.host_inputs[p.input].data() + p.index * p.bytes, p.bytes);
+    return v;
+  };
+  std::vector<Poke> cand_pokes;  // what cand's inputs hold in place of the timed inputs
+  std::string modified;          // the first input found changed while timing
+  auto sample_candidate = [&](int64_t& escaped) {
+    perturber.Repoke(cand_access, timed_value, cand.input_specs, cand_pokes, &modified);
+    return sampler.Sample(candidate, cand, escaped);
+  };
+  // With a baseline kernel, the outputs of kTimedChecks of the candidate's
+  // timed calls are kept, with their pokes, for the baseline to be run on
+  // the same inputs after timing. Without one (the worker compares with the
+  // C++ reference's outputs at the timed inputs) nothing can be compared
+  // with a perturbed call, and only the check after timing is made.
+  std::vector<TimedCheckSlot> checks(baseline != nullptr ? kTimedChecks : 0);
+  size_t out_bytes = 0;
+  for (const auto& out : cand.outputs) out_bytes += out->bytes();
+  for (TimedCheckSlot& c : checks) c.outputs = std::make_unique<DeviceBuffer>(out_bytes);
+  // A candidate sample, and whether its call is kept for the check (drawn
+  // after the call: nothing a call sees says whether it is checked).
+  auto sample_and_keep = [&] {
+    report.candidate.samples_s.push_back(sample_candidate(escaped_cand));
+    if (checks.empty()) return;
+    const int64_t s = static_cast<int64_t>(report.candidate.samples_s.size()) - 1;
+    const int64_t slot = TimedCheckSlotFor(s, rng);
+    if (slot < 0) return;
+    TimedCheckSlot& c = checks[static_cast<size_t>(slot)];
+    c.sample = s;
+    c.pokes = cand_pokes;
+    size_t offset = 0;
+    for (const auto& out : cand.outputs) {
+      Check(g_rt->CopyOnDevice(static_cast<unsigned char*>(c.outputs->data()) + offset, out->data(), out->bytes()),
+            "keeping a timed call's outputs");
+      offset += out->bytes();
+    }
+  };
+
   const double start = Now();
   // Warm-up: module loading, library heuristics, clocks ramping up.
   for (int i = 0; i < 3 || (Now() - start < std::min(0.1 * opts.time_cap_s, 0.3) && i < 200); ++i) {
     int64_t ignored = 0;
-    sampler.Sample(candidate, cand, ignored);
+    sample_candidate(ignored);
     if (baseline != nullptr) sampler.Sample(*baseline, base, ignored);
   }
   constexpr size_t kMinSamples = 10;
@@ -462,11 +547,11 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel* bas
   for (size_t round = 0;; ++round) {
     // Alternate the order so neither kernel always follows the other.
     if (round % 2 == 0 || baseline == nullptr) {
-      report.candidate.samples_s.push_back(sampler.Sample(candidate, cand, escaped_cand));
+      sample_and_keep();
       if (baseline != nullptr) report.baseline.samples_s.push_back(sampler.Sample(*baseline, base, escaped_base));
     } else {
       report.baseline.samples_s.push_back(sampler.Sample(*baseline, base, escaped_base));
-      report.candidate.samples_s.push_back(sampler.Sample(candidate, cand, escaped_cand));
+      sample_and_keep();
     }
     const size_t n = report.candidate.samples_s.size();
     if (n >= kMinSamples && n % 5 == 0) {
@@ -478,31 +563,46 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel* bas
         break;
       }
     }
-    if ((Now() - start > opts.time_cap_s && n >= 3) || n >= kMaxSamples) break;
+    if ((Now() - start > opts.time_cap_s && n >= static_cast<size_t>(kTimedChecks)) || n >= kMaxSamples) break;
   }
   Summarise(report.candidate);
   Summarise(report.baseline);
   report.elapsed_s = Now() - start;
 
-  // The timed binding checked too: both kernels once more on fresh poisoned
-  // outputs, the candidate on the very buffers it was timed on (a kernel that
-  // remembers its arguments and skips the work leaves NaN).
-  report.modified_input = FirstModifiedInput(cand);
+  // The candidate's inputs as the timed inputs again (each poked element
+  // must still hold what was written), then hashed.
+  UndoPokes(cand_access, cand_pokes, cand.input_specs, &modified);
+  report.modified_input = modified.empty() ? FirstModifiedInput(cand) : modified;
+  // The timed binding checked too: both kernels once more on the timed
+  // inputs and fresh poisoned outputs, the candidate on the very buffers it
+  // was timed on (a kernel that remembers its arguments and skips the work
+  // leaves NaN).
   PoisonOutputs(cand);
   CallAndSync(candidate, cand.args.data());
   if (report.modified_input.empty()) report.modified_input = FirstModifiedInput(cand);
   std::string overflowed = FirstOverflow(cand);
-  for (const auto& out : cand.outputs) {
-    std::string data = out->Download();
-    WriteAll(outputs_fd, data.data(), data.size());
-  }
+  WriteOutputs(outputs_fd, cand);
   if (baseline != nullptr) {
     PoisonOutputs(base);
     CallAndSync(*baseline, base.args.data());
-    for (const auto& out : base.outputs) {
-      std::string data = out->Download();
-      WriteAll(outputs_fd, data.data(), data.size());
-    }
+    WriteOutputs(outputs_fd, base);
+  }
+  // Then the checked timed calls, earliest first: the candidate's outputs as
+  // the timed call left them, and the baseline's on the inputs that call had
+  // (its own buffers, with the same pokes), outside the timer.
+  std::sort(checks.begin(), checks.end(),
+            [](const TimedCheckSlot& a, const TimedCheckSlot& b) { return a.sample < b.sample; });
+  const PokeAccess base_access = DeviceAccess(base);
+  for (TimedCheckSlot& c : checks) {
+    if (c.sample < 0) continue;
+    ApplyPokes(base_access, c.pokes);
+    PoisonOutputs(base);
+    CallAndSync(*baseline, base.args.data());
+    const std::string kept = c.outputs->Download();
+    WriteAll(outputs_fd, kept.data(), kept.size());
+    WriteOutputs(outputs_fd, base);
+    UndoPokes(base_access, c.pokes, base.input_specs, /*modified=*/nullptr);
+    report.timed_checks.push_back(c.sample);
   }
   std::string json = ProfileToJson(report);
   WriteAll(result_fd, json.data(), json.size());
@@ -662,6 +762,7 @@ int RunnerMain(Runtime& rt, int argc, char** argv) {
     }
     if (cl.Has("inputs")) inputs_fd = OpenIn(cl.Get("inputs"));
     if (cl.Has("gpu_result")) gpu_result_fd = OpenOut(cl.Get("gpu_result"));
+    profile.secret_seed = SeedFromOs();
     baseline_kind = cl.Get("baseline");
     if (baseline_kind != "none" && std::find(named.begin(), named.end(), baseline_kind) == named.end()) {
       baseline_path = AbsoluteKernelPath(baseline_kind);

@@ -22,6 +22,10 @@
 //   profile the candidate and the baseline (--baseline=K.so | none | a name
 //           the runtime provides, e.g. cublas) timed interleaved in this
 //           process: L2 flushed and outputs re-poisoned before every sample,
+//           the candidate's inputs perturbed in a few elements from a secret
+//           seed, and (with a baseline kernel) kTimedChecks timed calls'
+//           outputs kept and checked against the baseline's on the same
+//           inputs (protocol.h),
 //           the runtime's events around the call and the whole device
 //           synchronised after it (work a candidate leaves on a stream the
 //           events do not see is caught and timed on the host clock up to the
