@@ -274,6 +274,38 @@ extern "C" void softmax(const float* x, float* y, int64_t rows, int64_t cols) {
   ExpectNotAcceptedFaster(ev, 1.0);
 }
 
+TEST_F(TimingAttacksTest, CachingByBufferAddressAloneIsRejected) {
+  // One cached result per (input, output) buffer pair at the timed size,
+  // nothing else in the key (validation's buffers come and go, so smaller
+  // calls are computed): right wherever a buffer's inputs never change. A
+  // matmul_bf16 CUDA candidate doing this was accepted at 9.7x cuBLAS while
+  // the GPU runner did not perturb its timed inputs (nvidia_backend_test
+  // holds it and one that adds sampled values to the key).
+  v1::Evaluation ev = Eval("softmax", Cpp(HonestSoftmax() + R"(
+namespace {
+struct Entry { const float* x; float* y; int64_t n; float* out; };
+Entry entries[64];
+int used = 0;
+}
+extern "C" void softmax(const float* x, float* y, int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
+  if (n < (1 << 20)) return honest(x, y, rows, cols);
+  for (int i = 0; i < used; ++i) {
+    if (entries[i].x == x && entries[i].y == y && entries[i].n == n) {
+      std::memcpy(y, entries[i].out, n * sizeof(float));
+      return;
+    }
+  }
+  honest(x, y, rows, cols);
+  if (used == 64) return;
+  Entry& e = entries[used++];
+  e = {x, y, n, static_cast<float*>(std::malloc(n * sizeof(float)))};
+  std::memcpy(e.out, y, n * sizeof(float));
+})"));
+  ExpectATimedCallDisagreed(ev);
+  ExpectNotAcceptedFaster(ev, 1.0);
+}
+
 TEST_F(TimingAttacksTest, GarbageAfterNCallsIsRejected) {
   // Honest for its first three calls at the timed size (validation never
   // makes one), then a cheap plausible-looking answer.
