@@ -15,6 +15,7 @@
 #include "coordinator/proposer/builtin/builtin_proposer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/runner/protocol.h"
 
 namespace kevo::worker {
 namespace {
@@ -102,6 +103,11 @@ TEST_F(NvidiaBackendTest, FastSoftmaxPassesAndIsTimed) {
   // the device-wide synchronisation look late (seen: 1 sample in 2900).
   EXPECT_LT(ev.profile().at("escaped_samples"), 0.01 * ev.timing().samples_s_size());
   EXPECT_TRUE(ev.profile().contains("gpu_timing_utilisation"));
+  // Timed against its reference.cu: x perturbed before every sample, and
+  // the kept timed calls agreed with the baseline on the same inputs.
+  EXPECT_EQ(ev.profile().at("baseline_kind_cuda_reference"), 1);
+  EXPECT_EQ(ev.profile().at("perturbed_inputs"), 1);
+  EXPECT_EQ(ev.profile().at("timed_checks"), runner::kTimedChecks);
 }
 
 TEST_F(NvidiaBackendTest, MatmulIsTimedAgainstCublas) {
@@ -109,6 +115,141 @@ TEST_F(NvidiaBackendTest, MatmulIsTimedAgainstCublas) {
   ASSERT_EQ(ev.status(), v1::OK) << ev.diagnostics().message();
   EXPECT_EQ(ev.profile().at("baseline_kind_cublas"), 1);
   EXPECT_GT(ev.baseline().median_s(), 0);
+  EXPECT_EQ(ev.profile().at("perturbed_inputs"), 2);
+  EXPECT_EQ(ev.profile().at("timed_checks"), runner::kTimedChecks);
+}
+
+// A bf16 GEMM that caches its result at the timed size (validation's small
+// shapes are computed: their buffers come and go, and a reused address would
+// give a stale answer there) and copies it back when called again with the
+// same arguments: `key` is what it compares besides them. The honest path is
+// a 16x16-tile kernel with float accumulation. Before the GPU runner
+// perturbed the timed inputs, such a candidate was accepted at 9.7x cuBLAS.
+std::string MemoizingMatmulBf16(const std::string& key_fields, const std::string& read_key) {
+  return absl::StrCat(R"(
+#include <cstdint>
+#include <cuda_runtime.h>
+namespace {
+__device__ float Bf16ToFloat(uint16_t v) { return __uint_as_float(static_cast<uint32_t>(v) << 16); }
+__device__ uint16_t FloatToBf16(float f) {
+  uint32_t bits = __float_as_uint(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+__global__ void Matmul(const uint16_t* A, const uint16_t* B, uint16_t* C, int64_t M, int64_t N, int64_t K) {
+  __shared__ float a[16][16], b[16][16];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t row = blockIdx.y * 16ll + ty, col = blockIdx.x * 16ll + tx;
+  float sum = 0.0f;
+  for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    a[ty][tx] = row < M && k0 + tx < K ? Bf16ToFloat(A[row * K + k0 + tx]) : 0.0f;
+    b[ty][tx] = k0 + ty < K && col < N ? Bf16ToFloat(B[(k0 + ty) * N + col]) : 0.0f;
+    __syncthreads();
+    for (int k = 0; k < 16; ++k) sum += a[ty][k] * b[k][tx];
+    __syncthreads();
+  }
+  if (row < M && col < N) C[row * N + col] = FloatToBf16(sum);
+}
+void Compute(const uint16_t* A, const uint16_t* B, uint16_t* C, int64_t M, int64_t N, int64_t K) {
+  if (M == 0 || N == 0) return;
+  Matmul<<<dim3((N + 15) / 16, (M + 15) / 16), dim3(16, 16)>>>(A, B, C, M, N, K);
+}
+struct Entry {
+  const void* a;
+  const void* b;
+  void* c;
+  int64_t m, n, k;
+  )", key_fields, R"(
+  void* saved;
+};
+Entry entries[16];
+int used = 0;
+}  // namespace
+extern "C" void matmul_bf16(const uint16_t* A, const uint16_t* B, uint16_t* C, int64_t M, int64_t N, int64_t K) {
+  if (M * N < (1 << 20)) return Compute(A, B, C, M, N, K);
+  const size_t bytes = static_cast<size_t>(M * N) * sizeof(uint16_t);
+  Entry now{A, B, C, M, N, K};
+  )", read_key, R"(
+  for (int i = 0; i < used; ++i) {
+    Entry& e = entries[i];
+    if (e.a == A && e.b == B && e.c == C && e.m == M && e.n == N && e.k == K && SameKey(e, now)) {
+      cudaMemcpy(C, e.saved, bytes, cudaMemcpyDeviceToDevice);
+      return;
+    }
+  }
+  Compute(A, B, C, M, N, K);
+  if (used == 16) return;
+  Entry& e = entries[used++];
+  e = now;
+  cudaMalloc(&e.saved, bytes);
+  cudaMemcpy(e.saved, C, bytes, cudaMemcpyDeviceToDevice);
+}
+)");
+}
+
+void ExpectATimedCallDisagreed(const v1::Evaluation& ev) {
+  EXPECT_EQ(ev.status(), v1::WRONG_ANSWER) << ev.diagnostics().message();
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("a timed call disagreed with the baseline"));
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("timed sample "));
+  ASSERT_GT(ev.events_size(), 0);
+  EXPECT_EQ(ev.events(ev.events_size() - 1).stage(), v1::STAGE_PROFILE);
+  EXPECT_EQ(ev.speedup(), 0);
+}
+
+TEST_F(NvidiaBackendTest, MatmulBf16CachedByItsArgumentsIsRejected) {
+  v1::Evaluation ev = Eval("matmul_bf16", MemoizingMatmulBf16(
+      "", "auto SameKey = [](const Entry&, const Entry&) { return true; };"));
+  ExpectATimedCallDisagreed(ev);
+}
+
+TEST_F(NvidiaBackendTest, MatmulBf16CachedByItsArgumentsAndSampledValuesIsRejected) {
+  // A few elements of A and B in the key too (read back from the device):
+  // right wherever the inputs of a buffer never change.
+  v1::Evaluation ev = Eval("matmul_bf16", MemoizingMatmulBf16("uint16_t sampled[4];", R"(
+  const uint16_t* at[4] = {A, A + M * K / 2, B + K * N / 3, B + K * N - 1};
+  for (int i = 0; i < 4; ++i) cudaMemcpy(&now.sampled[i], at[i], sizeof(uint16_t), cudaMemcpyDeviceToHost);
+  auto SameKey = [](const Entry& e, const Entry& n) {
+    for (int i = 0; i < 4; ++i) {
+      if (e.sampled[i] != n.sampled[i]) return false;
+    }
+    return true;
+  };)"));
+  ExpectATimedCallDisagreed(ev);
+}
+
+TEST_F(NvidiaBackendTest, CachedResultIsRejectedWhereTheBaselineIsTheCpuReference) {
+  // silu has no CUDA reference: the baseline is the C++ reference on the CPU,
+  // nothing in the GPU runner can say what a perturbed call should give, and
+  // no timed call is kept. The cache is caught all the same: its first call
+  // (in the warm-up) already had perturbed inputs, so what it copies back
+  // disagrees with the reference on the timed inputs in the check after
+  // timing, on the very buffers it was timed on.
+  v1::Evaluation ev = Eval("silu", R"(
+#include <cstdint>
+#include <cuda_runtime.h>
+__global__ void Silu(const float* x, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < n; i += 256ll * gridDim.x) y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+extern "C" void silu(const float* x, float* y, int64_t n) {
+  static const float* last_x = nullptr;
+  static float* last_y = nullptr;
+  static float* saved = nullptr;
+  if (n >= (1 << 20) && x == last_x && y == last_y) {
+    cudaMemcpy(y, saved, n * sizeof(float), cudaMemcpyDeviceToDevice);
+    return;
+  }
+  if (n > 0) Silu<<<1024, 256>>>(x, y, n);
+  if (n < (1 << 20)) return;
+  if (saved == nullptr) cudaMalloc(&saved, n * sizeof(float));
+  cudaMemcpy(saved, y, n * sizeof(float), cudaMemcpyDeviceToDevice);
+  last_x = x;
+  last_y = y;
+}
+)");
+  EXPECT_EQ(ev.status(), v1::WRONG_ANSWER) << ev.diagnostics().message();
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("checked on the buffers it was timed on"));
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("C++ reference"));
 }
 
 TEST_F(NvidiaBackendTest, ZeroedInputsAreCaught) {
@@ -123,8 +264,11 @@ TEST_F(NvidiaBackendTest, OutOfBoundsWriteIsCaughtByTheGuards) {
 }
 
 TEST_F(NvidiaBackendTest, MemoizingCandidateIsCaughtAtTheTimedBinding) {
+  // It skips the work when called again with the same pointers: the outputs
+  // it leaves are the poison put in before every sample.
   v1::Evaluation ev = EvalExample("vector_add", "memoize.cu");
-  EXPECT_EQ(ev.status(), v1::NONFINITE) << ev.diagnostics().message();
+  ExpectATimedCallDisagreed(ev);
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("= nan"));
 }
 
 TEST_F(NvidiaBackendTest, SideStreamCandidateIsRejectedAndTheNextOneIsServed) {
