@@ -64,7 +64,8 @@ row = {"problem": p, "rc": rc, "wall_s": t1 - t0, "status": r.get("status"), "st
        "samples": len(s.get("candidate", {}).get("samples_s", [])), "ipc_overhead_s": r.get("ipc_overhead_s"),
        "timed_calls_checked": r.get("timed_calls_checked"), "fresh_inputs": r.get("fresh_inputs"),
        "input_generation_s": r.get("input_generation_s"), "working_set_bytes": r.get("working_set_bytes"),
-       "torch_compile_warmup_s": r.get("torch_compile_warmup_s"), "notes": r.get("notes"), "seconds": r.get("seconds")}
+       "torch_compile_warmup_s": r.get("torch_compile_warmup_s"), "notes": r.get("notes"), "seconds": r.get("seconds"),
+       "stage_seconds": r.get("stage_seconds"), "device_copy_gbs": r.get("device_copy_gbs")}
 print(json.dumps(row))
 m = row["medians"]
 print(f"{p}: {row['status']} {row['cases']} wall {row['wall_s']:.1f}s cand {m.get('candidate')} eager {m.get('eager')} "
