@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
+#include "tests/worker/kernelbench_testing.h"
 #include "worker/backends/cpu/cpu_backend.h"
 #include "worker/backends/cpu/kernelbench_eval.h"
 
@@ -31,9 +32,8 @@ using ::testing::Contains;
 using ::testing::HasSubstr;
 
 using ::kevo::testing::BinDir;
-using ::kevo::testing::SourceDir;
 
-std::string DataDir() { return SourceDir() + "/tests/data/kernelbench"; }
+std::string DataDir() { return kb_testing::KernelBenchDataDir(); }
 
 std::string ReadText(const std::string& path) {
   std::ifstream in(path);
@@ -70,25 +70,12 @@ v1::Candidate CorrectReluAfter(const std::string& prelude) {
                              "        return torch.relu(x)\n"));
 }
 
-std::string Explain(const v1::Evaluation& ev) {
-  std::string events;
-  for (const auto& e : ev.events()) absl::StrAppend(&events, "\n  ", v1::Stage_Name(e.stage()), " ", e.message());
-  return absl::StrCat(v1::EvalStatus_Name(ev.status()), ": ", ev.diagnostics().message(), events);
-}
+std::string Explain(const v1::Evaluation& ev) { return kb_testing::ExplainKernelBench(ev); }
 
 class KernelBenchEvalTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    CpuBackendOptions o;
-    o.work_dir = BinDir() + "/../tests/kernelbench_eval_test.work";
-    o.runner_path = BinDir() + "/kevo-runner-cpu";
-    o.compile_timeout = absl::Seconds(60);
-    // Importing torch is not part of it; the candidates here are tiny.
-    o.run_timeout = absl::Seconds(8);
-    o.memory_limit_bytes = int64_t{8} << 30;
-    o.profile_time_cap_s = 0.3;
-    o.calibrate = false;
-    auto backend = CreateCpuBackend(o);
+    auto backend = CreateCpuBackend(kb_testing::KernelBenchBackendOptions("kernelbench_eval_test"));
     ASSERT_TRUE(backend.ok()) << backend.status();
     backend_ = backend->release();
   }
