@@ -21,7 +21,15 @@ constexpr char kBenchmark[] = R"CPP(
 #include <cstring>
 #include <initializer_list>
 
-typedef float v16 __attribute__((vector_size(64)));
+// The widest vector the host has: an asm "+v" operand must fit one register.
+#if defined(__AVX512F__)
+#define LANES 16
+#elif defined(__AVX__)
+#define LANES 8
+#else
+#define LANES 4
+#endif
+typedef float vf __attribute__((vector_size(4 * LANES)));
 
 static double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -99,7 +107,7 @@ int main(int argc, char** argv) {
               triad_gbs, triad_nt_gbs, read_gbs);
   if (bandwidth_only) return 0;
 
-  // FP32 peak: 12 independent FMA chains per thread, 16 lanes each.
+  // FP32 peak: 12 independent FMA chains per thread, LANES lanes each.
   // Ten short repetitions (about 3 ms each here), the best kept: on a shared
   // host some of them run while the other work sleeps.
   const long iters = 1L << 20;
@@ -112,24 +120,24 @@ int main(int argc, char** argv) {
       // Twelve named accumulators, not an array: GCC keeps an array that an asm
       // operand names in memory, and the store-to-load round trip then bounds
       // the loop instead of the FMA units (it measured a third of the peak).
-      const v16 a = (v16){} + 0.001f * omp_get_thread_num();
-      v16 a0 = a, a1 = a + 0.001f, a2 = a + 0.002f, a3 = a + 0.003f, a4 = a + 0.004f, a5 = a + 0.005f,
+      const vf a = (vf){} + 0.001f * omp_get_thread_num();
+      vf a0 = a, a1 = a + 0.001f, a2 = a + 0.002f, a3 = a + 0.003f, a4 = a + 0.004f, a5 = a + 0.005f,
           a6 = a + 0.006f, a7 = a + 0.007f, a8 = a + 0.008f, a9 = a + 0.009f, a10 = a + 0.010f,
           a11 = a + 0.011f;
-      const v16 m = (v16){} + 0.999999f, add = (v16){} + 1e-7f;
+      const vf m = (vf){} + 0.999999f, add = (vf){} + 1e-7f;
       for (long i = 0; i < iters; ++i) {
         a0 = a0 * m + add, a1 = a1 * m + add, a2 = a2 * m + add, a3 = a3 * m + add;
         a4 = a4 * m + add, a5 = a5 * m + add, a6 = a6 * m + add, a7 = a7 * m + add;
         a8 = a8 * m + add, a9 = a9 * m + add, a10 = a10 * m + add, a11 = a11 * m + add;
         __asm__ volatile("" : "+v"(a0), "+v"(a5), "+v"(a11));
       }
-      const v16 acc[12] = {a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11};
-      v16 s = {};
+      const vf acc[12] = {a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11};
+      vf s = {};
       for (int k = 0; k < 12; ++k) s += acc[k];
-      for (int l = 0; l < 16; ++l) total += s[l];
+      for (int l = 0; l < LANES; ++l) total += s[l];
     }
     double t = Now() - t0;
-    double gflops = 2.0 * 12 * 16 * iters * omp_get_max_threads() / t / 1e9;
+    double gflops = 2.0 * 12 * LANES * iters * omp_get_max_threads() / t / 1e9;
     if (gflops > peak_best) peak_best = gflops;
     if (total == 12345.f) std::puts("");  // keep the result alive
   }
