@@ -210,6 +210,18 @@ def load_module(path, name):
     return module
 
 
+def strict_json(value):
+    """`value` with every non-finite float written as a string ("inf", "nan"):
+    JSON has no Infinity or NaN, and the worker's parser rejects them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
 def seed_all(torch, seed):
     random.seed(seed)
     torch.manual_seed(seed)
@@ -1040,10 +1052,17 @@ def die_with_parent():
 # System calls the candidate's process (and whatever it starts) may not make,
 # or only on itself: signals to anyone but itself (the judge, a baseline),
 # tracing and reading or writing another process's memory, and leaving its
-# process group (which the judge stops as one). x86-64 and AArch64 numbers.
+# process group (which the judge stops as one), and changing the limits or the
+# scheduling of any process but itself. x86-64 and AArch64 numbers.
 SECCOMP_ARCHES = {
-    0xC000003E: {"self_pid_arg0": (62, 234, 129, 297), "deny": (200, 101, 310, 311, 424, 434, 438, 112, 109)},
-    0xC00000B7: {"self_pid_arg0": (129, 131, 138, 240), "deny": (130, 117, 270, 271, 424, 434, 438, 157, 154)},
+    0xC000003E: {"self_pid_arg0": (62, 234, 129, 297),
+                 # prlimit64, sched_setaffinity, sched_setscheduler, sched_setparam, sched_setattr
+                 "self_or_zero_arg0": (302, 203, 144, 142, 314),
+                 # ..., setpriority and ioprio_set (their targets include the user's every process)
+                 "deny": (200, 101, 310, 311, 424, 434, 438, 112, 109, 141, 251)},
+    0xC00000B7: {"self_pid_arg0": (129, 131, 138, 240),
+                 "self_or_zero_arg0": (261, 122, 119, 118, 274),
+                 "deny": (130, 117, 270, 271, 424, 434, 438, 157, 154, 140, 30)},
 }
 
 
@@ -1066,6 +1085,11 @@ def confine_candidate():
             # the target (arg 0, its low 32 bits) must be this process
             body += [(jeq_k, 0, 4, nr), (ld_w_abs, 0, 0, 16), (jeq_k, 0, 1, pid), (ret_k, 0, 0, allow),
                      (ret_k, 0, 0, eperm)]
+        for nr in calls["self_or_zero_arg0"]:
+            # the target must be this process, or 0 (the caller itself): never the judge's
+            # limits or scheduling
+            body += [(jeq_k, 0, 5, nr), (ld_w_abs, 0, 0, 16), (jeq_k, 2, 0, 0), (jeq_k, 1, 0, pid),
+                     (ret_k, 0, 0, eperm), (ret_k, 0, 0, allow)]
         body.append((ret_k, 0, 0, allow))
         arch_checks.append(arch)
         bodies.append(body)
@@ -1371,14 +1395,16 @@ class Judge:
         start = _clock()
         rounds, converged, checked = 0, False, 0
         while True:
-            fresh = self.timed_inputs(rounds)
-            # The pipe's own round trip, to take out of the candidate's samples.
+            # The pipe's own round trip, to take out of the candidate's samples:
+            # measured before the round's inputs are in place, so the candidate
+            # cannot spend it working on them.
             self.cand.resume()
             t0 = _clock()
             self.cand.channel.send({"op": "nop"})
             self.cand.reply(args.run_timeout_s, "forward")
             nops.append(_clock() - t0)
             self.cand.stop()
+            fresh = self.timed_inputs(rounds)
             order = series[rounds % len(series):] + series[:rounds % len(series)]
             results = {}
             for s in order:
@@ -1457,18 +1483,22 @@ class Judge:
         by a different factor in [0.75, 1.5) for every call (which keeps signs
         and sorted orders)."""
         t0 = _clock()
-        self.sets = [self.load(1000)]
+        # Seeds and factors from a secret drawn now: the candidate's process
+        # has the problem and this module too, so it could otherwise draw the
+        # timed inputs ahead (in __init__, untimed) and look their outputs up.
+        self.secret = int.from_bytes(os.urandom(8), "little") >> 2
+        self.sets = [self.load(self.secret)]
         took = _clock() - t0
         self.regenerate = took <= max(0.05, self.args.time_cap_s / 50)
         if not self.regenerate:
-            self.sets.append(self.load(1001))
+            self.sets.append(self.load(self.secret + 1))
         self.result["input_generation_s"] = took
 
     def timed_inputs(self, n):
         torch = self.torch
         if self.regenerate:
-            return self.load(1000 + n)
-        factor = 0.75 + 0.75 * random.Random(n).random()
+            return self.load(self.secret + 2 + n)
+        factor = 0.75 + 0.75 * random.Random(self.secret + n).random()
         fresh = [t * factor if t.is_floating_point() else t for t in self.sets[n % 2]]
         for b, t in zip(self.buffers, fresh):
             b.copy_(t)
@@ -1620,7 +1650,7 @@ def main():
     def finish(code):
         result["phase"] = phase.name
         with open(args.result + ".tmp", "w") as f:
-            json.dump(result, f)
+            json.dump(strict_json(result), f, allow_nan=False)
         os.replace(args.result + ".tmp", args.result)
         sys.stdout.flush()
         os._exit(code)  # skip interpreter teardown: candidate threads or atexit hooks

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -69,6 +70,19 @@ std::string HungAt(const std::string& stderr_text) {
 
 bool IsCompilePhase(const std::string& phase) {
   return phase == "import" || phase == "build" || phase == "import_torch" || phase == "start";
+}
+
+// A float the runner wrote as a number, or as "inf" / "nan" (JSON has
+// neither); 0 when absent.
+double NumberOrText(const nlohmann::json& obj, const char* key) {
+  if (!obj.contains(key)) return 0;
+  const nlohmann::json& v = obj.at(key);
+  if (v.is_number()) return v.get<double>();
+  if (v.is_string()) {
+    double d = 0;
+    if (absl::SimpleAtod(v.get<std::string>(), &d)) return d;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -327,8 +341,8 @@ bool KernelBenchEvaluator::Judge(EvalRun& run, const std::string& problem, const
       result.set_status(status);
       result.set_output(c.value("output", ""));
       result.set_first_bad_index(c.value("first_bad_index", int64_t{-1}));
-      result.set_max_abs_err(c.value("max_abs_err", 0.0));
-      result.set_max_rel_err(c.value("max_rel_err", 0.0));
+      result.set_max_abs_err(NumberOrText(c, "max_abs_err"));
+      result.set_max_rel_err(NumberOrText(c, "max_rel_err"));
       result.set_detail(c.value("detail", ""));
     }
   }

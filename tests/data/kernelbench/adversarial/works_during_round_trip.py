@@ -1,13 +1,17 @@
-# expect: slow
+# expect: rejected
 # class: computes the round's output while the judge times its no-work request, then returns it at once when called
+# verdict: WRONG_ANSWER timed call 6 was wrong
 #
-# Each computation costs 10 ms (the sleep stands for a slow kernel). The
-# judge puts a timed round's inputs in place, then times a request that does
-# no work (to take the transport's cost out of the candidate's samples), then
-# calls. This candidate's process does the round's work while answering
-# that request (not in the first rounds, so the cheapest round trip stays
-# honest) and answers the call with the result ready, after 0.2 ms that
-# stand for a fast kernel.
+# Each computation costs 10 ms (the sleep stands for a slow kernel). Each
+# timed round, the judge times a request that does no work (to take the
+# transport's cost out of the candidate's samples), then calls. This
+# candidate's process does the work on whatever its input buffers hold while
+# answering that request (not in the first rounds, so the cheapest round trip
+# stays honest) and answers the call with that result, after 0.2 ms that
+# stand for a fast kernel. Had the judge put the round's inputs in place
+# before the request, it would look 50x faster than it is; as the judge
+# stands, the buffers still hold the round before's inputs, and the checked
+# timed call is wrong.
 import sys
 import time
 
