@@ -94,6 +94,16 @@ std::string Answer(const std::string& label, const std::string& code) {
   return absl::StrCat("Transformation: ", label, "\n```cpp\n", code, "```\n");
 }
 
+// The softmax reference's work done eight times over: a first seed the fast
+// kernel beats by far more than a loaded host's timing noise (against the
+// plain reference a threaded kernel on two busy cores measured only 1.1x).
+std::string EightfoldReference(const std::string& softmax_dir) {
+  return absl::StrCat(absl::StrReplaceAll(ReadTextFile(softmax_dir + "/reference.cc"),
+                                          {{"extern \"C\" void softmax(", "static void softmax_once("}}),
+                      "\nextern \"C\" void softmax(const float* x, float* y, int64_t rows, int64_t cols) {\n"
+                      "  for (int k = 0; k < 8; ++k) softmax_once(x, y, rows, cols);\n}\n");
+}
+
 // The LLM calls of `job_id` the coordinator has stored, straight from
 // ListLlmCalls (with their text), `page_size` at a time.
 std::vector<nlohmann::json> LlmCalls(Cluster& cluster, const std::string& job_id, int page_size = 0) {
@@ -148,10 +158,10 @@ TEST(ServiceTest, LlmLogKbSearchAndSkillsAskTheRunningCoordinator) {
   const std::string softmax = SourceDir() + "/tasks/softmax";
   constexpr char kKey[] = "sk-kevo-service-test-51f0c2aa-SECRET";
   WriteTextFile(dir + "/key", kKey);
-  // After the error, one answer: the reference, then the fast kernel. The
-  // first becomes the job's first seed and the second beats it: a skill.
+  // After the error, one answer: a slow kernel, then the fast one. The first
+  // becomes the job's first seed and the second beats it: a skill.
   WriteTextFile(dir + "/both.md",
-            absl::StrCat(Answer("the reference, plainly", ReadTextFile(softmax + "/reference.cc")),
+            absl::StrCat(Answer("the reference, eight times over", EightfoldReference(softmax)),
                          Answer("online softmax with SIMD", ReadTextFile(softmax + "/examples/fast.cc"))));
   WriteTextFile(dir + "/fast.md", Answer("online softmax with SIMD", ReadTextFile(softmax + "/examples/fast.cc")));
   auto server = ChildProcess::Start(
