@@ -129,7 +129,7 @@ class CpuBackend final : public Backend {
     p.work_dir = o.work_dir;
     p.visible_paths = {o.work_dir + "/build", o.work_dir + "/inputs"};
     p.time_cap_s = o.profile_time_cap_s;
-    p.timeout = o.run_timeout + absl::Seconds(3 * o.profile_time_cap_s);
+    p.timeout = o.run_timeout + absl::Seconds(4 * o.profile_time_cap_s);  // its loop may run to 3x the cap
     p.torch_compile_timeout = o.torch_compile_timeout;
     p.memory_limit_bytes = o.memory_limit_bytes;
     long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);

@@ -101,7 +101,7 @@ class NvidiaBackend final : public Backend {
       p.visible_paths.push_back(options_.work_dir + "/inputs");
       p.env = kernelbench.options->env;
       p.time_cap_s = options_.profile_time_cap_s;
-      p.timeout = options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s);
+      p.timeout = options_.run_timeout + absl::Seconds(4 * options_.profile_time_cap_s);  // its loop may run to 3x the cap
       p.torch_compile_timeout = options_.torch_compile_timeout;
       p.memory_limit_bytes = 0;  // CUDA reserves far more address space than it uses
       production_ = std::make_unique<ProductionTimer>(sandbox_.get(), std::move(p));
