@@ -339,7 +339,12 @@ TEST_F(LlmProposerTest, NoSkillsKeepsSkillMemoryOutOfThePrompt) {
 TEST_F(LlmProposerTest, GarbageAnswerIsStoredCountedAndReportedNotCrashed) {
   FakeReply reply;
   reply.content = "I am sorry, but I cannot write kernels today. ```not closed";
-  server_->SetDefault(reply);
+  server_->Enqueue(reply);
+  // The call the erroring Propose() starts answers the same, 2 s late, so it
+  // is still in flight while this one's record and counts are read.
+  FakeReply later = reply;
+  later.delay = absl::Seconds(2);
+  server_->SetDefault(later);
   MakeService();
   auto proposer = service_->NewProposer();
   ASSERT_TRUE(proposer->Propose(Request(1)).ok());
