@@ -8,5 +8,6 @@ build_dir="${1:-build}"
 out="${KEVO_CAMPAIGN_OUT:-kevo-out/campaign-demo}"
 rm -rf "$out/db"
 mkdir -p "$out"
+. "$(dirname "$0")/sandbox_env.sh" && kevo_sandbox_env "$build_dir/bin"
 exec "$build_dir/bin/kevo" campaign run campaigns/demo.textproto --db "$out/db" \
   --report "$out/report.html" --export "$out/ship"

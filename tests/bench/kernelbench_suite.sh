@@ -18,6 +18,7 @@ bundle="${1:?bundle}"
 kb="${2:?KernelBench folder}"
 state="${3:?state folder}"
 platform="${KEVO_PLATFORM:-nvidia}"
+. "$(dirname "$0")/../../scripts/sandbox_env.sh" && kevo_sandbox_env "$bundle/bin"
 problems="$state/problems"
 mkdir -p "$problems"
 for level in "level1:${KEVO_KB_L1:-30}" "level2:${KEVO_KB_L2:-10}"; do

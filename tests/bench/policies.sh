@@ -13,6 +13,7 @@
 # Not run by ctest: it takes minutes per (task, policy) on 2 cores.
 set -euo pipefail
 build="${1:-build}"
+. "$(dirname "$0")/../../scripts/sandbox_env.sh" && kevo_sandbox_env "$build/bin"
 budget="${2:-20}"
 shift 2 || true
 tasks=("$@")

@@ -17,6 +17,7 @@
 # job's search result), production_gpu.txt (the table) and the logs.
 set -uo pipefail
 bundle="$(cd "${1:-bundle}" && pwd)"
+. "$(dirname "$0")/../../scripts/sandbox_env.sh" && kevo_sandbox_env "$bundle/bin"
 out="${2:-${OUT:-/tmp/kevo-production-gpu}}"
 mkdir -p "$out"
 budget="${KEVO_GPU_BUDGET:-8}"

@@ -10,6 +10,7 @@
 # run again). Not run by ctest: minutes per pair on 2 cores.
 set -euo pipefail
 build="${1:-build}"
+. "$(dirname "$0")/../../scripts/sandbox_env.sh" && kevo_sandbox_env "$build/bin"
 budget="${2:-30}"
 shift 2 || true
 pairs=("$@")

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
 #include "absl/strings/numbers.h"
 #include "common/log.h"
+#include "common/sandbox/sandbox.h"
 #include "worker/backends/amd/amd_backend.h"
 #include "worker/backends/amd/hip_build.h"
 #include "worker/backends/cpu/cpu_backend.h"
@@ -24,7 +26,8 @@ constexpr char kUsage[] =
     "                   [--compile-timeout S] [--run-timeout S] [--memory-limit-mb MB]\n"
     "                   [--profile-cap S] [--mtia-config 2i|1] [--offload-arch LIST]\n"
     "                   [--python PATH] [--torch-compile-timeout S] [--production on|off]\n"
-    "                   [--token-file FILE] [--tls-ca PEM]\n"
+    "                   [--token-file FILE] [--tls-ca PEM] [--bwrap PATH] [--allow-weaker-sandbox]\n"
+    "       kevo-worker --sandbox-check [--bwrap PATH]   (exit 0: bubblewrap works here; 3: it does not)\n"
     "  --platform   cpu, nvidia (CUDA candidates on this host's GPUs, found with\n"
     "               kevo-runner-cuda probe), amd (HIP candidates compiled with hipcc;\n"
     "               static resource analysis, and on a ROCm GPU of a target validation\n"
@@ -48,7 +51,13 @@ constexpr char kUsage[] =
     "               with --auth (default: $KEVO_TOKEN, then $KEVO_TOKEN_FILE)\n"
     "  --tls-ca     the CA that signed the coordinator's certificate (default $KEVO_TLS_CA)\n"
     "  --health-listen  serve grpc.health.v1.Health there: SERVING while connected to the\n"
-    "               coordinator (a readiness probe; prints \"health PORT\")\n";
+    "               coordinator (a readiness probe; prints \"health PORT\")\n"
+    "  --bwrap      the bubblewrap binary (default /usr/bin/bwrap): candidates run in its\n"
+    "               mount, pid and network namespaces, under seccomp and rlimits\n"
+    "  --allow-weaker-sandbox  start even where bubblewrap cannot start a container (not\n"
+    "               installed, or no user namespaces), with seccomp and rlimits only\n"
+    "               (also KEVO_ALLOW_WEAKER_SANDBOX=1); without it such a worker refuses\n"
+    "               to start (docs/security.md)\n";
 
 kevo::worker::Daemon* g_daemon = nullptr;
 
@@ -83,11 +92,23 @@ int main(int argc, char** argv) {
   bool compile_timeout_set = false;
   bool python_given = false;
   std::string token_file, tls_ca;
+  std::string bwrap_path = "/usr/bin/bwrap";
+  const char* allow_env = std::getenv("KEVO_ALLOW_WEAKER_SANDBOX");
+  bool allow_weaker = allow_env != nullptr && std::string(allow_env) == "1";
+  bool sandbox_check = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
+    }
+    if (arg == "--allow-weaker-sandbox") {
+      allow_weaker = true;
+      continue;
+    }
+    if (arg == "--sandbox-check") {
+      sandbox_check = true;
+      continue;
     }
     if (i + 1 >= argc) return Usage(arg + " needs a value");
     std::string value = argv[++i];
@@ -127,7 +148,16 @@ int main(int argc, char** argv) {
     else if (arg == "--production" && (value == "on" || value == "off")) cpu.time_production = value == "on";
     else if (arg == "--token-file") token_file = value;
     else if (arg == "--tls-ca") tls_ca = value;
+    else if (arg == "--bwrap") bwrap_path = value;
     else return Usage("bad flag or value: " + arg + " " + value);
+  }
+  if (sandbox_check) {
+    // What the sandbox can be here, for scripts: 0 with bubblewrap, 3 without.
+    const bool works = kevo::sandbox::BwrapWorks(bwrap_path);
+    std::printf("sandbox: %s\n", works ? "bwrap+seccomp+rlimits"
+                                       : ("seccomp+rlimits (bubblewrap, " + bwrap_path +
+                                          ", cannot start a container here)").c_str());
+    return works ? 0 : 3;
   }
   if (options.coordinator.empty()) return Usage("--coordinator is required");
   {
@@ -135,6 +165,28 @@ int main(int argc, char** argv) {
     if (!credentials.ok()) return Usage(std::string(credentials.status().message()));
     options.credentials = *std::move(credentials);
   }
+
+  // The sandbox's layers, said once: without bubblewrap a candidate shares the
+  // host's filesystem, processes and network, held back by seccomp and
+  // rlimits alone, and that takes the operator's say-so.
+  using Bwrap = kevo::sandbox::SandboxOptions::Bwrap;
+  const bool bwrap_works = kevo::sandbox::BwrapWorks(bwrap_path);
+  if (!bwrap_works && !allow_weaker) {
+    std::fprintf(stderr,
+                 "kevo-worker: bubblewrap (%s) cannot start a container on this host (not installed, or no "
+                 "user namespaces): candidates would run without their mount, pid and network namespaces, "
+                 "under seccomp and rlimits only. Install bubblewrap or allow user namespaces, or pass "
+                 "--allow-weaker-sandbox (KEVO_ALLOW_WEAKER_SANDBOX=1) to run that way\n",
+                 bwrap_path.c_str());
+    return 1;
+  }
+  if (!bwrap_works) {
+    kevo::LogWarning("sandbox: bubblewrap (", bwrap_path, ") does not work here; candidates run under ",
+                     "seccomp and rlimits only (--allow-weaker-sandbox)");
+  }
+  const Bwrap use_bwrap = bwrap_works ? Bwrap::kAlways : Bwrap::kNever;
+  cpu.use_bwrap = mtia.use_bwrap = amd.use_bwrap = use_bwrap;
+  cpu.bwrap_path = mtia.bwrap_path = amd.bwrap_path = bwrap_path;
 
   std::unique_ptr<kevo::worker::Backend> backend;
   if (platform == "cpu") {
@@ -158,6 +210,8 @@ int main(int argc, char** argv) {
   } else if (platform == "nvidia") {
     kevo::worker::NvidiaBackendOptions nv;
     nv.work_dir = cpu.work_dir;
+    nv.use_bwrap = use_bwrap;
+    nv.bwrap_path = bwrap_path;
     if (compile_timeout_set) nv.compile_timeout = cpu.compile_timeout;
     if (run_timeout_set) nv.run_timeout = cpu.run_timeout;
     nv.memory_limit_bytes = cpu.memory_limit_bytes;

@@ -383,7 +383,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateAmdBackend(const AmdBackendOption
         "amd backend: hipcc not found (install Debian's hipcc: scripts/install-deps.sh does)");
   }
   KEVO_ASSIGN_OR_RETURN(std::unique_ptr<sandbox::Sandbox> sb,
-                        sandbox::Sandbox::Create({opts.use_bwrap, "/usr/bin/bwrap"}));
+                        sandbox::Sandbox::Create({opts.use_bwrap, opts.bwrap_path}));
   auto version = RunVersion(*sb, opts.hipcc);
   if (!version.ok() || !version->Succeeded()) {
     return absl::FailedPreconditionError(absl::StrCat("amd backend: ", opts.hipcc, " does not run"));

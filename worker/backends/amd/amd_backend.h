@@ -48,6 +48,7 @@ struct AmdBackendOptions {
   absl::Duration compile_timeout = absl::Seconds(180);
   int64_t memory_limit_bytes = int64_t{8} << 30;
   sandbox::SandboxOptions::Bwrap use_bwrap = sandbox::SandboxOptions::Bwrap::kAuto;
+  std::string bwrap_path = "/usr/bin/bwrap";  // the bubblewrap binary
   // Tests: pretend the host has no GPU whatever it has.
   bool ignore_gpus = false;
   // The GPU path. Empty: kevo-runner-hip / kevo-runner-cpu next to

@@ -424,7 +424,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const CpuBackendOption
                                                       " is missing or not executable"));
   }
   KEVO_ASSIGN_OR_RETURN(std::unique_ptr<sandbox::Sandbox> sb,
-                        sandbox::Sandbox::Create({opts.use_bwrap, "/usr/bin/bwrap"}));
+                        sandbox::Sandbox::Create({opts.use_bwrap, opts.bwrap_path}));
   sandbox::Command version;
   version.argv = {opts.compiler, "--version"};
   version.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"};

@@ -47,6 +47,7 @@ struct CpuBackendOptions {
   // Tests only: skip the imported-symbol check to prove the seccomp layer.
   bool skip_symbol_check = false;
   sandbox::SandboxOptions::Bwrap use_bwrap = sandbox::SandboxOptions::Bwrap::kAuto;
+  std::string bwrap_path = "/usr/bin/bwrap";  // the bubblewrap binary
   // Measure memory bandwidth and FP32 peak at creation (about a second).
   bool calibrate = true;
   // Keep each evaluation's scratch folder (for debugging).

@@ -371,7 +371,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateMtiaBackend(const MtiaBackendOpti
                                                       " is missing or not executable"));
   }
   KEVO_ASSIGN_OR_RETURN(std::unique_ptr<sandbox::Sandbox> sb,
-                        sandbox::Sandbox::Create({opts.use_bwrap, "/usr/bin/bwrap"}));
+                        sandbox::Sandbox::Create({opts.use_bwrap, opts.bwrap_path}));
   sandbox::Command version;
   version.argv = {opts.compiler, "--version"};
   version.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"};

@@ -50,6 +50,7 @@ struct MtiaBackendOptions {
   // Tests only: skip the imported-symbol check to prove the seccomp layer.
   bool skip_symbol_check = false;
   sandbox::SandboxOptions::Bwrap use_bwrap = sandbox::SandboxOptions::Bwrap::kAuto;
+  std::string bwrap_path = "/usr/bin/bwrap";  // the bubblewrap binary
   // Keep each evaluation's scratch folder (for debugging).
   bool keep_eval_dirs = false;
 };

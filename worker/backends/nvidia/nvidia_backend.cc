@@ -452,7 +452,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateNvidiaBackend(const NvidiaBackend
   opts.runner_path = fs::absolute(opts.runner_path, ec).lexically_normal().string();
   opts.cpu_runner_path = fs::absolute(opts.cpu_runner_path, ec).lexically_normal().string();
   KEVO_ASSIGN_OR_RETURN(std::unique_ptr<sandbox::Sandbox> sb,
-                        sandbox::Sandbox::Create({opts.use_bwrap, "/usr/bin/bwrap"}));
+                        sandbox::Sandbox::Create({opts.use_bwrap, opts.bwrap_path}));
   // GPUs first: without one nothing else matters.
   KEVO_ASSIGN_OR_RETURN(
       GpuProbe probe, ProbeGpus(*sb, NvidiaVendor(), opts.runner_path,

@@ -74,6 +74,7 @@ struct NvidiaBackendOptions {
   double profile_time_cap_s = 3.0;
   bool skip_symbol_check = false;  // tests only
   sandbox::SandboxOptions::Bwrap use_bwrap = sandbox::SandboxOptions::Bwrap::kAuto;
+  std::string bwrap_path = "/usr/bin/bwrap";  // the bubblewrap binary
   bool keep_eval_dirs = false;
   // Measure copy bandwidth and FP32 rate in the probe (about a second).
   bool measure = true;
