@@ -47,21 +47,10 @@ v1::Candidate Cpp(const std::string& source) {
   return c;
 }
 
-// tasks/softmax/examples/fast.cc on one thread (its OpenMP team dropped, its
-// SIMD kept): a team of threads that loses a core to the test beside it on a
-// small host times no faster than the reference, and the comparisons below
-// are about the timing loop, not threads.
-std::string FastSoftmaxOneThread() {
-  const std::string src = ReadText(SourceDir() + "/tasks/softmax/examples/fast.cc");
-  constexpr char kTeam[] = "#pragma omp parallel for schedule(dynamic, 16)\n";
-  EXPECT_THAT(src, HasSubstr(kTeam));
-  return absl::StrReplaceAll(src, {{kTeam, ""}});
-}
-
-// The same as `static void honest(...)`, for the attacks to call when they do
-// the work.
+// tasks/softmax/examples/fast.cc as `static void honest(...)`, for the
+// attacks to call when they do the work.
 std::string HonestSoftmax() {
-  const std::string src = FastSoftmaxOneThread();
+  std::string src = ReadText(SourceDir() + "/tasks/softmax/examples/fast.cc");
   EXPECT_THAT(src, HasSubstr("extern \"C\" void softmax("));
   return absl::StrReplaceAll(src, {{"extern \"C\" void softmax(", "static void honest("}}) +
          "\n#include <cstring>\n#include <cstdlib>\n";
@@ -103,7 +92,7 @@ class TimingAttacksTest : public ::testing::Test {
   // The honest softmax example, evaluated once per test process.
   static const v1::Evaluation& Honest() {
     static const v1::Evaluation* honest =
-        new v1::Evaluation(Eval("softmax", Cpp(FastSoftmaxOneThread())));
+        new v1::Evaluation(Eval("softmax", Cpp(ReadText(SourceDir() + "/tasks/softmax/examples/fast.cc"))));
     return *honest;
   }
   // An attack must be rejected, or be accepted no faster than the honest
