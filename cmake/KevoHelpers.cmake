@@ -24,8 +24,12 @@ endfunction()
 # kevo_cc_test(NAME name SRCS ... DEPS ... [LABELS ...] [TIMEOUT s]): a GoogleTest binary
 # whose tests are registered one by one with ctest.
 include(GoogleTest)
+#
+# SERIAL_FILTER: a gtest filter of tests that time threaded kernels against a
+# reference and claim a speedup; ctest runs them alone (RUN_SERIAL), since on a
+# small host a test beside them takes a core from their team of threads.
 function(kevo_cc_test)
-  cmake_parse_arguments(K "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(K "" "NAME;TIMEOUT;SERIAL_FILTER" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${K_NAME} ${K_SRCS})
   set_target_properties(${K_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   target_include_directories(${K_NAME} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
@@ -40,6 +44,13 @@ function(kevo_cc_test)
   if(K_LABELS)
     list(APPEND props LABELS "${K_LABELS}")
   endif()
-  gtest_discover_tests(${K_NAME} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
-    PROPERTIES ${props} DISCOVERY_TIMEOUT 60)
+  if(K_SERIAL_FILTER)
+    gtest_discover_tests(${K_NAME} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} TEST_FILTER "-${K_SERIAL_FILTER}"
+      PROPERTIES ${props} DISCOVERY_TIMEOUT 60)
+    gtest_discover_tests(${K_NAME} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} TEST_FILTER "${K_SERIAL_FILTER}"
+      PROPERTIES ${props} RUN_SERIAL TRUE DISCOVERY_TIMEOUT 60)
+  else()
+    gtest_discover_tests(${K_NAME} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
+      PROPERTIES ${props} DISCOVERY_TIMEOUT 60)
+  endif()
 endfunction()
