@@ -112,6 +112,20 @@ class TimingAttacksTest : public ::testing::Test {
     EXPECT_EQ(ev.speedup(), 0);
   }
 
+  // A cache by buffer address returns results that differ from the right
+  // ones only in the rows of the elements poked since they were cached: a
+  // checked timed sample may find them within tolerance (the pokes and the
+  // checked samples are drawn at random), and the check call after timing
+  // then does. Either way WRONG_ANSWER, at no speed.
+  static void ExpectAStaleResultWasCaught(const v1::Evaluation& ev) {
+    EXPECT_EQ(ev.status(), v1::WRONG_ANSWER) << Explain(ev);
+    EXPECT_THAT(ev.diagnostics().message(),
+                ::testing::AnyOf(HasSubstr("a timed call disagreed with the baseline"),
+                                 HasSubstr("at the timed binding 'timed'")))
+        << Explain(ev);
+    EXPECT_EQ(ev.speedup(), 0);
+  }
+
   static Backend* backend_;
 };
 
@@ -270,7 +284,7 @@ extern "C" void softmax(const float* x, float* y, int64_t rows, int64_t cols) {
   std::memcpy(e.key, k, sizeof k);
   std::memcpy(e.out, y, n * sizeof(float));
 })"));
-  ExpectATimedCallDisagreed(ev);
+  ExpectAStaleResultWasCaught(ev);
   ExpectNotAcceptedFaster(ev, 1.0);
 }
 
@@ -302,7 +316,7 @@ extern "C" void softmax(const float* x, float* y, int64_t rows, int64_t cols) {
   e = {x, y, n, static_cast<float*>(std::malloc(n * sizeof(float)))};
   std::memcpy(e.out, y, n * sizeof(float));
 })"));
-  ExpectATimedCallDisagreed(ev);
+  ExpectAStaleResultWasCaught(ev);
   ExpectNotAcceptedFaster(ev, 1.0);
 }
 
