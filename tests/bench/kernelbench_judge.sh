@@ -22,7 +22,7 @@ device="${3:-cuda}"
 shift 3 2>/dev/null || shift $#
 python="${KEVO_PYTHON:-python3}"
 runner="$(cd "$(dirname "$0")/../.." && pwd)/worker/runner/kernelbench_runner.py"
-mkdir -p "$out/work"
+mkdir -p "$out/runs"
 end=$((SECONDS + ${KEVO_DEADLINE_S:-540}))
 problems=("$@")
 if (( ${#problems[@]} == 0 )); then
@@ -36,7 +36,7 @@ fi
 for p in "${problems[@]}"; do
   (( end - SECONDS > 20 )) || { echo "deadline: stopped before $p"; break; }
   name="$(echo "$p" | tr '/' '_' | sed 's/\.py$//')"
-  w="$out/work/$name"
+  w="$out/runs/$name"
   mkdir -p "$w"
   cp "$kb/$p" "$w/problem.py"
   { cat "$kb/$p"; printf '\n\nModelNew = Model\n'; } > "$w/candidate.py"
