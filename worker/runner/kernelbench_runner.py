@@ -70,6 +70,7 @@ import resource
 import select
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -615,6 +616,59 @@ class Channel:
         return message, fds
 
 
+def describe_outputs(torch, outputs, tensors, ipc):
+    """Where a call's outputs are, for the judge: a view of an input names
+    it, a CUDA tensor its allocation's IPC handle, a CPU one its address."""
+    described = []
+    for t in outputs:
+        if type(t) is not torch.Tensor:
+            raise CandidateError("RUNTIME_ERROR", f"returned a {type(t).__name__}, not a plain torch.Tensor")
+        d = {"dtype": str(t.dtype), "shape": list(t.shape), "strides": list(t.stride()), "device": t.device.type}
+        alias = next((j for j, x in enumerate(tensors) if x.numel() and x.data_ptr() <= t.data_ptr()
+                      < x.data_ptr() + x.numel() * x.element_size()), None)
+        if alias is not None:  # a view of an input: the judge reads its own buffer
+            d["input"], d["offset"] = alias, t.data_ptr() - tensors[alias].data_ptr()
+        elif t.device.type == "cuda" and t.numel():
+            d["handle"], d["offset"], d["size"] = ipc.export(t.data_ptr())
+        else:
+            d["ptr"] = t.data_ptr()
+        described.append(d)
+    return described
+
+
+CONTROL_ELEMENTS = 1024
+
+
+def control_mode(torch, args, phase, result):
+    """A trusted stand-in for the candidate's process on a GPU, which never
+    runs candidate code: the same requests and replies, a call that launches
+    one kernel on a small output it owns, synchronises and exports it as the
+    candidate's process exports its outputs. The judge times its calls
+    through the candidate's path (context switches between the processes on
+    the GPU, the reply, the IPC view and touch of the output) and the same
+    kernel in its own process; the difference is what the path costs, taken
+    out of the candidate's samples."""
+    die_with_parent()
+    channel = Channel(socket.socket(fileno=args.channel_fd))
+    ipc = CudaIpc()
+    out = torch.zeros(CONTROL_ELEMENTS, device="cuda")
+    synchronize(torch, args.device)
+    channel.send({"ok": True, "imported": True})
+    calls = 0
+    while True:
+        message, _ = channel.recv()
+        if message is None or message.get("op") == "exit":
+            return
+        if message.get("op") == "call":
+            calls += 1
+            with torch.no_grad():
+                outputs = flatten(out.fill_(float(calls)), torch, [])
+                synchronize(torch, args.device)
+            channel.send({"ok": True, "outputs": describe_outputs(torch, outputs, [], ipc)})
+        else:
+            channel.send({"ok": True, "outputs": []})
+
+
 def serve_mode(torch, args, phase, result):
     """The candidate's own process: imports it, builds ModelNew and calls it
     on the judge's inputs when asked, replying where its outputs are. It
@@ -677,22 +731,7 @@ def serve_mode(torch, args, phase, result):
                     value = model(*rebuild_arguments(layout, tensors))
                     outputs = flatten(value, torch, [])
                     synchronize(torch, args.device)
-                described = []
-                for t in outputs:
-                    if type(t) is not torch.Tensor:
-                        raise CandidateError("RUNTIME_ERROR", f"returned a {type(t).__name__}, not a plain "
-                                             "torch.Tensor")
-                    d = {"dtype": str(t.dtype), "shape": list(t.shape), "strides": list(t.stride()),
-                         "device": t.device.type}
-                    alias = next((j for j, x in enumerate(tensors) if x.numel() and x.data_ptr() <= t.data_ptr()
-                                  < x.data_ptr() + x.numel() * x.element_size()), None)
-                    if alias is not None:  # a view of an input: the judge reads its own buffer
-                        d["input"], d["offset"] = alias, t.data_ptr() - tensors[alias].data_ptr()
-                    elif t.device.type == "cuda" and t.numel():
-                        d["handle"], d["offset"], d["size"] = ipc.export(t.data_ptr())
-                    else:
-                        d["ptr"] = t.data_ptr()
-                    described.append(d)
+                described = describe_outputs(torch, outputs, tensors, ipc)
                 channel.send({"ok": True, "outputs": described})
             else:
                 raise CandidateError("INFRA_ERROR", f"unknown request {op!r}")
@@ -902,13 +941,13 @@ class Candidate:
     stopped (SIGSTOP), so nothing of it runs while a baseline is timed or its
     outputs are read."""
 
-    def __init__(self, torch, args, phase):
+    def __init__(self, torch, args, phase, mode="serve"):
         self.torch = torch
         self.device = args.device
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        argv = [sys.executable, os.path.abspath(__file__), "serve", f"--problem={args.problem}",
+        argv = [sys.executable, os.path.abspath(__file__), mode, f"--problem={args.problem}",
                 f"--candidate={args.candidate}", f"--device={args.device_arg}", f"--channel_fd={theirs.fileno()}",
-                f"--result={args.result}.serve"]
+                f"--result={args.result}.{mode}"]
         # Its own process group, which it cannot leave: the judge stops and
         # ends the group, so nothing it starts runs while a baseline is timed.
         self.process = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
@@ -1042,6 +1081,7 @@ class Candidate:
             self.process.wait(timeout=5)
         except Exception:  # noqa: BLE001
             pass
+        self.ended = self.ended or "closed by the judge"
 
 
 def die_with_parent():
@@ -1141,6 +1181,7 @@ class Judge:
         self.layout = None
         self.shapes = None
         self.cand = None
+        self.control = None
         self.input_bytes = 0
 
     # -- inputs ---------------------------------------------------------------
@@ -1231,20 +1272,34 @@ class Judge:
     # -- stages ---------------------------------------------------------------
 
     def start(self):
-        """Starts the candidate's process and builds both models."""
+        """Starts the candidate's process (and on a GPU the trusted control's)
+        and builds both models: the judge's own work is done while the
+        candidate's process imports torch and the candidate."""
         args, torch = self.args, self.torch
         self.phase.set("import")
+        if self.device == "cuda":
+            self.control = Candidate(torch, args, self.phase, mode="control")
         self.cand = Candidate(torch, args, self.phase)
-        self.cand.reply(args.compile_timeout_s, "import")
-        self.cand.stop()
-        self.phase.set("build")
-        self.cand.request({"op": "build", "seed": 1}, args.compile_timeout_s, "__init__")
         self.phase.set("run")
         try:
             self.eager = self.problem.build(self.problem.problem.Model, 1)
         except BaseException as e:  # noqa: BLE001
             raise CandidateError("INFRA_ERROR", f"the problem's Model failed to build: {last_line(e)}",
                                  traceback_tail(e)) from None
+        t0 = _clock()
+        if "compile" in args.baselines.split(",") and hasattr(torch, "compile"):
+            try:  # what torch.compile imports on first use, while the candidate's process starts
+                import torch._dynamo  # noqa: F401
+                import torch._inductor.config  # noqa: F401
+            except Exception:  # noqa: BLE001 - torch.compile reports it when it is called
+                pass
+        self.result.setdefault("steps_s", {})["import_torch_compile"] = _clock() - t0
+        self.phase.set("import")
+        self.cand.reply(args.compile_timeout_s, "import")
+        self.cand.stop()
+        self.phase.set("build")
+        self.cand.request({"op": "build", "seed": 1}, args.compile_timeout_s, "__init__")
+        self.phase.set("run")
 
     def check_fits(self):
         """The inputs' size before any is drawn (get_inputs() on the meta
@@ -1308,6 +1363,7 @@ class Judge:
     def profile(self):
         args, torch, device = self.args, self.torch, self.device
         self.result["stage"] = "profile"
+        setup_start = _clock()
         notes = {}
         series = [Series("candidate"), Series("eager", self.eager)]
         wanted = [b for b in args.baselines.split(",") if b]
@@ -1361,7 +1417,10 @@ class Judge:
                 self.cand.stop()
             return seconds, out, touched
 
+        steps = self.result.setdefault("steps_s", {})
+        steps["setup"] = _clock() - setup_start
         # Warm-up: extensions build, torch.compile traces and autotunes.
+        warm_start = _clock()
         self.phase.set("build")
         with torch.no_grad():
             for s in list(series):
@@ -1389,6 +1448,7 @@ class Judge:
                 if compiling:
                     self.result["torch_compile_warmup_s"] = _clock() - t0
         faulthandler.cancel_dump_traceback_later()
+        steps["warm_up"] = _clock() - warm_start
 
         self.phase.set("profile")
         nops = []
@@ -1432,11 +1492,25 @@ class Judge:
                 break
             if elapsed >= args.time_cap_s and rounds >= 3:
                 break
-        # The candidate's samples less the cheapest round trip that carried no
-        # work, at most three times that of a process that never ran its code.
-        trusted = trusted_round_trip(self.cand.last_described)
-        overhead = min(min(nops), 3 * trusted)
-        self.result["trusted_round_trip_s"] = trusted if math.isfinite(trusted) else None
+        steps["rounds"] = _clock() - start
+        overhead = None
+        if self.control is not None:
+            # On a GPU the path costs more than the no-work round trip: the
+            # GPU switches from the judge's context to the candidate's and
+            # back, and the judge views and touches the outputs through IPC.
+            # What that costs, measured on the trusted control once the
+            # candidate's process (and any work it left queued) is gone.
+            self.cand.close()
+            t0 = _clock()
+            overhead = self.path_cost(flush, gather)
+            steps["path_control"] = _clock() - t0
+        if overhead is None:
+            # The candidate's samples less the cheapest round trip that carried
+            # no work, at most three times that of a process that never ran its code.
+            trusted = trusted_round_trip(self.cand.last_described)
+            overhead = min(min(nops), 3 * trusted)
+            self.result["trusted_round_trip_s"] = trusted if math.isfinite(trusted) else None
+        self.result["nop_round_trip_s"] = min(nops)
         series[0].samples = [max(0.0, x - overhead) for x in series[0].samples]
         self.result["series"] = {s.name: s.summary() for s in series}
         self.check_physical(self.result["series"]["candidate"]["median_s"], results_bytes)
@@ -1447,6 +1521,56 @@ class Judge:
         self.result["converged"] = converged
         self.result["elapsed_s"] = _clock() - start
         self.result["notes"] = notes
+
+    def path_cost(self, flush, gather, rounds=25):
+        """Seconds the candidate's path adds to a call on a GPU: the median
+        of the trusted control's calls timed as the candidate's are, less the
+        median of the same kernel timed in this process as eager is (side by
+        side, in alternating order, the L2 flushed before each). None, with a
+        note, where the control did not start."""
+        torch, args = self.torch, self.args
+        ctl = self.control
+        try:
+            ctl.reply(args.compile_timeout_s, "import")
+        except CandidateError as e:
+            self.result["path_control"] = {"error": e.message}
+            return None
+        own = torch.zeros(CONTROL_ELEMENTS, device="cuda")
+        cross, inproc = [], []
+
+        def idle():
+            torch.sum(flush)
+            synchronize(torch, "cuda")
+
+        try:
+            for r in range(rounds + 2):
+                for kind in (("cross", "inproc") if r % 2 else ("inproc", "cross")):
+                    idle()
+                    if kind == "cross":
+                        ctl.resume()  # woken, as the candidate's process is
+                    t0 = _clock()
+                    if kind == "cross":
+                        ctl.channel.send({"op": "call"})
+                        out = ctl.outputs(ctl.reply(args.run_timeout_s, "forward"), [])
+                    else:
+                        with torch.no_grad():
+                            out = flatten(own.fill_(float(r)), torch, [])
+                    for t in out:
+                        touch(torch, t, gather)
+                    synchronize(torch, "cuda")
+                    seconds = _clock() - t0
+                    if kind == "cross":
+                        ctl.stop()
+                    if r >= 2:  # two rounds of warm-up
+                        (cross if kind == "cross" else inproc).append(seconds)
+        except CandidateError as e:
+            self.result["path_control"] = {"error": e.message}
+            return None
+        finally:
+            ctl.close()
+        c, i = statistics.median(cross), statistics.median(inproc)
+        self.result["path_control"] = {"cross_s": c, "inproc_s": i, "rounds": rounds}
+        return max(0.0, c - i)
 
     def check_physical(self, median_s, out_bytes):
         """A candidate must at least write its outputs: a median below the
@@ -1541,8 +1665,9 @@ def evaluate_mode(torch, args, phase, result):
         if stage("validate", lambda: judge.validate(seeds)):
             stage("profile", judge.profile)
     finally:
-        if judge.cand is not None:
-            judge.cand.close()
+        for process in (judge.cand, judge.control):
+            if process is not None:
+                process.close()
 
 
 def cuda_unavailable(torch):
@@ -1586,7 +1711,7 @@ def compile_mode(torch, args, phase, result):
 
 def main():
     parser = argparse.ArgumentParser(prog="kevo-runner-kernelbench", description=__doc__.split("\n")[0])
-    parser.add_argument("mode", choices=["evaluate", "serve", "compile", "probe"])
+    parser.add_argument("mode", choices=["evaluate", "serve", "control", "compile", "probe"])
     parser.add_argument("--problem", default="")
     parser.add_argument("--candidate", default="")
     parser.add_argument("--seeds", default="1,2,3")
@@ -1608,8 +1733,8 @@ def main():
         parser.error(f"{args.mode} needs --problem")
     if args.mode in ("evaluate", "serve", "compile") and not args.candidate:
         parser.error(f"{args.mode} needs --candidate")
-    if args.mode == "serve" and args.channel_fd < 0:
-        parser.error("serve needs --channel_fd")
+    if args.mode in ("serve", "control") and args.channel_fd < 0:
+        parser.error(f"{args.mode} needs --channel_fd")
     args.device_arg = args.device
     gpu = 0
     if args.device.startswith("cuda:") and args.device[5:].isdigit():
@@ -1685,7 +1810,8 @@ def main():
         result["device_name"] = platform.processor() or platform.machine()
     t0 = _clock()
     try:
-        {"evaluate": evaluate_mode, "serve": serve_mode, "compile": compile_mode}[args.mode](torch, args, phase, result)
+        {"evaluate": evaluate_mode, "serve": serve_mode, "control": control_mode,
+         "compile": compile_mode}[args.mode](torch, args, phase, result)
     except BaseException as e:  # noqa: BLE001
         err = classify(e, phase.name, "the runner")
         result.update(status=err.status, message=err.message, traceback=err.tb)
