@@ -50,8 +50,20 @@ absl::Status CheckFilter(const char* what, const std::string& value,
 
 // A title word counts as much as this many body words.
 constexpr int kTitleWeight = 6;
-// Front-matter labels (bottlenecks, op families) share this weight.
-constexpr int kLabelWeight = 15;
+// The ranking score: the document's BM25 score over the query text, scaled so
+// that the best match scores 1, plus kLabelBoost times how specifically its
+// front matter names the query's bottleneck and op family, plus
+// kPlatformBoost times the same for its platform (LabelSpecificity). The
+// labels are what a document's author says it is for, which a short query's
+// words say less reliably: without them general documents (performance
+// guides) that mention everything outrank the one written for the problem.
+// The platform weighs less so that the general guidance/ documents on a
+// bottleneck (NaNs, crashes) still reach the first three. docs/benchmarks.md
+// has the measurements (kb_retrieval_test) these weights come from.
+constexpr double kLabelBoost = 0.8;
+constexpr double kPlatformBoost = 0.3;
+// The words of KbQuery::context weigh this much of those of KbQuery::text.
+constexpr double kContextWeight = 0.3;
 constexpr int kSnippetChars = 160;
 
 // A document with its front matter parsed, as stored in the kb column family.
@@ -187,16 +199,59 @@ KbDoc ToKbDoc(const Stored& s) {
   return d;
 }
 
-// Front-matter labels as text, so that a query naming its bottleneck or op
-// family ranks the documents written for it first: the fewer labels a
-// document lists, the more each one weighs ("any" adds nothing).
-void IndexLabels(Xapian::TermGenerator& gen, const std::vector<std::string>& labels) {
-  if (labels.empty() || labels == std::vector<std::string>{kAny}) return;
-  const int weight = (kLabelWeight + static_cast<int>(labels.size()) - 1) / static_cast<int>(labels.size());
-  for (const std::string& label : labels) {
-    gen.increase_termpos();
-    gen.index_text(label, weight);
+// `text` with the parts of each identifier added after it: "log_softmax" is
+// followed by "log softmax", "atomicAdd" by "atomic Add", "__syncthreads" by
+// "syncthreads". Xapian keeps '_' inside a word and does not split case
+// changes, so without this a query naming a task ("row_argmax") or an API
+// ("cudaMemcpyAsync") would not match a document that says "argmax" or
+// "memcpy", and the other way round. Applied to documents and queries alike.
+std::string WithIdentifierParts(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size() + text.size() / 4);
+  auto is_word = [](char c) { return absl::ascii_isalnum(c) || c == '_'; };
+  size_t i = 0;
+  while (i < text.size()) {
+    if (!is_word(text[i])) {
+      out.push_back(text[i++]);
+      continue;
+    }
+    size_t end = i;
+    while (end < text.size() && is_word(text[end])) ++end;
+    const absl::string_view word = text.substr(i, end - i);
+    out.append(word.data(), word.size());
+    // Split on '_' and on a lower-case letter followed by an upper-case one.
+    std::vector<std::string> parts(1);
+    for (size_t k = 0; k < word.size(); ++k) {
+      const char c = word[k];
+      if (c == '_') {
+        if (!parts.back().empty()) parts.emplace_back();
+        continue;
+      }
+      if (k > 0 && absl::ascii_isupper(c) && absl::ascii_islower(word[k - 1]) &&
+          !parts.back().empty()) {
+        parts.emplace_back();
+      }
+      parts.back().push_back(c);
+    }
+    if (parts.back().empty()) parts.pop_back();
+    if (parts.size() > 1 || (parts.size() == 1 && parts[0].size() != word.size())) {
+      out.append(" ");
+      out.append(absl::StrJoin(parts, " "));
+    }
+    i = end;
   }
+  return out;
+}
+
+// How specifically a document's front matter names `value` (a query's
+// platform, bottleneck or op family): 1 / the number of labels it lists when
+// `value` is among them, 0 when it is not or the document is for any value.
+// A document written for one bottleneck answers a query with that label
+// better than one that lists all eight.
+double LabelSpecificity(const std::vector<std::string>& labels, const std::string& value) {
+  if (value.empty() || labels.empty()) return 0;
+  if (std::find(labels.begin(), labels.end(), value) == labels.end()) return 0;
+  return 1.0 / static_cast<double>(labels.size());
 }
 
 void AddFilterTerms(Xapian::Document& doc, const char* prefix, const std::vector<std::string>& values) {
@@ -243,11 +298,9 @@ class XapianKnowledgeBase final : public KnowledgeBase {
       Xapian::TermGenerator gen;
       gen.set_stemmer(Xapian::Stem("en"));
       gen.set_document(doc);
-      gen.index_text(s.title, kTitleWeight);
+      gen.index_text(WithIdentifierParts(s.title), kTitleWeight);
       gen.increase_termpos();
-      gen.index_text(s.text);
-      IndexLabels(gen, s.bottlenecks);
-      IndexLabels(gen, s.families);
+      gen.index_text(WithIdentifierParts(s.text));
       AddFilterTerms(doc, kPlatformTerm, s.platforms);
       AddFilterTerms(doc, kFamilyTerm, s.families);
       AddFilterTerms(doc, kBottleneckTerm, s.bottlenecks);
@@ -261,7 +314,8 @@ class XapianKnowledgeBase final : public KnowledgeBase {
   }
 
   absl::StatusOr<std::vector<KbDoc>> Search(const KbQuery& q) const override {
-    if (absl::StripAsciiWhitespace(q.text).empty() && q.platform.empty() && q.family.empty() &&
+    if (absl::StripAsciiWhitespace(q.text).empty() && absl::StripAsciiWhitespace(q.context).empty() &&
+        q.platform.empty() && q.family.empty() &&
         q.bottleneck.empty()) {
       return absl::InvalidArgumentError("kb search: the query has no text and no filter");
     }
@@ -275,9 +329,17 @@ class XapianKnowledgeBase final : public KnowledgeBase {
       parser.set_stemmer(Xapian::Stem("en"));
       parser.set_stemming_strategy(Xapian::QueryParser::STEM_SOME);
       parser.set_default_op(Xapian::Query::OP_OR);
-      Xapian::Query text = absl::StripAsciiWhitespace(q.text).empty()
-                               ? Xapian::Query::MatchAll
-                               : parser.parse_query(q.text, 0);
+      const bool has_text = !absl::StripAsciiWhitespace(q.text).empty();
+      const bool has_context = !absl::StripAsciiWhitespace(q.context).empty();
+      Xapian::Query text = has_text ? parser.parse_query(WithIdentifierParts(q.text), 0)
+                                    : Xapian::Query();
+      if (has_context) {
+        text = Xapian::Query(Xapian::Query::OP_OR, text,
+                             Xapian::Query(Xapian::Query::OP_SCALE_WEIGHT,
+                                           parser.parse_query(WithIdentifierParts(q.context), 0),
+                                           kContextWeight));
+      }
+      if (!has_text && !has_context) text = Xapian::Query::MatchAll;
       Xapian::Query filter(Xapian::Query::OP_AND,
                            Xapian::Query(Xapian::Query::OP_AND,
                                          FilterQuery(kPlatformTerm, q.platform),
@@ -286,13 +348,25 @@ class XapianKnowledgeBase final : public KnowledgeBase {
       Xapian::Enquire enquire(db_);
       enquire.set_query(Xapian::Query(Xapian::Query::OP_FILTER, text, filter));
       enquire.set_weighting_scheme(Xapian::BM25Weight());
-      Xapian::MSet mset = enquire.get_mset(0, std::max(1, q.limit));
+      // Every match, re-ranked below: the corpus is small (about a hundred
+      // documents), so this costs nothing worth a cut-off.
+      Xapian::MSet mset = enquire.get_mset(0, db_.get_doccount());
+      double best = 0;
+      for (auto it = mset.begin(); it != mset.end(); ++it) best = std::max(best, it.get_weight());
+      const std::string family = absl::AsciiStrToLower(q.family);
       for (auto it = mset.begin(); it != mset.end(); ++it) {
         const Stored& s = docs_.at(std::stoul(it.get_document().get_data()));
         KbDoc doc = ToKbDoc(s);
-        doc.score = it.get_weight();
+        doc.score = (best > 0 ? it.get_weight() / best : 0) +
+                    kPlatformBoost * LabelSpecificity(s.platforms, q.platform) +
+                    kLabelBoost * (LabelSpecificity(s.bottlenecks, q.bottleneck) +
+                                   LabelSpecificity(s.families, family));
         out.push_back(std::move(doc));
       }
+      // Ties (equal scores) keep Xapian's order.
+      std::stable_sort(out.begin(), out.end(),
+                       [](const KbDoc& a, const KbDoc& b) { return a.score > b.score; });
+      if (out.size() > static_cast<size_t>(std::max(1, q.limit))) out.resize(std::max(1, q.limit));
     } catch (const Xapian::Error& e) {
       return absl::InvalidArgumentError(
           absl::StrCat("kb search '", q.text, "': ", e.get_type(), ": ", e.get_msg()));

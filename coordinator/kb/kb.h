@@ -39,6 +39,10 @@ const std::vector<std::string>& KnownBottlenecks();
 
 struct KbQuery {
   std::string text;        // free text: the kernel's op, what its evaluation said, ...
+  // Free text that weighs less than `text` (a fraction of it, see kb.cc):
+  // background such as the task's description, whose words ("float32 vector
+  // of length n") say little about which document helps.
+  std::string context;
   std::string platform;    // cpu | nvidia | amd | mtia-sim; empty = any
   std::string family;      // op family (task.family), e.g. "softmax"; empty = any
   // memory | compute | latency | compile | wrong-answer | nan | crash | timeout
@@ -50,7 +54,10 @@ struct KbQuery {
 class KnowledgeBase {
  public:
   virtual ~KnowledgeBase() = default;
-  // Ranked documents for `query`, best first, at most query.limit. A document
+  // Ranked documents for `query`, best first, at most query.limit: BM25 over
+  // the text (and the context, weighed less) plus a boost for a document whose
+  // front matter names the query's platform, bottleneck or family among few
+  // labels (coordinator/kb/kb.cc says how much). A document
   // whose front matter lists platforms / families / bottlenecks is returned
   // only when the query's value is among them (or the document says "any");
   // a document that lists none matches every value. InvalidArgument for an

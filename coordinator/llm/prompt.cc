@@ -340,8 +340,9 @@ std::string BottleneckLabel(const v1::Task& task, const v1::Evaluation& e) {
 kb::KbQuery KnowledgeQuery(const v1::Task& task, const std::string& platform,
                            const std::string& bottleneck, const std::string& diagnostics, int limit) {
   kb::KbQuery q;
-  q.text = absl::StrCat(task.name(), " ", task.op_family(), " ", task.description(), " ", bottleneck);
+  q.text = absl::StrCat(task.name(), " ", task.op_family(), " ", bottleneck);
   if (!diagnostics.empty()) absl::StrAppend(&q.text, " ", diagnostics);
+  q.context = task.description();
   q.platform = platform;
   q.family = task.op_family();
   q.bottleneck = bottleneck;

@@ -79,9 +79,10 @@ std::vector<std::string> AnswerLanguages(const std::string& platform);
 std::string BottleneckLabel(const v1::Task& task, const v1::Evaluation& evaluation);
 
 // The knowledge-base query the LLM proposer makes for a call on `task` and
-// `platform`: the task's name, op family and description, the parent's
-// bottleneck label and its evaluation's diagnostic message as text, and the
-// platform, op family and bottleneck as filters. kb_retrieval_test measures
+// `platform`: the task's name and op family, the parent's bottleneck label
+// and its evaluation's diagnostic message as text, the task's description as
+// context (it weighs less), and the platform, op family and bottleneck as
+// filters. kb_retrieval_test measures
 // retrieval with exactly these queries.
 kb::KbQuery KnowledgeQuery(const v1::Task& task, const std::string& platform,
                            const std::string& bottleneck, const std::string& diagnostics, int limit);

@@ -6,6 +6,7 @@
 // first required document within the first ten) must stay above their floors.
 // The test prints every query's ranks and the figures docs/benchmarks.md
 // reports.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -27,8 +28,8 @@ using ::kevo::testing::ReadTextFile;
 using ::kevo::testing::SourceDir;
 
 // Floors just below the measured figures (docs/benchmarks.md).
-constexpr double kRecallAt3Floor = 0.75;  // measured 0.761; the target is 0.9
-constexpr double kMrrFloor = 0.72;  // measured 0.729
+constexpr double kRecallAt3Floor = 0.90;  // measured 0.910; the target was 0.9
+constexpr double kMrrFloor = 0.81;  // measured 0.818
 constexpr int kMinQueries = 60;
 
 struct BenchQuery {
@@ -83,8 +84,13 @@ TEST(KbRetrievalTest, RecallAt3AndMrrStayAboveTheirFloors) {
     rr_sum += first > 0 ? 1.0 / first : 0;
     (q.diagnostics.empty() ? recall_empty : recall_diag) += recall;
     empty += q.diagnostics.empty();
-    std::printf("%-20s %-8s %-12s recall@3 %.2f%s\n", q.task.c_str(), q.platform.c_str(),
-                q.bottleneck.c_str(), recall, ranks.c_str());
+    // What came first instead, for a query that misses.
+    std::string top;
+    for (size_t i = 0; recall < 1 && i < std::min<size_t>(3, hits->size()); ++i) {
+      top += " " + (*hits)[i].id;
+    }
+    std::printf("%-20s %-8s %-12s recall@3 %.2f%s%s%s\n", q.task.c_str(), q.platform.c_str(),
+                q.bottleneck.c_str(), recall, ranks.c_str(), top.empty() ? "" : "  top:", top.c_str());
   }
   const double n = queries.size();
   const double recall = recall_sum / n, mrr = rr_sum / n;
