@@ -8,7 +8,7 @@ CMAKE_FLAGS ?=
 export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: deps configure build test demo campaign-demo bundle clean
+.PHONY: deps configure build test demo campaign-demo bundle fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -35,6 +35,12 @@ campaign-demo: build
 
 bundle: build
 	@bash scripts/bundle.sh $(BUILD_DIR)
+
+# The fuzz targets under libFuzzer (clang-14, ASan + UBSan) in build-fuzz/,
+# FUZZ_SECONDS each (docs/fuzzing.md); `make test` runs them briefly without libFuzzer.
+FUZZ_SECONDS ?= 600
+fuzz: deps
+	@bash scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS)
 
 clean:
 	@rm -rf $(BUILD_DIR)
