@@ -16,6 +16,7 @@
 #include <iostream>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
@@ -237,7 +238,11 @@ TEST(ServiceTest, LlmLogKbSearchAndSkillsAskTheRunningCoordinator) {
   ASSERT_EQ(kb.exit_code, 0) << kb.err;
   auto docs = nlohmann::json::parse(kb.out);
   ASSERT_FALSE(docs.empty());
-  EXPECT_EQ(docs[0]["path"], "guidance/nans.md") << kb.out;
+  // The NaN guide among the first three (what a prompt gets), beside the cpu
+  // softmax guide that also covers NaNs.
+  std::vector<std::string> top;
+  for (size_t i = 0; i < std::min<size_t>(3, docs.size()); ++i) top.push_back(docs[i]["path"]);
+  EXPECT_THAT(top, ::testing::Contains("guidance/nans.md")) << kb.out;
   auto typo = RunCommand({Kevo(), "kb", "search", "tiles", "--platform", "cuda", "--coordinator", addr},
                          absl::Seconds(30));
   EXPECT_EQ(typo.exit_code, 2);
