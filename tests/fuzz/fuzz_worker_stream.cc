@@ -50,7 +50,9 @@ void Substitute(kevo::v1::WorkerMessage* m, const std::string& eval_id) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static Coordinator* c = new Coordinator();  // one store for the whole run
+  // One store for the whole run, removed at exit.
+  static Coordinator coordinator;
+  Coordinator* c = &coordinator;
   static kevo::fuzz::QuietErrors quiet;
   const std::string input(reinterpret_cast<const char*>(data), size);
   std::vector<kevo::v1::WorkerMessage> messages;
