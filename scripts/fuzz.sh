@@ -26,11 +26,18 @@ mkdir -p "$dir/artifacts" "$dir/logs"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_container_overflow=0:detect_leaks=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 parallel="${FUZZ_PARALLEL:-$(nproc)}"
+# Test data a target also starts from (as tests/fuzz/CMakeLists.txt's EXTRA_CORPUS).
+extra() {
+  case "$1" in
+    fuzz_kernelbench) echo "$root/tests/data/kernelbench $root/tests/data/kernelbench/candidates" ;;
+  esac
+}
 run() {
   local t="$1"
   mkdir -p "$dir/corpus/$t"
+  # shellcheck disable=SC2046 # the folders are words
   "$dir/fuzz/$t" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$dir/artifacts/$t-" \
-    "$dir/corpus/$t" "$root/tests/fuzz/corpus/$t" > "$dir/logs/$t.log" 2>&1
+    "$dir/corpus/$t" "$root/tests/fuzz/corpus/$t" $(extra "$t") > "$dir/logs/$t.log" 2>&1
   echo "$?" > "$dir/logs/$t.rc"
 }
 i=0
