@@ -99,6 +99,12 @@ class NvidiaKernelBenchTest : public ::testing::Test {
     EXPECT_GT(ev.profile().at("l2_flush_bytes"), 0);
     EXPECT_GT(ev.profile().at("gpu_stage_s"), 0);
     EXPECT_TRUE(ev.profile().contains("gpu_index"));
+    // The path's cost, measured on the trusted control process, is what was
+    // taken out of the candidate's samples.
+    ASSERT_TRUE(ev.profile().contains("path_control_cross_s")) << Explain(ev);
+    EXPECT_GT(ev.profile().at("path_control_cross_s"), ev.profile().at("path_control_inproc_s"));
+    EXPECT_NEAR(ev.profile().at("ipc_overhead_s"),
+                ev.profile().at("path_control_cross_s") - ev.profile().at("path_control_inproc_s"), 1e-9);
     // Every timed call's outputs were checked against eager's on its inputs.
     EXPECT_EQ(ev.profile().at("timed_calls_checked"), ev.timing().samples_s_size());
     const std::string& compiled = ev.notes().at("baseline_torch_compile");

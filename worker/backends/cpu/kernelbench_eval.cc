@@ -391,6 +391,13 @@ bool KernelBenchEvaluator::Judge(EvalRun& run, const std::string& problem, const
     counters["trusted_round_trip_s"] = r.value("trusted_round_trip_s", 0.0);
   }
   if (r.contains("device_copy_gbs")) counters["device_copy_gbs"] = r.value("device_copy_gbs", 0.0);
+  // On a GPU: the trusted control's call through the candidate's path and the
+  // same kernel in the judge's process, whose difference ipc_overhead_s is.
+  if (const nlohmann::json control = r.value("path_control", nlohmann::json::object());
+      control.contains("cross_s") && control["cross_s"].is_number()) {
+    counters["path_control_cross_s"] = control.value("cross_s", 0.0);
+    counters["path_control_inproc_s"] = control.value("inproc_s", 0.0);
+  }
   counters["timed_calls_checked"] = r.value("timed_calls_checked", 0.0);
   counters["input_generation_s"] = r.value("input_generation_s", 0.0);
   // Where the evaluation's time went (the runner's stages: compile,
