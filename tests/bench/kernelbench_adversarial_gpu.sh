@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The adversarial KernelBench candidates of tests/data/kernelbench/adversarial/
 # (the set kernelbench_adversarial_test judges on the cpu worker in
-# `make test`) and the native memoizing candidates, judged on a GPU host by
+# `make test`) and the native memoizing vector_add candidate, judged on a GPU host by
 # one coordinator and one worker of the bundle:
 #
 #   tests/bench/kernelbench_adversarial_gpu.sh [BUNDLE_DIR] [OUT_DIR]
@@ -43,7 +43,6 @@ for f in tests/data/kernelbench/adversarial/*.py; do
 done
 ext=cu; [[ "$platform" == cpu ]] && ext=cc
 cases+=("vector_add_memoize tasks/vector_add tasks/vector_add/examples/memoize.$ext rejected")
-[[ "$platform" == nvidia ]] && cases+=("matmul_bf16_memoize tasks/matmul_bf16 tasks/matmul_bf16/examples/memoize.cu rejected")
 : > "$out/adversarial_gpu.jsonl"
 for c in "${cases[@]}"; do
   read -r name problem file expect <<< "$c"

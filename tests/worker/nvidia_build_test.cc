@@ -112,8 +112,7 @@ TEST_F(NvidiaBuildTest, VectorAddAndMatmulExamplesBuild) {
                                                         {"layer_norm", "../reference.cu"},
                                                         {"gelu_erf", "../reference.cu"},
                                                         {"gelu_tanh", "../reference.cu"},
-                                                        {"matmul", "fast.cu"},
-                                                        {"matmul_bf16", "memoize.cu"}}) {
+                                                        {"matmul", "fast.cu"}}) {
     CudaCompileResult r =
         Compile(Load(task_name), ReadText(SourceDir() + "/tasks/" + task_name + "/examples/" + file));
     EXPECT_EQ(r.status, v1::OK) << task_name << "/" << file << ": " << r.message << "\n"
