@@ -26,6 +26,23 @@ namespace kevo::worker {
 
 using Stream = grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>;
 
+namespace {
+
+// For the "finished" log line of a failed evaluation: the stage that failed
+// and the first line of its message, so the log says why without a query.
+std::string FailureNote(const v1::Evaluation& ev) {
+  if (ev.status() == v1::OK) return "";
+  for (auto e = ev.events().rbegin(); e != ev.events().rend(); ++e) {
+    if (e->ok()) continue;
+    std::string_view why = e->message();
+    why = why.substr(0, std::min(why.find('\n'), size_t{200}));
+    return absl::StrCat(" (", v1::Stage_Name(e->stage()), ": ", std::string(why), ")");
+  }
+  return "";
+}
+
+}  // namespace
+
 struct Daemon::Impl {
   DaemonOptions options;
   std::unique_ptr<Backend> backend;
@@ -146,7 +163,7 @@ struct Daemon::Impl {
         cache_lookups->Add({{"result", hit->second > 0 ? "hit" : "miss"}}).Increment();
       }
       LogInfo("slot ", slot, " finished ", a.eval_id(), " status=", v1::EvalStatus_Name(ev.status()),
-              " speedup=", ev.speedup(), " in ", absl::FormatDuration(absl::Now() - start));
+              " speedup=", ev.speedup(), " in ", absl::FormatDuration(absl::Now() - start), FailureNote(ev));
       v1::WorkerMessage m;
       m.mutable_result()->set_eval_id(a.eval_id());
       m.mutable_result()->set_attempt(a.attempt());

@@ -240,6 +240,16 @@ def seed_all(torch, seed):
 # larger than their inputs).
 JUDGE_COPIES = 4
 
+# Problems whose eager call is shorter than half of SAMPLE_TARGET_S are timed
+# several calls to a sample, each on its own input set (docs/kernelbench.md,
+# "Calls per sample"): the candidate's path to the judge (a context switch on
+# the GPU, the reply) is paid once a sample, so what is taken out for it
+# weighs a K-th as much. At most MAX_CALLS_PER_SAMPLE calls, and the extra
+# sets' inputs and outputs within SETS_BYTES.
+SAMPLE_TARGET_S = 4e-3
+MAX_CALLS_PER_SAMPLE = 16
+SETS_BYTES = 256 << 20
+
 META_FACTORIES = ("randn", "rand", "randint", "randperm", "zeros", "ones", "empty", "full", "arange",
                   "linspace", "eye", "tensor")
 
@@ -693,7 +703,10 @@ def serve_mode(torch, args, phase, result):
         reply_error(e, "import")
         return
     channel.send({"ok": True, "imported": True, "confined": confined})
-    model, tensors, layout, outputs, described = None, [], [], None, []
+    # tensors holds one or more input sets of `per_set` tensors each (more
+    # than one for small problems: docs/kernelbench.md, "Calls per sample");
+    # a call runs ModelNew once on every set, and every call is the same.
+    model, tensors, per_set, layout, outputs, described = None, [], 0, [], None, []
     while True:
         message, fds = channel.recv(want_fds=16)
         if message is None or message.get("op") == "exit":
@@ -705,7 +718,8 @@ def serve_mode(torch, args, phase, result):
                 synchronize(torch, args.device)
                 channel.send({"ok": True, "threads": torch.get_num_threads()})
             elif op == "inputs":
-                tensors = []
+                if not message.get("append"):
+                    tensors, per_set = [], len(message["tensors"])
                 for item in message["tensors"]:
                     dtype = torch_dtype(torch, item["dtype"])
                     if args.device == "cuda":
@@ -720,7 +734,7 @@ def serve_mode(torch, args, phase, result):
                         t = torch.frombuffer(mem, dtype=torch.uint8)[:nbytes].view(dtype).view(item["shape"])
                         t._kevo_mmap = mem
                         tensors.append(t)
-                layout = message["layout"]
+                layout = message.get("layout", layout)
                 channel.send({"ok": True})
             elif op == "nop":
                 # As long as a call's reply, so the round trip it measures is the same.
@@ -728,8 +742,11 @@ def serve_mode(torch, args, phase, result):
             elif op == "call":
                 outputs = None
                 with torch.no_grad():
-                    value = model(*rebuild_arguments(layout, tensors))
-                    outputs = flatten(value, torch, [])
+                    calls = []  # every call's outputs stay alive until all are described
+                    for g in range(len(tensors) // per_set if per_set else 1):
+                        calls.append(flatten(model(*rebuild_arguments(layout, tensors[g * per_set:(g + 1) * per_set])),
+                                             torch, []))
+                    outputs = [t for call in calls for t in call]
                     synchronize(torch, args.device)
                 described = describe_outputs(torch, outputs, tensors, ipc)
                 channel.send({"ok": True, "outputs": described})
@@ -1028,7 +1045,7 @@ class Candidate:
         the CPU copies read out of it."""
         torch = self.torch
         described = reply.get("outputs")
-        if not isinstance(described, list) or len(described) > 64:
+        if not isinstance(described, list) or len(described) > 64 * MAX_CALLS_PER_SAMPLE:
             raise CandidateError("RUNTIME_ERROR", "the candidate's process described its outputs wrongly")
         self.last_described = described
         out = []
@@ -1177,7 +1194,10 @@ class Judge:
         self.device = args.device
         self.problem = Problem(torch, args)
         self.tolerances = parse_tolerances(args.tolerances)
-        self.buffers = None
+        self.buffers = None  # every input set's buffers, one list
+        self.groups = []  # the buffers of each input set (docs/kernelbench.md, "Calls per sample")
+        self.calls = 1
+        self.reused = {}
         self.layout = None
         self.shapes = None
         self.cand = None
@@ -1187,8 +1207,21 @@ class Judge:
     # -- inputs ---------------------------------------------------------------
 
     def load(self, seed):
-        """Fresh inputs for `seed`, copied into the buffers the candidate sees.
-        Returns the fresh tensors (kept to check the buffers afterwards)."""
+        """Fresh inputs for `seed`, copied into every input set the candidate
+        sees. Returns the fresh tensors (kept to check the buffers afterwards)."""
+        fresh = self.draw(seed)
+        for group in self.groups:
+            self.fill(group, fresh)
+        synchronize(self.torch, self.device)
+        return fresh
+
+    @staticmethod
+    def fill(group, fresh):
+        for b, t in zip(group, fresh):
+            b.copy_(t)
+
+    def draw(self, seed):
+        """get_inputs() for `seed` (shared with the candidate the first time)."""
         torch = self.torch
         try:
             value = self.problem.inputs(seed)
@@ -1209,6 +1242,7 @@ class Judge:
                     raise ProblemTooLarge("sharing get_inputs()'s tensors", self.input_bytes, e) from None
                 raise
             self.layout, self.shapes = layout, shapes
+            self.groups = [self.buffers]
             message["layout"] = layout
             self.cand.request(message, self.args.run_timeout_s, "inputs", fds)
             for fd in fds:
@@ -1216,18 +1250,51 @@ class Judge:
         elif shapes != self.shapes or layout != self.layout:
             raise CandidateError("INFRA_ERROR", "the problem's get_inputs() returns different shapes for "
                                  "different seeds, which kevo cannot share with the candidate")
-        for b, t in zip(self.buffers, fresh):
-            b.copy_(t)
-        synchronize(torch, self.device)
         return fresh
 
-    def arguments(self):
-        return rebuild_arguments(self.layout, self.buffers)
+    def plan_calls(self, fresh, want, eager_s):
+        """Gives the candidate more input sets where one eager call (eager_s,
+        the quickest seen) is short: every call the candidate gets from now
+        on, validated or timed, runs ModelNew once on each set."""
+        torch, target = self.torch, self.args.sample_target_s
+        if target < 0:  # on the CPU the path is a pipe's round trip, bounded by a trusted one's
+            target = SAMPLE_TARGET_S if self.device == "cuda" else 0
+        self.result["eager_call_s"] = eager_s
+        if target <= 0 or eager_s >= target / 2:
+            return
+        per_set = self.input_bytes + sum(t.numel() * t.element_size() for t in want)
+        free, _ = usable_memory(torch, self.device)
+        room = min(SETS_BYTES, free // 8) if free else SETS_BYTES
+        k = min(MAX_CALLS_PER_SAMPLE, math.ceil(target / max(eager_s, 1e-9)), room // max(per_set, 1))
+        for _ in range(k - 1):
+            try:
+                buffers, message, fds = describe_inputs(torch, self.device, fresh, self.cand.ipc)
+            except BaseException as e:  # noqa: BLE001
+                if out_of_memory(e):
+                    break
+                raise
+            message["append"] = True
+            try:
+                self.cand.request(message, self.args.run_timeout_s, "inputs", fds)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            self.fill(buffers, fresh)
+            self.groups.append(buffers)
+        self.buffers = [b for group in self.groups for b in group]
+        self.calls = len(self.groups)
+        synchronize(torch, self.device)
 
-    def modified_input(self, fresh):
-        for i, (b, t) in enumerate(zip(self.buffers, fresh)):
-            if same_bits(self.torch, b, t) >= 0:
-                return f"input{i}"
+    def arguments(self, g=0):
+        return rebuild_arguments(self.layout, self.groups[g])
+
+    def modified_input(self, fresh, g=None):
+        """The first input of set g (of any set where g is None) that no longer
+        holds `fresh`'s values, or ""."""
+        for j in range(len(self.groups)) if g is None else (g,):
+            for i, (b, t) in enumerate(zip(self.groups[j], fresh)):
+                if same_bits(self.torch, b, t) >= 0:
+                    return f"input{i}" if self.calls == 1 else f"input{i} (of input set {j + 1})"
         return ""
 
     # -- calls ----------------------------------------------------------------
@@ -1240,8 +1307,35 @@ class Judge:
         return [t.clone() if any(t.data_ptr() == b.data_ptr() for b in self.buffers) else t for t in out]
 
     def call_candidate(self, what):
+        """One call: ModelNew once on each input set; their outputs, a list a set."""
         reply = self.cand.request({"op": "call"}, self.args.run_timeout_s, what)
-        return self.cand.outputs(reply, self.buffers)
+        return self.per_set(self.cand.outputs(reply, self.buffers))
+
+    def per_set(self, outputs):
+        k = self.calls
+        if len(outputs) % k:
+            raise CandidateError("RUNTIME_ERROR", f"ModelNew returned {len(outputs)} tensors over {k} calls: "
+                                 "a different number from different calls")
+        n = len(outputs) // k
+        # Which set's outputs are memory a later call returned too (and may
+        # have overwritten), to say so when that set's outputs are wrong.
+        self.reused, seen = {}, {}
+        for i, d in enumerate(self.cand.last_described if k > 1 else []):
+            if math.prod(d.get("shape") or [0]):
+                first = seen.setdefault((d.get("handle"), d.get("ptr"), d.get("input"), d.get("offset")), i)
+                if first // n != i // n:
+                    self.reused.setdefault(first // n, i // n)
+        return [outputs[g * n:(g + 1) * n] for g in range(k)]
+
+    def on_set(self, g):
+        """Where a wrong output was, when a call runs ModelNew on more than one set."""
+        if self.calls == 1:
+            return ""
+        text = f" (on input set {g + 1} of {self.calls}"
+        if g in self.reused:
+            text += (f"; call {self.reused[g] + 1} returned the same memory: every call's outputs must be "
+                     "its own, left alone by later calls")
+        return text + ")"
 
     def judge_case(self, seed, got, want, modified, nondet):
         case = {"seed": seed, "status": "OK", "first_bad_index": -1, "max_abs_err": 0.0, "max_rel_err": 0.0,
@@ -1328,31 +1422,45 @@ class Judge:
         torch = self.torch
         cases = []
         self.result["stage"] = "validate"
-        for seed in seeds:
+        for n, seed in enumerate(seeds):
             fresh = self.load(seed)
+            times = []
             try:
-                want = self.reference(self.eager)
+                # Timed to plan the calls per sample: again while that is cheap,
+                # the first call paying for what the Model loads once.
+                while not times or (n == 0 and len(times) < 4 and sum(times) < 0.5):
+                    t0 = _clock()
+                    want = self.reference(self.eager)
+                    times.append(_clock() - t0)
             except BaseException as e:  # noqa: BLE001
                 if out_of_memory(e):
                     raise ProblemTooLarge("the problem's Model", self.input_bytes, e) from None
                 raise CandidateError("INFRA_ERROR", f"the problem's Model failed: {last_line(e)}",
                                      traceback_tail(e)) from None
-            if self.modified_input(fresh):  # the Model itself works in place
-                for b, t in zip(self.buffers, fresh):
-                    b.copy_(t)
-            first = [t.clone() for t in self.call_candidate("forward")]
+            if self.modified_input(fresh, 0):  # the Model itself works in place
+                self.fill(self.groups[0], fresh)
+            if n == 0:
+                self.plan_calls(fresh, want, min(times))
+            first = [[t.clone() for t in call] for call in self.call_candidate("forward")]
             modified = self.modified_input(fresh)
-            nondet = None
+            nondet = [None] * self.calls
             if not modified:
                 second = self.call_candidate("forward")
                 modified = self.modified_input(fresh)
-                if len(second) != len(first):
-                    nondet = (f"output{min(len(first), len(second))}", 0)
-                for i, (a, b) in enumerate(zip(first, second)):
-                    index = same_bits(torch, a, b)
-                    if index >= 0 and nondet is None:
-                        nondet = (f"output{i}", index)
-            case = self.judge_case(seed, first, want, modified, nondet)
+                for g, (one, two) in enumerate(zip(first, second)):
+                    if len(two) != len(one):
+                        nondet[g] = (f"output{min(len(one), len(two))}", 0)
+                    for i, (a, b) in enumerate(zip(one, two)):
+                        index = same_bits(torch, a, b)
+                        if index >= 0 and nondet[g] is None:
+                            nondet[g] = (f"output{i}", index)
+            # Wrong outputs on any set first, then calls that differ.
+            checks = [(g, None) for g in range(self.calls)] + [(g, d) for g, d in enumerate(nondet) if d]
+            for g, differs in checks:
+                case = self.judge_case(seed, first[g], want, modified, differs)
+                if case["status"] != "OK":
+                    case["detail"] += self.on_set(g)
+                    break
             cases.append(case)
             del want, first
             if case["status"] != "OK":
@@ -1389,10 +1497,11 @@ class Judge:
         gather = torch.randint(0, 1 << 62, (1024,), device=device)
 
         def sample(s):
-            """One timed call of series s: the device idle (and its L2 flushed),
-            the call, and on CUDA its outputs touched at 1024 random places and
-            the device synchronised. Returns (seconds, outputs, touched values);
-            the candidate is stopped before its outputs are read on the CPU."""
+            """One timed sample of series s: the device idle (and its L2
+            flushed), one call on each input set, and on CUDA their outputs
+            touched at 1024 random places and the device synchronised. Returns
+            (seconds, outputs a set, touched values a set); the candidate is
+            stopped before its outputs are read on the CPU."""
             if flush is not None:
                 torch.sum(flush)
             synchronize(torch, device)
@@ -1404,13 +1513,13 @@ class Judge:
                 if device != "cuda":
                     seconds = _clock() - t0
                     self.cand.stop()
-                    return seconds, self.cand.outputs(reply, self.buffers), []
-                out = self.cand.outputs(reply, self.buffers)
+                    return seconds, self.per_set(self.cand.outputs(reply, self.buffers)), [[]] * self.calls
+                out = self.per_set(self.cand.outputs(reply, self.buffers))
             else:
                 t0 = _clock()
                 with torch.no_grad():
-                    out = flatten(s.model(*self.arguments()), torch, [])
-            touched = [touch(torch, t, gather) for t in out] if device == "cuda" else []
+                    out = [flatten(s.model(*self.arguments(g)), torch, []) for g in range(self.calls)]
+            touched = [[touch(torch, t, gather) for t in call] if device == "cuda" else [] for call in out]
             synchronize(torch, device)
             seconds = _clock() - t0
             if s.name == "candidate":
@@ -1475,16 +1584,18 @@ class Judge:
             # the same inputs, and what it showed while timed must still be
             # there (a result written after the reply is not a result).
             got, touched = results["candidate"]
-            for t, before in zip(got, touched):
-                if not torch.equal(touch(torch, t, gather), before):
-                    raise CandidateError("RUNTIME_ERROR", "the candidate's output changed after its call returned: "
-                                         "work still running when a call ends is not allowed")
-            case = self.judge_case(0, got, results["eager"][0], self.modified_input(fresh), None)
-            if case["status"] != "OK":
-                raise CandidateError(case["status"], f"timed call {rounds + 1} was wrong: {case['detail']}")
-            checked += 1
+            for g in range(self.calls):
+                for t, before in zip(got[g], touched[g]):
+                    if not torch.equal(touch(torch, t, gather), before):
+                        raise CandidateError("RUNTIME_ERROR", "the candidate's output changed after its call "
+                                             "returned: work still running when a call ends is not allowed")
+                case = self.judge_case(0, got[g], results["eager"][0][g], self.modified_input(fresh[g], g), None)
+                if case["status"] != "OK":
+                    raise CandidateError(case["status"], f"timed call {rounds * self.calls + g + 1} was wrong: "
+                                         f"{case['detail']}{self.on_set(g)}")
+                checked += 1
             rounds += 1
-            results_bytes = sum(t.numel() * t.element_size() for t in got)
+            results_bytes = sum(t.numel() * t.element_size() for t in got[0])
             del results, got, touched
             elapsed = _clock() - start
             if rounds >= args.min_samples and all(s.spread() <= args.target_spread for s in series):
@@ -1511,11 +1622,16 @@ class Judge:
             overhead = min(min(nops), 3 * trusted)
             self.result["trusted_round_trip_s"] = trusted if math.isfinite(trusted) else None
         self.result["nop_round_trip_s"] = min(nops)
+        # A sample's path is paid once, whatever its calls; then per call.
         series[0].samples = [max(0.0, x - overhead) for x in series[0].samples]
+        for s in series:
+            s.samples = [x / self.calls for x in s.samples]
+            s.calls = self.calls
         self.result["series"] = {s.name: s.summary() for s in series}
         self.check_physical(self.result["series"]["candidate"]["median_s"], results_bytes)
         self.result["ipc_overhead_s"] = overhead
         self.result["timed_calls_checked"] = checked
+        self.result["calls_per_sample"] = self.calls
         self.result["fresh_inputs"] = "regenerated" if self.regenerate else "two sets, floats rescaled each call"
         self.result["working_set_bytes"] = sum(b.numel() * b.element_size() for b in self.buffers)
         self.result["converged"] = converged
@@ -1613,21 +1729,25 @@ class Judge:
         self.secret = int.from_bytes(os.urandom(8), "little") >> 2
         self.sets = [self.load(self.secret)]
         took = _clock() - t0
-        self.regenerate = took <= max(0.05, self.args.time_cap_s / 50)
+        self.regenerate = took * self.calls <= max(0.05, self.args.time_cap_s / 50)
         if not self.regenerate:
             self.sets.append(self.load(self.secret + 1))
         self.result["input_generation_s"] = took
 
     def timed_inputs(self, n):
-        torch = self.torch
-        if self.regenerate:
-            return self.load(self.secret + 2 + n)
-        factor = 0.75 + 0.75 * random.Random(self.secret + n).random()
-        fresh = [t * factor if t.is_floating_point() else t for t in self.sets[n % 2]]
-        for b, t in zip(self.buffers, fresh):
-            b.copy_(t)
-        synchronize(torch, self.device)
-        return fresh
+        """Round n's inputs, into every input set: the fresh tensors of each."""
+        sets = []
+        for g, group in enumerate(self.groups):
+            i = n * self.calls + g
+            if self.regenerate:
+                fresh = self.draw(self.secret + 2 + i)
+            else:
+                factor = 0.75 + 0.75 * random.Random(self.secret + i).random()
+                fresh = [t * factor if t.is_floating_point() else t for t in self.sets[i % 2]]
+            self.fill(group, fresh)
+            sets.append(fresh)
+        synchronize(self.torch, self.device)
+        return sets
 
 
 def touch(torch, t, gather):
@@ -1726,6 +1846,9 @@ def main():
     parser.add_argument("--time_cap_s", type=float, default=3)
     parser.add_argument("--min_samples", type=int, default=10)
     parser.add_argument("--target_spread", type=float, default=0.01)
+    parser.add_argument("--sample_target_s", type=float, default=-1,
+                        help="time a sample's calls add up to at least, where the problem allows; 0: one call; "
+                             "negative: SAMPLE_TARGET_S on a GPU, one call on the CPU")
     parser.add_argument("--baselines", default="eager,compile")
     parser.add_argument("--torch_compile_timeout_s", type=float, default=120)
     args = parser.parse_args()

@@ -119,6 +119,7 @@ class CpuBackend final : public Backend {
     k.torch_compile_timeout = o.torch_compile_timeout;
     k.memory_limit_bytes = o.memory_limit_bytes;
     k.profile_time_cap_s = o.profile_time_cap_s;
+    k.sample_target_s = o.kernelbench_sample_target_s;
     return k;
   }
   static ProductionOptions ProductionOptionsFor(const CpuBackendOptions& o) {

@@ -283,12 +283,15 @@ bool KernelBenchEvaluator::Judge(EvalRun& run, const std::string& problem, const
     }
   }
   auto evaluate = [&](bool with_compile) {
+    std::vector<std::string> argv = {
+        "evaluate", "--problem=" + problem, "--candidate=" + candidate,
+        "--seeds=" + absl::StrJoin(seeds, ","), "--tolerances=" + ToleranceArg(task),
+        absl::StrCat("--time_cap_s=", options_.profile_time_cap_s),
+        absl::StrCat("--torch_compile_timeout_s=", absl::ToDoubleSeconds(options_.torch_compile_timeout)),
+        with_compile ? "--baselines=eager,compile" : "--baselines=eager"};
+    if (options_.sample_target_s >= 0) argv.push_back(absl::StrCat("--sample_target_s=", options_.sample_target_s));
     return RunRunner(
-        {"evaluate", "--problem=" + problem, "--candidate=" + candidate,
-         "--seeds=" + absl::StrJoin(seeds, ","), "--tolerances=" + ToleranceArg(task),
-         absl::StrCat("--time_cap_s=", options_.profile_time_cap_s),
-         absl::StrCat("--torch_compile_timeout_s=", absl::ToDoubleSeconds(options_.torch_compile_timeout)),
-         with_compile ? "--baselines=eager,compile" : "--baselines=eager"},
+        argv,
         device, run.scratch,
         // The judge limits every stage itself (import and build: the compile
         // timeout; each call: the run timeout; torch.compile: its own); this

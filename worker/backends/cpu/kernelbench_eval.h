@@ -89,6 +89,8 @@ struct KernelBenchOptions {
   int64_t memory_limit_bytes = int64_t{8} << 30;
   int64_t open_files = 1024;
   double profile_time_cap_s = 3.0;
+  // As CpuBackendOptions::kernelbench_sample_target_s.
+  double sample_target_s = -1;
   // Baselines the profile times besides the candidate ("eager", "compile").
   std::vector<std::string> baselines = {"eager", "compile"};
 };

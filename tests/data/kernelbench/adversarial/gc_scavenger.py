@@ -1,10 +1,14 @@
-# expect: rejected
+# expect: honest
 # class: walks gc.get_objects() for a tensor shaped like the reference's output and returns it
-# verdict: WRONG_ANSWER output0
 #
 # Where the reference ran in the same interpreter its output is somewhere on
-# the heap; returning it costs nothing. When no such tensor is found it
-# computes, so the tensors it does find are what the judge sees.
+# the heap; returning it costs nothing. In kevo the reference runs in the
+# judge's process, and while ModelNew runs the candidate's process holds no
+# earlier call's output either (the serve loop drops each call's outputs
+# before the next call), so on the cpu worker the walk finds nothing and it
+# computes: correct, and slower than eager by the walk. Where one call runs
+# ModelNew on several input sets (on a GPU, docs/kernelbench.md), what it
+# finds is another set's input or output, which is wrong there.
 import gc
 
 import torch
