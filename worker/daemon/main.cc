@@ -24,7 +24,7 @@ constexpr char kUsage[] =
     "                   [--slots N]\n"
     "                   [--work-dir DIR] [--metrics HOST:PORT] [--health-listen HOST:PORT] [--worker-id ID]\n"
     "                   [--compile-timeout S] [--run-timeout S] [--memory-limit-mb MB]\n"
-    "                   [--profile-cap S] [--mtia-config 2i|1] [--offload-arch LIST]\n"
+    "                   [--profile-cap S] [--mtia-config 2i|1|300] [--offload-arch LIST]\n"
     "                   [--python PATH] [--torch-compile-timeout S] [--production on|off]\n"
     "                   [--token-file FILE] [--tls-ca PEM] [--bwrap PATH] [--allow-weaker-sandbox]\n"
     "       kevo-worker --sandbox-check [--bwrap PATH]   (exit 0: bubblewrap works here; 3: it does not)\n"
@@ -34,7 +34,8 @@ constexpr char kUsage[] =
     "               and timing by kevo-runner-hip, else compile-only: docs/amd.md) or mtia-sim\n"
     "  --offload-arch  amd targets, comma-separated: gfx90a, gfx940 (default both;\n"
     "               gfx940 stands in for gfx942, which Debian's LLVM 15 does not know)\n"
-    "  --mtia-config  the chip mtia-sim simulates: 2i (MTIA 2i, default) or 1 (MTIA 1)\n"
+    "  --mtia-config  the chip mtia-sim simulates: 2i (MTIA 2i, default), 1 (MTIA 1)\n"
+    "               or 300 (MTIA 300: public peaks, modelled PE figures)\n"
     "  --slots      evaluations run at once (default 1; timing is most stable with 1;\n"
     "               nvidia: default GPUs + 2, so candidates compile on the CPU while\n"
     "               each GPU times one candidate at a time)\n"
@@ -132,7 +133,7 @@ int main(int argc, char** argv) {
       cpu.run_timeout = absl::Seconds(number);
       run_timeout_set = true;
     }
-    else if (arg == "--mtia-config" && (value == "2i" || value == "1")) mtia.chip = value;
+    else if (arg == "--mtia-config" && (value == "2i" || value == "1" || value == "300")) mtia.chip = value;
     else if (arg == "--offload-arch") {
       auto targets = kevo::worker::ParseAmdTargets(value);
       if (!targets.ok()) return Usage(std::string(targets.status().message()));

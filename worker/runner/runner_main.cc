@@ -695,12 +695,8 @@ int Main(int argc, char** argv) {
 #ifdef KEVO_RUNNER_MTIA
   if (cl.Has("mtia_config")) {
     const std::string config = cl.Get("mtia_config");
-    if (config == "2i") {
-      g_mtia_config = mtia::Mtia2iConfig();
-    } else if (config == "1") {
-      g_mtia_config = mtia::Mtia1Config();
-    } else {
-      Fail(kExitInfra, "error", absl::StrCat("bad --mtia_config '", config, "' (2i or 1)"));
+    if (!mtia::ConfigForChip(config, &g_mtia_config)) {
+      Fail(kExitInfra, "error", absl::StrCat("bad --mtia_config '", config, "' (", mtia::kChipNames, ")"));
     }
   }
 #endif

@@ -328,13 +328,9 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateMtiaBackend(const MtiaBackendOpti
   MtiaBackendOptions opts = options;
   if (opts.work_dir.empty()) return absl::InvalidArgumentError("mtia-sim backend: work_dir is required");
   mtia::Config chip;
-  if (opts.chip == "2i") {
-    chip = mtia::Mtia2iConfig();
-  } else if (opts.chip == "1") {
-    chip = mtia::Mtia1Config();
-  } else {
+  if (!mtia::ConfigForChip(opts.chip, &chip)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("mtia-sim backend: unknown chip '", opts.chip, "' (2i or 1)"));
+        absl::StrCat("mtia-sim backend: unknown chip '", opts.chip, "' (", mtia::kChipNames, ")"));
   }
   if (opts.memory_limit_bytes < (int64_t{512} << 20)) {
     return absl::InvalidArgumentError("mtia-sim backend: memory_limit_bytes must be at least 512 MiB");

@@ -39,7 +39,8 @@ struct MtiaBackendOptions {
   std::string work_dir;
   // Empty: kevo-runner-mtia next to /proc/self/exe.
   std::string runner_path;
-  // The simulated chip: "2i" (MTIA 2i, the default) or "1" (MTIA 1).
+  // The simulated chip: "2i" (MTIA 2i, the default), "1" (MTIA 1) or "300"
+  // (MTIA 300); mtia::ConfigForChip maps the name to its Config.
   std::string chip = "2i";
   std::string compiler = "g++";
   absl::Duration compile_timeout = absl::Seconds(60);
