@@ -86,6 +86,49 @@ TEST(MtiaCalibrationTest, Mtia1StreamsAtItsOwnDramBandwidthAndClock) {
   EXPECT_DOUBLE_EQ(s.seconds, s.cycles / 0.8e9);
 }
 
+// MTIA 300: the figures Meta published are what the config's derived chip
+// peaks come to (docs/kb/hardware/mtia/mtia-300.md: public vs modelled).
+TEST(MtiaCalibrationTest, Mtia300PeaksEqualThePublicFigures) {
+  const Config c = Mtia300Config();
+  EXPECT_EQ(c.name, "MTIA 300");
+  EXPECT_NEAR(c.dpe_peak_flops_per_cycle(/*int8=*/false) * c.clock_hz, 0.6e15, 0.6e15 * 1e-12);  // BF16 dense
+  // FP8/MX8 1.2 PFLOPS: the simulator's 8-bit path is int8.
+  EXPECT_NEAR(c.dpe_peak_flops_per_cycle(/*int8=*/true) * c.clock_hz, 1.2e15, 1.2e15 * 1e-12);
+  EXPECT_NEAR(c.dram_bytes_per_cycle * c.clock_hz, 6.1e12, 6.1e12 * 1e-12);  // HBM
+  // Selectable by name; MTIA 2i stays the default.
+  Config by_name;
+  ASSERT_TRUE(ConfigForChip("300", &by_name));
+  EXPECT_EQ(by_name.name, "MTIA 300");
+  EXPECT_EQ(by_name.dpe_macs_per_cycle_f16, c.dpe_macs_per_cycle_f16);
+  EXPECT_FALSE(ConfigForChip("400", &by_name));
+  EXPECT_EQ(NewDevice()->config().name, "MTIA 2i");
+  auto dev = Device::Create();
+  ASSERT_TRUE(dev.ok());
+  EXPECT_EQ((*dev)->config().name, "MTIA 2i");
+}
+
+// Memory-bound on MTIA 300: a 128 MiB DRAM stream with four 16 KiB slots per
+// PE is timed within 10% of its roofline (bytes / 6.1 TB/s) and never under
+// it. Two slots are not enough here (Little's law: each PE must keep ~28 KB
+// in flight against a 550-cycle latency to draw 1/64 of 3,253 B/cycle), so
+// the 2i-tuned double-buffered stream is measurably slower.
+TEST(MtiaCalibrationTest, Mtia300DramStreamIsWithinTenPercentOfItsRoofline) {
+  const Config c = Mtia300Config();
+  examples::StreamOptions four;
+  four.slots = 4;
+  RunStats s = Stream(c, Space::kDram, 128 << 20, four);
+  const double roofline_s = SharedBytes(s, Space::kDram) / 6.1e12;
+  std::printf("[calibration] MTIA 300 DRAM stream 128 MiB, 4 slots: %.2f us simulated, roofline %.2f us (%.1f%%)\n",
+              s.seconds * 1e6, roofline_s * 1e6, 100 * roofline_s / s.seconds);
+  EXPECT_DOUBLE_EQ(s.seconds, s.cycles / 1.875e9);
+  EXPECT_GE(roofline_s / s.seconds, 0.90);
+  EXPECT_LE(roofline_s / s.seconds, 1.0);
+  RunStats two = Stream(c, Space::kDram, 128 << 20, {});
+  std::printf("[calibration] MTIA 300 DRAM stream 128 MiB, 2 slots: %.1f%% of the roofline\n",
+              100 * roofline_s / two.seconds);
+  EXPECT_GE(static_cast<double>(two.cycles), 1.2 * s.cycles) << "4 slots " << s.cycles << " vs 2 slots " << two.cycles;
+}
+
 // Loads only, as many in flight as the DMA queue allows, in every tile size:
 // nothing may beat the shared memory's bandwidth, nor one PE its port.
 TEST(MtiaCalibrationTest, DmaFloodNeverExceedsSharedOrPortBandwidth) {
@@ -182,6 +225,34 @@ TEST(MtiaCalibrationTest, MatMulNeverExceedsDpePeak) {
   // and per-command overhead.
   EXPECT_GE(ResidentMatMuls(c, DType::kF16, 256, 128, 128, 16).dpe_utilization, 0.9);
   EXPECT_LE(ResidentMatMuls(c, DType::kF16, 8, 8, 8, 16).dpe_utilization, 0.1);
+}
+
+// Compute-bound on MTIA 300: the 2048^3 fp16 GEMM is 512 FLOP/B from DRAM,
+// above MTIA 300's DRAM ridge (98 FLOP/B), so DRAM-resident it is bound by
+// the DPE (on 2i, ridge 864, it is DRAM-bound). It is timed within 20% of
+// 2n^3 / 0.6 PFLOPS and never under it; resident tiles come within 10%.
+TEST(MtiaCalibrationTest, Mtia300ComputeBoundGemmIsWithinTwentyPercentOfItsRoofline) {
+  const Config c = Mtia300Config();
+  auto dev = NewDevice(c, /*compute=*/false);
+  const int64_t n = 2048;
+  Buffer a = *dev->NewDram(n * n * 2), b = *dev->NewDram(n * n * 2), out = *dev->NewDram(n * n * 4);
+  absl::StatusOr<RunStats> s = dev->Run(examples::GemmF16(a, b, out, n, n, n));
+  ASSERT_TRUE(s.ok()) << s.status();
+  const double flops = 2.0 * n * n * n;
+  const double bytes = 2.0 * n * n * 2 + 4.0 * n * n;
+  ASSERT_GT(flops / bytes, c.dpe_peak_flops_per_cycle(false) / c.dram_bytes_per_cycle);  // compute-bound
+  const double roofline_s = flops / 0.6e15;
+  std::printf("[calibration] MTIA 300 2048^3 fp16 GEMM from DRAM: %.2f us simulated, roofline %.2f us (%.1f%%)\n",
+              s->seconds * 1e6, roofline_s * 1e6, 100 * roofline_s / s->seconds);
+  EXPECT_GE(roofline_s / s->seconds, 0.80);
+  EXPECT_LE(roofline_s / s->seconds, 1.0);
+  for (DType t : {DType::kBF16, DType::kI8}) {
+    RunStats r = ResidentMatMuls(c, t, 256, 128, 128, 16);
+    std::printf("[calibration] MTIA 300 resident MatMul dtype %d 256x128x128: %.1f%% of DPE peak\n",
+                static_cast<int>(t), 100 * r.dpe_utilization);
+    EXPECT_GE(r.dpe_utilization, 0.9) << static_cast<int>(t);
+    EXPECT_LE(r.dpe_utilization, 1.0) << static_cast<int>(t);
+  }
 }
 
 // The 2048^3 fp16 GEMM of examples/gemm.cc with A, B and C in the LLS

@@ -133,11 +133,24 @@ TEST_F(MtiaBackendTest, HelloReportsTheSimulatedChipNotTheHost) {
   ASSERT_TRUE(hello1.ok());
   EXPECT_EQ(hello1->device(), "MTIA 1 (simulated)");
   EXPECT_NEAR(hello1->mem_bandwidth_gbs(), 176, 0.5);
+
+  // MTIA 300: the roofline is Meta's public figures, 6.1 TB/s and 0.6 PFLOPS.
+  MtiaBackendOptions three_hundred = TestOptions();
+  three_hundred.chip = "300";
+  auto mtia300 = CreateMtiaBackend(three_hundred);
+  ASSERT_TRUE(mtia300.ok()) << mtia300.status();
+  auto hello300 = (*mtia300)->Describe();
+  ASSERT_TRUE(hello300.ok());
+  EXPECT_EQ(hello300->device(), "MTIA 300 (simulated)");
+  EXPECT_NEAR(hello300->mem_bandwidth_gbs(), 6100, 1e-6);
+  EXPECT_NEAR(hello300->fp32_peak_gflops(), 600000, 1e-6);
+  EXPECT_EQ(hello300->capabilities().at("pes"), "8x8");
+  EXPECT_EQ(hello300->capabilities().at("local_memory_kib"), "512");
 }
 
 TEST_F(MtiaBackendTest, UnknownChipIsInvalidArgument) {
   MtiaBackendOptions o = TestOptions();
-  o.chip = "3";
+  o.chip = "400";  // announced with MTIA 300, not modelled
   auto b = CreateMtiaBackend(o);
   EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
 }
