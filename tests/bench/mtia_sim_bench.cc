@@ -1,8 +1,10 @@
 // mtia_sim_bench: the MTIA simulator's example kernels at the sizes of the
 // issue (softmax 4096x1024 on 64 PEs, a 2048^3 fp16 GEMM) and a few
-// variants, with simulated cycles and time, % of the roofline, and the host
-// seconds the simulation took (values computed, not only timed). Not a ctest;
-// docs/benchmarks.md "MTIA simulator" records its table.
+// variants, on MTIA 2i, MTIA 1 and MTIA 300, with simulated cycles and time,
+// % of the roofline, and the host seconds the simulation took (values
+// computed, not only timed); first, each config's roofline (peaks, bandwidths,
+// ridge points). Not a ctest; docs/benchmarks.md "MTIA simulator" records its
+// tables.
 //
 //   build-d/bin/mtia_sim_bench [--quick]   (--quick skips the 2048^3 GEMMs)
 #include <algorithm>
@@ -57,7 +59,7 @@ void Softmax(const Config& c, int64_t rows, int64_t cols, examples::SoftmaxOptio
   });
 }
 
-void Stream(const Config& c, Space space, uint64_t bytes, const std::string& name) {
+void Stream(const Config& c, Space space, uint64_t bytes, const std::string& name, examples::StreamOptions o = {}) {
   std::vector<float> x(bytes / 4, 1.f), y(bytes / 4);
   const double cap = space == Space::kDram ? c.dram_bytes_per_cycle : c.sram_bytes_per_cycle;
   Report(c, name, space == Space::kDram ? "DRAM" : "SRAM", 2.0 * bytes / cap,
@@ -70,7 +72,7 @@ void Stream(const Config& c, Space space, uint64_t bytes, const std::string& nam
              xb = *d.NewSram(bytes);
              yb = *d.NewSram(bytes);
            }
-           return d.Run(examples::StreamScale(xb, yb, bytes, {}));
+           return d.Run(examples::StreamScale(xb, yb, bytes, o));
          });
 }
 
@@ -103,13 +105,24 @@ void Gemm(const Config& c, int64_t n, Space space, examples::GemmOptions o, cons
          });
 }
 
+// One row of the roofline table: the config's dense DPE peaks, its DRAM and
+// SRAM bandwidths and the ridge points (FLOP per byte) against each.
+void PrintRoofline(const Config& c) {
+  const double f16 = c.dpe_peak_flops_per_cycle(false) * c.clock_hz;
+  const double i8 = c.dpe_peak_flops_per_cycle(true) * c.clock_hz;
+  const double dram = c.dram_bytes_per_cycle * c.clock_hz, sram = c.sram_bytes_per_cycle * c.clock_hz;
+  std::printf("| %s | %.3f GHz | %dx%d | %llu KiB | %.1f | %.1f | %.1f | %.0f | %.0f | %.0f |\n", c.name.c_str(),
+              c.clock_hz / 1e9, c.grid_rows, c.grid_cols, static_cast<unsigned long long>(c.local_memory_bytes / 1024),
+              f16 / 1e12, i8 / 1e12, dram / 1e9, sram / 1e9, f16 / dram, f16 / sram);
+}
+
 }  // namespace
 }  // namespace kevo::mtia
 
 int main(int argc, char** argv) {
   using namespace kevo::mtia;
   bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  const Config m2 = Mtia2iConfig(), m1 = Mtia1Config();
+  const Config m2 = Mtia2iConfig(), m1 = Mtia1Config(), m300 = Mtia300Config();
 
   examples::SoftmaxOptions naive_sm;
   naive_sm.slots = 1;
@@ -131,7 +144,31 @@ int main(int argc, char** argv) {
   small_tiles.tile_rows = 4;
   Softmax(m1, 4096, 1024, small_tiles, "softmax f32 4096x1024 (DRAM, double-buffered, 4-row tiles)");
   Gemm(m1, 1024, Space::kSram, {}, "gemm fp16 1024^3 (LLS, broadcast)");
+  // MTIA 300: the same kernels, first as tuned for 2i, then with four slots:
+  // at 6.1 TB/s and a 550-cycle latency two 16 KiB slots per PE are too few
+  // bytes in flight. Its DRAM ridge is 98 FLOP/B, so the 2048^3 GEMM (512
+  // FLOP/B) is compute-bound even from DRAM, where on 2i it is DRAM-bound.
+  examples::SoftmaxOptions four_sm;
+  four_sm.slots = 4;
+  examples::StreamOptions four;
+  four.slots = 4;
+  Softmax(m300, 4096, 1024, {}, "softmax f32 4096x1024 (DRAM, double-buffered)");
+  Softmax(m300, 4096, 1024, four_sm, "softmax f32 4096x1024 (DRAM, 4 slots)");
+  Softmax(m300, 16384, 1024, four_sm, "softmax f32 16384x1024 (DRAM, 4 slots)");
+  Stream(m300, Space::kDram, 32 << 20, "stream y=2x 32 MiB (DRAM)");
+  Stream(m300, Space::kDram, 128 << 20, "stream y=2x 128 MiB (DRAM, 4 slots)", four);
+  Stream(m300, Space::kSram, 32 << 20, "stream y=2x 32 MiB (LLS)");
+  if (!quick) {
+    Gemm(m300, 2048, Space::kSram, {}, "gemm fp16 2048^3 (LLS, broadcast, double-buffered)");
+    Gemm(m300, 2048, Space::kDram, {}, "gemm fp16 2048^3 (DRAM, broadcast)");
+  }
 
+  std::printf("Rooflines (dense DPE peaks; 8-bit is the simulator's int8 path; ridge = fp16 peak / bandwidth):\n\n");
+  std::printf("| config | clock | PEs | local mem | fp16/bf16 TFLOP/s | int8 TOP/s | DRAM GB/s | SRAM GB/s | "
+              "ridge DRAM FLOP/B | ridge LLS FLOP/B |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const Config& c : {m2, m1, m300}) PrintRoofline(c);
+  std::printf("\n");
   std::printf("| config | kernel | simulated cycles | simulated time | bound | %% of roofline | host s |\n");
   std::printf("|---|---|---:|---:|---|---:|---:|\n");
   for (const auto& r : g_rows) {
