@@ -76,6 +76,8 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewRowArgmaxRecipe());
     v->push_back(NewSoftmaxThreePassRecipe());
     v->push_back(NewSoftmaxOnlineRecipe());
+    v->push_back(NewLogSoftmaxTwoPassRecipe());
+    v->push_back(NewLogSoftmaxOnlineRecipe());
     v->push_back(NewGemmPackedRecipe());
     v->push_back(NewBucketizeTreeRecipe());
     v->push_back(NewBucketizeSearchRecipe());

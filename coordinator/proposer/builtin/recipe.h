@@ -100,6 +100,8 @@ std::unique_ptr<Recipe> NewRowReduceRecipe();
 std::unique_ptr<Recipe> NewRowArgmaxRecipe();
 std::unique_ptr<Recipe> NewSoftmaxThreePassRecipe();
 std::unique_ptr<Recipe> NewSoftmaxOnlineRecipe();
+std::unique_ptr<Recipe> NewLogSoftmaxTwoPassRecipe();
+std::unique_ptr<Recipe> NewLogSoftmaxOnlineRecipe();
 std::unique_ptr<Recipe> NewGemmPackedRecipe();
 std::unique_ptr<Recipe> NewBucketizeSearchRecipe();
 std::unique_ptr<Recipe> NewBucketizeLutRecipe();

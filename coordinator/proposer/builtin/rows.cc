@@ -6,6 +6,10 @@
 //   softmax_three_pass  y[r, :] = softmax(x[r, :]) as max, exp+sum, scale
 //   softmax_online      the same with a running (max, sum) per lane
 //       hints {pattern: row_softmax, in, out, rows, cols}
+//   log_softmax_two_pass   y[r, :] = x[r, :] - (max + log(sum(exp(x - max)))) as
+//                          max, exp+sum (nothing stored), subtract
+//   log_softmax_online     the same with a running (max, sum) per lane
+//       hints {pattern: row_log_softmax, in, out, rows, cols}
 // Rows are split across OpenMP threads; each row is processed with 16-lane
 // GCC vector types (one AVX-512 register) and several independent
 // accumulators. exp is a vectorised range reduction + polynomial (degree 5, or
@@ -300,7 +304,7 @@ static inline kevo_vf kevo_keep_max(kevo_vf a, kevo_vf x) { return x > a ? x : a
 
 // ---------------------------------------------------------------- softmax
 
-std::vector<ParamSpec> SoftmaxParams(bool three_pass) {
+std::vector<ParamSpec> SoftmaxParams(bool three_pass, bool log) {
   std::vector<ParamSpec> p = {
       {"exp", {"poly5", "cephes", "libm"}, "poly5",
        "exp: degree-5 polynomial, Cephes degree-7 polynomial, or glibc vector expf "
@@ -309,23 +313,33 @@ std::vector<ParamSpec> SoftmaxParams(bool three_pass) {
       {"threads", {"1", "all"}, "all", "OpenMP threads over rows"},
       {"schedule", {"static", "dynamic"}, "static", "OpenMP schedule over rows"},
   };
-  if (three_pass) {
+  if (three_pass && !log) {
     p.push_back({"pass3", {"rescale", "recompute"}, "rescale",
                  "last pass: scale the stored exps, or recompute exp from x"});
   }
   return p;
 }
 
+// Softmax, or log-softmax (`log`): the same row statistics (max and the sum
+// of exp(x - max)); softmax then writes exp(x - max) / sum, log-softmax
+// x - (max + log(sum)), which needs no stored exps (two passes over x, not three).
 class SoftmaxRecipe final : public Recipe {
  public:
-  explicit SoftmaxRecipe(bool three_pass)
-      : three_pass_(three_pass), space_(SoftmaxParams(three_pass)) {}
+  SoftmaxRecipe(bool three_pass, bool log)
+      : three_pass_(three_pass), log_(log), space_(SoftmaxParams(three_pass, log)) {}
 
   std::string name() const override {
+    if (log_) return three_pass_ ? "log_softmax_two_pass" : "log_softmax_online";
     return three_pass_ ? "softmax_three_pass" : "softmax_online";
   }
   std::string family() const override { return "softmax"; }
   std::string description() const override {
+    if (log_) {
+      return three_pass_ ? "row max, then the sum of exp (nothing stored), then x - log-sum-exp; "
+                           "vectorised exp"
+                         : "one pass with a running max and rescaled sum per lane, then "
+                           "x - log-sum-exp";
+    }
     return three_pass_ ? "row max, then exp + sum (stored), then scale; vectorised exp"
                        : "one pass with a running max and rescaled sum per lane, then exp "
                          "and scale";
@@ -334,7 +348,8 @@ class SoftmaxRecipe final : public Recipe {
 
   bool Applies(const v1::Task& task, std::string_view platform) const override {
     RowBinding b;
-    return platform == "cpu" && Hint(task, "pattern") == "row_softmax" &&
+    return platform == "cpu" &&
+           Hint(task, "pattern") == (log_ ? "row_log_softmax" : "row_softmax") &&
            BindRows(task, false, &b);
   }
 
@@ -354,12 +369,16 @@ class SoftmaxRecipe final : public Recipe {
     if (!libm) absl::StrAppend(&s, VectorExp(exp));
     absl::StrAppend(&s, "\nstatic void kevo_row(const float* __restrict x, float* __restrict y, "
                         "int64_t cols) {\n");
-    if (libm) {
+    if (log_ && libm) {
+      absl::StrAppend(&s, three_pass_ ? RowTwoPassLogLibm() : RowOnlineLibm(/*log=*/true));
+    } else if (log_) {
+      absl::StrAppend(&s, three_pass_ ? RowTwoPassLog(acc) : RowOnline(acc, /*log=*/true));
+    } else if (libm) {
       absl::StrAppend(&s, three_pass_ ? RowThreePassLibm(StrParam(genome, "pass3") == "rescale")
-                                      : RowOnlineLibm());
+                                      : RowOnlineLibm(/*log=*/false));
     } else {
       absl::StrAppend(&s, three_pass_ ? RowThreePass(acc, StrParam(genome, "pass3") == "rescale")
-                                      : RowOnline(acc));
+                                      : RowOnline(acc, /*log=*/false));
     }
     absl::StrAppend(&s, "}\n\n", definition, " {\n", ParallelFor(genome, b.rows),
                     "  for (int64_t kevo_r = 0; kevo_r < ", b.rows, "; ++kevo_r) kevo_row(", b.in,
@@ -425,7 +444,44 @@ class SoftmaxRecipe final : public Recipe {
     return s;
   }
 
-  static std::string RowOnline(int64_t acc) {
+  // The last pass of log-softmax: y = x - lse, with `kevo_vf lse` in scope.
+  static std::string SubtractPass(int64_t acc) {
+    return absl::StrCat(
+        "  for (c = 0; c + ", 16 * acc, " <= cols; c += ", 16 * acc, ") {\n",
+        Repeat(acc, "    kevo_store(y + c + 16 * #, kevo_load(x + c + 16 * #) - lse);\n"), "  }\n",
+        "  for (; c + 16 <= cols; c += 16) kevo_store(y + c, kevo_load(x + c) - lse);\n",
+        "  for (; c < cols; ++c) y[c] = x[c] - lse[0];\n");
+  }
+
+  // Log-softmax in two passes: the max, then the sum of exp(x - max) with
+  // nothing stored, then the subtraction.
+  static std::string RowTwoPassLog(int64_t acc) {
+    std::string s = MaxPass(acc);
+    absl::StrAppend(
+        &s, Repeat(acc, "  kevo_vf s# = {};\n"), "  for (c = 0; c + ", 16 * acc,
+        " <= cols; c += ", 16 * acc, ") {\n",
+        Repeat(acc, "    s# += kevo_vexp(kevo_load(x + c + 16 * #) - mv);\n"), "  }\n",
+        "  for (; c + 16 <= cols; c += 16) s0 += kevo_vexp(kevo_load(x + c) - mv);\n"
+        "  if (c < cols) s0 += kevo_vexp(kevo_load_part(x + c, cols - c, -__builtin_inff()) - mv);\n",
+        Fold(acc, "s", "kevo_add"), "  const kevo_vf lse = kevo_splat(m + logf(kevo_hsum(s0)));\n",
+        SubtractPass(acc));
+    return s;
+  }
+
+  static std::string RowTwoPassLogLibm() {
+    return R"(  float m = -3.402823466e38f;
+#pragma omp simd reduction(max : m)
+  for (int64_t c = 0; c < cols; ++c) m = x[c] > m ? x[c] : m;
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t c = 0; c < cols; ++c) sum += expf(x[c] - m);
+  const float lse = m + logf(sum);
+#pragma omp simd
+  for (int64_t c = 0; c < cols; ++c) y[c] = x[c] - lse;
+)";
+  }
+
+  static std::string RowOnline(int64_t acc, bool log) {
     // Per lane a running max m and sum s of exp(x - m); each iteration takes
     // `acc` vectors, rescales s once and adds their exps.
     std::string s = absl::StrCat(
@@ -440,8 +496,13 @@ class SoftmaxRecipe final : public Recipe {
         "    const kevo_vf mn = kevo_vmax(m, v);\n"
         "    s = s * kevo_vexp(m - mn) + kevo_vexp(v - mn);\n    m = mn;\n  }\n",
         "  const float mmax = kevo_hmax(m);\n  const kevo_vf mv = kevo_splat(mmax);\n",
-        "  const kevo_vf inv = kevo_splat(1.0f / kevo_hsum(s * kevo_vexp(m - mv)));\n");
-    absl::StrAppend(&s, RecomputePass(acc));
+        "  const float total = kevo_hsum(s * kevo_vexp(m - mv));\n");
+    if (log) {
+      absl::StrAppend(&s, "  const kevo_vf lse = kevo_splat(mmax + logf(total));\n",
+                      SubtractPass(acc));
+    } else {
+      absl::StrAppend(&s, "  const kevo_vf inv = kevo_splat(1.0f / total);\n", RecomputePass(acc));
+    }
     return s;
   }
 
@@ -466,8 +527,8 @@ class SoftmaxRecipe final : public Recipe {
     return s;
   }
 
-  static std::string RowOnlineLibm() {
-    return R"(  float ml[16], sl[16];
+  static std::string RowOnlineLibm(bool log) {
+    std::string s = R"(  float ml[16], sl[16];
   for (int l = 0; l < 16; ++l) ml[l] = -3.402823466e38f, sl[l] = 0;
   int64_t c = 0;
   for (; c + 16 <= cols; c += 16) {
@@ -489,13 +550,20 @@ class SoftmaxRecipe final : public Recipe {
   for (int l = 1; l < 16; ++l) m = ml[l] > m ? ml[l] : m;
   float sum = 0;
   for (int l = 0; l < 16; ++l) sum += sl[l] * expf(ml[l] - m);
-  const float inv = 1.0f / sum;
+)";
+    absl::StrAppend(&s, log ? R"(  const float lse = m + logf(sum);
+#pragma omp simd
+  for (int64_t k = 0; k < cols; ++k) y[k] = x[k] - lse;
+)"
+                            : R"(  const float inv = 1.0f / sum;
 #pragma omp simd
   for (int64_t k = 0; k < cols; ++k) y[k] = expf(x[k] - m) * inv;
-)";
+)");
+    return s;
   }
 
   bool three_pass_;
+  bool log_;
   SearchSpace space_;
 };
 
@@ -504,10 +572,16 @@ class SoftmaxRecipe final : public Recipe {
 std::unique_ptr<Recipe> NewRowReduceRecipe() { return std::make_unique<RowReduceRecipe>(); }
 std::unique_ptr<Recipe> NewRowArgmaxRecipe() { return std::make_unique<RowArgmaxRecipe>(); }
 std::unique_ptr<Recipe> NewSoftmaxThreePassRecipe() {
-  return std::make_unique<SoftmaxRecipe>(/*three_pass=*/true);
+  return std::make_unique<SoftmaxRecipe>(/*three_pass=*/true, /*log=*/false);
 }
 std::unique_ptr<Recipe> NewSoftmaxOnlineRecipe() {
-  return std::make_unique<SoftmaxRecipe>(/*three_pass=*/false);
+  return std::make_unique<SoftmaxRecipe>(/*three_pass=*/false, /*log=*/false);
+}
+std::unique_ptr<Recipe> NewLogSoftmaxTwoPassRecipe() {
+  return std::make_unique<SoftmaxRecipe>(/*three_pass=*/true, /*log=*/true);
+}
+std::unique_ptr<Recipe> NewLogSoftmaxOnlineRecipe() {
+  return std::make_unique<SoftmaxRecipe>(/*three_pass=*/false, /*log=*/true);
 }
 
 }  // namespace kevo::proposer
