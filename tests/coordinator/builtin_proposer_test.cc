@@ -619,6 +619,13 @@ bool IsStarterTask(const std::string& name) {
          name == "bucketize";
 }
 
+// The starter tasks, and the tasks that alone reach a recipe's code path:
+// log_softmax (the softmax recipes' log-sum-exp pass) and matmul_bf16 (the
+// gemm_packed recipe's bf16 packing and rounding).
+bool SweepsEveryValue(const std::string& name) {
+  return IsStarterTask(name) || name == "log_softmax" || name == "matmul_bf16";
+}
+
 // Every task folder whose task.textproto sets hints, plus the starter tasks.
 std::vector<std::string> HintedTasks() {
   std::vector<std::string> out = {"vector_add", "softmax", "row_sum", "matmul", "bucketize"};
@@ -676,8 +683,7 @@ TEST_P(RecipeCorrectnessTest, GenomesCoveringTheSpaceMatchTheReference) {
     // embedding_bag's shared scratch) a wrong variant is the evaluator's to
     // reject, as the search does.
     if (recipe->name() == "generic" && !IsStarterTask(task.name())) continue;
-    // The default and its seed overrides; for the starter tasks (and
-    // log_softmax) also genomes
+    // The default and its seed overrides; for SweepsEveryValue tasks also genomes
     // that together use every value of every parameter (genome i takes value
     // i mod count of each); and one random genome.
     std::vector<Genome> genomes = {Genome{recipe->name(), recipe->space().Defaults()}};
@@ -688,9 +694,7 @@ TEST_P(RecipeCorrectnessTest, GenomesCoveringTheSpaceMatchTheReference) {
     }
     size_t widest = 0;
     for (const ParamSpec& p : recipe->space().params()) widest = std::max(widest, p.values.size());
-    // log_softmax too: its recipes are softmax's with another last pass, and
-    // each exp variant's log path is only generated there.
-    if (!IsStarterTask(task.name()) && task.name() != "log_softmax") widest = 0;
+    if (!SweepsEveryValue(task.name())) widest = 0;
     for (size_t i = 0; i < widest; ++i) {
       Genome g{recipe->name(), {}};
       for (const ParamSpec& p : recipe->space().params()) g.params[p.name] = p.values[i % p.values.size()];
@@ -721,6 +725,43 @@ TEST_P(RecipeCorrectnessTest, GenomesCoveringTheSpaceMatchTheReference) {
         }
       }
     }
+  }
+}
+
+// gemm_bf16_dot on a CPU without AVX512_BF16 (here: compiled with
+// -mno-avx512bf16) multiplies its packed bf16 pairs with shifts and FMAs
+// instead of vdpbf16ps, and is as right as with it.
+TEST(RecipeTest, GemmBf16DotIsRightWithoutAvx512Bf16) {
+  const v1::Task task = LoadStarterTask("matmul_bf16");
+  ASSERT_FALSE(task.name().empty());
+  const Recipe* recipe = FindRecipe("gemm_bf16_dot");
+  ASSERT_NE(recipe, nullptr);
+  ASSERT_TRUE(recipe->Applies(task, "cpu"));
+  EXPECT_FALSE(recipe->Applies(LoadStarterTask("matmul"), "cpu")) << "f32 operands have no pairs";
+  auto dir = harness::TempDir::Create("kevo_bf16_dot_");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  auto reference = harness::CompiledKernel::Compile(task.reference().source(),
+                                                    harness::ReferenceFlags(),
+                                                    task.signature().function(), (*dir)->path(), "ref");
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  Genome genome{recipe->name(), recipe->space().Defaults()};
+  genome.params["kc"] = "64";  // several k blocks on the validation shapes
+  absl::StatusOr<v1::Candidate> candidate = recipe->Generate(task, genome);
+  ASSERT_TRUE(candidate.ok()) << candidate.status();
+  EXPECT_NE(candidate->source().find("__AVX512BF16__"), std::string::npos);
+  candidate->add_extra_flags("-mno-avx512bf16");
+  auto kernel = harness::CompiledKernel::Compile(candidate->source(), harness::CandidateFlags(*candidate),
+                                                 task.signature().function(), (*dir)->path(), "dot");
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  for (const v1::Binding& b : task.validate()) {
+    SCOPED_TRACE(b.name());
+    auto want = harness::MakeTaskCall(task, b, /*seed=*/3);
+    auto got = harness::MakeTaskCall(task, b, /*seed=*/3);
+    ASSERT_TRUE(want.ok() && got.ok());
+    (*reference)->Call((*want)->args);
+    (*kernel)->Call((*got)->args);
+    absl::Status same = harness::CompareOutputs(task, **got, **want);
+    EXPECT_TRUE(same.ok()) << same;
   }
 }
 

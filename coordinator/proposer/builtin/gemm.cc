@@ -1,5 +1,13 @@
 // Recipe "gemm_packed": C = A * B for row-major float32 A[m,k], B[k,n],
-// C[m,n], for tasks with hints {pattern: gemm, a, b, c, m, n, k}.
+// C[m,n], for tasks with hints {pattern: gemm, a, b, c, m, n, k}; also bf16
+// A and B (widened to float32 as they are packed, so the micro-kernel is the
+// same) with a bf16 C (the float32 result rounded to nearest even at the end,
+// from a float32 scratch matrix) or a float32 C.
+// Recipe "gemm_bf16_dot": the same scheme for bf16 A and B, packed as pairs of
+// consecutive k (two bf16 in 32 bits) so the micro-kernel multiplies them with
+// AVX512_BF16's vdpbf16ps (16 lanes x 2 products a step, float32 sums). Where
+// the compiler's -march=native has no AVX512_BF16 the same packing is widened
+// with shifts and two FMAs, so the kernel is still right, only slower.
 // The Goto/BLIS scheme: B is packed into KC x NC blocks of NR-wide column
 // panels (shared by all threads), A into MC x KC blocks of MR-high row panels
 // (one per thread); a register-blocked MR x NR micro-kernel (16-lane GCC
@@ -45,16 +53,93 @@ bool BindGemmShapes(const v1::Task& task, GemmShapes* g) {
 
 namespace {
 
-// The CPU recipe's binding: float32 throughout.
+// The CPU recipe's binding: float32 throughout, or bf16 A and B with a bf16
+// or float32 C.
 using GemmBinding = GemmShapes;
 bool BindGemm(const v1::Task& task, GemmBinding* g) {
-  return BindGemmShapes(task, g) && g->a_dtype == v1::F32 && g->c_dtype == v1::F32;
+  if (!BindGemmShapes(task, g)) return false;
+  if (g->a_dtype == v1::F32) return g->c_dtype == v1::F32;
+  return g->a_dtype == v1::BF16 && (g->c_dtype == v1::BF16 || g->c_dtype == v1::F32);
 }
+
+// What the generated code reads A and B as: `kevo_in_t` elements widened to
+// float by kevo_in().
+constexpr char kF32Inputs[] = R"(typedef float kevo_in_t;
+static inline float kevo_in(float v) { return v; }
+)";
+// gemm_bf16_dot: packs of k pairs, and their multiply-add.
+constexpr char kBf16Pairs[] = R"(typedef int32_t kevo_vi __attribute__((vector_size(64)));
+static inline kevo_vi kevo_load_i(const float* p) {
+  kevo_vi v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+// c + a.lo * b.lo + a.hi * b.hi per 32-bit lane, a and b holding bf16 pairs.
+#if defined(__AVX512BF16__)
+static inline kevo_vf kevo_dot(kevo_vf c, kevo_vi a, kevo_vi b) {
+  return (kevo_vf)_mm512_dpbf16_ps((__m512)c, (__m512bh)a, (__m512bh)b);
+}
+#else
+static inline kevo_vf kevo_dot(kevo_vf c, kevo_vi a, kevo_vi b) {
+  const kevo_vi hi = kevo_vi{} + (int32_t)0xffff0000u;
+  return c + (kevo_vf)(a << 16) * (kevo_vf)(b << 16) + (kevo_vf)(a & hi) * (kevo_vf)(b & hi);
+}
+#endif
+
+// B[0:kc, 0:nc] (row stride ldb) -> panels of NR columns, each ceil(kc/2) x NR
+// 32-bit pairs (k even in the low half), zero-padded to NR and to an even kc.
+static void kevo_pack_b_panel(const uint16_t* __restrict b, int64_t ldb, int64_t kc, int64_t w,
+                              float* __restrict dst_f) {
+  uint32_t* __restrict dst = (uint32_t*)dst_f;
+  for (int64_t p = 0; p < kc; p += 2) {
+    const uint16_t* __restrict r0 = b + p * ldb;
+    uint32_t* __restrict row = dst + (p / 2) * NR;
+    int64_t q = 0;
+    if (p + 1 < kc) {
+      const uint16_t* __restrict r1 = r0 + ldb;
+      for (; q < w; ++q) row[q] = (uint32_t)r0[q] | (uint32_t)r1[q] << 16;
+    } else {
+      for (; q < w; ++q) row[q] = r0[q];
+    }
+    for (; q < NR; ++q) row[q] = 0;
+  }
+}
+
+// A[0:mc, 0:kc] (row stride lda) -> panels of MR rows, each ceil(kc/2) x MR
+// 32-bit pairs (k-major), zero-padded to MR and to an even kc.
+static void kevo_pack_a(const uint16_t* __restrict a, int64_t lda, int64_t mc, int64_t kc,
+                        float* __restrict dst) {
+  for (int64_t i = 0; i < mc; i += MR) {
+    const int64_t h = kevo_min(MR, mc - i);
+    uint32_t* __restrict panel = (uint32_t*)(dst + i * kc);
+    for (int64_t p = 0; p < kc; p += 2) {
+      int64_t r = 0;
+      for (; r < h; ++r) {
+        const uint16_t* src = a + (i + r) * lda + p;
+        panel[(p / 2) * MR + r] = (uint32_t)src[0] | (p + 1 < kc ? (uint32_t)src[1] << 16 : 0u);
+      }
+      for (; r < MR; ++r) panel[(p / 2) * MR + r] = 0;
+    }
+  }
+}
+
+)";
+
+constexpr char kBf16Inputs[] = R"(typedef uint16_t kevo_in_t;
+static inline float kevo_in(uint16_t v) {
+  const uint32_t bits = (uint32_t)v << 16;
+  float f;
+  __builtin_memcpy(&f, &bits, sizeof f);
+  return f;
+}
+)";
 
 class GemmPackedRecipe final : public Recipe {
  public:
-  GemmPackedRecipe()
-      : space_({
+  // `bf16_pairs`: gemm_bf16_dot (bf16 A and B only), else gemm_packed.
+  explicit GemmPackedRecipe(bool bf16_pairs)
+      : pairs_(bf16_pairs),
+        space_({
             {"mr", {"4", "6", "8", "12", "14", "16"}, "6", "micro-tile rows (A broadcasts)"},
             {"nr", {"16", "32", "48", "64"}, "64", "micro-tile columns (multiple of 16 lanes)"},
             {"kc", {"64", "128", "192", "256", "384", "512"}, "256", "k block (packed depth)"},
@@ -73,16 +158,20 @@ class GemmPackedRecipe final : public Recipe {
              "split the A blocks (two barriers per block)"},
         }) {}
 
-  std::string name() const override { return "gemm_packed"; }
+  std::string name() const override { return pairs_ ? "gemm_bf16_dot" : "gemm_packed"; }
   std::string family() const override { return "gemm"; }
   std::string description() const override {
-    return "packed, cache-blocked GEMM with an MR x NR AVX-512 FMA register micro-kernel";
+    return pairs_ ? "packed, cache-blocked bf16 GEMM: k pairs packed in 32 bits, an MR x NR "
+                    "micro-kernel of AVX512_BF16 dot products (vdpbf16ps), float32 sums"
+                  : "packed, cache-blocked GEMM with an MR x NR AVX-512 FMA register "
+                    "micro-kernel (bf16 operands widened to float32 while packed)";
   }
   const SearchSpace& space() const override { return space_; }
 
   bool Applies(const v1::Task& task, std::string_view platform) const override {
     GemmBinding g;
-    return platform == "cpu" && Hint(task, "pattern") == "gemm" && BindGemm(task, &g);
+    return platform == "cpu" && Hint(task, "pattern") == "gemm" && BindGemm(task, &g) &&
+           (!pairs_ || g.a_dtype == v1::BF16);
   }
 
   absl::StatusOr<v1::Candidate> Generate(const v1::Task& task,
@@ -99,6 +188,8 @@ class GemmPackedRecipe final : public Recipe {
     const int64_t nc = std::max(nr, IntParam(genome, "nc") / nr * nr);
     const bool prefetch = StrParam(genome, "prefetch") == "on";
     const bool threaded = StrParam(genome, "threads") == "all";
+    const bool bf16_in = g.a_dtype == v1::BF16;
+    const bool bf16_out = g.c_dtype == v1::BF16;
 
     std::string s = kPrelude;
     absl::StrAppend(&s, "#include <omp.h>\n\n// Generated by kevo builtin recipe ", genome.ToString(),
@@ -113,24 +204,46 @@ static inline kevo_vf kevo_load(const float* p) {
 }
 static inline void kevo_store(float* p, kevo_vf v) { __builtin_memcpy(p, &v, sizeof v); }
 
+// Scratch kept by the calling thread between calls (grown, never shrunk):
+// blocks this size are mmap'ed fresh by malloc, so allocating them per call
+// page-faults every page again. Null if memory runs out.
+struct kevo_scratch {
+  float* p = nullptr;
+  size_t floats = 0;
+  float* get(size_t n) {
+    if (n > floats) {
+      free(p);
+      p = (float*)aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+      floats = p != nullptr ? n : 0;
+    }
+    return p;
+  }
+};
+)", bf16_in ? kBf16Inputs : kF32Inputs);
+    if (pairs_) {
+      absl::StrAppend(&s, kBf16Pairs);
+    } else {
+      absl::StrAppend(&s, R"(
 // B[0:kc, 0:nc] (row stride ldb) -> panels of NR columns, each kc x NR,
-// zero-padded to NR.
-static void kevo_pack_b_panel(const float* __restrict b, int64_t ldb, int64_t kc, int64_t w,
+// zero-padded to NR, as float32.
+static void kevo_pack_b_panel(const kevo_in_t* __restrict b, int64_t ldb, int64_t kc, int64_t w,
                               float* __restrict dst) {
   if (w == NR) {
-    for (int64_t p = 0; p < kc; ++p) __builtin_memcpy(dst + p * NR, b + p * ldb, NR * sizeof(float));
+    for (int64_t p = 0; p < kc; ++p) {
+      for (int64_t q = 0; q < NR; ++q) dst[p * NR + q] = kevo_in(b[p * ldb + q]);
+    }
     return;
   }
   for (int64_t p = 0; p < kc; ++p) {
     int64_t q = 0;
-    for (; q < w; ++q) dst[p * NR + q] = b[p * ldb + q];
+    for (; q < w; ++q) dst[p * NR + q] = kevo_in(b[p * ldb + q]);
     for (; q < NR; ++q) dst[p * NR + q] = 0.0f;
   }
 }
 
 // A[0:mc, 0:kc] (row stride lda) -> panels of MR rows, each kc x MR
-// (k-major), zero-padded to MR.
-static void kevo_pack_a(const float* __restrict a, int64_t lda, int64_t mc, int64_t kc,
+// (k-major), zero-padded to MR, as float32.
+static void kevo_pack_a(const kevo_in_t* __restrict a, int64_t lda, int64_t mc, int64_t kc,
                         float* __restrict dst) {
   for (int64_t i = 0; i < mc; i += MR) {
     const int64_t h = kevo_min(MR, mc - i);
@@ -139,14 +252,14 @@ static void kevo_pack_a(const float* __restrict a, int64_t lda, int64_t mc, int6
       for (int64_t p0 = 0; p0 < kc; p0 += 16) {
         const int64_t pn = kevo_min(16, kc - p0);
         for (int64_t r = 0; r < MR; ++r) {
-          const float* src = a + (i + r) * lda + p0;
-          for (int64_t p = 0; p < pn; ++p) panel[(p0 + p) * MR + r] = src[p];
+          const kevo_in_t* src = a + (i + r) * lda + p0;
+          for (int64_t p = 0; p < pn; ++p) panel[(p0 + p) * MR + r] = kevo_in(src[p]);
         }
       }
     } else {
       for (int64_t p = 0; p < kc; ++p) {
         int64_t r = 0;
-        for (; r < h; ++r) panel[p * MR + r] = a[(i + r) * lda + p];
+        for (; r < h; ++r) panel[p * MR + r] = kevo_in(a[(i + r) * lda + p]);
         for (; r < MR; ++r) panel[p * MR + r] = 0.0f;
       }
     }
@@ -154,6 +267,7 @@ static void kevo_pack_a(const float* __restrict a, int64_t lda, int64_t mc, int6
 }
 
 )");
+    }
     // The micro-kernel.
     absl::StrAppend(&s, R"(// c[0:h, 0:w] (row stride ldc) = (first ? 0 : c) + a_panel * b_panel.
 static inline void kevo_kernel(int64_t kc, const float* __restrict a, const float* __restrict b,
@@ -169,18 +283,26 @@ static inline void kevo_kernel(int64_t kc, const float* __restrict a, const floa
                       "    __builtin_prefetch(c + r * ldc, 1);\n",
                       "    __builtin_prefetch(c + r * ldc + NR - 1, 1);\n  }\n");
     }
-    absl::StrAppend(&s, "#pragma GCC unroll ", IntParam(genome, "unroll_k"),
-                    "\n  for (int64_t p = 0; p < kc; ++p) {\n");
+    absl::StrAppend(&s, "#pragma GCC unroll ", IntParam(genome, "unroll_k"), "\n  for (int64_t p = 0; p < ",
+                    pairs_ ? "(kc + 1) / 2" : "kc", "; ++p) {\n");
     if (prefetch) {
       absl::StrAppend(&s, "    __builtin_prefetch(a + (p + 8) * MR);\n",
                       "    __builtin_prefetch(b + (p + 8) * NR);\n");
     }
     for (int64_t v = 0; v < nv; ++v) {
-      absl::StrAppend(&s, "    const kevo_vf b", v, " = kevo_load(b + p * NR + ", 16 * v, ");\n");
+      absl::StrAppend(&s, "    const ", pairs_ ? "kevo_vi" : "kevo_vf", " b", v, " = ",
+                      pairs_ ? "kevo_load_i" : "kevo_load", "(b + p * NR + ", 16 * v, ");\n");
     }
     for (int64_t r = 0; r < mr; ++r) {
-      absl::StrAppend(&s, "    { const float a_ = a[p * MR + ", r, "];");
-      for (int64_t v = 0; v < nv; ++v) absl::StrAppend(&s, " c", r, "_", v, " += a_ * b", v, ";");
+      if (pairs_) {
+        absl::StrAppend(&s, "    { const kevo_vi a_ = kevo_vi{} + ((const int32_t*)a)[p * MR + ", r, "];");
+        for (int64_t v = 0; v < nv; ++v) {
+          absl::StrAppend(&s, " c", r, "_", v, " = kevo_dot(c", r, "_", v, ", a_, b", v, ");");
+        }
+      } else {
+        absl::StrAppend(&s, "    { const float a_ = a[p * MR + ", r, "];");
+        for (int64_t v = 0; v < nv; ++v) absl::StrAppend(&s, " c", r, "_", v, " += a_ * b", v, ";");
+      }
       absl::StrAppend(&s, " }\n");
     }
     absl::StrAppend(&s, "  }\n  if (h == MR && w == NR) {\n    if (first) {\n");
@@ -231,11 +353,12 @@ static inline void kevo_kernel(int64_t kc, const float* __restrict a, const floa
     // sleeping OpenMP thread can take a scheduler tick to wake).
     absl::StrAppend(&s, R"(// `packed`: null, or all of B already packed (block (jc, pc) at
 // packed + jc * k + pc * round_up(nc, NR)).
-static void kevo_gemm_blocks(const float* __restrict a, int64_t lda,
-                             const float* __restrict b, int64_t ldb, float* __restrict c,
+static void kevo_gemm_blocks(const kevo_in_t* __restrict a, int64_t lda,
+                             const kevo_in_t* __restrict b, int64_t ldb, float* __restrict c,
                              int64_t ldc, int64_t m, int64_t n, int64_t k,
                              const float* __restrict packed) {
   if (m <= 0 || n <= 0) return;
+  static thread_local kevo_scratch kevo_bp_scratch, kevo_ap_scratch;
   const int64_t nc_max = kevo_min(NC, (n + NR - 1) / NR * NR);
   const int64_t kc_max = kevo_min(KC, k);
 )", shared_b ? R"(  // A blocks: at most MC rows, a multiple of MR, and a number of blocks
@@ -246,10 +369,10 @@ static void kevo_gemm_blocks(const float* __restrict a, int64_t lda,
   const int64_t mc_max = kevo_min(MC, ((m + blocks - 1) / blocks + MR - 1) / MR * MR);
 )" : R"(  const int64_t mc_max = kevo_min(MC, (m + MR - 1) / MR * MR);
 )", R"(  float* bp_own = packed != nullptr ? nullptr
-      : (float*)aligned_alloc(64, (kc_max * nc_max * sizeof(float) + 63) / 64 * 64);
+      : kevo_bp_scratch.get(kc_max * nc_max);
   if (packed == nullptr && bp_own == nullptr) return;
 )", shared_b ? "#pragma omp parallel\n" : "", R"(  {
-    float* ap = (float*)aligned_alloc(64, (mc_max * kc_max * sizeof(float) + 63) / 64 * 64);
+    float* ap = kevo_ap_scratch.get(mc_max * kc_max);
     for (int64_t jc = 0; jc < n; jc += NC) {
       const int64_t nc = kevo_min(NC, n - jc);
       for (int64_t pc = 0; pc < k; pc += KC) {
@@ -269,13 +392,11 @@ static void kevo_gemm_blocks(const float* __restrict a, int64_t lda,
 )", tiles, R"(        }
       }
     }
-    free(ap);
   }
-  free(bp_own);
 }
 
-static void kevo_gemm(const float* __restrict a, const float* __restrict b, float* __restrict c,
-                      int64_t m, int64_t n, int64_t k) {
+static void kevo_gemm(const kevo_in_t* __restrict a, const kevo_in_t* __restrict b,
+                      float* __restrict c, int64_t m, int64_t n, int64_t k) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     for (int64_t i = 0; i < m * n; ++i) c[i] = 0.0f;
@@ -288,7 +409,8 @@ static void kevo_gemm(const float* __restrict a, const float* __restrict b, floa
       // B packed once up front; threads then take MC-row blocks as they
       // finish, so a thread on a busy core does less of the work.
       absl::StrAppend(&s, R"(  const int64_t npad = (n + NR - 1) / NR * NR;
-  float* packed = (float*)aligned_alloc(64, (k * npad * sizeof(float) + 63) / 64 * 64);
+  static thread_local kevo_scratch kevo_packed_scratch;
+  float* packed = kevo_packed_scratch.get(k * npad);
   if (packed == nullptr) return;
   for (int64_t jc = 0; jc < n; jc += NC) {
     const int64_t nc = kevo_min(NC, n - jc), ncpad = (nc + NR - 1) / NR * NR;
@@ -306,7 +428,6 @@ static void kevo_gemm(const float* __restrict a, const float* __restrict b, floa
     const int64_t ic = ib * mc;
     kevo_gemm_blocks(a + ic * k, k, b, n, c + ic * n, n, kevo_min(mc, m - ic), n, k, packed);
   }
-  free(packed);
 }
 
 )");
@@ -327,8 +448,30 @@ static void kevo_gemm(const float* __restrict a, const float* __restrict b, floa
       }
       absl::StrAppend(&s, "  }\n}\n\n");
     }
-    absl::StrAppend(&s, definition, " {\n  kevo_gemm(", g.a, ", ", g.b, ", ", g.c, ", ", g.m, ", ",
-                    g.n, ", ", g.k, ");\n}\n");
+    if (bf16_out) {
+      // The float32 result in a scratch matrix, then rounded to bf16 as the
+      // reference rounds (to nearest even; a NaN stays a quiet NaN).
+      absl::StrAppend(&s, R"(static inline uint16_t kevo_to_bf16(float f) {
+  uint32_t bits;
+  __builtin_memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return (uint16_t)(bits >> 16);
+}
+
+)", definition, " {\n  const int64_t kevo_mn = ", g.m, " * ", g.n, ";\n",
+                      "  if (kevo_mn <= 0) return;\n",
+                      "  static thread_local kevo_scratch kevo_c_scratch;\n",
+                      "  float* kevo_c32 = kevo_c_scratch.get(kevo_mn);\n",
+                      "  if (kevo_c32 == nullptr) return;\n",
+                      "  kevo_gemm(", g.a, ", ", g.b, ", kevo_c32, ", g.m, ", ", g.n, ", ", g.k, ");\n",
+                      threaded ? "#pragma omp parallel for simd schedule(static)\n" : "#pragma omp simd\n",
+                      "  for (int64_t i = 0; i < kevo_mn; ++i) ", g.c, "[i] = kevo_to_bf16(kevo_c32[i]);\n",
+                      "}\n");
+    } else {
+      absl::StrAppend(&s, definition, " {\n  kevo_gemm(", g.a, ", ", g.b, ", ", g.c, ", ", g.m, ", ",
+                      g.n, ", ", g.k, ");\n}\n");
+    }
     v1::Candidate candidate;
     candidate.set_language("c++");
     candidate.set_source(std::move(s));
@@ -336,11 +479,17 @@ static void kevo_gemm(const float* __restrict a, const float* __restrict b, floa
   }
 
  private:
+  bool pairs_;
   SearchSpace space_;
 };
 
 }  // namespace
 
-std::unique_ptr<Recipe> NewGemmPackedRecipe() { return std::make_unique<GemmPackedRecipe>(); }
+std::unique_ptr<Recipe> NewGemmPackedRecipe() {
+  return std::make_unique<GemmPackedRecipe>(/*bf16_pairs=*/false);
+}
+std::unique_ptr<Recipe> NewGemmBf16DotRecipe() {
+  return std::make_unique<GemmPackedRecipe>(/*bf16_pairs=*/true);
+}
 
 }  // namespace kevo::proposer

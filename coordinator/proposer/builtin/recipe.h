@@ -103,6 +103,7 @@ std::unique_ptr<Recipe> NewSoftmaxOnlineRecipe();
 std::unique_ptr<Recipe> NewLogSoftmaxTwoPassRecipe();
 std::unique_ptr<Recipe> NewLogSoftmaxOnlineRecipe();
 std::unique_ptr<Recipe> NewGemmPackedRecipe();
+std::unique_ptr<Recipe> NewGemmBf16DotRecipe();
 std::unique_ptr<Recipe> NewBucketizeSearchRecipe();
 std::unique_ptr<Recipe> NewBucketizeLutRecipe();
 std::unique_ptr<Recipe> NewBucketizeTreeRecipe();
