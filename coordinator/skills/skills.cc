@@ -411,6 +411,7 @@ std::string WhyNoPrior(const Skill& s) {
                         Plural(s.hits + s.misses, "job", "jobs"), " it seeded");
   }
   if (RawWeight(s) <= 1) {
+    if (s.misses == 0) return absl::StrFormat("its gain (%.2fx) is no gain", s.mean_gain);
     return absl::StrCat(Plural(s.misses, "miss", "misses"), " brought its weight to 1 or less");
   }
   return "";
