@@ -5,10 +5,13 @@
 #include "coordinator/skills/skills.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/task/task_loader.h"
+#include "coordinator/proposer/builtin/builtin_proposer.h"
 #include "coordinator/proposer/proposer.h"
 #include "coordinator/store/store.h"
 #include "gmock/gmock.h"
@@ -308,6 +311,54 @@ TEST_F(SkillsTest, CorrectSkillSeedWithNoOwnSeedToWeighItAgainstIsNotJudged) {
   const Skill fast = Get(key);
   EXPECT_EQ(fast.evidence_count, 2);
   EXPECT_EQ(fast.hits + fast.misses, 0);
+}
+
+// The whole loop through the builtin proposer: skill memory's priors seed a
+// gelu_erf job only once two jobs taught the skill, the seed names the skill,
+// and a job where that seed misled stops it seeding.
+TEST_F(SkillsTest, SkillSeedsTheBuiltinProposerUntilItMisleads) {
+  const char* dir = std::getenv("KEVO_SOURCE_DIR");
+  auto task = task::LoadTaskDir(absl::StrCat(dir != nullptr && *dir ? dir : ".", "/tasks/gelu_erf"));
+  ASSERT_TRUE(task.ok()) << task.status();
+  auto propose = [&] {
+    proposer::ProposeRequest req;
+    req.task = &*task;
+    req.platform = "cpu";
+    req.count = 2;
+    req.seed = 1;
+    req.priors = PriorsFrom(All());
+    auto out = proposer::BuiltinProposer().Propose(req);
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() ? *out : std::vector<proposer::Proposal>{};
+  };
+  const std::string key = "param:fast_math=on";
+
+  ASSERT_TRUE(skills_->Distil(MakeJob("j1", "n2"), FirstTree()).ok());
+  std::vector<proposer::Proposal> first = propose();
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first[0].mutation, "seed");  // one job's skills do not seed
+
+  ASSERT_TRUE(skills_->Distil(MakeJob("j2", "n1"), SecondTree()).ok());
+  std::vector<proposer::Proposal> seeded = propose();
+  ASSERT_EQ(seeded.size(), 2u);
+  EXPECT_THAT(proposer::SkillSeedKeys(seeded[0].mutation), ElementsAre(key));
+  EXPECT_EQ(seeded[0].genome.params.at("fast_math"), "on");
+  EXPECT_EQ(seeded[1].mutation, "seed");  // the proposer's own default comes next
+
+  // The job those proposals start: the skill's seed is slower than the own
+  // default, whose child is the job's best.
+  proposer::Genome child = seeded[1].genome;
+  child.params["unroll"] = child.params.at("unroll") == "8" ? "4" : "8";
+  std::vector<v1::Node> tree = {
+      MakeNode("s", "", seeded[0].genome.ToString(), 1.0, 0, seeded[0].mutation),
+      MakeNode("o", "", seeded[1].genome.ToString(), 2.0, 1, seeded[1].mutation),
+      MakeNode("b", "o", child.ToString(), 2.5, 2, "param:unroll"),
+  };
+  ASSERT_TRUE(skills_->Distil(MakeJob("j3", "b"), tree).ok());
+  EXPECT_EQ(Get(key).misses, 1);
+  std::vector<proposer::Proposal> after = propose();
+  ASSERT_FALSE(after.empty());
+  EXPECT_EQ(after[0].mutation, "seed");
 }
 
 TEST(TransformationsTest, RecipeSwitchKeepsChangedSharedParams) {
