@@ -254,6 +254,8 @@ int SkillsCommand(const std::vector<std::string>& argv) {
   for (const v1::Skill& s : found->skills()) {
     std::printf("%-9s %-12s %6.2fx %5d  %s\n", s.platform().c_str(), s.family().c_str(),
                 s.mean_gain(), s.evidence_count(), s.transformation().c_str());
+    // The summary says whether the skill seeds new jobs, and why not.
+    if (!s.summary().empty()) std::printf("    %s\n", s.summary().c_str());
   }
   return 0;
 }

@@ -1,9 +1,13 @@
 #include "coordinator/proposer/proposer.h"
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/status.h"
 
 namespace kevo::proposer {
@@ -103,6 +107,21 @@ absl::StatusOr<Genome> Genome::FromString(const std::string& text) {
     start = comma + 1;
   }
   return genome;
+}
+
+namespace {
+constexpr char kSkillSeedPrefix[] = "seed:skill ";
+constexpr char kSkillKeySeparator[] = "; ";
+}  // namespace
+
+std::string SkillSeedLabel(const std::vector<std::string>& skill_keys) {
+  return absl::StrCat(kSkillSeedPrefix, absl::StrJoin(skill_keys, kSkillKeySeparator));
+}
+
+std::vector<std::string> SkillSeedKeys(const std::string& mutation) {
+  const std::string_view prefix = kSkillSeedPrefix;
+  if (!mutation.starts_with(prefix)) return {};
+  return absl::StrSplit(mutation.substr(prefix.size()), kSkillKeySeparator, absl::SkipEmpty());
 }
 
 }  // namespace kevo::proposer

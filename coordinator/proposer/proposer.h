@@ -30,6 +30,15 @@ struct Genome {
   static absl::StatusOr<Genome> FromString(const std::string& text);
 };
 
+// The mutation label of a first-generation node that skill memory suggested:
+// "seed:skill " and the keys of the skills behind it ("genome:<genome>",
+// "param:<name>=<value>", "recipe:<name>", as coordinator/skills files them)
+// joined by "; ", so that the job's end can judge each one.
+std::string SkillSeedLabel(const std::vector<std::string>& skill_keys);
+// The skill keys in a SkillSeedLabel() label; empty for any other label
+// (including a bare "seed:skill" of nodes made before seeds named them).
+std::vector<std::string> SkillSeedKeys(const std::string& mutation);
+
 // One child of a parent, as the proposer sees it: what was tried from that
 // parent and how its evaluation ended (the siblings of the next proposals).
 struct ChildInfo {

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Measures what skill memory buys: for each pair FIRST:SECOND of related
-# tasks, one embedded `kevo run` of FIRST, then SECOND twice with the same
-# budget and seed — once in FIRST's store (its skills set the proposer's
-# priors), once in a fresh store (no skills) — each stopping as soon as it
-# reaches FIRST's best speedup. Prints how many evaluations each needed.
+# tasks, two embedded `kevo run`s of FIRST (seeds 1 and 2: a skill needs
+# evidence from two jobs before it seeds, docs/search.md), then SECOND twice
+# with the same budget and seed — once in FIRST's store (its skills set the
+# proposer's priors), once in a fresh store (no skills) — each stopping as
+# soon as it reaches FIRST's best speedup (seed 1). Prints how many
+# evaluations each needed.
 # Usage:
 #   tests/bench/skills.sh [BUILD_DIR] [BUDGET] [FIRST:SECOND...]
 # OUT=DIR keeps the results folder (a run whose JSON is already there is not
@@ -19,12 +21,12 @@ out="${OUT:-$(mktemp -d "${TMPDIR:-/var/tmp}/kevo-skills-XXXXXX")}"
 mkdir -p "$out"
 kevo="$build/bin/kevo"
 
-# run NAME TASK DB [FLAGS...]: one job, JSON in $out/NAME.json.
+# run NAME TASK DB [FLAGS...]: one job (seed $SEED, default 1), JSON in $out/NAME.json.
 run() {
   local name="$1" task="$2" db="$3"
   shift 3
   if [[ ! -s "$out/$name.json" ]]; then
-    "$kevo" run "tasks/$task" --platform cpu --budget "$budget" --seed 1 --db "$db" \
+    "$kevo" run "tasks/$task" --platform cpu --budget "$budget" --seed "${SEED:-1}" --db "$db" \
       --out "$out/$name.cc" --json "$@" >"$out/$name.json" 2>"$out/$name.log" || true
   fi
 }
@@ -36,6 +38,7 @@ printf "%-22s %8s | %6s %7s %7s %7s | %6s %7s %7s %7s\n" pair first_x \
 for pair in "${pairs[@]}"; do
   first="${pair%%:*}" second="${pair##*:}"
   run "$first" "$first" "$out/with-$pair"
+  SEED=2 run "$first-2" "$first" "$out/with-$pair"
   target=$(field "$out/$first.json" speedup)
   run "$second-with" "$second" "$out/with-$pair" --target-speedup "$target"
   run "$second-without" "$second" "$out/without-$pair" --target-speedup "$target"

@@ -1,6 +1,7 @@
 // Skill priors change the builtin proposer's choices (ProposeRequest::priors):
 // a winning genome is seeded first, favoured parameter values are seeded and
-// chosen more often by mutations, and without priors nothing changes.
+// chosen more often by mutations, skill seeds name their skills and take turns
+// with the proposer's own seeds, and without priors nothing changes.
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -71,7 +72,7 @@ TEST_F(BuiltinPriorsTest, WinningGenomeIsSeededFirst) {
   std::vector<Proposal> with = Propose({{"genome:" + won.ToString(), 3.0}}, 3);
   ASSERT_FALSE(with.empty());
   EXPECT_EQ(with.front().genome.ToString(), won.ToString());
-  EXPECT_EQ(with.front().mutation, "seed:skill");
+  EXPECT_EQ(with.front().mutation, SkillSeedLabel({"genome:" + won.ToString()}));
 
   std::vector<Proposal> without = Propose({}, 3);
   ASSERT_FALSE(without.empty());
@@ -83,9 +84,44 @@ TEST_F(BuiltinPriorsTest, WinningGenomeIsSeededFirst) {
 TEST_F(BuiltinPriorsTest, FavouredParameterValuesAreSeeded) {
   std::vector<Proposal> with = Propose({{"param:fast_math=on", 2.0}, {"param:threads=1", 1.5}}, 2);
   ASSERT_FALSE(with.empty());
-  EXPECT_EQ(with.front().mutation, "seed:skill");
+  EXPECT_THAT(SkillSeedKeys(with.front().mutation),
+              ::testing::UnorderedElementsAre("param:fast_math=on", "param:threads=1"));
   EXPECT_EQ(with.front().genome.params.at("fast_math"), "on");
   EXPECT_EQ(with.front().genome.params.at("threads"), "1");
+}
+
+TEST_F(BuiltinPriorsTest, OwnSeedsKeepTheirTurnsUnderStrongPriors) {
+  const Recipe* recipe = FindRecipe("elementwise");
+  ASSERT_NE(recipe, nullptr);
+  // Strong priors for two winning genomes, two parameter values and every
+  // recipe: more skill seeds than a short budget has evaluations.
+  std::map<std::string, double> priors = {{"param:fast_math=on", 8.0}, {"param:unroll=8", 8.0}};
+  for (const char* threads : {"1", "all"}) {
+    Genome g{"elementwise", recipe->space().Defaults()};
+    g.params["threads"] = threads;
+    g.params["fast_math"] = "on";
+    priors["genome:" + g.ToString()] = 8.0;
+  }
+  for (const Recipe* r : BuiltinProposer::ApplicableRecipes(task_, "cpu")) priors[r->name()] = 8.0;
+  const std::vector<Proposal> own = Propose({}, 6);
+  const std::vector<Proposal> with = Propose(priors, 6);
+  ASSERT_GE(own.size(), 2u);
+  ASSERT_EQ(with.size(), 6u);
+
+  // Skill seeds first and every other one after; the others are the own
+  // seeds, in the order a job without skills gets them.
+  std::vector<std::string> own_seeds;
+  for (size_t i = 0; i < with.size(); ++i) {
+    SCOPED_TRACE(absl::StrCat("proposal ", i, ": ", with[i].mutation));
+    if (i % 2 == 0) {
+      EXPECT_FALSE(SkillSeedKeys(with[i].mutation).empty());
+    } else {
+      EXPECT_EQ(with[i].mutation, "seed");
+      own_seeds.push_back(with[i].genome.ToString());
+    }
+  }
+  EXPECT_EQ(own_seeds[0], own[0].genome.ToString());  // the second proposal: the recipe default
+  EXPECT_EQ(own_seeds[1], own[1].genome.ToString());
 }
 
 TEST_F(BuiltinPriorsTest, MutationsPreferFavouredParameterValues) {

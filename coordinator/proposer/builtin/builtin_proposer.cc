@@ -102,29 +102,39 @@ class Batch {
   std::vector<Proposal> out_;
 };
 
-// The first generation's points that skill memory suggests, best first:
-// genomes that won earlier jobs ("genome:" priors, repaired into the recipe's
-// current space), then for each recipe with parameter priors its default with
-// every such parameter at its most favoured value.
-void ProposeSkillSeeds(const ProposeRequest& request, const std::vector<const Recipe*>& recipes,
-                       Batch& batch) {
-  std::vector<std::pair<double, Genome>> genomes;
+// A first-generation point waiting to be proposed.
+struct SeedPoint {
+  const Recipe* recipe;
+  Genome genome;
+  std::string mutation;
+};
+
+// The first generation's points that skill memory suggests, best first, each
+// labelled with the keys of the skills behind it (SkillSeedLabel): genomes
+// that won earlier jobs ("genome:" priors, repaired into the recipe's current
+// space); for each recipe with parameter priors its default with every such
+// parameter at its most favoured value; the defaults of favoured recipes.
+std::vector<SeedPoint> SkillSeeds(const ProposeRequest& request,
+                                  const std::vector<const Recipe*>& recipes) {
+  std::vector<SeedPoint> out;
+  std::vector<std::pair<double, std::string>> genomes;
   for (const auto& [key, weight] : request.priors) {
-    if (!key.starts_with("genome:") || weight <= 1) continue;
-    auto g = Genome::FromString(key.substr(7));
-    if (g.ok()) genomes.emplace_back(weight, *std::move(g));
+    if (key.starts_with("genome:") && weight > 1) genomes.emplace_back(weight, key);
   }
   std::stable_sort(genomes.begin(), genomes.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (const auto& [weight, g] : genomes) {
+  for (const auto& [weight, key] : genomes) {
+    auto g = Genome::FromString(key.substr(7));
+    if (!g.ok()) continue;
     for (const Recipe* r : recipes) {
-      if (r->name() != g.recipe || Prior(request, *r) <= 0) continue;
-      batch.Add(*r, Genome{r->name(), Repair(r->space(), g.params)}, "seed:skill", {});
+      if (r->name() != g->recipe || Prior(request, *r) <= 0) continue;
+      out.push_back({r, Genome{r->name(), Repair(r->space(), g->params)}, SkillSeedLabel({key})});
     }
   }
   for (const Recipe* r : recipes) {
     if (Prior(request, *r) <= 0 || !HasParamPriors(request, r->space())) continue;
     Genome g{r->name(), r->space().Defaults()};
+    std::vector<std::string> keys;
     for (const ParamSpec& p : r->space().params()) {
       double best = 1;
       for (const std::string& v : p.values) {
@@ -134,33 +144,61 @@ void ProposeSkillSeeds(const ProposeRequest& request, const std::vector<const Re
           g.params[p.name] = v;
         }
       }
+      if (best > 1) keys.push_back(ParamPriorKey(p.name, g.params[p.name]));
     }
-    batch.Add(*r, std::move(g), "seed:skill", {});
+    if (!keys.empty()) out.push_back({r, std::move(g), SkillSeedLabel(keys)});
   }
+  std::vector<const Recipe*> favoured;
+  for (const Recipe* r : recipes) {
+    if (Prior(request, *r) > 1) favoured.push_back(r);
+  }
+  std::stable_sort(favoured.begin(), favoured.end(), [&](const Recipe* a, const Recipe* b) {
+    return Prior(request, *a) > Prior(request, *b);
+  });
+  for (const Recipe* r : favoured) {
+    out.push_back({r, Genome{r->name(), r->space().Defaults()},
+                   SkillSeedLabel({absl::StrCat("recipe:", r->name())})});
+  }
+  return out;
+}
+
+// The proposer's own first points, as a job without skills gets them: each
+// recipe's default in recipe order, then each recipe's seed overrides of it.
+std::vector<SeedPoint> OwnSeeds(const ProposeRequest& request,
+                                const std::vector<const Recipe*>& recipes) {
+  std::vector<SeedPoint> out;
+  for (const Recipe* r : recipes) {
+    if (Prior(request, *r) <= 0) continue;
+    out.push_back({r, Genome{r->name(), r->space().Defaults()}, "seed"});
+  }
+  for (const Recipe* r : recipes) {
+    if (Prior(request, *r) <= 0) continue;
+    for (const auto& overrides : r->SeedOverrides()) {
+      Genome g{r->name(), r->space().Defaults()};
+      for (const auto& [k, v] : overrides) g.params[k] = v;
+      if (r->space().Check(g.params).ok()) out.push_back({r, std::move(g), "seed"});
+    }
+  }
+  return out;
 }
 
 void ProposeSeeds(const ProposeRequest& request, const std::vector<const Recipe*>& recipes,
                   std::mt19937_64& rng, Batch& batch) {
-  ProposeSkillSeeds(request, recipes, batch);
-  std::vector<double> weights;
-  for (const Recipe* r : recipes) weights.push_back(Prior(request, *r));
-  // Defaults first, favoured recipes first (stable: ties keep recipe order).
-  std::vector<size_t> order(recipes.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return weights[a] > weights[b]; });
-  for (size_t i : order) {
-    if (weights[i] <= 0) continue;
-    batch.Add(*recipes[i], Genome{recipes[i]->name(), recipes[i]->space().Defaults()}, "seed", {});
-  }
-  for (size_t i : order) {
-    if (weights[i] <= 0) continue;
-    for (const auto& overrides : recipes[i]->SeedOverrides()) {
-      Genome g{recipes[i]->name(), recipes[i]->space().Defaults()};
-      for (const auto& [k, v] : overrides) g.params[k] = v;
-      if (recipes[i]->space().Check(g.params).ok()) batch.Add(*recipes[i], std::move(g), "seed", {});
+  // Skill seeds and own seeds take turns, a skill's first: a skill that
+  // misleads costs every other seed, never a short budget's own seeds.
+  std::vector<SeedPoint> skill = SkillSeeds(request, recipes);
+  std::vector<SeedPoint> own = OwnSeeds(request, recipes);
+  size_t next_skill = 0, next_own = 0;
+  bool skill_turn = true;
+  while ((next_skill < skill.size() || next_own < own.size()) && !batch.full()) {
+    if (skill_turn ? next_skill >= skill.size() : next_own >= own.size()) skill_turn = !skill_turn;
+    SeedPoint& p = skill_turn ? skill[next_skill++] : own[next_own++];
+    if (batch.Add(*p.recipe, std::move(p.genome), std::move(p.mutation), {})) {
+      skill_turn = !skill_turn;
     }
   }
+  std::vector<double> weights;
+  for (const Recipe* r : recipes) weights.push_back(Prior(request, *r));
   for (int attempt = 0; attempt < kAttemptsPerProposal * request.count && !batch.full();
        ++attempt) {
     int i = PickWeighted(weights, rng);

@@ -12,8 +12,10 @@
 //   - a parent that was not built-in (empty genome): proposals of the generic
 //     mutator, which transforms the task's reference.
 // Priors from skill memory (request.priors) weight the choice of recipes and
-// of parameter moves, and put the points they favour first in the first
-// generation ("seed:skill"). Proposals are a pure function of the request
+// of parameter moves, and add the points they favour to the first generation
+// ("seed:skill <keys>", SkillSeedLabel), taking turns with the proposer's own
+// seeds, a skill's first, so that the second proposal is always the
+// proposer's own. Proposals are a pure function of the request
 // (deterministic for request.seed) and every genome lies in its recipe's
 // space.
 //
