@@ -87,6 +87,18 @@ struct GemmShapes {
 // signature parameters (gemm.cc). Callers check the dtypes they support.
 bool BindGemmShapes(const v1::Task& task, GemmShapes* g);
 
+// The packed GEMM recipes' parameters (gemm_packed, gemm_bf16_dot, and
+// conv2d_im2col, which runs the same GEMM over an im2col matrix).
+SearchSpace PackedGemmSpace();
+// The C++ source of the packed GEMM for `genome` (those parameters; pairs of
+// bf16 when genome.recipe is gemm_bf16_dot), up to and including
+// `static void kevo_gemm(const kevo_in_t* a, const kevo_in_t* b, float* c,
+// int64_t m, int64_t n, int64_t k)`: row-major, lda = k, ldb = ldc = n,
+// kevo_in_t float (operands F32) or uint16_t (BF16). No exported function;
+// the `kevo_scratch` helper (memory kept per thread between calls) is there
+// for the caller's use too.
+std::string PackedGemmFunctions(const Genome& genome, v1::DType operands);
+
 // An embedding bag's names: hints {pattern: embedding_bag, mode: sum|mean,
 // table, indices, lengths, out, d, bags} (defaults table, indices, lengths,
 // out, D, B).

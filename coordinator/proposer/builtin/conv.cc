@@ -10,6 +10,13 @@
 // same sum in the same order as the naive reference (only FMA contraction
 // differs) while each input row load serves fb filters. Threads take
 // (image, filter block, output row) tasks.
+//
+// Recipe "conv2d_im2col", same hints: per image, the input unrolled into a
+// [c*kh*kw, oh*ow] matrix (row r = (channel, kernel row, kernel column) holds
+// the shifted input pixels it multiplies), then the packed GEMM of
+// gemm_packed (its micro-kernel and parameters) of the [f, c*kh*kw] weights by
+// it, written straight into the image's [f, oh*ow] output. The sums run in
+// the GEMM's order, not the reference's.
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -145,8 +152,65 @@ class Conv2dRowsRecipe final : public Recipe {
   SearchSpace space_;
 };
 
+class Conv2dIm2colRecipe final : public Recipe {
+ public:
+  Conv2dIm2colRecipe() : space_(PackedGemmSpace()) {}
+
+  std::string name() const override { return "conv2d_im2col"; }
+  std::string family() const override { return "conv2d"; }
+  std::string description() const override {
+    return "im2col of each image into a [c*kh*kw, oh*ow] matrix, then gemm_packed's "
+           "register-blocked GEMM of the weights by it";
+  }
+  const SearchSpace& space() const override { return space_; }
+
+  bool Applies(const v1::Task& task, std::string_view platform) const override {
+    ConvBinding b;
+    return platform == "cpu" && BindConv(task, &b);
+  }
+
+  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task,
+                                         const Genome& genome) const override {
+    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome));
+    ConvBinding b;
+    BindConv(task, &b);
+    KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
+    const bool threaded = StrParam(genome, "threads") == "all";
+    std::string s = PackedGemmFunctions(genome, v1::F32);
+    absl::StrAppend(&s, "\n", definition, " {\n");
+    absl::StrAppend(&s, "  const float* kevo_x = ", b.x, ";\n  const float* kevo_w = ", b.w,
+                    ";\n  float* kevo_y = ", b.y, ";\n  const int64_t kevo_n = ", b.n,
+                    ", kevo_c = ", b.c, ", kevo_h = ", b.h, ", kevo_wd = ", b.width,
+                    ", kevo_f = ", b.f, ", kevo_kh = ", b.kh, ", kevo_kw = ", b.kw, ";\n");
+    absl::StrAppend(&s, R"(  const int64_t oh = kevo_h - kevo_kh + 1, ow = kevo_wd - kevo_kw + 1;
+  if (oh <= 0 || ow <= 0 || kevo_n <= 0 || kevo_f <= 0) return;
+  const int64_t kk = kevo_c * kevo_kh * kevo_kw, pp = oh * ow;
+  static thread_local kevo_scratch kevo_col_scratch;
+  float* col = kevo_col_scratch.get(kk * pp);
+  if (col == nullptr) return;
+  for (int64_t img = 0; img < kevo_n; ++img) {
+    const float* xi = kevo_x + img * kevo_c * kevo_h * kevo_wd;
+)", threaded ? "#pragma omp parallel for schedule(static)\n" : "", R"(    for (int64_t r = 0; r < kk; ++r) {
+      const int64_t ch = r / (kevo_kh * kevo_kw), p = r / kevo_kw % kevo_kh, q = r % kevo_kw;
+      float* dst = col + r * pp;
+      for (int64_t i = 0; i < oh; ++i) {
+        std::memcpy(dst + i * ow, xi + (ch * kevo_h + i + p) * kevo_wd + q, ow * sizeof(float));
+      }
+    }
+    kevo_gemm(kevo_w, col, kevo_y + img * kevo_f * pp, kevo_f, pp, kk);
+  }
+}
+)");
+    return CppCandidate(std::move(s));
+  }
+
+ private:
+  SearchSpace space_;
+};
+
 }  // namespace
 
 std::unique_ptr<Recipe> NewConv2dRowsRecipe() { return std::make_unique<Conv2dRowsRecipe>(); }
+std::unique_ptr<Recipe> NewConv2dIm2colRecipe() { return std::make_unique<Conv2dIm2colRecipe>(); }
 
 }  // namespace kevo::proposer

@@ -90,6 +90,7 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewJaggedTruncateRecipe());
     v->push_back(NewSaturatingCastRecipe());
     v->push_back(NewConv2dRowsRecipe());
+    v->push_back(NewConv2dIm2colRecipe());
     v->push_back(NewCudaElementwiseRecipe());
     v->push_back(NewCudaSoftmaxRecipe());
     v->push_back(NewCudaLayerNormRecipe());

@@ -114,6 +114,7 @@ std::unique_ptr<Recipe> NewGemmTilesRecipe();
 std::unique_ptr<Recipe> NewJaggedTruncateRecipe();
 std::unique_ptr<Recipe> NewSaturatingCastRecipe();
 std::unique_ptr<Recipe> NewConv2dRowsRecipe();
+std::unique_ptr<Recipe> NewConv2dIm2colRecipe();
 std::unique_ptr<Recipe> NewGenericRecipe();
 // KernelBench tasks (language "python"), pytorch_rewrite.cc.
 std::unique_ptr<Recipe> NewPytorchRewriteRecipe();
