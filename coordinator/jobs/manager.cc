@@ -186,6 +186,10 @@ struct JobManager::Running {
   // The best node's kernel (BestCandidate), read once per best.
   std::string best_candidate_node;
   std::optional<v1::Candidate> best_candidate;
+  // Results that could not be stored yet (the store refused the write: a
+  // full disk), retried every tick; the job proposes nothing meanwhile, so
+  // what it reports never runs ahead of what is on disk.
+  std::vector<v1::EvalRecord> unstored;
 };
 
 JobManager::JobManager(store::Store* store, scheduler::Scheduler* scheduler,
@@ -403,7 +407,7 @@ absl::Status JobManager::Recover() {
     for (const v1::Node& n : evaluating) {
       auto record = scheduler_->GetRecord(n.eval_id());
       if (record.ok() && record->state() == v1::EVAL_DONE) {
-        ApplyResult(running, n, record->evaluation());
+        if (!ApplyResult(running, n, record->evaluation())) running.unstored.push_back(*record);
       } else if (!record.ok()) {
         LogError("job ", job.job_id(), " node ", n.node_id(), ": ", record.status().ToString());
       }
@@ -437,11 +441,16 @@ void JobManager::OnEvaluationDone(const v1::EvalRecord& record) {
   if (n == r.node_by_eval.end()) return;
   const v1::Node* node = r.tree.Get(n->second);
   if (node == nullptr || node->state() == v1::NODE_DONE) return;  // already applied
-  ApplyResult(r, *node, record.evaluation());
+  if (!ApplyResult(r, *node, record.evaluation())) {
+    r.unstored.push_back(record);
+    return;
+  }
   Pump(r);
 }
 
-void JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e) {
+bool JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e) {
+  const v1::Job job_before = r.job;
+  const int in_flight_before = r.in_flight;
   node.set_state(v1::NODE_DONE);
   node.set_status(e.status());
   // A compile-only worker measured nothing: its static score ranks the node,
@@ -519,7 +528,13 @@ void JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
   batch.Put(store::Family::kNodes, NodeKey(job.job_id(), node.node_id()), node.SerializeAsString());
   batch.Put(store::Family::kJobs, JobKey(job.job_id()), job.SerializeAsString());
   absl::Status s = store_->Write(batch, /*sync=*/true);
-  if (!s.ok()) LogError("job ", job.job_id(), ": persist result: ", s.ToString());
+  if (!s.ok()) {
+    LogError("job ", job.job_id(), " node ", node.node_id(), ": its result is not stored yet (retried every ",
+             "second; the job waits): ", s.ToString());
+    r.job = job_before;
+    r.in_flight = in_flight_before;
+    return false;
+  }
   r.tree.Upsert(node);
   r.proposer->Observe(node, &e);
   LogInfo("job ", job.job_id(), " node ", node.node_id(), " ", v1::EvalStatus_Name(e.status()),
@@ -532,6 +547,7 @@ void JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
     r.stopping = true;
     r.job.set_stop_reason(reason);
   }
+  return true;
 }
 
 std::string JobManager::StopReason(const Running& r) const {
@@ -599,6 +615,18 @@ std::vector<proposer::ParentInfo> JobManager::ParentsFor(const Running& r,
 }
 
 void JobManager::Pump(Running& r) {
+  if (!r.unstored.empty()) {
+    std::vector<v1::EvalRecord> retry;
+    retry.swap(r.unstored);
+    for (const v1::EvalRecord& record : retry) {
+      auto n = r.node_by_eval.find(record.eval_id());
+      const v1::Node* node = n == r.node_by_eval.end() ? nullptr : r.tree.Get(n->second);
+      if (node == nullptr || node->state() == v1::NODE_DONE) continue;
+      if (!ApplyResult(r, *node, record.evaluation())) r.unstored.push_back(record);
+    }
+    if (!r.unstored.empty()) return;  // still not stored: propose nothing, finish nothing
+    LogInfo("job ", r.job.job_id(), ": the results that waited for the disk are stored");
+  }
   if (!r.stopping) {
     std::string reason = StopReason(r);
     if (!reason.empty()) {
@@ -801,6 +829,7 @@ void JobManager::MaybeFinish(Running& r) {
     Publish(r, nullptr);
     return;
   }
+  const v1::Job job_before = r.job;
   v1::Job& job = r.job;
   job.set_state(r.cancelled ? v1::JOB_CANCELLED : v1::JOB_DONE);
   job.set_finished_unix_micros(absl::ToUnixMicros(absl::Now()));
@@ -812,7 +841,13 @@ void JobManager::MaybeFinish(Running& r) {
               job.best_node_id());
   }
   absl::Status s = store_->Write(batch, /*sync=*/true);
-  if (!s.ok()) LogError("job ", job.job_id(), ": persist end: ", s.ToString());
+  if (!s.ok()) {
+    // Not ended until that is on disk: the next tick tries again.
+    LogError("job ", job.job_id(), ": its end is not stored yet (retried every second): ", s.ToString());
+    r.job = job_before;
+    Publish(r, nullptr);
+    return;
+  }
   LogInfo("job ", job.job_id(), " ", v1::JobState_Name(job.state()), ": ", job.stop_reason(),
           "; best ", BestLabel(job), " (node ", job.best_node_id(),
           ") after ", job.evaluations_done(), " evaluations");

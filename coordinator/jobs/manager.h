@@ -112,7 +112,10 @@ class JobManager {
   void Post(Work work);
   void Loop();
   void OnEvaluationDone(const v1::EvalRecord& record);  // job loop
-  void ApplyResult(Running& job, v1::Node node, const v1::Evaluation& evaluation);  // job loop
+  // Records a finished evaluation in the job: in RocksDB first, then in
+  // memory. False, with nothing changed, when the write failed (a full
+  // disk): the caller retries later (job loop).
+  bool ApplyResult(Running& job, v1::Node node, const v1::Evaluation& evaluation);
   void Pump(Running& job);  // job loop: keep the job's slots busy
   void MaybeFinish(Running& job);  // job loop
   std::string StopReason(const Running& job) const;

@@ -93,7 +93,7 @@ class CoordinatorImpl final : public Coordinator {
       return absl::InvalidArgumentError(
           absl::StrCat("cannot create --db folder ", options.db_dir, ": ", ec.message()));
     }
-    KEVO_ASSIGN_OR_RETURN(store_, store::Store::Open(options.db_dir));
+    KEVO_ASSIGN_OR_RETURN(store_, store::Store::Open(options.db_dir, options.store));
     registry_ = std::make_shared<prometheus::Registry>();
     db_dir_ = options.db_dir;
     WatchStore();

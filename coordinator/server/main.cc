@@ -19,9 +19,13 @@ constexpr char kUsage[] =
     "                        [--insecure-plaintext] [--lease-progress-seconds N]\n"
     "                        [--queue-timeout-seconds N] [--max-tensor-bytes N]\n"
     "                        [--max-binding-bytes N] [--health-listen HOST:PORT]\n"
+    "                        [--db-reserve-mb N]\n"
     "  --listen   gRPC address for workers and clients (default 127.0.0.1:50051;\n"
     "             port 0 picks a free one, printed on stdout as 'listening HOST:PORT')\n"
     "  --db       RocksDB folder; created if missing; data survives restarts\n"
+    "  --db-reserve-mb N  writes are refused (UNAVAILABLE, nothing written) while the disk\n"
+    "             holding --db has less than N MiB free, and resume when it has more\n"
+    "             (default 64, at least 8; docs/reliability.md, \"A full disk\")\n"
     "  --metrics  Prometheus /metrics address (default: off)\n"
     "  --llm-config FILE  LLM endpoints for the llm and llm+builtin proposers (docs/llm.md)\n"
     "  --kb       knowledge-base folder imported at start (default: the project's docs/kb)\n"
@@ -60,6 +64,20 @@ int main(int argc, char** argv) {
     };
     if (arg == "--listen") options.listen = value("--listen");
     else if (arg == "--db") options.db_dir = value("--db");
+    else if (arg == "--db-reserve-mb") {
+      const std::string v = value("--db-reserve-mb");
+      int64_t mb = 0;
+      // Below that a full disk can reach RocksDB mid-write, and Debian's
+      // RocksDB 7.8 (built with assertions) aborts on a failed WAL append.
+      if (!absl::SimpleAtoi(v, &mb) || mb < 8) {
+        std::fprintf(stderr,
+                     "kevo-coordinator: --db-reserve-mb needs a number of MiB >= 8, not '%s': with less, a "
+                     "full disk reaches RocksDB in the middle of a write, which aborts the coordinator\n%s",
+                     v.c_str(), kUsage);
+        return 2;
+      }
+      options.store.reserve_bytes = mb << 20;
+    }
     else if (arg == "--metrics") options.metrics_listen = value("--metrics");
     else if (arg == "--llm-config") options.llm_config = value("--llm-config");
     else if (arg == "--kb") options.kb_dir = value("--kb");

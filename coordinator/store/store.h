@@ -5,6 +5,7 @@
 // is one WriteBatch; writes that must survive a crash are synced.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -37,16 +38,29 @@ class Batch {
   std::vector<Op> ops_;
 };
 
+struct StoreOptions {
+  // Writes are refused (Unavailable) while the filesystem holding the
+  // database has fewer free bytes than this: RocksDB never sees a full disk
+  // in the middle of a write, and its flushes have room. 0: no reserve.
+  int64_t reserve_bytes = 0;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
 
   // Opens (creating if needed) the database in `dir`. Returns Unavailable
   // when another process holds it, Internal on other RocksDB errors.
-  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& dir);
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& dir,
+                                                     StoreOptions options = {});
 
   // Applies all of `batch` or nothing. With `sync`, returns only once the
-  // write is durable on disk. Thread-safe.
+  // write is durable on disk. Thread-safe. Unavailable, with nothing
+  // written, while the disk has less free space than the reserve; and after
+  // a write fails (a full disk), Unavailable for every write until the
+  // database has been closed and reopened, which the store does by itself
+  // (at most once a second) once the disk has room again. The database is
+  // never written after a failed write: Debian's RocksDB 7.8 aborts on that.
   virtual absl::Status Write(const Batch& batch, bool sync) = 0;
   absl::Status Put(Family family, std::string key, std::string value, bool sync);
 
@@ -56,6 +70,7 @@ class Store {
 
   // Calls `fn(key, value)` for every key starting with `prefix`, in key
   // order, until `fn` returns false. Thread-safe; sees a consistent snapshot.
+  // `fn` must not call the store.
   virtual absl::Status Scan(Family family, std::string_view prefix,
                             const std::function<bool(std::string_view, std::string_view)>& fn) = 0;
 

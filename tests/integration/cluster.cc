@@ -21,6 +21,17 @@ absl::Status Cluster::StartCoordinator(const std::vector<std::string>& extra_fla
   return absl::OkStatus();
 }
 
+absl::StatusOr<v1::Job> Cluster::GetJob(const std::string& job_id) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::GetJobRequest req;
+  req.set_job_id(job_id);
+  v1::Job job;
+  grpc::Status st = stub_->GetJob(&ctx, req, &job);
+  if (!st.ok()) return absl::UnavailableError(st.error_message());
+  return job;
+}
+
 void Cluster::UseCredentials(const std::string& token, const std::string& tls_ca_pem) {
   token_ = token;
   tls_ca_pem_ = tls_ca_pem;

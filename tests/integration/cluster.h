@@ -30,6 +30,9 @@ class Cluster {
   const std::string& address() const { return address_; }
   const std::string& dir() const { return dir_; }
   v1::JobService::Stub* stub() { return stub_.get(); }
+  // GetJob over stub() with a 5 s deadline; Unavailable with the gRPC
+  // message when the call fails.
+  absl::StatusOr<v1::Job> GetJob(const std::string& job_id);
   // Makes stub() (and WaitForWorkers) send `token` on every call, over TLS
   // when `tls_ca_pem` is set (a coordinator run with --auth / --tls-cert).
   void UseCredentials(const std::string& token, const std::string& tls_ca_pem = "");

@@ -21,17 +21,6 @@
 namespace kevo::testing {
 namespace {
 
-absl::StatusOr<v1::Job> GetJob(Cluster& cluster, const std::string& job_id) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  v1::GetJobRequest req;
-  req.set_job_id(job_id);
-  v1::Job job;
-  grpc::Status st = cluster.stub()->GetJob(&ctx, req, &job);
-  if (!st.ok()) return absl::UnavailableError(st.error_message());
-  return job;
-}
-
 TEST(CrashResumeTest, JobSurvivesRepeatedKillNineOfTheCoordinator) {
   constexpr int kBudget = 14;
   Cluster cluster(MakeTempDir("kevo-crash"));
@@ -63,7 +52,7 @@ TEST(CrashResumeTest, JobSurvivesRepeatedKillNineOfTheCoordinator) {
   absl::Time deadline = absl::Now() + absl::Minutes(8);
   v1::Job job;
   while (absl::Now() < deadline) {
-    auto j = GetJob(cluster, job_id);
+    auto j = cluster.GetJob(job_id);
     if (j.ok()) {
       job = *j;
       if (job.state() != v1::JOB_RUNNING) break;

@@ -1185,6 +1185,16 @@ def describe_exit(status):
     return f"status {status}"
 
 
+class PerSet(list):
+    """One call's outputs, a list per input set (docs/kernelbench.md, "Calls
+    per sample"), and `reused`: set -> the later call whose outputs are the
+    same memory (which may have overwritten that set's)."""
+
+    def __init__(self, sets, reused):
+        super().__init__(sets)
+        self.reused = reused
+
+
 class Judge:
     """Validates and times the candidate against the problem's Model, which it
     runs itself, in this process; the candidate runs in its own (`serve`)."""
@@ -1197,7 +1207,6 @@ class Judge:
         self.buffers = None  # every input set's buffers, one list
         self.groups = []  # the buffers of each input set (docs/kernelbench.md, "Calls per sample")
         self.calls = 1
-        self.reused = {}
         self.layout = None
         self.shapes = None
         self.cand = None
@@ -1312,28 +1321,29 @@ class Judge:
         return self.per_set(self.cand.outputs(reply, self.buffers))
 
     def per_set(self, outputs):
+        """A call's outputs split by input set (a PerSet), with which sets'
+        outputs are memory a later call on another set returned too."""
         k = self.calls
         if len(outputs) % k:
             raise CandidateError("RUNTIME_ERROR", f"ModelNew returned {len(outputs)} tensors over {k} calls: "
                                  "a different number from different calls")
         n = len(outputs) // k
-        # Which set's outputs are memory a later call returned too (and may
-        # have overwritten), to say so when that set's outputs are wrong.
-        self.reused, seen = {}, {}
+        reused, seen = {}, {}
         for i, d in enumerate(self.cand.last_described if k > 1 else []):
             if math.prod(d.get("shape") or [0]):
                 first = seen.setdefault((d.get("handle"), d.get("ptr"), d.get("input"), d.get("offset")), i)
                 if first // n != i // n:
-                    self.reused.setdefault(first // n, i // n)
-        return [outputs[g * n:(g + 1) * n] for g in range(k)]
+                    reused.setdefault(first // n, i // n)
+        return PerSet([outputs[g * n:(g + 1) * n] for g in range(k)], reused)
 
-    def on_set(self, g):
-        """Where a wrong output was, when a call runs ModelNew on more than one set."""
+    def on_set(self, g, reused):
+        """Where a wrong output was, when a call runs ModelNew on more than
+        one set; `reused` is that call's PerSet.reused."""
         if self.calls == 1:
             return ""
         text = f" (on input set {g + 1} of {self.calls}"
-        if g in self.reused:
-            text += (f"; call {self.reused[g] + 1} returned the same memory: every call's outputs must be "
+        if g in reused:
+            text += (f"; call {reused[g] + 1} returned the same memory: every call's outputs must be "
                      "its own, left alone by later calls")
         return text + ")"
 
@@ -1441,7 +1451,8 @@ class Judge:
                 self.fill(self.groups[0], fresh)
             if n == 0:
                 self.plan_calls(fresh, want, min(times))
-            first = [[t.clone() for t in call] for call in self.call_candidate("forward")]
+            calls = self.call_candidate("forward")
+            first = [[t.clone() for t in call] for call in calls]
             modified = self.modified_input(fresh)
             nondet = [None] * self.calls
             if not modified:
@@ -1459,7 +1470,7 @@ class Judge:
             for g, differs in checks:
                 case = self.judge_case(seed, first[g], want, modified, differs)
                 if case["status"] != "OK":
-                    case["detail"] += self.on_set(g)
+                    case["detail"] += self.on_set(g, calls.reused)
                     break
             cases.append(case)
             del want, first
@@ -1592,7 +1603,7 @@ class Judge:
                 case = self.judge_case(0, got[g], results["eager"][0][g], self.modified_input(fresh[g], g), None)
                 if case["status"] != "OK":
                     raise CandidateError(case["status"], f"timed call {rounds * self.calls + g + 1} was wrong: "
-                                         f"{case['detail']}{self.on_set(g)}")
+                                         f"{case['detail']}{self.on_set(g, got.reused)}")
                 checked += 1
             rounds += 1
             results_bytes = sum(t.numel() * t.element_size() for t in got[0])
