@@ -89,8 +89,10 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewGemmTilesRecipe());
     v->push_back(NewJaggedTruncateRecipe());
     v->push_back(NewSaturatingCastRecipe());
-    v->push_back(NewConv2dRowsRecipe());
+    // im2col + GEMM first: its default seeds before the direct recipe's (1.27x
+    // against 0.25x of PyTorch on a 2-core Zen 4, docs/benchmarks.md).
     v->push_back(NewConv2dIm2colRecipe());
+    v->push_back(NewConv2dRowsRecipe());
     v->push_back(NewCudaElementwiseRecipe());
     v->push_back(NewCudaSoftmaxRecipe());
     v->push_back(NewCudaLayerNormRecipe());
