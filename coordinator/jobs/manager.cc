@@ -190,6 +190,7 @@ struct JobManager::Running {
   // full disk), retried every tick; the job proposes nothing meanwhile, so
   // what it reports never runs ahead of what is on disk.
   std::vector<v1::EvalRecord> unstored;
+  bool said_unstored = false;  // logged once while results wait, not every retry
 };
 
 JobManager::JobManager(store::Store* store, scheduler::Scheduler* scheduler,
@@ -529,8 +530,11 @@ bool JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
   batch.Put(store::Family::kJobs, JobKey(job.job_id()), job.SerializeAsString());
   absl::Status s = store_->Write(batch, /*sync=*/true);
   if (!s.ok()) {
-    LogError("job ", job.job_id(), " node ", node.node_id(), ": its result is not stored yet (retried every ",
-             "second; the job waits): ", s.ToString());
+    if (!r.said_unstored) {
+      LogError("job ", job.job_id(), " node ", node.node_id(), ": its result is not stored yet (retried every ",
+               "second; the job waits): ", s.ToString());
+      r.said_unstored = true;
+    }
     r.job = job_before;
     r.in_flight = in_flight_before;
     return false;
@@ -626,6 +630,7 @@ void JobManager::Pump(Running& r) {
     }
     if (!r.unstored.empty()) return;  // still not stored: propose nothing, finish nothing
     LogInfo("job ", r.job.job_id(), ": the results that waited for the disk are stored");
+    r.said_unstored = false;
   }
   if (!r.stopping) {
     std::string reason = StopReason(r);
@@ -843,7 +848,10 @@ void JobManager::MaybeFinish(Running& r) {
   absl::Status s = store_->Write(batch, /*sync=*/true);
   if (!s.ok()) {
     // Not ended until that is on disk: the next tick tries again.
-    LogError("job ", job.job_id(), ": its end is not stored yet (retried every second): ", s.ToString());
+    if (!r.said_unstored) {
+      LogError("job ", job.job_id(), ": its end is not stored yet (retried every second): ", s.ToString());
+      r.said_unstored = true;
+    }
     r.job = job_before;
     Publish(r, nullptr);
     return;

@@ -175,9 +175,9 @@ std::string PackedGemmFunctions(const Genome& genome, v1::DType operands) {
                   ", NC = ", nc, " };\n");
   absl::StrAppend(&s, R"(typedef float kevo_vf __attribute__((vector_size(64)));
 static inline kevo_vf kevo_load(const float* p) {
-kevo_vf v;
-__builtin_memcpy(&v, p, sizeof v);
-return v;
+  kevo_vf v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
 }
 static inline void kevo_store(float* p, kevo_vf v) { __builtin_memcpy(p, &v, sizeof v); }
 
@@ -185,16 +185,16 @@ static inline void kevo_store(float* p, kevo_vf v) { __builtin_memcpy(p, &v, siz
 // blocks this size are mmap'ed fresh by malloc, so allocating them per call
 // page-faults every page again. Null if memory runs out.
 struct kevo_scratch {
-float* p = nullptr;
-size_t floats = 0;
-float* get(size_t n) {
-  if (n > floats) {
-    free(p);
-    p = (float*)aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
-    floats = p != nullptr ? n : 0;
+  float* p = nullptr;
+  size_t floats = 0;
+  float* get(size_t n) {
+    if (n > floats) {
+      free(p);
+      p = (float*)aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+      floats = p != nullptr ? n : 0;
+    }
+    return p;
   }
-  return p;
-}
 };
 )", bf16_in ? kBf16Inputs : kF32Inputs);
   if (pairs) {
@@ -204,43 +204,43 @@ float* get(size_t n) {
 // B[0:kc, 0:nc] (row stride ldb) -> panels of NR columns, each kc x NR,
 // zero-padded to NR, as float32.
 static void kevo_pack_b_panel(const kevo_in_t* __restrict b, int64_t ldb, int64_t kc, int64_t w,
-                            float* __restrict dst) {
-if (w == NR) {
-  for (int64_t p = 0; p < kc; ++p) {
-    for (int64_t q = 0; q < NR; ++q) dst[p * NR + q] = kevo_in(b[p * ldb + q]);
+                              float* __restrict dst) {
+  if (w == NR) {
+    for (int64_t p = 0; p < kc; ++p) {
+      for (int64_t q = 0; q < NR; ++q) dst[p * NR + q] = kevo_in(b[p * ldb + q]);
+    }
+    return;
   }
-  return;
-}
-for (int64_t p = 0; p < kc; ++p) {
-  int64_t q = 0;
-  for (; q < w; ++q) dst[p * NR + q] = kevo_in(b[p * ldb + q]);
-  for (; q < NR; ++q) dst[p * NR + q] = 0.0f;
-}
+  for (int64_t p = 0; p < kc; ++p) {
+    int64_t q = 0;
+    for (; q < w; ++q) dst[p * NR + q] = kevo_in(b[p * ldb + q]);
+    for (; q < NR; ++q) dst[p * NR + q] = 0.0f;
+  }
 }
 
 // A[0:mc, 0:kc] (row stride lda) -> panels of MR rows, each kc x MR
 // (k-major), zero-padded to MR, as float32.
 static void kevo_pack_a(const kevo_in_t* __restrict a, int64_t lda, int64_t mc, int64_t kc,
-                      float* __restrict dst) {
-for (int64_t i = 0; i < mc; i += MR) {
-  const int64_t h = kevo_min(MR, mc - i);
-  float* __restrict panel = dst + i * kc;
-  if (h == MR) {
-    for (int64_t p0 = 0; p0 < kc; p0 += 16) {
-      const int64_t pn = kevo_min(16, kc - p0);
-      for (int64_t r = 0; r < MR; ++r) {
-        const kevo_in_t* src = a + (i + r) * lda + p0;
-        for (int64_t p = 0; p < pn; ++p) panel[(p0 + p) * MR + r] = kevo_in(src[p]);
+                        float* __restrict dst) {
+  for (int64_t i = 0; i < mc; i += MR) {
+    const int64_t h = kevo_min(MR, mc - i);
+    float* __restrict panel = dst + i * kc;
+    if (h == MR) {
+      for (int64_t p0 = 0; p0 < kc; p0 += 16) {
+        const int64_t pn = kevo_min(16, kc - p0);
+        for (int64_t r = 0; r < MR; ++r) {
+          const kevo_in_t* src = a + (i + r) * lda + p0;
+          for (int64_t p = 0; p < pn; ++p) panel[(p0 + p) * MR + r] = kevo_in(src[p]);
+        }
+      }
+    } else {
+      for (int64_t p = 0; p < kc; ++p) {
+        int64_t r = 0;
+        for (; r < h; ++r) panel[p * MR + r] = kevo_in(a[(i + r) * lda + p]);
+        for (; r < MR; ++r) panel[p * MR + r] = 0.0f;
       }
     }
-  } else {
-    for (int64_t p = 0; p < kc; ++p) {
-      int64_t r = 0;
-      for (; r < h; ++r) panel[p * MR + r] = kevo_in(a[(i + r) * lda + p]);
-      for (; r < MR; ++r) panel[p * MR + r] = 0.0f;
-    }
   }
-}
 }
 
 )");
@@ -248,7 +248,7 @@ for (int64_t i = 0; i < mc; i += MR) {
   // The micro-kernel.
   absl::StrAppend(&s, R"(// c[0:h, 0:w] (row stride ldc) = (first ? 0 : c) + a_panel * b_panel.
 static inline void kevo_kernel(int64_t kc, const float* __restrict a, const float* __restrict b,
-                             float* __restrict c, int64_t ldc, int64_t h, int64_t w, bool first) {
+                               float* __restrict c, int64_t ldc, int64_t h, int64_t w, bool first) {
 )");
   for (int64_t r = 0; r < mr; ++r) {
     absl::StrAppend(&s, "  kevo_vf");
@@ -302,8 +302,8 @@ static inline void kevo_kernel(int64_t kc, const float* __restrict a, const floa
     }
   }
   absl::StrAppend(&s, R"(  for (int64_t r = 0; r < h; ++r) {
-  for (int64_t q = 0; q < w; ++q) c[r * ldc + q] = (first ? 0.0f : c[r * ldc + q]) + t[r * NR + q];
-}
+    for (int64_t q = 0; q < w; ++q) c[r * ldc + q] = (first ? 0.0f : c[r * ldc + q]) + t[r * NR + q];
+  }
 }
 
 )");
@@ -331,54 +331,54 @@ static inline void kevo_kernel(int64_t kc, const float* __restrict a, const floa
   absl::StrAppend(&s, R"(// `packed`: null, or all of B already packed (block (jc, pc) at
 // packed + jc * k + pc * round_up(nc, NR)).
 static void kevo_gemm_blocks(const kevo_in_t* __restrict a, int64_t lda,
-                           const kevo_in_t* __restrict b, int64_t ldb, float* __restrict c,
-                           int64_t ldc, int64_t m, int64_t n, int64_t k,
-                           const float* __restrict packed) {
-if (m <= 0 || n <= 0) return;
-static thread_local kevo_scratch kevo_bp_scratch, kevo_ap_scratch;
-const int64_t nc_max = kevo_min(NC, (n + NR - 1) / NR * NR);
-const int64_t kc_max = kevo_min(KC, k);
+                             const kevo_in_t* __restrict b, int64_t ldb, float* __restrict c,
+                             int64_t ldc, int64_t m, int64_t n, int64_t k,
+                             const float* __restrict packed) {
+  if (m <= 0 || n <= 0) return;
+  static thread_local kevo_scratch kevo_bp_scratch, kevo_ap_scratch;
+  const int64_t nc_max = kevo_min(NC, (n + NR - 1) / NR * NR);
+  const int64_t kc_max = kevo_min(KC, k);
 )", shared_b ? R"(  // A blocks: at most MC rows, a multiple of MR, and a number of blocks
-// that is a multiple of the thread count, so no thread idles.
-const int64_t threads = omp_get_max_threads();
-int64_t blocks = (m + MC - 1) / MC;
-blocks = (blocks + threads - 1) / threads * threads;
-const int64_t mc_max = kevo_min(MC, ((m + blocks - 1) / blocks + MR - 1) / MR * MR);
+  // that is a multiple of the thread count, so no thread idles.
+  const int64_t threads = omp_get_max_threads();
+  int64_t blocks = (m + MC - 1) / MC;
+  blocks = (blocks + threads - 1) / threads * threads;
+  const int64_t mc_max = kevo_min(MC, ((m + blocks - 1) / blocks + MR - 1) / MR * MR);
 )" : R"(  const int64_t mc_max = kevo_min(MC, (m + MR - 1) / MR * MR);
 )", R"(  float* bp_own = packed != nullptr ? nullptr
-    : kevo_bp_scratch.get(kc_max * nc_max);
-if (packed == nullptr && bp_own == nullptr) return;
+      : kevo_bp_scratch.get(kc_max * nc_max);
+  if (packed == nullptr && bp_own == nullptr) return;
 )", shared_b ? "#pragma omp parallel\n" : "", R"(  {
-  float* ap = kevo_ap_scratch.get(mc_max * kc_max);
-  for (int64_t jc = 0; jc < n; jc += NC) {
-    const int64_t nc = kevo_min(NC, n - jc);
-    for (int64_t pc = 0; pc < k; pc += KC) {
-      const int64_t kc = kevo_min(KC, k - pc);
-      const float* __restrict bp =
-          packed != nullptr ? packed + jc * k + pc * ((nc + NR - 1) / NR * NR) : bp_own;
-      if (packed == nullptr) {
+    float* ap = kevo_ap_scratch.get(mc_max * kc_max);
+    for (int64_t jc = 0; jc < n; jc += NC) {
+      const int64_t nc = kevo_min(NC, n - jc);
+      for (int64_t pc = 0; pc < k; pc += KC) {
+        const int64_t kc = kevo_min(KC, k - pc);
+        const float* __restrict bp =
+            packed != nullptr ? packed + jc * k + pc * ((nc + NR - 1) / NR * NR) : bp_own;
+        if (packed == nullptr) {
 )", shared_b ? "#pragma omp for schedule(static)\n" : "", R"(          for (int64_t jp = 0; jp < (nc + NR - 1) / NR; ++jp) {
-          kevo_pack_b_panel(b + pc * ldb + jc + jp * NR, ldb, kc, kevo_min(NR, nc - jp * NR),
-                            bp_own + jp * NR * kc);
+            kevo_pack_b_panel(b + pc * ldb + jc + jp * NR, ldb, kc, kevo_min(NR, nc - jp * NR),
+                              bp_own + jp * NR * kc);
+          }
         }
-      }
 )", shared_b ? "#pragma omp for schedule(static)\n" : "", R"(        for (int64_t ib = 0; ib < (m + mc_max - 1) / mc_max; ++ib) {
-        const int64_t ic = ib * mc_max, mc = kevo_min(mc_max, m - ic);
-        if (ap == nullptr) continue;
-        kevo_pack_a(a + ic * lda + pc, lda, mc, kc, ap);
+          const int64_t ic = ib * mc_max, mc = kevo_min(mc_max, m - ic);
+          if (ap == nullptr) continue;
+          kevo_pack_a(a + ic * lda + pc, lda, mc, kc, ap);
 )", tiles, R"(        }
+      }
     }
   }
 }
-}
 
 static void kevo_gemm(const kevo_in_t* __restrict a, const kevo_in_t* __restrict b,
-                    float* __restrict c, int64_t m, int64_t n, int64_t k) {
-if (m <= 0 || n <= 0) return;
-if (k <= 0) {
-  for (int64_t i = 0; i < m * n; ++i) c[i] = 0.0f;
-  return;
-}
+                      float* __restrict c, int64_t m, int64_t n, int64_t k) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (int64_t i = 0; i < m * n; ++i) c[i] = 0.0f;
+    return;
+  }
 )");
   if (!threaded || shared_b) {
     absl::StrAppend(&s, "  kevo_gemm_blocks(a, k, b, n, c, n, m, n, k, nullptr);\n}\n\n");
@@ -386,25 +386,25 @@ if (k <= 0) {
     // B packed once up front; threads then take MC-row blocks as they
     // finish, so a thread on a busy core does less of the work.
     absl::StrAppend(&s, R"(  const int64_t npad = (n + NR - 1) / NR * NR;
-static thread_local kevo_scratch kevo_packed_scratch;
-float* packed = kevo_packed_scratch.get(k * npad);
-if (packed == nullptr) return;
-for (int64_t jc = 0; jc < n; jc += NC) {
-  const int64_t nc = kevo_min(NC, n - jc), ncpad = (nc + NR - 1) / NR * NR;
-  for (int64_t pc = 0; pc < k; pc += KC) {
-    const int64_t kc = kevo_min(KC, k - pc);
-    for (int64_t jp = 0; jp < ncpad / NR; ++jp) {
-      kevo_pack_b_panel(b + pc * n + jc + jp * NR, n, kc, kevo_min(NR, nc - jp * NR),
-                        packed + jc * k + pc * ncpad + jp * NR * kc);
+  static thread_local kevo_scratch kevo_packed_scratch;
+  float* packed = kevo_packed_scratch.get(k * npad);
+  if (packed == nullptr) return;
+  for (int64_t jc = 0; jc < n; jc += NC) {
+    const int64_t nc = kevo_min(NC, n - jc), ncpad = (nc + NR - 1) / NR * NR;
+    for (int64_t pc = 0; pc < k; pc += KC) {
+      const int64_t kc = kevo_min(KC, k - pc);
+      for (int64_t jp = 0; jp < ncpad / NR; ++jp) {
+        kevo_pack_b_panel(b + pc * n + jc + jp * NR, n, kc, kevo_min(NR, nc - jp * NR),
+                          packed + jc * k + pc * ncpad + jp * NR * kc);
+      }
     }
   }
-}
-const int64_t mc = kevo_min(MC, (m + MR - 1) / MR * MR);
+  const int64_t mc = kevo_min(MC, (m + MR - 1) / MR * MR);
 #pragma omp parallel for schedule(dynamic, 1)
-for (int64_t ib = 0; ib < (m + mc - 1) / mc; ++ib) {
-  const int64_t ic = ib * mc;
-  kevo_gemm_blocks(a + ic * k, k, b, n, c + ic * n, n, kevo_min(mc, m - ic), n, k, packed);
-}
+  for (int64_t ib = 0; ib < (m + mc - 1) / mc; ++ib) {
+    const int64_t ic = ib * mc;
+    kevo_gemm_blocks(a + ic * k, k, b, n, c + ic * n, n, kevo_min(mc, m - ic), n, k, packed);
+  }
 }
 
 )");

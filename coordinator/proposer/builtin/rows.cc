@@ -551,14 +551,18 @@ class SoftmaxRecipe final : public Recipe {
   float sum = 0;
   for (int l = 0; l < 16; ++l) sum += sl[l] * expf(ml[l] - m);
 )";
-    absl::StrAppend(&s, log ? R"(  const float lse = m + logf(sum);
+    // The last pass: x - log-sum-exp, or the scaled exps.
+    const char* last = log ? R"(
+  const float lse = m + logf(sum);
 #pragma omp simd
   for (int64_t k = 0; k < cols; ++k) y[k] = x[k] - lse;
 )"
-                            : R"(  const float inv = 1.0f / sum;
+                           : R"(
+  const float inv = 1.0f / sum;
 #pragma omp simd
   for (int64_t k = 0; k < cols; ++k) y[k] = expf(x[k] - m) * inv;
-)");
+)";
+    absl::StrAppend(&s, last);
     return s;
   }
 
