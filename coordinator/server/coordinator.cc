@@ -5,6 +5,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <grpcpp/grpcpp.h>
+#include <prometheus/counter.h>
 #include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
@@ -251,6 +252,13 @@ class CoordinatorImpl final : public Coordinator {
     store_->SetWriteObserver([synced, unsynced](bool sync, double seconds) {
       (sync ? synced : unsynced)->Observe(seconds);
     });
+    prometheus::Counter* refused = &prometheus::BuildCounter()
+                                        .Name("kevo_coordinator_db_writes_refused_total")
+                                        .Help("Writes the store refused without writing: the disk below "
+                                              "--db-reserve-mb, or refused since a write failed")
+                                        .Register(*registry_)
+                                        .Add({});
+    store_->SetRefusalObserver([refused] { refused->Increment(); });
     prometheus::Gauge* bytes = &prometheus::BuildGauge()
                                     .Name("kevo_coordinator_db_bytes")
                                     .Help("RocksDB's estimate of the store's size: SST files and memtables")

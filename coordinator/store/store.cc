@@ -111,6 +111,7 @@ class RocksStore final : public Store {
     if (options_.reserve_bytes > 0) {
       const int64_t free = FreeBytes(dir_);
       if (free >= 0 && free < options_.reserve_bytes) {
+        if (refusal_observer_) refusal_observer_();
         return absl::UnavailableError(absl::StrFormat(
             "the disk holding the coordinator's database (%s) has %.1f MiB free, less than the "
             "%.0f MiB kept in reserve (--db-reserve-mb): nothing was written; free space and "
@@ -120,7 +121,10 @@ class RocksStore final : public Store {
       }
     }
     absl::ReaderMutexLock l(&mu_);
-    if (rocks_.db == nullptr || failed_.load()) return Refused();
+    if (rocks_.db == nullptr || failed_.load()) {
+      if (refusal_observer_) refusal_observer_();
+      return Refused();
+    }
     rocksdb::WriteBatch wb;
     for (const auto& op : batch.ops()) {
       auto* cf = rocks_.handles[static_cast<int>(op.family)];

@@ -81,9 +81,13 @@ class Store {
   void SetWriteObserver(std::function<void(bool sync, double seconds)> observer) {
     write_observer_ = std::move(observer);
   }
+  // Called for every write refused without reaching RocksDB (the disk below
+  // the reserve, or refused since a write failed); set before use.
+  void SetRefusalObserver(std::function<void()> observer) { refusal_observer_ = std::move(observer); }
 
  protected:
   std::function<void(bool, double)> write_observer_;
+  std::function<void()> refusal_observer_;
 };
 
 }  // namespace kevo::store

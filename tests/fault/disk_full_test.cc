@@ -110,7 +110,9 @@ TEST(DiskFullTest, ARunningJobWaitsForSpaceAndSubmitsAreRefusedClearly) {
   Cluster cluster(MakeTempDir("kevo-diskfull"));
   SmallDisk disk(cluster.dir() + "/db", 48);
   if (!disk.mounted()) GTEST_SKIP() << "needs a tmpfs mount (root): " << disk.why();
-  ASSERT_TRUE(cluster.StartCoordinator({"--db-reserve-mb", "8"}).ok());
+  ASSERT_TRUE(cluster.StartCoordinator({"--db-reserve-mb", "8", "--metrics", "127.0.0.1:0"}).ok());
+  auto metrics_port = cluster.coordinator()->WaitForLine("metrics ", absl::Seconds(10));
+  ASSERT_TRUE(metrics_port.ok()) << metrics_port.status();
   ASSERT_TRUE(cluster.StartWorker("w").ok());
   ASSERT_TRUE(cluster.WaitForWorkers(1, absl::Seconds(90)).ok());
 
@@ -143,6 +145,12 @@ TEST(DiskFullTest, ARunningJobWaitsForSpaceAndSubmitsAreRefusedClearly) {
   ASSERT_TRUE(cluster.coordinator()->Running());
   EXPECT_NE(ReadTextFile(cluster.dir() + "/coordinator.log").find("is not stored yet"), std::string::npos)
       << "no result arrived while the disk was full: the test did not exercise the wait";
+  // Observable: the refusals are counted for the KevoCoordinatorWritesRefused alert.
+  auto metrics = HttpGet(std::stoi(*metrics_port), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  const size_t at = metrics->find("\nkevo_coordinator_db_writes_refused_total ");
+  ASSERT_NE(at, std::string::npos) << *metrics;
+  EXPECT_GT(std::stod(metrics->substr(at + 42)), 0) << metrics->substr(at, 80);
 
   // Space returns: the job finishes with its whole budget, and new jobs are taken.
   disk.Free();
