@@ -159,6 +159,21 @@ TEST(RecipeTest, StarterTasksGetTheirPatternRecipesAndTheGenericMutator) {
   }
 }
 
+// The tasks where PyTorch led on the cpu get their own recipes (log_softmax
+// had only the generic mutator, matmul_bf16 too, conv2d only the direct
+// recipe); conv2d's im2col recipe seeds first.
+TEST(RecipeTest, LogSoftmaxBf16GemmAndConv2dGetTheirRecipes) {
+  EXPECT_THAT(RecipeNames(BuiltinProposer::ApplicableRecipes(LoadStarterTask("log_softmax"), "cpu")),
+              ::testing::IsSupersetOf({"log_softmax_two_pass", "log_softmax_online"}));
+  EXPECT_THAT(RecipeNames(BuiltinProposer::ApplicableRecipes(LoadStarterTask("matmul_bf16"), "cpu")),
+              ::testing::IsSupersetOf({"gemm_packed", "gemm_bf16_dot"}));
+  const std::vector<std::string> conv =
+      RecipeNames(BuiltinProposer::ApplicableRecipes(LoadStarterTask("conv2d"), "cpu"));
+  ASSERT_GE(conv.size(), 2u);
+  EXPECT_EQ(conv[0], "conv2d_im2col");
+  EXPECT_EQ(conv[1], "conv2d_rows");
+}
+
 TEST(RecipeTest, HintsBindToTheTasksOwnNames) {
   // vector_add with its tensors renamed: the recipe follows the hints.
   v1::Task task = LoadStarterTask("vector_add");
