@@ -191,6 +191,9 @@ struct JobManager::Running {
   // what it reports never runs ahead of what is on disk.
   std::vector<v1::EvalRecord> unstored;
   bool said_unstored = false;  // logged once while results wait, not every retry
+  // BaselineTimes() of the tree's nodes, sorted, kept as results are applied
+  // (the job's median baseline without a pass over the tree per result).
+  std::vector<double> baselines;
 };
 
 JobManager::JobManager(store::Store* store, scheduler::Scheduler* scheduler,
@@ -199,17 +202,34 @@ JobManager::JobManager(store::Store* store, scheduler::Scheduler* scheduler,
       scheduler_(scheduler),
       proposers_(std::move(proposers)),
       registry_(std::move(registry)),
-      metrics_(std::make_unique<Metrics>(registry_.get())) {}
+      metrics_(std::make_unique<Metrics>(registry_.get())) {
+  for (int i = 0; i < kJobLoops; ++i) shards_.push_back(std::make_unique<Shard>());
+}
 
 JobManager::~JobManager() { Stop(); }
 
-void JobManager::Post(Work work) {
+JobManager::Shard& JobManager::ShardOf(const std::string& job_id) {
+  return *shards_[std::hash<std::string>()(job_id) % shards_.size()];
+}
+
+JobManager::Running* JobManager::FindRunning(const std::string& job_id) {
+  Shard& shard = ShardOf(job_id);
+  auto it = shard.running.find(job_id);
+  return it == shard.running.end() ? nullptr : it->second.get();
+}
+
+void JobManager::Post(const std::string& job_id, Work work) { Post(ShardOf(job_id), std::move(work)); }
+
+void JobManager::Post(Shard& shard, Work work) {
   absl::MutexLock l(&mu_);
-  work_.push_back(std::move(work));
+  shard.work.push_back(std::move(work));
 }
 
 void JobManager::Start() {
-  loop_ = std::thread([this] { Loop(); });
+  for (auto& shard : shards_) {
+    Shard* s = shard.get();
+    s->thread = std::thread([this, s] { Loop(*s); });
+  }
 }
 
 void JobManager::Stop() {
@@ -218,31 +238,41 @@ void JobManager::Stop() {
     if (stopping_) return;
     stopping_ = true;
   }
-  if (loop_.joinable()) loop_.join();
+  for (auto& shard : shards_) {
+    if (shard->thread.joinable()) shard->thread.join();
+  }
 }
 
-void JobManager::Loop() {
+void JobManager::PumpAll(Shard& shard) {
+  std::vector<std::string> ids;
+  for (const auto& [id, job] : shard.running) ids.push_back(id);
+  for (const auto& id : ids) {
+    auto it = shard.running.find(id);
+    if (it != shard.running.end()) Pump(*it->second);
+  }
+}
+
+void JobManager::Loop(Shard& shard) {
   absl::Time next_tick = absl::Now();
   while (true) {
     std::deque<Work> batch;
     {
       absl::MutexLock l(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !work_.empty(); };
+      auto ready = [this, &shard]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || !shard.work.empty();
+      };
       mu_.AwaitWithTimeout(absl::Condition(&ready), std::max(absl::ZeroDuration(), next_tick - absl::Now()));
       if (stopping_) return;
-      batch.swap(work_);
+      batch.swap(shard.work);
     }
     for (auto& w : batch) w();
     if (absl::Now() >= next_tick) {
       // New workers may have connected, wall-time limits may have passed.
-      std::vector<std::string> ids;
-      for (const auto& [id, job] : running_) ids.push_back(id);
-      for (const auto& id : ids) {
-        auto it = running_.find(id);
-        if (it != running_.end()) Pump(*it->second);
-      }
+      PumpAll(shard);
       next_tick = absl::Now() + absl::Seconds(1);
     }
+    // What the batch wrote is synced once, then shown.
+    PublishSynced(shard);
   }
 }
 
@@ -274,26 +304,46 @@ void JobManager::Publish(const Running& r, const v1::Node* node) {
   v1::JobEvent event;
   *event.mutable_job() = r.job;
   if (node != nullptr) *event.mutable_node() = *node;
-  if (metrics_->task_best != nullptr && r.job.best_speedup_vs_reference() > 0) {
-    const std::string& task = r.job.spec().task().name();
-    const std::string& platform = r.job.spec().platform();
-    metrics_->task_best->Add({{"task", task}, {"platform", platform}, {"baseline", "reference"}})
-        .Set(r.job.best_speedup_vs_reference());
-    if (r.job.best_speedup_vs_production() > 0) {
-      metrics_->task_best->Add({{"task", task}, {"platform", platform}, {"baseline", "production"}})
-          .Set(r.job.best_speedup_vs_production());
-    }
-    const std::string& team = r.job.spec().team();
-    const std::string& family = r.job.spec().task().op_family();
-    metrics_->SetFamilyBest({team, family, platform, "reference"}, task, r.job.best_speedup_vs_reference());
-    metrics_->SetFamilyBest({team, family, platform, "production"}, task, r.job.best_speedup_vs_production());
+  ShardOf(r.job.job_id()).unpublished.push_back(std::move(event));
+}
+
+void JobManager::PublishSynced(Shard& shard) {
+  if (shard.unpublished.empty()) return;
+  absl::Status s = store_->Sync();
+  if (!s.ok()) {
+    // Shown once on disk: the loop tries again within a second.
+    LogError("job loop: ", shard.unpublished.size(), " job events wait for the database: ", s.ToString());
+    return;
   }
+  std::vector<v1::JobEvent> events;
+  events.swap(shard.unpublished);
+  for (const v1::JobEvent& event : events) ObserveBest(event.job());
   absl::MutexLock l(&mu_);
-  SetSnapshotLocked(r.job);
-  auto range = watchers_.equal_range(r.job.job_id());
-  for (auto it = range.first; it != range.second; ++it) it->second->OnEvent(event);
-  if (r.job.state() != v1::JOB_RUNNING) {
-    for (auto it = range.first; it != range.second; ++it) it->second->OnEnd(r.job);
+  for (const v1::JobEvent& event : events) {
+    const v1::Job& job = event.job();
+    SetSnapshotLocked(job);
+    auto range = watchers_.equal_range(job.job_id());
+    for (auto it = range.first; it != range.second; ++it) it->second->OnEvent(event);
+    if (job.state() != v1::JOB_RUNNING) {
+      for (auto it = range.first; it != range.second; ++it) it->second->OnEnd(job);
+    }
+  }
+}
+
+void JobManager::ObserveBest(const v1::Job& job) {
+  if (metrics_->task_best != nullptr && job.best_speedup_vs_reference() > 0) {
+    const std::string& task = job.spec().task().name();
+    const std::string& platform = job.spec().platform();
+    metrics_->task_best->Add({{"task", task}, {"platform", platform}, {"baseline", "reference"}})
+        .Set(job.best_speedup_vs_reference());
+    if (job.best_speedup_vs_production() > 0) {
+      metrics_->task_best->Add({{"task", task}, {"platform", platform}, {"baseline", "production"}})
+          .Set(job.best_speedup_vs_production());
+    }
+    const std::string& team = job.spec().team();
+    const std::string& family = job.spec().task().op_family();
+    metrics_->SetFamilyBest({team, family, platform, "reference"}, task, job.best_speedup_vs_reference());
+    metrics_->SetFamilyBest({team, family, platform, "production"}, task, job.best_speedup_vs_production());
   }
 }
 
@@ -339,14 +389,14 @@ absl::StatusOr<std::string> JobManager::Submit(v1::JobSpec spec, const std::stri
   LogInfo("job ", job.job_id(), " submitted: task=", spec.task().name(), " platform=",
           spec.platform(), " budget=", spec.budget().max_evaluations(), " policy=", spec.policy(),
           " proposer=", spec.proposer());
-  Post([this, job] {
+  Post(job.job_id(), [this, job] {
     auto r = LoadRunning(job);
     if (!r.ok()) {
       FailJob(job, absl::StrCat("cannot start: ", r.status().message()));
       return;
     }
-    Running& running = *(running_[job.job_id()] = std::move(*r));
-    if (metrics_->running) metrics_->running->Set(static_cast<double>(running_.size()));
+    Running& running = *(ShardOf(job.job_id()).running[job.job_id()] = std::move(*r));
+    if (metrics_->running) metrics_->running->Set(static_cast<double>(++running_count_));
     if (running.job.spec().warm_start()) WarmStart(running);
     Pump(running);
   });
@@ -367,6 +417,10 @@ absl::StatusOr<std::unique_ptr<JobManager::Running>> JobManager::LoadRunning(con
     }
   }
   KEVO_ASSIGN_OR_RETURN(std::vector<v1::Node> nodes, ReadNodes(*store_, job.job_id()));
+  std::vector<const v1::Node*> all;
+  for (const v1::Node& n : nodes) all.push_back(&n);
+  r->baselines = BaselineTimes(all);
+  std::sort(r->baselines.begin(), r->baselines.end());
   for (const v1::Node& n : nodes) {
     r->tree.Upsert(n);
     r->sources.insert(n.source_hash());
@@ -398,7 +452,8 @@ absl::Status JobManager::Recover() {
       FailJob(job, absl::StrCat("cannot resume after the coordinator restarted: ", r.status().message()));
       continue;
     }
-    Running& running = *(running_[job.job_id()] = std::move(*r));
+    Running& running = *(ShardOf(job.job_id()).running[job.job_id()] = std::move(*r));
+    ++running_count_;
     // Apply results the scheduler recorded while the job loop was down.
     std::vector<v1::Node> evaluating;
     for (const auto& [id, n] : running.tree.nodes()) {
@@ -416,28 +471,24 @@ absl::Status JobManager::Recover() {
     LogInfo("recovered job ", job.job_id(), ": ", running.tree.size(), " nodes, ",
             running.job.evaluations_done(), " evaluated, ", running.in_flight, " in flight");
   }
-  if (metrics_->running) metrics_->running->Set(static_cast<double>(running_.size()));
+  if (metrics_->running) metrics_->running->Set(static_cast<double>(running_count_));
   scheduler_->SetCompletionHook([this](const v1::EvalRecord& record) {
     if (record.job_id().empty()) return;
     v1::EvalRecord copy = record;
-    Post([this, copy] { OnEvaluationDone(copy); });
+    Post(record.job_id(), [this, copy] { OnEvaluationDone(copy); });
   });
-  // Resume proposing once the loop runs.
-  Post([this] {
-    std::vector<std::string> ids;
-    for (const auto& [id, job] : running_) ids.push_back(id);
-    for (const auto& id : ids) {
-      auto it = running_.find(id);
-      if (it != running_.end()) Pump(*it->second);
-    }
-  });
+  // Resume proposing once the loops run.
+  for (auto& shard : shards_) {
+    Shard* s = shard.get();
+    Post(*s, [this, s] { PumpAll(*s); });
+  }
   return absl::OkStatus();
 }
 
 void JobManager::OnEvaluationDone(const v1::EvalRecord& record) {
-  auto it = running_.find(record.job_id());
-  if (it == running_.end()) return;
-  Running& r = *it->second;
+  Running* running = FindRunning(record.job_id());
+  if (running == nullptr) return;
+  Running& r = *running;
   auto n = r.node_by_eval.find(record.eval_id());
   if (n == r.node_by_eval.end()) return;
   const v1::Node* node = r.tree.Get(n->second);
@@ -516,19 +567,18 @@ bool JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
     job.set_last_gain_at(job.evaluations_done());
   }
   job.set_evaluations_in_flight(r.in_flight);
-  {
-    std::vector<const v1::Node*> done = {&node};
-    for (const auto& [id, n] : r.tree.nodes()) {
-      if (id != node.node_id()) done.push_back(&n);
-    }
-    std::vector<double> baselines = BaselineTimes(done);
-    job.set_baseline_evaluations(static_cast<int32_t>(baselines.size()));
-    job.set_median_baseline_time_s(Median(std::move(baselines)));
+  // The node was not done before (OnEvaluationDone), so its baseline is new.
+  const std::vector<double> baselines_before = r.baselines;
+  for (double t : BaselineTimes({&node})) {
+    r.baselines.insert(std::upper_bound(r.baselines.begin(), r.baselines.end(), t), t);
   }
+  job.set_baseline_evaluations(static_cast<int32_t>(r.baselines.size()));
+  job.set_median_baseline_time_s(SortedMedian(r.baselines));
   store::Batch batch;
   batch.Put(store::Family::kNodes, NodeKey(job.job_id(), node.node_id()), node.SerializeAsString());
   batch.Put(store::Family::kJobs, JobKey(job.job_id()), job.SerializeAsString());
-  absl::Status s = store_->Write(batch, /*sync=*/true);
+  // Durable at the job loop's next Sync(), before anyone is shown it.
+  absl::Status s = store_->Write(batch, /*sync=*/false);
   if (!s.ok()) {
     if (!r.said_unstored) {
       LogError("job ", job.job_id(), " node ", node.node_id(), ": its result is not stored yet (retried every ",
@@ -537,6 +587,7 @@ bool JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
     }
     r.job = job_before;
     r.in_flight = in_flight_before;
+    r.baselines = baselines_before;
     return false;
   }
   r.tree.Upsert(node);
@@ -754,8 +805,12 @@ absl::Status JobManager::SubmitNode(Running& r, v1::Node& node, const v1::Candid
   // two the job keeps is decided by one side-by-side loop.
   if (std::optional<v1::Candidate> best = BestCandidate(r); best.has_value()) {
     so.rival = *std::move(best);
+    so.rival_stored = true;  // BestCandidate read it from the store
     node.set_rival_node_id(r.job.best_node_id());
   }
+  // Durable at the job loop's next Sync(), before anyone is shown the node
+  // (Publish waits for it).
+  so.sync = false;
   so.extra.Put(store::Family::kNodes, NodeKey(r.job.job_id(), node.node_id()), node.SerializeAsString());
   so.extra.Put(store::Family::kNodes, SourceKey(r.job.job_id(), source_hash), node.node_id());
   so.extra.Put(store::Family::kNodes, EvalIndexKey(r.job.job_id(), so.eval_id), node.node_id());
@@ -845,7 +900,8 @@ void JobManager::MaybeFinish(Running& r) {
     batch.Put(store::Family::kJobs, BestKey(job.task_hash(), job.spec().platform(), job.job_id()),
               job.best_node_id());
   }
-  absl::Status s = store_->Write(batch, /*sync=*/true);
+  // Durable at the job loop's next Sync(), before anyone is shown the end.
+  absl::Status s = store_->Write(batch, /*sync=*/false);
   if (!s.ok()) {
     // Not ended until that is on disk: the next tick tries again.
     if (!r.said_unstored) {
@@ -866,8 +922,8 @@ void JobManager::MaybeFinish(Running& r) {
   }
   std::string id = job.job_id();
   Publish(r, nullptr);
-  running_.erase(id);
-  if (metrics_->running) metrics_->running->Set(static_cast<double>(running_.size()));
+  ShardOf(id).running.erase(id);
+  if (metrics_->running) metrics_->running->Set(static_cast<double>(--running_count_));
 }
 
 absl::StatusOr<v1::Job> JobManager::Get(const std::string& job_id) {
@@ -890,9 +946,9 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& job_id) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", job_id, " is already ", v1::JobState_Name(job.state())));
   }
-  Post([this, job_id] {
-    auto it = running_.find(job_id);
-    if (it == running_.end()) return;
+  Post(job_id, [this, job_id] {
+    auto it = ShardOf(job_id).running.find(job_id);
+    if (it == ShardOf(job_id).running.end()) return;
     it->second->cancelled = true;
     it->second->stopping = true;
     it->second->job.set_stop_reason("cancelled");
@@ -940,6 +996,12 @@ std::vector<double> BaselineTimes(const std::vector<const v1::Node*>& nodes) {
     }
   }
   return out;
+}
+
+double SortedMedian(const std::vector<double>& sorted) {
+  if (sorted.empty()) return 0;
+  const size_t half = sorted.size() / 2;
+  return sorted.size() % 2 == 1 ? sorted[half] : (sorted[half - 1] + sorted[half]) / 2;
 }
 
 double Median(std::vector<double> values) {

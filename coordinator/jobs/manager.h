@@ -3,9 +3,11 @@
 // (coordinator/proposer), evaluated through the scheduler on matching
 // workers, as many at a time as those workers have slots.
 //
-// All job state changes happen on one job-loop thread: evaluation results
-// (from the scheduler's completion hook), submissions and cancellations are
-// queued to it. A node and its evaluation record are written in one atomic
+// Each job's state changes happen on one job-loop thread, its shard's (jobs
+// are spread over kJobLoops loops by id): evaluation results (from the
+// scheduler's completion hook), submissions and cancellations are queued to
+// it. Jobs on different loops write to RocksDB at the same time, so their
+// synced writes share fsyncs (RocksDB's group commit). A node and its evaluation record are written in one atomic
 // batch, and a node's result and the job's counters in another, so a
 // coordinator killed at any moment resumes every job with no node lost and
 // none evaluated twice.
@@ -13,6 +15,7 @@
 // Public methods are thread-safe and never block on evaluations.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <map>
@@ -67,6 +70,9 @@ struct LearningHooks {
 
 class JobManager {
  public:
+  // Job loops (threads) the running jobs are spread over.
+  static constexpr int kJobLoops = 8;
+
   JobManager(store::Store* store, scheduler::Scheduler* scheduler, ProposerFactory proposers,
              std::shared_ptr<prometheus::Registry> registry);
   ~JobManager();
@@ -109,8 +115,15 @@ class JobManager {
 
   // Submit's checks, filling in the spec's defaults.
   absl::Status Complete(v1::JobSpec& spec);
-  void Post(Work work);
-  void Loop();
+  struct Shard;
+  Shard& ShardOf(const std::string& job_id);
+  // Queues `work` on the loop of `job_id`'s shard.
+  void Post(const std::string& job_id, Work work);
+  void Post(Shard& shard, Work work);
+  void Loop(Shard& shard);
+  // The running job `job_id`, or null; only on that job's loop.
+  Running* FindRunning(const std::string& job_id);
+  void PumpAll(Shard& shard);  // its loop
   void OnEvaluationDone(const v1::EvalRecord& record);  // job loop
   // Records a finished evaluation in the job: in RocksDB first, then in
   // memory. False, with nothing changed, when the write failed (a full
@@ -124,7 +137,14 @@ class JobManager {
   absl::Status PersistJob(const v1::Job& job);
   // Replaces the snapshot of `job` readers see, counting jobs by state.
   void SetSnapshotLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues the job's event (its state and `node`, when given) on its loop;
+  // PublishSynced shows it, once what the loop wrote is on disk.
   void Publish(const Running& job, const v1::Node* node);
+  // Syncs the store and then shows the shard's queued events: the snapshot
+  // readers see, the watchers, the best-speedup gauges. With the store
+  // refusing, they wait for the loop's next pass (its loop).
+  void PublishSynced(Shard& shard);
+  void ObserveBest(const v1::Job& job);
   std::vector<proposer::ParentInfo> ParentsFor(const Running& job,
                                                const std::vector<std::string>& ids);
   absl::StatusOr<std::unique_ptr<Running>> LoadRunning(const v1::Job& job);
@@ -147,16 +167,22 @@ class JobManager {
   struct Metrics;
   std::unique_ptr<Metrics> metrics_;
 
-  // Running jobs: owned and touched by the job loop only.
-  std::map<std::string, std::unique_ptr<Running>> running_;
+  // A job loop: its queue (under mu_) and the running jobs it owns (touched
+  // by its thread only, or before Start()).
+  struct Shard {
+    std::deque<Work> work;
+    std::map<std::string, std::unique_ptr<Running>> running;
+    std::vector<v1::JobEvent> unpublished;  // Publish(), not yet synced and shown
+    std::thread thread;
+  };
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::atomic<int> running_count_{0};
 
   absl::Mutex mu_;
-  std::deque<Work> work_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Snapshot of every job's summary, for readers on gRPC threads.
   std::map<std::string, v1::Job> jobs_ ABSL_GUARDED_BY(mu_);
   std::multimap<std::string, JobWatcher*> watchers_ ABSL_GUARDED_BY(mu_);
-  std::thread loop_;
 };
 
 // Every node of `job_id` in `store` (the durable tree), in key order; none
@@ -169,5 +195,7 @@ absl::StatusOr<v1::Job> ReadJob(store::Store& store, const std::string& job_id);
 // (unsorted), and their median (0 when none).
 std::vector<double> BaselineTimes(const std::vector<const v1::Node*>& nodes);
 double Median(std::vector<double> values);
+// The median of `sorted` (ascending), 0 when empty: Median without a copy.
+double SortedMedian(const std::vector<double>& sorted);
 
 }  // namespace kevo::jobs

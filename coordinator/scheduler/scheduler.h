@@ -106,10 +106,19 @@ class Scheduler {
     // Timed side by side with the candidate (Assignment.rival); stored with
     // the evaluation, so a recovered one keeps it.
     std::optional<v1::Candidate> rival;
+    // The rival's bytes are in the store already (a job's best, read from
+    // it): not written again.
+    bool rival_stored = false;
     // The team that asked for it (EvalRecord.team); empty without --auth.
     std::string team;
     // Higher is leased first among the team's evaluations (EvalRecord.priority).
     int32_t priority = 0;
+    // Submit returns once the evaluation is on disk. Without: once it is
+    // written (it survives the process, not the host's power) and queued; a
+    // caller that tells nobody of it until its own Store::Sync() (the job
+    // loops) saves an fsync per evaluation. Such an evaluation, lost with the
+    // power, is unknown after the restart and its result is dropped.
+    bool sync = true;
   };
   // Stores and queues one evaluation; returns its id. With no worker of
   // `platform` connected the evaluation simply waits for one. Returns the
@@ -196,7 +205,10 @@ class Scheduler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnResultLocked(const std::string& worker_id, const v1::EvalResult& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status PersistLocked(const v1::EvalRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes `record`; with `sync`, returns once it is on disk. A write
+  // without sync still survives the coordinator's process (kill -9), not the
+  // host's power.
+  absl::Status PersistLocked(const v1::EvalRecord& record, bool sync) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpiryLoop();
 
   store::Store* const store_;
@@ -211,6 +223,8 @@ class Scheduler {
   // Queued eval ids by platform, ordered by sequence.
   std::map<std::string, std::map<int64_t, std::string>> queue_ ABSL_GUARDED_BY(mu_);
   std::multimap<std::string, EvalListener*> listeners_ ABSL_GUARDED_BY(mu_);
+  // Task hashes whose bytes this process has stored (Submit).
+  std::set<std::string> tasks_stored_ ABSL_GUARDED_BY(mu_);
   CompletionHook completion_hook_ ABSL_GUARDED_BY(mu_);
   std::function<double(const std::string&)> team_weight_ ABSL_GUARDED_BY(mu_);
   std::function<absl::Status(const std::string&)> admission_ ABSL_GUARDED_BY(mu_);

@@ -37,23 +37,37 @@ class GreedyPolicy final : public Policy {
  public:
   std::string name() const override { return "greedy"; }
   Selection Select(const Tree& tree, std::mt19937_64& rng) override {
-    auto ranked = tree.Ranked();
-    if (ranked.size() >= 2 && Uniform(rng) < 0.15) {
-      Selection cross{{ranked[0]->node_id(), ranked[1]->node_id()}};
+    // The tree keeps its nodes ordered both ways; each pass below stops as
+    // soon as it has what it needs, so a selection costs little however
+    // large the tree (docs/benchmarks.md, "Control plane").
+    std::vector<const v1::Node*> top;
+    tree.ForEachRanked([&](const v1::Node* n) {
+      top.push_back(n);
+      return top.size() < 2;
+    });
+    if (top.size() >= 2 && Uniform(rng) < 0.15) {
+      Selection cross{{top[0]->node_id(), top[1]->node_id()}};
       if (!tree.Exhausted(cross.parents)) return cross;
     }
-    auto open = OpenRanked(tree);
-    if (open.empty()) return Seeds(tree);
+    auto open = [&](const v1::Node* n) { return !tree.Exhausted({n->node_id()}); };
+    bool any_open = false;
+    tree.ForEachRanked([&](const v1::Node* n) { return !(any_open = open(n)); });
+    if (!any_open) return Seeds(tree);
     if (Uniform(rng) < 0.2) {
-      size_t k = std::min<size_t>(5, open.size());
-      return {{open[std::uniform_int_distribution<size_t>(0, k - 1)(rng)]->node_id()}};
+      std::vector<const v1::Node*> first;  // the five best open
+      tree.ForEachRanked([&](const v1::Node* n) {
+        if (open(n)) first.push_back(n);
+        return first.size() < 5;
+      });
+      return {{first[std::uniform_int_distribution<size_t>(0, first.size() - 1)(rng)]->node_id()}};
     }
+    // The open node with the highest fitness discounted by how often it was
+    // expanded (ties: the fitter, then the older).
     const v1::Node* best = nullptr;
-    double best_score = -1;
-    for (const v1::Node* n : open) {
-      double score = n->fitness() * std::pow(0.93, tree.Children(n->node_id()).size());
-      if (score > best_score) best_score = score, best = n;
-    }
+    tree.ForEachByDiscountedFitness([&](const v1::Node* n) {
+      if (open(n)) best = n;
+      return best == nullptr;
+    });
     return {{best->node_id()}};
   }
 };

@@ -1,21 +1,57 @@
 #include "coordinator/search/tree.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace kevo::search {
+
+std::optional<Tree::RankKey> Tree::RankOf(const v1::Node& node) {
+  if (node.state() != v1::NODE_DONE || node.fitness() <= 0) return std::nullopt;
+  return RankKey{{-node.fitness(), node.sequence()}, &node};
+}
+
+double Tree::DiscountedFitness(double fitness, size_t children) {
+  return fitness * std::pow(kChildDiscount, static_cast<double>(children));
+}
+
+std::optional<Tree::ScoreKey> Tree::ScoreOf(const v1::Node& node) const {
+  if (node.state() != v1::NODE_DONE || node.fitness() <= 0) return std::nullopt;
+  const double score = DiscountedFitness(node.fitness(), Children(node.node_id()).size());
+  return ScoreKey{{-score, -node.fitness(), node.sequence()}, &node};
+}
+
+void Tree::Unindex(const std::string& node_id) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return;
+  if (auto key = RankOf(it->second)) ranked_.erase(*key);
+  if (auto key = ScoreOf(it->second)) scored_.erase(*key);
+}
+
+void Tree::Index(const std::string& node_id) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return;
+  if (auto key = RankOf(it->second)) ranked_.insert(*key);
+  if (auto key = ScoreOf(it->second)) scored_.insert(*key);
+}
 
 void Tree::Upsert(const v1::Node& node) {
   auto it = nodes_.find(node.node_id());
   if (it == nodes_.end()) {
     // The first parent is the tree parent; a crossover's second parent is
     // provenance only, so the structure stays a tree.
-    children_[node.parent_ids().empty() ? "" : node.parent_ids(0)].push_back(node.node_id());
+    const std::string parent = node.parent_ids().empty() ? "" : node.parent_ids(0);
+    Unindex(parent);  // its child count changes
+    children_[parent].push_back(node.node_id());
+    Index(parent);
     if (node.state() == v1::NODE_DONE) ++evaluated_;
     nodes_[node.node_id()] = node;
+    Index(node.node_id());
     return;
   }
   if (it->second.state() != v1::NODE_DONE && node.state() == v1::NODE_DONE) ++evaluated_;
+  Unindex(node.node_id());
   it->second = node;
+  Index(node.node_id());
 }
 
 const v1::Node* Tree::Get(const std::string& node_id) const {
@@ -31,20 +67,24 @@ const std::vector<std::string>& Tree::Children(const std::string& node_id) const
 
 std::vector<const v1::Node*> Tree::Ranked() const {
   std::vector<const v1::Node*> out;
-  for (const auto& [id, n] : nodes_) {
-    if (n.state() == v1::NODE_DONE && n.fitness() > 0) out.push_back(&n);
-  }
-  std::stable_sort(out.begin(), out.end(), [](const v1::Node* a, const v1::Node* b) {
-    if (a->fitness() != b->fitness()) return a->fitness() > b->fitness();
-    return a->sequence() < b->sequence();
-  });
+  out.reserve(ranked_.size());
+  for (const RankKey& k : ranked_) out.push_back(k.second);
   return out;
 }
 
-const v1::Node* Tree::Best() const {
-  auto ranked = Ranked();
-  return ranked.empty() ? nullptr : ranked.front();
+void Tree::ForEachByDiscountedFitness(const std::function<bool(const v1::Node*)>& fn) const {
+  for (const ScoreKey& k : scored_) {
+    if (!fn(k.second)) return;
+  }
 }
+
+void Tree::ForEachRanked(const std::function<bool(const v1::Node*)>& fn) const {
+  for (const RankKey& k : ranked_) {
+    if (!fn(k.second)) return;
+  }
+}
+
+const v1::Node* Tree::Best() const { return ranked_.empty() ? nullptr : ranked_.begin()->second; }
 
 int Tree::SubtreeEvaluations(const std::string& node_id) const {
   const v1::Node* n = Get(node_id);

@@ -139,17 +139,17 @@ class RocksStore final : public Store {
     }
     rocksdb::WriteOptions wo;
     wo.sync = sync;
-    const auto start = std::chrono::steady_clock::now();
-    absl::Status s = FromRocks(rocks_.db->Write(wo, &wb), "rocksdb write");
-    if (write_observer_) {
-      write_observer_(sync, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return Timed(sync, "a write", [&] { return rocks_.db->Write(wo, &wb); });
+  }
+
+  absl::Status Sync() override {
+    KEVO_RETURN_IF_ERROR(Recover());
+    absl::ReaderMutexLock l(&mu_);
+    if (rocks_.db == nullptr || failed_.load()) {
+      if (refusal_observer_) refusal_observer_();
+      return Refused();
     }
-    if (!s.ok()) {
-      absl::MutexLock f(&failure_mu_);
-      if (!failed_.exchange(true)) failure_ = s;
-      LogError("store: a write failed; no more writes until the database is reopened: ", s.ToString());
-    }
-    return s;
+    return Timed(true, "syncing the log", [&] { return rocks_.db->FlushWAL(/*sync=*/true); });
   }
 
   int64_t ApproximateBytes() override {
@@ -191,6 +191,23 @@ class RocksStore final : public Store {
   }
 
  private:
+  // Runs one RocksDB write (`what`, e.g. "a write"), tells the write
+  // observer how long it took, and after a failure refuses every write
+  // until the database is reopened (Recover).
+  absl::Status Timed(bool sync, const char* what, const std::function<rocksdb::Status()>& write) {
+    const auto start = std::chrono::steady_clock::now();
+    absl::Status s = FromRocks(write(), absl::StrCat("rocksdb: ", what));
+    if (write_observer_) {
+      write_observer_(sync, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    if (!s.ok()) {
+      absl::MutexLock f(&failure_mu_);
+      if (!failed_.exchange(true)) failure_ = s;
+      LogError("store: ", what, " failed; no more writes until the database is reopened: ", s.ToString());
+    }
+    return s;
+  }
+
   absl::Status Refused() {
     absl::MutexLock f(&failure_mu_);
     return absl::UnavailableError(absl::StrCat(

@@ -63,6 +63,11 @@ class Store {
   // never written after a failed write: Debian's RocksDB 7.8 aborts on that.
   virtual absl::Status Write(const Batch& batch, bool sync) = 0;
   absl::Status Put(Family family, std::string key, std::string value, bool sync);
+  // Makes every write so far durable on disk, synced or not (one fsync of
+  // the write-ahead log: writers that batch their unsynced writes and then
+  // sync once pay one fsync for all of them). Thread-safe. Unavailable after
+  // a failed write, as Write.
+  virtual absl::Status Sync() = 0;
 
   // The value at `key`, nullopt when absent. Thread-safe.
   virtual absl::StatusOr<std::optional<std::string>> Get(Family family,
