@@ -8,7 +8,7 @@ CMAKE_FLAGS ?=
 export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: deps configure build test demo campaign-demo bundle fuzz clean
+.PHONY: deps configure build test demo campaign-demo bench bundle fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -32,6 +32,12 @@ demo: build
 # A campaign of 10 tasks x cpu and mtia-sim with a model profile (docs/campaigns.md).
 campaign-demo: build
 	@bash scripts/campaign_demo.sh $(BUILD_DIR)
+
+# The control-plane benchmark (docs/benchmarks.md, "Control plane"): one real
+# coordinator, 1,000 synthetic worker streams, 200 jobs; prints its table
+# (about 30 s). BENCH_FLAGS adds flags, e.g. "--workers 200 --seconds 30".
+bench: build
+	@$(BUILD_DIR)/bin/control_plane_bench --task tasks/vector_add $(BENCH_FLAGS)
 
 bundle: build
 	@bash scripts/bundle.sh $(BUILD_DIR)

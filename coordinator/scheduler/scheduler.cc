@@ -191,11 +191,52 @@ void Scheduler::Stop() {
   if (expiry_thread_.joinable()) expiry_thread_.join();
 }
 
-absl::Status Scheduler::PersistLocked(const v1::EvalRecord& record, bool sync) {
-  return store_->Put(store::Family::kEvals, EvalKey(record.eval_id()), record.SerializeAsString(), sync);
+void Scheduler::PersistLocked(const v1::EvalRecord& record, bool sync) {
+  pending_writes_.push_back({record, sync, std::nullopt, std::nullopt});
+}
+
+void Scheduler::FlushWrites() {
+  while (true) {
+    // One caller writes at a time; the others go on at once: the writer
+    // looks for what they queued before it lets go.
+    if (!writer_mu_.TryLock()) return;
+    while (true) {
+      std::vector<PendingWrite> writes;
+      {
+        absl::MutexLock l(&mu_);
+        writes.swap(pending_writes_);
+      }
+      if (writes.empty()) break;
+      store::Batch batch;
+      bool sync = false;
+      for (const PendingWrite& p : writes) {
+        batch.Put(store::Family::kEvals, EvalKey(p.record.eval_id()), p.record.SerializeAsString());
+        sync = sync || p.sync;
+      }
+      absl::Status s = store_->Write(batch, sync);
+      if (!s.ok()) {
+        LogError("persist ", writes.size(), " evaluation record(s), the first ", writes.front().record.eval_id(),
+                 ": ", s.ToString());
+      }
+      absl::MutexLock l(&mu_);
+      for (const PendingWrite& p : writes) {
+        auto range = listeners_.equal_range(p.record.eval_id());
+        for (auto it = range.first; it != range.second; ++it) {
+          if (p.stage.has_value()) it->second->OnStage(*p.stage);
+          if (p.final.has_value()) it->second->OnFinal(*p.final);
+        }
+      }
+    }
+    writer_mu_.Unlock();
+    // Queued between the last look and the unlock, by a caller whose TryLock
+    // failed: write it now.
+    absl::MutexLock l(&mu_);
+    if (pending_writes_.empty()) return;
+  }
 }
 
 std::string Scheduler::AddWorker(const v1::Hello& hello, SendFn send) {
+  FlushOnExit flush{this};  // after the lock is released
   absl::MutexLock l(&mu_);
   std::string id = hello.worker_id();
   if (id.empty() || workers_.contains(id)) id = NewId("w");
@@ -226,6 +267,7 @@ std::string Scheduler::AddWorker(const v1::Hello& hello, SendFn send) {
 }
 
 void Scheduler::RemoveWorker(const std::string& worker_id, bool lost) {
+  FlushOnExit flush{this};  // after the lock is released
   absl::MutexLock l(&mu_);
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return;
@@ -288,15 +330,13 @@ void Scheduler::RequeueLocked(Active& active, const std::string& why) {
   queue_[r.platform()][r.sequence()] = r.eval_id();
   active.queued_ms = NowMs();
   if (metrics_->requeued) metrics_->requeued->Increment();
-  absl::Status s = PersistLocked(r, /*sync=*/true);
-  if (!s.ok()) LogError("persist requeue of ", r.eval_id(), ": ", s.ToString());
+  PersistLocked(r, /*sync=*/true);
   v1::StageEvent ev;
   ev.set_stage(v1::STAGE_QUEUED);
   ev.set_ok(true);
   ev.set_message(absl::StrCat("requeued: ", why));
   ev.set_unix_micros(absl::ToUnixMicros(absl::Now()));
-  auto range = listeners_.equal_range(r.eval_id());
-  for (auto it = range.first; it != range.second; ++it) it->second->OnStage(ev);
+  pending_writes_.back().stage = std::move(ev);  // told once written
 }
 
 std::map<int64_t, std::string>::iterator Scheduler::PickLocked(
@@ -378,8 +418,7 @@ void Scheduler::DispatchLocked() {
       // for it from the attempt the coordinator no longer knows is refused.
       // One synced write fewer per evaluation (docs/benchmarks.md, "Control
       // plane").
-      absl::Status s = PersistLocked(r, /*sync=*/false);
-      if (!s.ok()) LogError("persist lease of ", eval_id, ": ", s.ToString());
+      PersistLocked(r, /*sync=*/false);
       w.busy.insert(eval_id);
       if (metrics_->leases) metrics_->leases->Increment();
       if (metrics_->wait != nullptr) {
@@ -431,6 +470,7 @@ void Scheduler::DispatchLocked() {
 }
 
 void Scheduler::OnWorkerMessage(const std::string& worker_id, const v1::WorkerMessage& message) {
+  FlushOnExit flush{this};  // after the lock is released
   absl::MutexLock l(&mu_);
   auto w = workers_.find(worker_id);
   if (w == workers_.end()) return;
@@ -515,10 +555,10 @@ void Scheduler::RecordLocked(std::map<std::string, Active>::iterator a, v1::Eval
   // A job's result becomes durable with its job loop's next Store::Sync(),
   // before the job shows it to anyone (until then a result lost with the
   // host's power is evaluated again after the restart, and nobody was told
-  // it). A result a client asked for directly is synced before the client
-  // hears it.
-  absl::Status s = PersistLocked(r, /*sync=*/r.job_id().empty());
-  if (!s.ok()) LogError("persist result of ", r.eval_id(), ": ", s.ToString());
+  // it). A result a client asked for directly is synced before its
+  // listeners hear it (FlushWrites).
+  PersistLocked(r, /*sync=*/r.job_id().empty());
+  pending_writes_.back().final = ev;
   LogInfo("recorded evaluation ", r.eval_id(), " attempt=", attempt, " status=",
           v1::EvalStatus_Name(ev.status()), " speedup=", ev.speedup(), " worker=", worker_id);
   if (metrics_->results) {
@@ -528,13 +568,12 @@ void Scheduler::RecordLocked(std::map<std::string, Active>::iterator a, v1::Eval
     metrics_->latency->Observe(
         static_cast<double>(ev.finished_unix_micros() - r.created_unix_micros()) / 1e6);
   }
-  auto range = listeners_.equal_range(r.eval_id());
-  for (auto it = range.first; it != range.second; ++it) it->second->OnFinal(ev);
   if (completion_hook_) completion_hook_(r);
   active_.erase(a);
 }
 
 int Scheduler::WithdrawQueued(const std::string& job_id) {
+  FlushOnExit flush{this};  // after the lock is released
   absl::MutexLock l(&mu_);
   std::vector<std::string> queued;
   for (const auto& [id, a] : active_) {
@@ -632,6 +671,7 @@ absl::StatusOr<std::string> Scheduler::Submit(const v1::Task& task, const v1::Ca
   // admission check above can let as many evaluations past a quota as there
   // are concurrent submitters.
   KEVO_RETURN_IF_ERROR(store_->Write(batch, options.sync));
+  FlushOnExit flush{this};  // after the lock is released
   absl::MutexLock l(&mu_);
   if (new_task) tasks_stored_.insert(r.task_hash());
   Active a;
@@ -650,8 +690,10 @@ absl::StatusOr<std::string> Scheduler::Submit(const v1::Task& task, const v1::Ca
 }
 
 absl::Status Scheduler::Subscribe(const std::string& eval_id, EvalListener* listener) {
+  absl::MutexLock w(&writer_mu_);  // no record is being written meanwhile
   absl::MutexLock l(&mu_);
-  if (active_.contains(eval_id)) {
+  // A final result not written yet reaches its listeners once it is.
+  if (active_.contains(eval_id) || PendingRecordLocked(eval_id) != nullptr) {
     listeners_.emplace(eval_id, listener);
     return absl::OkStatus();
   }
@@ -672,10 +714,19 @@ void Scheduler::Unsubscribe(const std::string& eval_id, EvalListener* listener) 
   }
 }
 
+const v1::EvalRecord* Scheduler::PendingRecordLocked(const std::string& eval_id) const {
+  for (auto it = pending_writes_.rbegin(); it != pending_writes_.rend(); ++it) {
+    if (it->record.eval_id() == eval_id) return &it->record;
+  }
+  return nullptr;
+}
+
 absl::StatusOr<v1::EvalRecord> Scheduler::GetRecord(const std::string& eval_id) {
+  absl::MutexLock w(&writer_mu_);  // no record is being written meanwhile
   absl::MutexLock l(&mu_);
   auto a = active_.find(eval_id);
   if (a != active_.end()) return a->second.record;
+  if (const v1::EvalRecord* pending = PendingRecordLocked(eval_id)) return *pending;
   auto value = store_->Get(store::Family::kEvals, EvalKey(eval_id));
   if (!value.ok()) return value.status();
   if (!value->has_value()) return absl::NotFoundError(absl::StrCat("no evaluation ", eval_id));
@@ -713,6 +764,7 @@ void Scheduler::SetCompletionHook(CompletionHook hook) {
 
 void Scheduler::ExpiryLoop() {
   while (true) {
+    FlushOnExit flush{this};  // after the lock is released
     absl::MutexLock l(&mu_);
     auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
     mu_.AwaitWithTimeout(absl::Condition(&stop), options_.tick);

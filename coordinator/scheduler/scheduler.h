@@ -13,6 +13,12 @@
 // not requeued but recorded as QUARANTINED, like any result, so that one
 // evaluation that ends its workers cannot go on to end the fleet's.
 //
+// Nothing waits for the disk under the scheduler's lock: a change to an
+// evaluation's record is queued under the lock and written after it, in the
+// order made, by whichever caller gets there first (FlushWrites, one batch
+// for all that are waiting). A requeue and a final result reach the
+// evaluation's listeners only once its record is written (synced).
+//
 // Thread-safe. Listener and send callbacks are called with the scheduler's
 // lock held: they must be quick and must not call back into the scheduler.
 #pragma once
@@ -205,10 +211,23 @@ class Scheduler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnResultLocked(const std::string& worker_id, const v1::EvalResult& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes `record`; with `sync`, returns once it is on disk. A write
-  // without sync still survives the coordinator's process (kill -9), not the
-  // host's power.
-  absl::Status PersistLocked(const v1::EvalRecord& record, bool sync) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues `record` to be written by FlushWrites; with `sync`, that write is
+  // synced (one without survives the coordinator's process, kill -9, but not
+  // the host's power).
+  void PersistLocked(const v1::EvalRecord& record, bool sync) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the queued records, in the order queued, as one batch, then
+  // tells the listeners of final results among them; returns at once when
+  // another caller is writing (it writes these too). Call without mu_ after
+  // anything that may have queued one.
+  void FlushWrites() ABSL_LOCKS_EXCLUDED(mu_, writer_mu_);
+  // Calls FlushWrites when it goes out of scope: declared before a lock of
+  // mu_, it runs once the lock is released.
+  struct FlushOnExit {
+    Scheduler* scheduler;
+    ~FlushOnExit() { scheduler->FlushWrites(); }
+  };
+  // The latest record of `eval_id` queued and not yet written; null if none.
+  const v1::EvalRecord* PendingRecordLocked(const std::string& eval_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpiryLoop();
 
   store::Store* const store_;
@@ -217,7 +236,20 @@ class Scheduler {
   struct Metrics;
   std::unique_ptr<Metrics> metrics_;
 
+  // Held while queued records are written (FlushWrites), and by readers of
+  // records no longer in memory, so that they never read one older than
+  // what was queued. Taken before mu_.
+  absl::Mutex writer_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::Mutex mu_;
+  struct PendingWrite {
+    v1::EvalRecord record;
+    bool sync = false;
+    // What its listeners are told once it is written: a requeue's stage
+    // event, a final result.
+    std::optional<v1::StageEvent> stage;
+    std::optional<v1::Evaluation> final;
+  };
+  std::vector<PendingWrite> pending_writes_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Active> active_ ABSL_GUARDED_BY(mu_);
   // Queued eval ids by platform, ordered by sequence.

@@ -19,7 +19,7 @@ constexpr char kUsage[] =
     "                        [--insecure-plaintext] [--lease-progress-seconds N]\n"
     "                        [--queue-timeout-seconds N] [--max-tensor-bytes N]\n"
     "                        [--max-binding-bytes N] [--health-listen HOST:PORT]\n"
-    "                        [--db-reserve-mb N]\n"
+    "                        [--db-reserve-mb N] [--fault-db-write-delay-ms N]\n"
     "  --listen   gRPC address for workers and clients (default 127.0.0.1:50051;\n"
     "             port 0 picks a free one, printed on stdout as 'listening HOST:PORT')\n"
     "  --db       RocksDB folder; created if missing; data survives restarts\n"
@@ -43,7 +43,9 @@ constexpr char kUsage[] =
     "             SubmitJob or SubmitCampaign may ask for; larger is INVALID_ARGUMENT\n"
     "             (defaults 8 GiB and 16 GiB; docs/task-format.md, \"Size limits\")\n"
     "  --health-listen  also serve grpc.health.v1.Health on this plaintext address, for\n"
-    "             probes that speak neither TLS nor tokens (the gRPC port serves it too)\n";
+    "             probes that speak neither TLS nor tokens (the gRPC port serves it too)\n"
+    "  --fault-db-write-delay-ms N  fault injection, for tests: every database write and sync\n"
+    "             waits N ms first (a slow disk; docs/reliability.md)\n";
 
 kevo::coordinator::Coordinator* g_coordinator = nullptr;
 
@@ -77,6 +79,16 @@ int main(int argc, char** argv) {
         return 2;
       }
       options.store.reserve_bytes = mb << 20;
+    }
+    else if (arg == "--fault-db-write-delay-ms") {
+      const std::string v = value("--fault-db-write-delay-ms");
+      int64_t ms = 0;
+      if (!absl::SimpleAtoi(v, &ms) || ms < 0) {
+        std::fprintf(stderr, "kevo-coordinator: --fault-db-write-delay-ms needs a number of ms >= 0, not '%s'\n%s",
+                     v.c_str(), kUsage);
+        return 2;
+      }
+      options.store.write_delay = absl::Milliseconds(ms);
     }
     else if (arg == "--metrics") options.metrics_listen = value("--metrics");
     else if (arg == "--llm-config") options.llm_config = value("--llm-config");

@@ -107,6 +107,7 @@ class RocksStore final : public Store {
   }
 
   absl::Status Write(const Batch& batch, bool sync) override {
+    absl::SleepFor(options_.write_delay);
     KEVO_RETURN_IF_ERROR(Recover());
     if (options_.reserve_bytes > 0) {
       // A statvfs a write (about a microsecond, beside a synced write's
@@ -143,6 +144,7 @@ class RocksStore final : public Store {
   }
 
   absl::Status Sync() override {
+    absl::SleepFor(options_.write_delay);
     KEVO_RETURN_IF_ERROR(Recover());
     absl::ReaderMutexLock l(&mu_);
     if (rocks_.db == nullptr || failed_.load()) {

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace kevo::store {
 
@@ -43,6 +44,9 @@ struct StoreOptions {
   // database has fewer free bytes than this: RocksDB never sees a full disk
   // in the middle of a write, and its flushes have room. 0: no reserve.
   int64_t reserve_bytes = 0;
+  // Fault injection (tests): every Write and Sync waits this long first, as
+  // on a slow disk.
+  absl::Duration write_delay = absl::ZeroDuration();
 };
 
 class Store {

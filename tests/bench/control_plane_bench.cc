@@ -19,7 +19,9 @@
 //
 // Usage: control_plane_bench [--workers 1000] [--jobs 200] [--seconds 20]
 //            [--warmup 5] [--task tasks/vector_add] [--max-in-flight 8] [--budget 100]
-//            [--dir DIR] [--coordinator-flags "..."]
+//            [--dir DIR] [--coordinator PATH] [--coordinator-flags "..."]
+// --coordinator runs another build's kevo-coordinator (a before-and-after
+// comparison in one sitting).
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -68,6 +70,7 @@ struct Options {
   std::string task = "tasks/vector_add";
   std::string dir;
   std::string coordinator_flags;
+  std::string coordinator;  // the kevo-coordinator binary; default: beside this one
 };
 
 // What every stream records; the measuring window is [start, end).
@@ -259,7 +262,8 @@ std::string BinDir() {
 int Usage(const std::string& why) {
   std::cerr << "control_plane_bench: " << why << "\n"
             << "usage: control_plane_bench [--workers N] [--jobs N] [--seconds S] [--warmup S]\n"
-            << "           [--task DIR] [--max-in-flight N] [--dir DIR] [--coordinator-flags \"...\"]\n";
+            << "           [--task DIR] [--max-in-flight N] [--budget N] [--dir DIR]\n"
+            << "           [--coordinator PATH] [--coordinator-flags \"...\"]\n";
   return 2;
 }
 
@@ -281,6 +285,7 @@ int main(int argc, char** argv) {
     else if (a == "--task") o.task = v;
     else if (a == "--dir") o.dir = v;
     else if (a == "--coordinator-flags") o.coordinator_flags = v;
+    else if (a == "--coordinator") o.coordinator = v;
     else return Usage("unknown flag " + a);
     if (!ok) return Usage(absl::StrCat("bad value for ", a, ": ", v));
   }
@@ -304,7 +309,8 @@ int main(int argc, char** argv) {
   if (!task.ok()) return Usage(std::string(task.status().message()));
 
   const int metrics = kevo::testing::FreePort();
-  std::vector<std::string> cargv = {BinDir() + "/kevo-coordinator", "--listen", "127.0.0.1:0",
+  if (o.coordinator.empty()) o.coordinator = BinDir() + "/kevo-coordinator";
+  std::vector<std::string> cargv = {o.coordinator, "--listen", "127.0.0.1:0",
                                     "--db", o.dir + "/db", "--metrics", absl::StrCat("127.0.0.1:", metrics)};
   for (absl::string_view f : absl::StrSplit(o.coordinator_flags, ' ', absl::SkipEmpty())) cargv.emplace_back(f);
   auto coordinator = kevo::testing::ChildProcess::Start(cargv, o.dir + "/coordinator.log");
