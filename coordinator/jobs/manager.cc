@@ -16,6 +16,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "coordinator/store/keys.h"
 
 namespace kevo::jobs {
 namespace {
@@ -38,21 +39,6 @@ constexpr int kMaxEmptyRounds = 40;     // proposals that were all duplicates
 constexpr int kMaxOverask = 64;         // at most this many times the free slots
 constexpr int kMaxProposerErrors = 20;
 constexpr size_t kMaxChildren = 8;       // children of a parent shown to the proposer
-
-std::string JobKey(const std::string& id) { return absl::StrCat("job/", id); }
-std::string NodeKey(const std::string& job, const std::string& node) {
-  return absl::StrCat(job, "/n/", node);
-}
-std::string SourceKey(const std::string& job, const std::string& hash) {
-  return absl::StrCat(job, "/src/", hash);
-}
-std::string EvalIndexKey(const std::string& job, const std::string& eval) {
-  return absl::StrCat(job, "/e/", eval);
-}
-std::string BestKey(const std::string& task_hash, const std::string& platform,
-                    const std::string& job) {
-  return absl::StrCat("best/", task_hash, "/", platform, "/", job);
-}
 
 std::string NewJobId() {
   static absl::Mutex mu(absl::kConstInit);
@@ -296,7 +282,7 @@ void JobManager::SetSnapshotLocked(const v1::Job& job) {
 }
 
 absl::Status JobManager::PersistJob(const v1::Job& job) {
-  return store_->Put(store::Family::kJobs, JobKey(job.job_id()), job.SerializeAsString(),
+  return store_->Put(store::Family::kJobs, store::keys::Job(job.job_id()), job.SerializeAsString(),
                      /*sync=*/true);
 }
 
@@ -431,7 +417,7 @@ absl::StatusOr<std::unique_ptr<JobManager::Running>> JobManager::LoadRunning(con
 
 absl::Status JobManager::Recover() {
   std::vector<v1::Job> jobs;
-  KEVO_RETURN_IF_ERROR(store_->Scan(store::Family::kJobs, "job/",
+  KEVO_RETURN_IF_ERROR(store_->Scan(store::Family::kJobs, store::keys::kJobPrefix,
                                     [&](std::string_view, std::string_view value) {
                                       v1::Job j;
                                       if (j.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
@@ -575,8 +561,8 @@ bool JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
   job.set_baseline_evaluations(static_cast<int32_t>(r.baselines.size()));
   job.set_median_baseline_time_s(SortedMedian(r.baselines));
   store::Batch batch;
-  batch.Put(store::Family::kNodes, NodeKey(job.job_id(), node.node_id()), node.SerializeAsString());
-  batch.Put(store::Family::kJobs, JobKey(job.job_id()), job.SerializeAsString());
+  batch.Put(store::Family::kNodes, store::keys::Node(job.job_id(), node.node_id()), node.SerializeAsString());
+  batch.Put(store::Family::kJobs, store::keys::Job(job.job_id()), job.SerializeAsString());
   // Durable at the job loop's next Sync(), before anyone is shown it.
   absl::Status s = store_->Write(batch, /*sync=*/false);
   if (!s.ok()) {
@@ -811,9 +797,7 @@ absl::Status JobManager::SubmitNode(Running& r, v1::Node& node, const v1::Candid
   // Durable at the job loop's next Sync(), before anyone is shown the node
   // (Publish waits for it).
   so.sync = false;
-  so.extra.Put(store::Family::kNodes, NodeKey(r.job.job_id(), node.node_id()), node.SerializeAsString());
-  so.extra.Put(store::Family::kNodes, SourceKey(r.job.job_id(), source_hash), node.node_id());
-  so.extra.Put(store::Family::kNodes, EvalIndexKey(r.job.job_id(), so.eval_id), node.node_id());
+  so.extra.Put(store::Family::kNodes, store::keys::Node(r.job.job_id(), node.node_id()), node.SerializeAsString());
   KEVO_RETURN_IF_ERROR(
       scheduler_->Submit(r.job.spec().task(), candidate, r.job.spec().platform(), std::move(so)).status());
   r.tree.Upsert(node);
@@ -854,7 +838,7 @@ void JobManager::WarmStart(Running& r) {
   std::vector<std::pair<std::string, std::string>> earlier;  // job id, node id
   absl::Status s = store_->Scan(
       store::Family::kJobs,
-      absl::StrCat("best/", r.job.task_hash(), "/", r.job.spec().platform(), "/"),
+      store::keys::BestPrefix(r.job.task_hash(), r.job.spec().platform()),
       [&](std::string_view key, std::string_view value) {
         std::string k(key);
         earlier.emplace_back(k.substr(k.rfind('/') + 1), std::string(value));
@@ -865,7 +849,7 @@ void JobManager::WarmStart(Running& r) {
   std::reverse(earlier.begin(), earlier.end());
   if (earlier.size() > 3) earlier.resize(3);
   for (const auto& [job_id, node_id] : earlier) {
-    auto value = store_->Get(store::Family::kNodes, NodeKey(job_id, node_id));
+    auto value = store_->Get(store::Family::kNodes, store::keys::Node(job_id, node_id));
     if (!value.ok() || !value->has_value()) continue;
     v1::Node old;
     if (!old.ParseFromString(**value)) continue;
@@ -895,9 +879,9 @@ void JobManager::MaybeFinish(Running& r) {
   job.set_finished_unix_micros(absl::ToUnixMicros(absl::Now()));
   job.set_evaluations_in_flight(0);
   store::Batch batch;
-  batch.Put(store::Family::kJobs, JobKey(job.job_id()), job.SerializeAsString());
+  batch.Put(store::Family::kJobs, store::keys::Job(job.job_id()), job.SerializeAsString());
   if (!job.best_node_id().empty()) {
-    batch.Put(store::Family::kJobs, BestKey(job.task_hash(), job.spec().platform(), job.job_id()),
+    batch.Put(store::Family::kJobs, store::keys::Best(job.task_hash(), job.spec().platform(), job.job_id()),
               job.best_node_id());
   }
   // Durable at the job loop's next Sync(), before anyone is shown the end.
@@ -969,7 +953,7 @@ absl::StatusOr<std::vector<v1::Node>> JobManager::Nodes(const std::string& job_i
 
 absl::StatusOr<std::vector<v1::Node>> ReadNodes(store::Store& store, const std::string& job_id) {
   std::vector<v1::Node> nodes;
-  KEVO_RETURN_IF_ERROR(store.Scan(store::Family::kNodes, absl::StrCat(job_id, "/n/"),
+  KEVO_RETURN_IF_ERROR(store.Scan(store::Family::kNodes, store::keys::NodePrefix(job_id),
                                   [&](std::string_view, std::string_view value) {
                                     v1::Node n;
                                     if (n.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
@@ -981,7 +965,7 @@ absl::StatusOr<std::vector<v1::Node>> ReadNodes(store::Store& store, const std::
 }
 
 absl::StatusOr<v1::Job> ReadJob(store::Store& store, const std::string& job_id) {
-  KEVO_ASSIGN_OR_RETURN(std::optional<std::string> value, store.Get(store::Family::kJobs, JobKey(job_id)));
+  KEVO_ASSIGN_OR_RETURN(std::optional<std::string> value, store.Get(store::Family::kJobs, store::keys::Job(job_id)));
   v1::Job job;
   if (!value.has_value()) return absl::NotFoundError(absl::StrCat("no job ", job_id));
   if (!job.ParseFromString(*value)) return absl::DataLossError(absl::StrCat("job ", job_id, ": garbled record"));
@@ -1019,7 +1003,7 @@ absl::StatusOr<v1::GetBestResponse> JobManager::GetBest(const std::string& job_i
   }
   v1::GetBestResponse resp;
   KEVO_ASSIGN_OR_RETURN(auto value,
-                        store_->Get(store::Family::kNodes, NodeKey(job_id, job.best_node_id())));
+                        store_->Get(store::Family::kNodes, store::keys::Node(job_id, job.best_node_id())));
   if (!value.has_value() || !resp.mutable_node()->ParseFromString(*value)) {
     return absl::DataLossError(absl::StrCat("job ", job_id, ": best node record missing"));
   }

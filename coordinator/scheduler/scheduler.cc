@@ -14,6 +14,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "coordinator/store/keys.h"
 
 namespace kevo::scheduler {
 namespace {
@@ -26,7 +27,6 @@ std::string NewId(std::string_view prefix) {
                          static_cast<uint32_t>((*rng)()));
 }
 
-std::string EvalKey(const std::string& id) { return absl::StrCat("eval/", id); }
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
@@ -122,7 +122,7 @@ Scheduler::~Scheduler() { Stop(); }
 absl::Status Scheduler::Recover() {
   std::vector<v1::EvalRecord> pending;
   int64_t max_sequence = 0;
-  absl::Status s = store_->Scan(store::Family::kEvals, "eval/",
+  absl::Status s = store_->Scan(store::Family::kEvals, store::keys::kEvalPrefix,
                                 [&](std::string_view, std::string_view value) {
                                   v1::EvalRecord r;
                                   if (!r.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
@@ -210,7 +210,7 @@ void Scheduler::FlushWrites() {
       store::Batch batch;
       bool sync = false;
       for (const PendingWrite& p : writes) {
-        batch.Put(store::Family::kEvals, EvalKey(p.record.eval_id()), p.record.SerializeAsString());
+        batch.Put(store::Family::kEvals, store::keys::Eval(p.record.eval_id()), p.record.SerializeAsString());
         sync = sync || p.sync;
       }
       absl::Status s = store_->Write(batch, sync);
@@ -664,7 +664,7 @@ absl::StatusOr<std::string> Scheduler::Submit(const v1::Task& task, const v1::Ca
     r.set_rival_hash(Sha256Hex(rival_bytes));
     if (!options.rival_stored) batch.Put(store::Family::kBlobs, r.rival_hash(), std::move(rival_bytes));
   }
-  batch.Put(store::Family::kEvals, EvalKey(r.eval_id()), r.SerializeAsString());
+  batch.Put(store::Family::kEvals, store::keys::Eval(r.eval_id()), r.SerializeAsString());
   // Written without the lock, so that nothing else waits for the disk and
   // synced submissions from several threads share one fsync (RocksDB's group
   // commit). Nobody knows the id until this returns. The
@@ -697,7 +697,7 @@ absl::Status Scheduler::Subscribe(const std::string& eval_id, EvalListener* list
     listeners_.emplace(eval_id, listener);
     return absl::OkStatus();
   }
-  auto value = store_->Get(store::Family::kEvals, EvalKey(eval_id));
+  auto value = store_->Get(store::Family::kEvals, store::keys::Eval(eval_id));
   if (!value.ok()) return value.status();
   if (!value->has_value()) return absl::NotFoundError(absl::StrCat("no evaluation ", eval_id));
   v1::EvalRecord r;
@@ -727,7 +727,7 @@ absl::StatusOr<v1::EvalRecord> Scheduler::GetRecord(const std::string& eval_id) 
   auto a = active_.find(eval_id);
   if (a != active_.end()) return a->second.record;
   if (const v1::EvalRecord* pending = PendingRecordLocked(eval_id)) return *pending;
-  auto value = store_->Get(store::Family::kEvals, EvalKey(eval_id));
+  auto value = store_->Get(store::Family::kEvals, store::keys::Eval(eval_id));
   if (!value.ok()) return value.status();
   if (!value->has_value()) return absl::NotFoundError(absl::StrCat("no evaluation ", eval_id));
   v1::EvalRecord r;
