@@ -63,7 +63,7 @@ const std::map<std::string, PlatformInfo>& Platforms() {
       {"mtia-sim",
        {"Meta's MTIA accelerator (kevo's cycle-level simulator of MTIA 2i)", "mtia-c++", "cpp",
         "Platform: mtia-sim. Language: mtia-c++: C++20 that includes only "
-        "\"worker/mtia_sim/mtia.h\" (namespace kevo::mtia), compiled with `g++ -std=c++20 -O2 "
+        "\"mtia_sim/mtia.h\" (namespace kevo::mtia), compiled with `g++ -std=c++20 -O2 "
         "-shared -fPIC`. The kernel exports `extern \"C\" void kevo_mtia_launch(kevo::mtia::Grid& "
         "grid, void** args);` instead of the C signature: args[i] follows the signature's "
         "parameter order, a tensor parameter points to a kevo::mtia::Buffer in simulated DRAM "

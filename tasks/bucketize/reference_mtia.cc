@@ -1,6 +1,6 @@
 // MTIA baseline for bucketize (the mtia-sim platform times candidates against
 // it): a straightforward, NAIVE single-PE port of reference.cc to the MTIA
-// simulator API (worker/mtia_sim/mtia.h). PE 0 does all the work while the
+// simulator API (mtia_sim/mtia.h). PE 0 does all the work while the
 // other 63 PEs idle. The SIMD engine has no branches, so the reference's
 // binary search becomes the branchless one, over a chunk of 8192 values at
 // once: the boundaries sit in local memory padded with NaN to P = 2^L > nb
@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "worker/mtia_sim/mtia.h"
+#include "mtia_sim/mtia.h"
 
 using namespace kevo::mtia;
 

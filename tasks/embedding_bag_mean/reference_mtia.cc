@@ -1,6 +1,6 @@
 // MTIA baseline for embedding_bag_mean (the mtia-sim platform times candidates
 // against it): a straightforward, NAIVE single-PE port of reference.cc to the
-// MTIA simulator API (worker/mtia_sim/mtia.h). PE 0 does all the work while
+// MTIA simulator API (mtia_sim/mtia.h). PE 0 does all the work while
 // the other 63 PEs idle. Bags go in blocks of 8 (8 output rows start 32-byte
 // aligned whatever D is): the scalar core reads the block's lengths and each
 // bag's indices (ReadLocal, after a DMA from the 32-byte boundary at or
@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "worker/mtia_sim/mtia.h"
+#include "mtia_sim/mtia.h"
 
 using namespace kevo::mtia;
 

@@ -1,6 +1,6 @@
 // MTIA baseline for matmul (the mtia-sim platform times candidates against
 // it): a straightforward, NAIVE single-PE port of reference.cc to the MTIA
-// simulator API (worker/mtia_sim/mtia.h). PE 0 does all the work while the
+// simulator API (mtia_sim/mtia.h). PE 0 does all the work while the
 // other 63 PEs idle. The Dot Product Engine multiplies fp16 (or bf16) only,
 // so fp32 accuracy comes from the usual split: x = hi + lo with hi = fp16(x)
 // and lo = fp16(x - hi), and C += Ahi*Bhi + Ahi*Blo + Alo*Bhi, accumulated
@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "worker/mtia_sim/mtia.h"
+#include "mtia_sim/mtia.h"
 
 using namespace kevo::mtia;
 

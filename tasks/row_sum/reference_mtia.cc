@@ -1,6 +1,6 @@
 // MTIA baseline for row_sum (the mtia-sim platform times candidates against
 // it): a straightforward, NAIVE single-PE port of reference.cc to the MTIA
-// simulator API (worker/mtia_sim/mtia.h). PE 0 does all the work while the
+// simulator API (mtia_sim/mtia.h). PE 0 does all the work while the
 // other 63 PEs idle. Row by row, in chunks of at most 8192 columns, it copies
 // the chunk into ONE local buffer (from the 32-byte boundary at or before the
 // chunk: DMA needs aligned addresses) and adds it into the row's sum on the
@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "worker/mtia_sim/mtia.h"
+#include "mtia_sim/mtia.h"
 
 using namespace kevo::mtia;
 

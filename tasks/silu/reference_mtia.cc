@@ -1,6 +1,6 @@
 // MTIA baseline for silu (the mtia-sim platform times candidates against it):
 // a straightforward, NAIVE single-PE port of reference.cc to the MTIA
-// simulator API (worker/mtia_sim/mtia.h). PE 0 does all the work while the
+// simulator API (mtia_sim/mtia.h). PE 0 does all the work while the
 // other 63 PEs idle: chunks of 8192 elements (every chunk starts 32-byte
 // aligned) are copied into ONE local buffer, x * sigmoid(x) is computed on the SIMD
 // engine and copied out, and the next chunk waits for the store: no double
@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "worker/mtia_sim/mtia.h"
+#include "mtia_sim/mtia.h"
 
 using namespace kevo::mtia;
 

@@ -1,6 +1,6 @@
 // MTIA baseline for softmax (the mtia-sim platform times candidates against
 // it): a straightforward, NAIVE single-PE port of reference.cc to the MTIA
-// simulator API (worker/mtia_sim/mtia.h). PE 0 does all the work while the
+// simulator API (mtia_sim/mtia.h). PE 0 does all the work while the
 // other 63 PEs idle; it takes 8 rows at a time (8 rows of fp32 always start on
 // a 32-byte boundary, whatever cols is) into ONE local buffer, computes the
 // three passes (row max on the Reduction Engine, subtract and exp on the SIMD
@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "worker/mtia_sim/mtia.h"
+#include "mtia_sim/mtia.h"
 
 using namespace kevo::mtia;
 

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "worker/mtia_sim/device.h"
-#include "worker/mtia_sim/examples/kernels.h"
-#include "worker/mtia_sim/mtia.h"
-#include "worker/mtia_sim/numerics.h"
+#include "mtia_sim/device.h"
+#include "mtia_sim/examples/kernels.h"
+#include "mtia_sim/mtia.h"
+#include "mtia_sim/numerics.h"
 
 namespace kevo::mtia {
 namespace {

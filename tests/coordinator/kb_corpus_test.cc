@@ -33,7 +33,7 @@ using ::kevo::testing::SourceDir;
 // which the task suite builds and runs).
 const std::vector<std::string>& ExcerptRoots() {
   static const auto* roots = new std::vector<std::string>{
-      "coordinator/proposer/builtin/", "worker/mtia_sim/examples/", "tasks/"};
+      "coordinator/proposer/builtin/", "mtia_sim/examples/", "tasks/"};
   return *roots;
 }
 

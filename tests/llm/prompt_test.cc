@@ -256,7 +256,7 @@ TEST(PromptTest, PlatformInstructions) {
   auto mtia = BuildPrompt(in);
   ASSERT_TRUE(mtia.ok()) << mtia.status();
   EXPECT_THAT(mtia->messages[0].content, HasSubstr("kevo_mtia_launch(kevo::mtia::Grid& grid, void** args)"));
-  EXPECT_THAT(mtia->messages[0].content, HasSubstr("worker/mtia_sim/mtia.h"));
+  EXPECT_THAT(mtia->messages[0].content, HasSubstr("mtia_sim/mtia.h"));
   EXPECT_THAT(mtia->messages[0].content, HasSubstr("pe.ReduceRows"));
   // The naive MTIA baseline is the kernel to improve.
   EXPECT_THAT(mtia->messages[1].content, HasSubstr("The platform's naive baseline (mtia-c++; improve this one)"));

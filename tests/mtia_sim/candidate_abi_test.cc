@@ -1,5 +1,5 @@
 // The MTIA candidate ABI (docs/mtia-simulator.md): a candidate compiled with
-// only worker/mtia_sim/mtia.h into a shared object loads with RTLD_NOW into a
+// only mtia_sim/mtia.h into a shared object loads with RTLD_NOW into a
 // process that exports no kevo symbols, and its kevo_mtia_launch computes the
 // task's result into host buffers through a Device it sees as a Grid.
 #include <dlfcn.h>
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "worker/mtia_sim/device.h"
-#include "worker/mtia_sim/mtia.h"
+#include "mtia_sim/device.h"
+#include "mtia_sim/mtia.h"
 
 namespace kevo::mtia {
 namespace {
@@ -26,7 +26,7 @@ TEST(MtiaCandidateAbiTest, SharedObjectBuiltAgainstTheHeaderRunsSoftmax) {
   fs::create_directories(dir);
   fs::path so = dir / "candidate.so";
   std::string cmd = std::string("g++ -std=c++20 -O2 -shared -fPIC -Wl,--no-undefined -I") + src_dir + " " + src_dir +
-                    "/worker/mtia_sim/examples/softmax_candidate.cc -o " + so.string() + " 2>&1";
+                    "/mtia_sim/examples/softmax_candidate.cc -o " + so.string() + " 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;  // --no-undefined: nothing from kevo needed at link time
 
   void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);

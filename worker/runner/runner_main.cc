@@ -14,7 +14,7 @@
 //
 // Built a second time with KEVO_RUNNER_MTIA as kevo-runner-mtia, the runner of
 // the mtia-sim platform: a kernel .so that exports kevo_mtia_launch (the MTIA
-// candidate ABI, worker/mtia_sim/mtia.h) runs on a fresh simulated device per
+// candidate ABI, mtia_sim/mtia.h) runs on a fresh simulated device per
 // call (--mtia_config=2i|1) with the call's host tensors mapped as its DRAM;
 // one exporting kevo_entry (the task's C++ reference, for golden outputs) is
 // called as on the CPU. Its profile mode times nothing on the host: the
@@ -51,7 +51,7 @@
 #include "worker/runner/runner_io.h"
 #include "worker/runner/seccomp_policy.h"
 #ifdef KEVO_RUNNER_MTIA
-#include "worker/mtia_sim/device.h"
+#include "mtia_sim/device.h"
 #endif
 
 namespace kevo::runner {

@@ -24,7 +24,7 @@ std::string MtiaPreamble(const Genome& genome, const std::string& what) {
 #include <cstdint>
 #include <vector>
 
-#include "worker/mtia_sim/mtia.h"
+#include "mtia_sim/mtia.h"
 
 using namespace kevo::mtia;
 

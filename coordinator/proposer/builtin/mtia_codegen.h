@@ -21,7 +21,7 @@ int ParamIndex(const v1::Task& task, const std::string& name);
 v1::Candidate MtiaCandidate(std::string source);
 
 // The start of a generated MTIA kernel: a comment naming `genome` and
-// saying `what`, the includes (std + worker/mtia_sim/mtia.h), `using
+// saying `what`, the includes (std + mtia_sim/mtia.h), `using
 // namespace kevo::mtia` and a Round32() helper, ending inside an anonymous
 // namespace's closing line so recipes append their constants after it.
 std::string MtiaPreamble(const Genome& genome, const std::string& what);

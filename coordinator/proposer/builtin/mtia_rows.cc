@@ -63,7 +63,7 @@ std::string Head(const Genome& genome, const MtiaRowBinding& b, const std::strin
       R"(#include <algorithm>
 #include <cstdint>
 
-#include "worker/mtia_sim/mtia.h"
+#include "mtia_sim/mtia.h"
 
 using namespace kevo::mtia;
 

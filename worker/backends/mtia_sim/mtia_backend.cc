@@ -19,7 +19,7 @@
 #include "worker/backends/cpu/eval_pipeline.h"
 #include "worker/backends/cpu/kernel_builder.h"
 #include "worker/backends/cpu/symbol_policy.h"
-#include "worker/mtia_sim/mtia.h"
+#include "mtia_sim/mtia.h"
 #include "worker/runner/protocol.h"
 
 namespace kevo::worker {
@@ -47,7 +47,7 @@ const std::vector<std::string>& ReferenceFlags() {
 
 // Linked into every MTIA kernel .so: a missing or misspelt kevo_mtia_launch
 // becomes a link error (the builder links with -z defs).
-constexpr char kMtiaWrapper[] = R"(#include "worker/mtia_sim/mtia.h"
+constexpr char kMtiaWrapper[] = R"(#include "mtia_sim/mtia.h"
 extern "C" void kevo_mtia_launch(kevo::mtia::Grid& grid, void** args);
 extern "C" __attribute__((used, visibility("hidden"))) void* const kevo_mtia_launch_check =
     reinterpret_cast<void*>(&kevo_mtia_launch);
@@ -198,7 +198,7 @@ bool MtiaBackend::CompileStage(MtiaEvalRun& run) const {
   if (language != kMtiaLanguage) {
     return fail(v1::COMPILE_ERROR,
                 absl::StrCat("language '", candidate.language(), "' is not supported on mtia-sim (use ",
-                             kMtiaLanguage, ": C++ against worker/mtia_sim/mtia.h exporting ",
+                             kMtiaLanguage, ": C++ against mtia_sim/mtia.h exporting ",
                              mtia::kLaunchSymbol, ")"));
   }
   const v1::Reference* baseline = MtiaReference(task);
@@ -342,18 +342,24 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateMtiaBackend(const MtiaBackendOpti
         absl::StrCat("mtia-sim backend: cannot create ", opts.work_dir, ": ", ec.message()));
   }
   opts.work_dir = fs::canonical(opts.work_dir, ec).string();
-  for (const char* sub : {"build", "golden", "inputs", "evals", "include/worker/mtia_sim"}) {
+  for (const char* sub : {"build", "golden", "inputs", "evals", "include/mtia_sim", "include/worker/mtia_sim"}) {
     fs::create_directories(opts.work_dir + "/" + sub, ec);
   }
   RemoveStaleScratch(opts.work_dir);
   // The header candidates compile against: this binary's own copy, written
-  // atomically (other workers may share the folder).
-  {
-    const std::string header = opts.work_dir + "/include/worker/mtia_sim/mtia.h";
+  // atomically (other workers may share the folder). Candidates written
+  // before the simulator left worker/ include it by its old path, which
+  // forwards to it.
+  const std::pair<std::string, std::string> headers[] = {
+      {"/include/mtia_sim/mtia.h", kMtiaHeaderSource},
+      {"/include/worker/mtia_sim/mtia.h",
+       "// The MTIA kernel API's old path (before it moved out of worker/).\n#include \"mtia_sim/mtia.h\"\n"}};
+  for (const auto& [path, text] : headers) {
+    const std::string header = opts.work_dir + path;
     auto current = ReadFileBytes(header);
-    if (!current.ok() || *current != kMtiaHeaderSource) {
+    if (!current.ok() || *current != text) {
       const std::string tmp = absl::StrCat(header, ".tmp-", getpid());
-      KEVO_RETURN_IF_ERROR(WriteFileBytes(tmp, kMtiaHeaderSource));
+      KEVO_RETURN_IF_ERROR(WriteFileBytes(tmp, text));
       fs::rename(tmp, header, ec);
       if (ec) return absl::InternalError(absl::StrCat("cannot write ", header, ": ", ec.message()));
     }

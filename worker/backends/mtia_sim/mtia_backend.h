@@ -1,5 +1,5 @@
 // The mtia-sim platform of a kevo worker: MTIA candidates (language
-// "mtia-c++", C++ against worker/mtia_sim/mtia.h exporting kevo_mtia_launch,
+// "mtia-c++", C++ against mtia_sim/mtia.h exporting kevo_mtia_launch,
 // docs/mtia-simulator.md) are compiled with g++ into shared objects, checked
 // for what they import, validated against the task's C++ reference and timed
 // in SIMULATED time on the MTIA 2i (or MTIA 1) cycle model against the task's

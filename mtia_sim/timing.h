@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "worker/mtia_sim/mtia.h"
+#include "mtia_sim/mtia.h"
 
 namespace kevo::mtia::internal {
 

@@ -14,7 +14,7 @@
 // interfaces: a candidate shared object compiled against it has no undefined
 // kevo symbols. Kernel-side errors (local-memory overflow, misaligned DMA,
 // out-of-range PE, shape mismatches) throw KernelError; the launch catches it
-// and reports it as a Status on the host side (worker/mtia_sim/device.h).
+// and reports it as a Status on the host side (mtia_sim/device.h).
 //
 // Thread-safety: a Grid and the Pe objects it passes are used by one host
 // thread; the simulator runs the 64 PE programs as cooperative fibers.

@@ -1,12 +1,12 @@
 // An MTIA candidate in the form the mtia-sim backend loads (docs/mtia-simulator.md,
-// "Candidate ABI"): C++ that includes only worker/mtia_sim/mtia.h, built as a
+// "Candidate ABI"): C++ that includes only mtia_sim/mtia.h, built as a
 // shared object, exporting kevo_mtia_launch for the softmax task
 // (tasks/softmax: softmax(x, y, rows, cols), fp32, row-wise). Not part of any
 // library: tests/mtia_sim/candidate_abi_test.cc compiles and loads it.
 #include <algorithm>
 #include <cstdint>
 
-#include "worker/mtia_sim/mtia.h"
+#include "mtia_sim/mtia.h"
 
 using namespace kevo::mtia;
 

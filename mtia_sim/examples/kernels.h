@@ -1,4 +1,4 @@
-// Example MTIA kernels written only against worker/mtia_sim/mtia.h, the way
+// Example MTIA kernels written only against mtia_sim/mtia.h, the way
 // a candidate is: a tiled fp16 GEMM (broadcast reads, double buffering), a
 // row softmax (DMA, RE, SIMD lookup tables) and a streaming scale kernel.
 // The simulator's calibration tests and benchmark run them; the knowledge
@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "worker/mtia_sim/mtia.h"
+#include "mtia_sim/mtia.h"
 
 namespace kevo::mtia::examples {
 

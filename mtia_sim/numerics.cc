@@ -1,4 +1,4 @@
-#include "worker/mtia_sim/numerics.h"
+#include "mtia_sim/numerics.h"
 
 #include <algorithm>
 #include <array>

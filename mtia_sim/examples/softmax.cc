@@ -1,6 +1,6 @@
 #include <algorithm>
 
-#include "worker/mtia_sim/examples/kernels.h"
+#include "mtia_sim/examples/kernels.h"
 
 namespace kevo::mtia::examples {
 

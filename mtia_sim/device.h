@@ -1,7 +1,7 @@
 // The host side of kevo's MTIA simulator: a simulated device that owns the
 // memories (DRAM mapped onto host buffers, the LLS scratchpad, per-PE local
-// memory), runs kernels on the PE grid (worker/mtia_sim/mtia.h) and returns
-// what each launch cost in the cycle model (worker/mtia_sim/timing.h).
+// memory), runs kernels on the PE grid (mtia_sim/mtia.h) and returns
+// what each launch cost in the cycle model (mtia_sim/timing.h).
 //
 // Errors a kernel causes come back as a Status with a specific code:
 // kResourceExhausted (local memory or LLS overflow), kInvalidArgument
@@ -19,7 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "worker/mtia_sim/mtia.h"
+#include "mtia_sim/mtia.h"
 
 namespace kevo::mtia {
 

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "worker/mtia_sim/mtia.h"
+#include "mtia_sim/mtia.h"
 
 namespace kevo::mtia::internal {
 

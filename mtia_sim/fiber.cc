@@ -1,4 +1,4 @@
-#include "worker/mtia_sim/fiber.h"
+#include "mtia_sim/fiber.h"
 
 #include <sys/mman.h>
 

@@ -1,4 +1,4 @@
-#include "worker/mtia_sim/examples/kernels.h"
+#include "mtia_sim/examples/kernels.h"
 
 namespace kevo::mtia::examples {
 

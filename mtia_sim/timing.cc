@@ -1,4 +1,4 @@
-#include "worker/mtia_sim/timing.h"
+#include "mtia_sim/timing.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "worker/mtia_sim/device.h"
+#include "mtia_sim/device.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,9 +13,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
-#include "worker/mtia_sim/fiber.h"
-#include "worker/mtia_sim/numerics.h"
-#include "worker/mtia_sim/timing.h"
+#include "mtia_sim/fiber.h"
+#include "mtia_sim/numerics.h"
+#include "mtia_sim/timing.h"
 
 namespace kevo::mtia {
 namespace internal {
