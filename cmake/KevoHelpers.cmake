@@ -28,8 +28,10 @@ include(GoogleTest)
 # SERIAL_FILTER: a gtest filter of tests that time threaded kernels against a
 # reference and claim a speedup; ctest runs them alone (RUN_SERIAL), since on a
 # small host a test beside them takes a core from their team of threads.
+# ONE_PROCESS: one ctest test that runs the whole binary, for many short cases
+# that share an expensive set-up (a backend) and would pay it once each.
 function(kevo_cc_test)
-  cmake_parse_arguments(K "" "NAME;TIMEOUT;SERIAL_FILTER" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(K "ONE_PROCESS" "NAME;TIMEOUT;SERIAL_FILTER" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${K_NAME} ${K_SRCS})
   set_target_properties(${K_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   target_include_directories(${K_NAME} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
@@ -44,7 +46,10 @@ function(kevo_cc_test)
   if(K_LABELS)
     list(APPEND props LABELS "${K_LABELS}")
   endif()
-  if(K_SERIAL_FILTER)
+  if(K_ONE_PROCESS)
+    add_test(NAME ${K_NAME} COMMAND ${K_NAME} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties(${K_NAME} PROPERTIES ${props})
+  elseif(K_SERIAL_FILTER)
     gtest_discover_tests(${K_NAME} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} TEST_FILTER "-${K_SERIAL_FILTER}"
       PROPERTIES ${props} DISCOVERY_TIMEOUT 60)
     gtest_discover_tests(${K_NAME} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} TEST_FILTER "${K_SERIAL_FILTER}"

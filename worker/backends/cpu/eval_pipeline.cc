@@ -640,8 +640,11 @@ std::optional<RunnerHarness::Profiled> RunnerHarness::Profile(EvalRun& run, cons
       "the profiler ended without writing its results: the candidate ended the "
       "process (exit?) or wrote into the runner's files";
   if (!prof_json.ok() || ec) return fail(v1::RUNTIME_ERROR, unwritten);
+  // The runner writes its JSON last, in one write, from its own serializer:
+  // an empty or unreadable one means code inside it (the candidate's) ended
+  // it early or wrote into the file, not a fault of the worker.
   auto profile = runner::ProfileFromJson(*prof_json);
-  if (!profile.ok()) return fail(v1::INFRA_ERROR, std::string(profile.status().message()));
+  if (!profile.ok()) return fail(v1::RUNTIME_ERROR, absl::StrCat(unwritten, " (", profile.status().message(), ")"));
   if (profile->timed_checks.size() > static_cast<size_t>(runner::kTimedChecks) ||
       outputs_size != pair_bytes * static_cast<int64_t>(1 + profile->timed_checks.size())) {
     return fail(v1::RUNTIME_ERROR, unwritten);
@@ -715,8 +718,13 @@ bool RunnerHarness::Validate(EvalRun& run, const std::string& candidate_so,
                 "the runner ended without writing its results: the candidate ended the process "
                 "(exit?) or wrote into the runner's files");
   }
+  // As for the profile's JSON: only code inside the runner spoils it.
   auto cases = runner::CasesFromJson(*result_json);
-  if (!cases.ok()) return fail(v1::INFRA_ERROR, std::string(cases.status().message()));
+  if (!cases.ok()) {
+    return fail(v1::RUNTIME_ERROR,
+                absl::StrCat("the runner's results are not its own: the candidate wrote into the runner's files (",
+                             cases.status().message(), ")"));
+  }
   if (cases->size() != static_cast<size_t>(task.validate_size()) * seeds.size()) {
     return fail(v1::INFRA_ERROR, "the runner reported the wrong number of cases");
   }

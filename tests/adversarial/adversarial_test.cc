@@ -1,0 +1,238 @@
+// The native adversarial suite: each candidate under tests/data/adversarial/
+// tries to cheat the worker (a cache across calls, a special-cased timed
+// shape, lowered precision, escaping or outliving its call, interfering with
+// the timer or the baseline that shares its process, ...) and is judged end
+// to end by the real CPU backend (compiler, imported-symbol check, sandbox,
+// kevo-runner-cpu); after each, the same backend must still judge the honest
+// control right. docs/reliability.md's table of the set is generated here.
+//
+// A candidate is a .cc file, or a .ref file naming an existing example
+// (`// source: tasks/...`) so that it is not copied. Its first lines say what
+// it tries and what it must get:
+//   // tries: ...             a phrase for the table
+//   // expect: STATUS         that EvalStatus, exactly (not OK)
+//   // expect: rejected       any status but OK, where the exact one may vary
+//   // expect: no gain        OK, but no faster than the honest control: its
+//                             trick had no effect
+//   // expect: honest         the control: OK
+//   // message: text          optional: a phrase of the diagnostics' message
+//                             or violation (which defence caught it)
+//   // task: name             optional: tasks/<name> (vector_add by default)
+//   // needs: bubblewrap      optional: skipped where bubblewrap cannot start
+//                             (only the container hides host files)
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/sandbox/sandbox.h"
+#include "common/task/task_loader.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/generated_doc.h"
+#include "tests/testing/process.h"
+#include "worker/backends/cpu/cpu_backend.h"
+
+namespace kevo::worker {
+namespace {
+
+using ::kevo::testing::SourceDir;
+
+// An attack whose trick had no effect may still be timed at up to this many
+// times the honest control's speedup (both do the same work; a shared host
+// is noisy), far below what a working trick gets (10,000x for a skip).
+constexpr double kNoGainMargin = 2.0;
+
+struct Attack {
+  std::string name;      // the file's stem
+  std::string platform;  // the folder: cpu
+  std::string tries;
+  std::string expect;
+  std::string message;
+  std::string task = "vector_add";
+  std::string needs;
+  std::string source;    // the candidate's C++
+  std::string source_file;  // relative to the repository, for .ref files
+};
+void PrintTo(const Attack& a, std::ostream* os) { *os << a.platform << "/" << a.name; }
+
+Attack ReadAttack(const std::filesystem::path& path) {
+  Attack a;
+  a.name = path.stem().string();
+  a.platform = path.parent_path().filename().string();
+  const std::string text = ::kevo::testing::ReadTextFile(path.string());
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::ConsumePrefix(&line, "// ")) break;
+    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(line, absl::MaxSplits(": ", 1));
+    const std::string value(kv.second);
+    if (kv.first == "tries") a.tries = value;
+    if (kv.first == "expect") a.expect = value;
+    if (kv.first == "message") a.message = value;
+    if (kv.first == "task") a.task = value;
+    if (kv.first == "source") a.source_file = value;
+    if (kv.first == "needs") a.needs = value;
+  }
+  a.source = a.source_file.empty() ? text : ::kevo::testing::ReadTextFile(SourceDir() + "/" + a.source_file);
+  return a;
+}
+
+// The folder's candidates, by platform and name; read when the tests are
+// listed, so a file added there is a case at the next run.
+std::vector<Attack> Attacks() {
+  std::vector<Attack> all;
+  std::error_code ec;
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(SourceDir() + "/tests/data/adversarial", ec)) {
+    const std::string ext = entry.path().extension().string();
+    if (ext == ".cc" || ext == ".ref") all.push_back(ReadAttack(entry.path()));
+  }
+  std::sort(all.begin(), all.end(), [](const Attack& a, const Attack& b) {
+    return std::tie(a.platform, a.name) < std::tie(b.platform, b.name);
+  });
+  return all;
+}
+
+std::string Explain(const v1::Evaluation& ev) {
+  return absl::StrCat(v1::EvalStatus_Name(ev.status()), " (speedup ", ev.speedup(),
+                      "): ", ev.diagnostics().message(), " | violation=", ev.diagnostics().violation(),
+                      " | compiler=", ev.diagnostics().compiler_output().substr(0, 300));
+}
+
+v1::Candidate Cpp(const std::string& source) {
+  v1::Candidate c;
+  c.set_language("c++");
+  c.set_source(source);
+  return c;
+}
+
+class AdversarialTest : public ::testing::TestWithParam<Attack> {
+ protected:
+  static void SetUpTestSuite() {
+    CpuBackendOptions o;
+    o.work_dir = ::kevo::testing::BinDir() + "/../tests/adversarial_test.work";
+    o.runner_path = ::kevo::testing::BinDir() + "/kevo-runner-cpu";
+    o.run_timeout = absl::Seconds(3);  // the infinite loop's cost
+    o.memory_limit_bytes = int64_t{2} << 30;
+    o.profile_time_cap_s = 0.3;
+    o.calibrate = false;        // no roofline figures needed
+    o.time_production = false;  // PyTorch adds seconds and checks nothing here
+    auto backend = CreateCpuBackend(o);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    backend_ = backend->release();
+  }
+  static void TearDownTestSuite() {
+    delete backend_;
+    backend_ = nullptr;
+  }
+
+  static v1::Evaluation Eval(const std::string& task_name, const std::string& source) {
+    auto task = task::LoadTaskDir(SourceDir() + "/tasks/" + task_name);
+    EXPECT_TRUE(task.ok()) << task.status();
+    return task.ok() ? backend_->Evaluate(*task, Cpp(source), nullptr) : v1::Evaluation();
+  }
+  // The honest control, judged now (after whatever the last case did).
+  static v1::Evaluation Honest() {
+    return Eval("vector_add", ::kevo::testing::ReadTextFile(SourceDir() + "/tasks/vector_add/examples/fast.cc"));
+  }
+
+  static Backend* backend_;
+};
+Backend* AdversarialTest::backend_ = nullptr;
+
+TEST_P(AdversarialTest, GetsItsStatusAndLeavesTheWorkerJudgingRight) {
+  const Attack& a = GetParam();
+  ASSERT_FALSE(a.tries.empty()) << a.name << ": no '// tries:' line";
+  ASSERT_FALSE(a.source.empty()) << a.name << ": no source (" << a.source_file << ")";
+  if (a.needs == "bubblewrap" && !sandbox::BwrapWorks("/usr/bin/bwrap")) {
+    GTEST_SKIP() << "bubblewrap cannot start a container here";
+  }
+  const v1::Evaluation ev = Eval(a.task, a.source);
+  std::cout << a.name << " (" << a.tries << "): " << Explain(ev) << "\n";
+  const std::string said = absl::StrCat(ev.diagnostics().message(), " ", ev.diagnostics().violation());
+  if (!a.message.empty()) {
+    EXPECT_THAT(said, ::testing::HasSubstr(a.message)) << Explain(ev);
+  }
+  // The worker must judge the honest control right after any case whose code
+  // ran (one stopped at compile time, by the compiler or the symbol check,
+  // ran nothing); the control itself is timed for the `no gain` bound.
+  const bool ran = ev.events_size() > 0 && ev.events(ev.events_size() - 1).stage() != v1::STAGE_COMPILE;
+  const v1::Evaluation honest = ran || a.expect == "no gain" ? Honest() : v1::Evaluation();
+  if (ran) {
+    ASSERT_EQ(honest.status(), v1::OK) << "the honest control after " << a.name << ": " << Explain(honest);
+    EXPECT_GT(honest.speedup(), 0);
+  }
+  if (a.expect == "honest") {
+    EXPECT_EQ(ev.status(), v1::OK) << Explain(ev);
+    EXPECT_GT(ev.speedup(), 0);
+  } else if (a.expect == "no gain") {
+    ASSERT_EQ(ev.status(), v1::OK) << Explain(ev);
+    EXPECT_LT(ev.speedup(), kNoGainMargin * honest.speedup())
+        << "faster than the honest control (" << honest.speedup() << "x): " << Explain(ev);
+  } else if (a.expect == "rejected") {
+    EXPECT_NE(ev.status(), v1::OK) << Explain(ev);
+    EXPECT_EQ(ev.speedup(), 0);
+  } else {
+    v1::EvalStatus want;
+    ASSERT_TRUE(v1::EvalStatus_Parse(a.expect, &want) && want != v1::OK)
+        << a.name << ": unknown expectation '" << a.expect << "'";
+    EXPECT_EQ(ev.status(), want) << Explain(ev);
+    EXPECT_EQ(ev.speedup(), 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Candidates, AdversarialTest, ::testing::ValuesIn(Attacks()),
+                         [](const ::testing::TestParamInfo<Attack>& info) {
+                           return absl::StrCat(info.param.platform, "_", info.param.name);
+                         });
+
+TEST(AdversarialSetTest, HoldsAnHonestControlAndEveryCaseSaysWhatItMustGet) {
+  int honest = 0;
+  for (const Attack& a : Attacks()) {
+    EXPECT_FALSE(a.tries.empty()) << a.name;
+    EXPECT_FALSE(a.expect.empty()) << a.name;
+    honest += a.expect == "honest";
+  }
+  EXPECT_GE(honest, 1);
+  EXPECT_GE(Attacks().size(), 25u);
+}
+
+// docs/reliability.md's native table: a row per candidate, with the outcome
+// its case above enforces.
+std::string ReliabilityTable(const std::vector<Attack>& all) {
+  using ::kevo::testing::MarkdownCell;
+  std::string out = "| platform | candidate | what it tries | what kevo does | status |\n|---|---|---|---|---|\n";
+  for (const Attack& a : all) {
+    std::string does, status = a.expect;
+    if (a.expect == "honest") {
+      does = "accepted: right on every checked call";
+      status = "OK";
+    } else if (a.expect == "no gain") {
+      does = absl::StrCat("accepted: its trick has no effect (right on every checked call, no faster than the "
+                          "honest control)", a.needs.empty() ? "" : absl::StrCat(" with ", a.needs));
+      status = "OK, no gain";
+    } else {
+      does = a.message.empty() ? "rejected" : absl::StrCat("rejected: the message names \"", a.message, "\"");
+      if (a.expect == "rejected") status = "not OK";
+    }
+    const std::string name = a.source_file.empty() ? absl::StrCat("`", a.name, "`")
+                                                   : absl::StrCat("`", a.name, "` (", a.source_file, ")");
+    absl::StrAppend(&out, "| ", a.platform, " (native) | ", name, " | ", MarkdownCell(a.tries), " | ",
+                    MarkdownCell(does), " | ", status, " |\n");
+  }
+  return out;
+}
+
+TEST(AdversarialSetTest, ReliabilityTableMatchesTheCandidates) {
+  EXPECT_EQ(::kevo::testing::MatchGeneratedSection(
+                SourceDir() + "/docs/reliability.md", "adversarial_test", ReliabilityTable(Attacks()),
+                "KEVO_UPDATE_DOCS=1 build/tests/adversarial_test --gtest_filter='AdversarialSetTest.*'"),
+            "");
+}
+
+}  // namespace
+}  // namespace kevo::worker
