@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <xmmintrin.h>
 
+#include <cfenv>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -59,6 +60,23 @@ TEST(FpEnvironmentTest, LoadingAFastMathKernelLeavesTheRunnersFpEnvironmentAlone
   runner::OpenKernelLibrary(so);
   EXPECT_EQ(_mm_getcsr() & kFtzDaz, 0u) << "OpenKernelLibrary left FTZ/DAZ on";
   std::filesystem::remove_all(dir);
+}
+
+// A candidate that sets flush-to-zero, denormals-are-zero and round toward
+// zero by ldmxcsr in its call (the adversarial set's sets_mxcsr_for_baseline)
+// or changes the x87 rounding: what kevo-runner-cpu does after every kernel
+// call puts the starting environment back.
+TEST(FpEnvironmentTest, WhatAKernelCallChangedIsPutBackAfterIt) {
+  const unsigned start = _mm_getcsr();
+  ASSERT_EQ(start & kFtzDaz, 0u);
+  runner::RestoreFpEnvironment();  // reads the starting environment
+  _mm_setcsr(start | kFtzDaz | 0x6000);
+  runner::RestoreFpEnvironment();
+  EXPECT_EQ(_mm_getcsr(), start);
+  fesetround(FE_UPWARD);
+  runner::RestoreFpEnvironment();
+  EXPECT_EQ(fegetround(), FE_TONEAREST);
+  EXPECT_EQ(_mm_getcsr(), start);
 }
 
 TEST(FpEnvironmentTest, TheProductionRunnerLoadsAFastMathKernelWithoutChangingItsFpEnvironment) {

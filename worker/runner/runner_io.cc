@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <xmmintrin.h>
+
 #include <cfenv>
+#include <cstdint>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -146,7 +149,40 @@ std::string AbsoluteKernelPath(const std::string& path) {
   return out;
 }
 
+namespace {
+
+uint16_t X87ControlWord() {
+  uint16_t cw = 0;
+  __asm__ volatile("fnstcw %0" : "=m"(cw));
+  return cw;
+}
+
+struct FpEnvironment {
+  fenv_t env;
+  unsigned mxcsr;
+  uint16_t x87;
+};
+
+const FpEnvironment& StartingFpEnvironment() {
+  static const FpEnvironment start = [] {
+    FpEnvironment e;
+    fegetenv(&e.env);
+    e.mxcsr = _mm_getcsr();
+    e.x87 = X87ControlWord();
+    return e;
+  }();
+  return start;
+}
+
+}  // namespace
+
+void RestoreFpEnvironment() {
+  const FpEnvironment& start = StartingFpEnvironment();
+  if (_mm_getcsr() != start.mxcsr || X87ControlWord() != start.x87) fesetenv(&start.env);
+}
+
 void* OpenKernelLibrary(const std::string& path) {
+  StartingFpEnvironment();  // read before any kernel is loaded
   // A kernel linked with -ffast-math carries GCC's crtfastmath, whose
   // constructor turns on flush-to-zero and denormals-are-zero in the loading
   // thread (MXCSR 0x1f80 -> 0x9fc0), and every thread started later inherits

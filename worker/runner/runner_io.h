@@ -66,4 +66,13 @@ std::string AbsoluteKernelPath(const std::string& path);
 // after as before: loading a -ffast-math kernel does not change it.
 void* OpenKernelLibrary(const std::string& path);
 
+// The floating-point environment the runner started in (MXCSR and the x87
+// control word, read the first time either function runs) is put back after
+// a kernel call that changed it: a candidate that turns on flush-to-zero or
+// another rounding mode in its call (ldmxcsr imports nothing a symbol check
+// sees) computes in it itself, but the baseline, the reference and the checks
+// after it do not. Only the calling thread's: OpenMP's other threads keep
+// what the candidate set in them. Cheap when nothing changed (two reads).
+void RestoreFpEnvironment();
+
 }  // namespace kevo::runner

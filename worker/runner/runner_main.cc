@@ -258,6 +258,7 @@ void Call(const Kernel& k, CallFrame& f) {
   if (k.launch != nullptr) return CallMtia(k.launch, f);
 #endif
   Guarded([&] { k.entry(f.args.data()); });
+  RestoreFpEnvironment();
 }
 
 int RunMode(const v1::Task& task, const Kernel& fn, const std::vector<uint64_t>& seeds, int outputs_fd,
