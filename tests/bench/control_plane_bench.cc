@@ -5,7 +5,7 @@
 // --dir), opens --workers real gRPC worker streams to it (one connection
 // each, as a fleet has), submits --jobs search jobs of one task through
 // JobService (each of --budget evaluations; one that ends is replaced by a
-// new one, so that --jobs run all along), and answers every assignment at once with a synthetic OK result
+// new one, so that --jobs run all along; each stream heartbeats every 2 s), and answers every assignment at once with a synthetic OK result
 // (a speedup drawn from the candidate's hash, so the search moves). After
 // --warmup seconds it measures for --seconds:
 //   - assignments received and results recorded per second (the latter from
@@ -129,6 +129,14 @@ class Worker : public grpc::ClientBidiReactor<kevo::v1::WorkerMessage, kevo::v1:
     std::lock_guard<std::mutex> l(mu_);
     done_ = true;
     done_cv_.notify_all();
+  }
+
+  // What a worker daemon sends every heartbeat period (the coordinator's
+  // default is 2 s): none running, its slot free (answers are at once).
+  void Heartbeat() {
+    kevo::v1::WorkerMessage m;
+    m.mutable_heartbeat()->set_free_slots(1);
+    Send(std::move(m));
   }
 
   void Stop() {
@@ -364,6 +372,14 @@ int main(int argc, char** argv) {
     if (!id) return 1;
     running.push_back(*id);
   }
+  // Heartbeats every 2 s, as worker daemons send them.
+  std::atomic<bool> stop_beating{false};
+  std::thread beats([&] {
+    while (!stop_beating.load()) {
+      for (auto& w : workers) w->Heartbeat();
+      for (int i = 0; i < 20 && !stop_beating.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
   // Replaces each job that ended, twice a second, until told to stop.
   std::atomic<bool> stop_topping_up{false};
   std::thread top_up([&] {
@@ -407,6 +423,8 @@ int main(int argc, char** argv) {
 
   stop_topping_up = true;
   top_up.join();
+  stop_beating = true;
+  beats.join();
   for (auto& w : workers) w->Stop();
   (*coordinator)->Kill(SIGTERM);
   (void)(*coordinator)->Wait(absl::Seconds(30));
