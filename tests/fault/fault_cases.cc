@@ -1,0 +1,78 @@
+#include "tests/fault/fault_cases.h"
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/generated_doc.h"
+
+namespace kevo::testing {
+
+const std::vector<FaultCase>& FaultCases() {
+  static const auto* cases = new std::vector<FaultCase>{
+      // tests/fault/worker_kill_test.cc
+      {"worker_killed_compiling", "worker_kill_test",
+       "kill -9 of a worker while it compiles a job's candidate (its log's `compile started`)",
+       "the worker's stream ends, so its lease returns to the queue at once, the loss counted (a second "
+       "would quarantine it); the other worker runs the evaluation again; the job ends with its whole "
+       "budget, every node evaluated and recorded once",
+       "JOB_DONE; the evaluation OK at attempt 2 from the other worker"},
+      {"worker_killed_validating", "worker_kill_test",
+       "kill -9 of a worker while it validates a job's candidate (`validate started`)",
+       "as for compile", "JOB_DONE; the evaluation OK at attempt 2 from the other worker"},
+      {"worker_killed_profiling", "worker_kill_test",
+       "kill -9 of a worker while it times a job's candidate (`profile started`)", "as for compile",
+       "JOB_DONE; the evaluation OK at attempt 2 from the other worker"},
+      // tests/fault/disk_full_test.cc
+      {"disk_below_reserve", "disk_full_test",
+       "the disk holding `--db` has less free space than `--db-reserve-mb` (default 64)",
+       "nothing is written, so RocksDB never meets the full disk; "
+       "`kevo_coordinator_db_writes_refused_total` counts it and the `KevoCoordinatorWritesRefused` alert "
+       "fires; the coordinator stays up and keeps answering reads",
+       "SubmitJob: UNAVAILABLE, nothing of the job kept", "MiB kept in reserve (--db-reserve-mb)"},
+      {"disk_full_result_waits", "disk_full_test", "a job's result arrives while writes are refused",
+       "the result waits in memory, retried every second; the job proposes nothing and does not end",
+       "GetJob: JOB_RUNNING, with only what is stored counted"},
+      {"disk_space_returns", "disk_full_test", "space returns",
+       "writes go ahead; the waiting results are stored in order; the job spends the rest of its budget",
+       "GetJob: JOB_DONE with every evaluation; SubmitJob: OK"},
+      {"disk_reserve_too_small", "disk_full_test", "`--db-reserve-mb` below 8",
+       "refused at start: with less, a full disk reaches RocksDB in the middle of a write, and Debian's "
+       "RocksDB 7.8, built with assertions, aborts on a failed WAL append (seen with 0: the first write "
+       "after the disk filled killed the coordinator)",
+       "the coordinator exits with code 2", "--db-reserve-mb needs a number of MiB >= 8"},
+      {"disk_full_then_kill", "disk_full_test", "kill -9 of the coordinator after all that",
+       "on restart the jobs, their states, counts and best nodes are those the clients were told; the "
+       "refused submit left nothing",
+       "GetJob: JOB_DONE with every evaluation and the same best node; ListJobs: the 2 jobs taken"},
+  };
+  return *cases;
+}
+
+const FaultCase& FaultCaseNamed(const std::string& id) {
+  for (const FaultCase& c : FaultCases()) {
+    if (id == c.id) return c;
+  }
+  ADD_FAILURE() << "no fault case '" << id << "' in tests/fault/fault_cases.cc";
+  static const FaultCase* none = new FaultCase{};
+  return *none;
+}
+
+void ExpectOutcome(const FaultCase& row, const std::string& client_gets, const std::string& message) {
+  EXPECT_EQ(client_gets, row.client_gets) << "fault case " << row.id << " (tests/fault/fault_cases.cc)";
+  if (*row.told != '\0') {
+    EXPECT_THAT(message, ::testing::HasSubstr(row.told)) << "fault case " << row.id << " (tests/fault/fault_cases.cc)";
+  }
+}
+
+std::string FaultTable() {
+  std::string out = "| fault | what kevo does | what the client gets | test |\n|---|---|---|---|\n";
+  for (const FaultCase& c : FaultCases()) {
+    std::string gets = MarkdownCell(c.client_gets);
+    if (*c.told != '\0') absl::StrAppend(&gets, "; told \"", MarkdownCell(c.told), "\"");
+    absl::StrAppend(&out, "| ", MarkdownCell(c.fault), " | ", MarkdownCell(c.kevo_does), " | ", gets, " | `", c.test,
+                    "` |\n");
+  }
+  return out;
+}
+
+}  // namespace kevo::testing
