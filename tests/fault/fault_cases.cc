@@ -31,6 +31,26 @@ const std::vector<FaultCase>& FaultCases() {
        "when they were; no node is lost, none evaluated twice, and the store opens and reads cleanly after "
        "the last kill",
        "JOB_DONE with 24 of 24 evaluations, 0 lost to the faults"},
+      // tests/fault/network_cut_test.cc
+      {"worker_cut_off", "network_cut_test",
+       "a worker in its own network namespace has its link cut (`ip link set ... down`) while it times a "
+       "candidate; its TCP connection stays open",
+       "no heartbeat comes: once its lease lapsed and it said nothing for one and a half heartbeats (2 s "
+       "each), the evaluation returns to the queue and goes to the other worker, never back to the silent "
+       "one, which is leased nothing more; its stream is cancelled from the coordinator's side",
+       "the evaluation OK at attempt 2 from the other worker", "held the lease and sent nothing for"},
+      {"worker_link_restored", "network_cut_test", "the link restored",
+       "the worker finds its stream ended, reconnects under its own id and sends its late result, which is "
+       "dropped; it is leased work again",
+       "worker-a connected again, its late result not recorded; the next evaluation OK from worker-a"},
+      // tests/fault/slow_worker_test.cc
+      {"worker_stopped", "slow_worker_test",
+       "a worker stopped (SIGSTOP) while it times a candidate, for longer than the lease, then continued: "
+       "its connection stays up, but it says nothing",
+       "as for a cut link: the evaluation goes to the other worker; the stopped worker's stream is cancelled; "
+       "continued, it finishes its attempt, reconnects and sends the result, which is dropped",
+       "the evaluation OK at attempt 2 from the other worker; the stopped worker's late result not recorded",
+       "held the lease and sent nothing for"},
       // tests/fault/disk_full_test.cc
       {"disk_below_reserve", "disk_full_test",
        "the disk holding `--db` has less free space than `--db-reserve-mb` (default 64)",

@@ -40,6 +40,42 @@ static_assert(KevoFaultSpin(250000) != 0 && KevoFaultSpin(250001) != 0 && KevoFa
   return *task;
 }
 
+v1::EvaluateRequest VectorAddRequest() {
+  auto task = task::LoadTaskDir(SourceDir() + "/tasks/vector_add");
+  EXPECT_TRUE(task.ok()) << task.status();
+  v1::EvaluateRequest req;
+  if (task.ok()) *req.mutable_task() = *task;
+  req.mutable_candidate()->set_language("c++");
+  req.mutable_candidate()->set_source(ReadTextFile(SourceDir() + "/tasks/vector_add/examples/fast.cc"));
+  req.set_platform("cpu");
+  return req;
+}
+
+EvaluationStream::EvaluationStream(Cluster& cluster, const v1::EvaluateRequest& request) {
+  ctx_.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(8));
+  reader_ = cluster.stub()->EvaluateCandidate(&ctx_, request);
+  thread_ = std::thread([this] {
+    v1::EvaluateEvent ev;
+    while (reader_->Read(&ev)) {
+      if (ev.has_accepted_eval_id()) heard_.eval_id = ev.accepted_eval_id();
+      if (ev.has_stage() && ev.stage().stage() == v1::STAGE_QUEUED) heard_.requeues.push_back(ev.stage().message());
+      if (ev.has_final()) heard_.final = ev.final();
+    }
+    status_ = reader_->Finish();
+  });
+}
+
+EvaluationStream::~EvaluationStream() {
+  ctx_.TryCancel();
+  if (thread_.joinable()) thread_.join();
+}
+
+EvaluationStream::Heard EvaluationStream::Wait() {
+  if (thread_.joinable()) thread_.join();
+  EXPECT_TRUE(status_.ok()) << status_.error_message();
+  return heard_;
+}
+
 std::string EvaluationOutcome(const v1::Evaluation& evaluation, const std::string& other_worker) {
   return absl::StrCat(v1::EvalStatus_Name(evaluation.status()), " at attempt ", evaluation.attempt(), " from ",
                       evaluation.worker_id() == other_worker ? "the other worker" : evaluation.worker_id());
@@ -54,6 +90,27 @@ absl::StatusOr<v1::Evaluation> GetEvaluation(Cluster& cluster, const std::string
   grpc::Status st = cluster.stub()->GetEvaluation(&ctx, req, &evaluation);
   if (!st.ok()) return absl::UnavailableError(absl::StrCat("GetEvaluation ", eval_id, ": ", st.error_message()));
   return evaluation;
+}
+
+absl::Status WaitForReconnect(Cluster& cluster, const std::string& id, int64_t since_unix_micros,
+                              absl::Duration timeout) {
+  for (const absl::Time end = absl::Now() + timeout; absl::Now() < end; absl::SleepFor(absl::Milliseconds(200))) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::ListWorkersResponse workers;
+    if (!cluster.stub()->ListWorkers(&ctx, v1::ListWorkersRequest(), &workers).ok()) continue;
+    for (const v1::WorkerInfo& w : workers.workers()) {
+      if (w.worker_id() == id && w.connected_unix_micros() > since_unix_micros) return absl::OkStatus();
+    }
+  }
+  return absl::DeadlineExceededError(absl::StrCat("worker ", id, " did not connect again under its own id"));
+}
+
+bool WaitForText(const std::string& path, const std::string& text, absl::Duration timeout) {
+  for (const absl::Time end = absl::Now() + timeout;; absl::SleepFor(absl::Milliseconds(200))) {
+    if (absl::StrContains(ReadTextFile(path), text)) return true;
+    if (absl::Now() >= end) return false;
+  }
 }
 
 absl::StatusOr<std::string> SubmitJob(Cluster& cluster, const v1::Task& task, int budget, uint64_t seed) {

@@ -1,12 +1,18 @@
 // What the fault tests share: a task whose stages last long enough to be
-// caught in, jobs submitted and waited for, what a stopped coordinator's
-// RocksDB holds of a job, and what the workers' logs say they ran.
+// caught in, evaluations and jobs submitted and waited for, what a stopped
+// coordinator's RocksDB holds of a job, and what the workers' logs say they
+// ran.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -24,11 +30,44 @@ namespace kevo::testing {
 // 1 Mi elements, not the task's 16 Mi) takes seconds anyway.
 v1::Task SlowStagesTask();
 
+// One evaluation of tasks/vector_add/examples/fast.cc on cpu.
+v1::EvaluateRequest VectorAddRequest();
+
+// An EvaluateCandidate stream, read to its end on a thread of its own so
+// that the test can act meanwhile; cancelled when destroyed.
+class EvaluationStream {
+ public:
+  // What the stream said.
+  struct Heard {
+    std::string eval_id;
+    std::vector<std::string> requeues;  // the messages of its STAGE_QUEUED events
+    std::optional<v1::Evaluation> final;
+  };
+  EvaluationStream(Cluster& cluster, const v1::EvaluateRequest& request);
+  ~EvaluationStream();
+  // Waits for the stream's end (expecting it to end OK) and returns what it said.
+  Heard Wait();
+
+ private:
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReader<v1::EvaluateEvent>> reader_;
+  std::thread thread_;
+  Heard heard_;
+  grpc::Status status_;
+};
+
 // "OK at attempt 2 from the other worker": how an evaluation ended, naming
 // `other_worker` so, and any other by its id.
 std::string EvaluationOutcome(const v1::Evaluation& evaluation, const std::string& other_worker);
 // GetEvaluation over the cluster's stub; the gRPC error as Unavailable.
 absl::StatusOr<v1::Evaluation> GetEvaluation(Cluster& cluster, const std::string& eval_id);
+// Waits until worker `id` is connected by a stream opened after
+// `since_unix_micros`; DeadlineExceeded after `timeout`.
+absl::Status WaitForReconnect(Cluster& cluster, const std::string& id, int64_t since_unix_micros,
+                              absl::Duration timeout);
+// Whether the file at `path` contains `text` within `timeout` (polled).
+bool WaitForText(const std::string& path, const std::string& text, absl::Duration timeout);
+
 // Submits a search job of `budget` evaluations of `task` on cpu; its id.
 absl::StatusOr<std::string> SubmitJob(Cluster& cluster, const v1::Task& task, int budget, uint64_t seed);
 // Polls the job until it has left JOB_RUNNING or `timeout` passed; the last
