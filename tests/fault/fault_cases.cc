@@ -51,6 +51,15 @@ const std::vector<FaultCase>& FaultCases() {
        "continued, it finishes its attempt, reconnects and sends the result, which is dropped",
        "the evaluation OK at attempt 2 from the other worker; the stopped worker's late result not recorded",
        "held the lease and sent nothing for"},
+      // tests/fault/toolchain_test.cc
+      {"toolchain_differs", "toolchain_test",
+       "the two workers of a job build with different compilers (g++ 12 and clang++ 14, `--compiler`), "
+       "without production timing, so every choice of the job's best after the first compares fitness",
+       "each evaluation carries the fingerprint (device, compiler) of the worker that measured it, and its "
+       "speedup is over a reference that worker built and timed in the same process; a kernel replaces the "
+       "job's best on a side-by-side timing beside it, or on fitness measured with the best's own "
+       "toolchain, never on fitness from another",
+       "JOB_DONE; 0 of the best-kernel decisions compared fitness across toolchains", "not compared"},
       // tests/fault/disk_full_test.cc
       {"disk_below_reserve", "disk_full_test",
        "the disk holding `--db` has less free space than `--db-reserve-mb` (default 64)",
