@@ -25,8 +25,16 @@ std::atomic<int> min_level{[] {
   if (env != nullptr && std::strcmp(env, "error") == 0) return 3;
   return 1;
 }()};
+// The innermost ScopedLogContext of this thread; null outside any.
+thread_local const std::string* log_context = nullptr;
 
 }  // namespace
+
+ScopedLogContext::ScopedLogContext(std::string context) : context_(std::move(context)), outer_(log_context) {
+  log_context = &context_;
+}
+
+ScopedLogContext::~ScopedLogContext() { log_context = outer_; }
 
 void SetLogComponent(std::string_view component) {
   absl::MutexLock l(&log_mu);
@@ -39,9 +47,10 @@ void LogLine(LogLevel level, std::string_view message) {
   if (static_cast<int>(level) < min_level.load()) return;
   static constexpr char kLetters[] = {'D', 'I', 'W', 'E'};
   std::string when = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
+  const std::string context = log_context == nullptr ? "" : absl::StrCat("[", *log_context, "] ");
   absl::MutexLock l(&log_mu);
-  std::fprintf(stderr, "%s %c %s %.*s\n", when.c_str(), kLetters[static_cast<int>(level)],
-               Component().c_str(), static_cast<int>(message.size()), message.data());
+  std::fprintf(stderr, "%s %c %s %s%.*s\n", when.c_str(), kLetters[static_cast<int>(level)],
+               Component().c_str(), context.c_str(), static_cast<int>(message.size()), message.data());
   std::fflush(stderr);
 }
 

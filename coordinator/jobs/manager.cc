@@ -50,13 +50,24 @@ std::string NewJobId() {
 
 std::string SourceHash(const v1::Candidate& c) { return Sha256Hex(DeterministicBytes(c)); }
 
+// What makes two evaluations' timings comparable: the device and the
+// compiler that measured and built them ("" when the evaluation does not say).
+std::string ToolchainOf(const v1::Evaluation& e) {
+  const v1::Fingerprint& f = e.fingerprint();
+  if (f.device().empty() && f.compiler().empty()) return "";
+  return absl::StrCat(f.device(), " / ", f.compiler());
+}
+
 // Whether a measured, correct `node` replaces the job's best, and why
 // (recorded in node.best_decision). The two kernels timed side by side in
 // the node's own evaluation decide it (the rival was the job's best when the
 // node was submitted); otherwise, when there was no production stage, the
 // rival failed there or the best has changed since, their fitness does:
-// each is a ratio over a yardstick timed beside that kernel alone.
-bool BecomesBest(const v1::Job& job, v1::Node& node, const v1::Evaluation& e) {
+// each is a ratio over a yardstick timed beside that kernel alone, so only
+// when both were measured with one toolchain (`best_toolchain`, the best's
+// ToolchainOf): a ratio over a reference another compiler built, on another
+// device, says nothing of which kernel is faster, and the best stays.
+bool BecomesBest(const v1::Job& job, v1::Node& node, const v1::Evaluation& e, const std::string& best_toolchain) {
   if (job.best_speedup() <= 0) {
     node.set_best_decision("the job's first measured kernel");
     return true;
@@ -74,6 +85,12 @@ bool BecomesBest(const v1::Job& job, v1::Node& node, const v1::Evaluation& e) {
                                                                       " is no longer the best")
                     : !e.rival_error().empty()         ? absl::StrCat("its rival was not timed: ", e.rival_error())
                                                        : "its rival was not timed";
+  const std::string toolchain = ToolchainOf(e);
+  if (!toolchain.empty() && !best_toolchain.empty() && toolchain != best_toolchain) {
+    node.set_best_decision(absl::StrFormat("not compared with %s: measured with %s, %s with %s (%s)", best,
+                                           toolchain, best, best_toolchain, why));
+    return false;
+  }
   node.set_best_decision(absl::StrFormat("fitness %.3f %s %s's %.3f (%s)", node.fitness(),
                                          higher ? "above" : "not above", best, job.best_speedup(), why));
   return higher;
@@ -172,6 +189,9 @@ struct JobManager::Running {
   // The best node's kernel (BestCandidate), read once per best.
   std::string best_candidate_node;
   std::optional<v1::Candidate> best_candidate;
+  // The toolchain that measured the best node (BestToolchain), read once per best.
+  std::string best_toolchain_node;
+  std::string best_toolchain;
   // Results that could not be stored yet (the store refused the write: a
   // full disk), retried every tick; the job proposes nothing meanwhile, so
   // what it reports never runs ahead of what is on disk.
@@ -533,7 +553,7 @@ bool JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
   (*job.mutable_by_status())[v1::EvalStatus_Name(e.status())] += 1;
   r.in_flight = std::max(0, r.in_flight - 1);
   node.set_speedup_vs_rival(ok ? e.speedup_vs_rival() : 0.0);
-  if (!node.static_fitness() && node.fitness() > 0 && BecomesBest(job, node, e)) {
+  if (!node.static_fitness() && node.fitness() > 0 && BecomesBest(job, node, e, BestToolchain(r))) {
     job.set_best_speedup(node.fitness());
     job.set_best_static_score(0);
     job.set_best_node_id(node.node_id());
@@ -832,6 +852,18 @@ std::optional<v1::Candidate> JobManager::BestCandidate(Running& r) {
                "'s kernel cannot be read; candidates are timed without a rival");
   }
   return r.best_candidate;
+}
+
+std::string JobManager::BestToolchain(Running& r) {
+  const v1::Job& job = r.job;
+  if (job.best_node_id().empty()) return "";
+  if (r.best_toolchain_node == job.best_node_id()) return r.best_toolchain;
+  r.best_toolchain_node = job.best_node_id();
+  r.best_toolchain.clear();
+  if (const v1::Node* best = r.tree.Get(job.best_node_id()); best != nullptr) {
+    if (auto record = scheduler_->GetRecord(best->eval_id()); record.ok()) r.best_toolchain = ToolchainOf(record->evaluation());
+  }
+  return r.best_toolchain;
 }
 
 void JobManager::WarmStart(Running& r) {

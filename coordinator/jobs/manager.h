@@ -156,6 +156,10 @@ class JobManager {
   // The job's best kernel, to time beside the next candidates; none while
   // nothing was measured or when its blob cannot be read.
   std::optional<v1::Candidate> BestCandidate(Running& job);
+  // The device and compiler that measured the job's best ("device / compiler"
+  // of its evaluation's fingerprint); "" while there is none or it cannot be
+  // read (job loop).
+  std::string BestToolchain(Running& job);
   // The kernel an evaluation ran; none when its blob is missing or garbled.
   std::optional<v1::Candidate> CandidateOf(const v1::EvalRecord& record);
 

@@ -235,7 +235,7 @@ void Scheduler::FlushWrites() {
   }
 }
 
-std::string Scheduler::AddWorker(const v1::Hello& hello, SendFn send) {
+std::string Scheduler::AddWorker(const v1::Hello& hello, SendFn send, std::function<void()> drop) {
   FlushOnExit flush{this};  // after the lock is released
   absl::MutexLock l(&mu_);
   std::string id = hello.worker_id();
@@ -244,7 +244,9 @@ std::string Scheduler::AddWorker(const v1::Hello& hello, SendFn send) {
   w.hello = hello;
   w.hello.set_worker_id(id);
   w.send = std::move(send);
+  w.drop = std::move(drop);
   w.connected_unix_micros = absl::ToUnixMicros(absl::Now());
+  w.last_heard_ms = NowMs();
   // A worker reconnecting under its old id (e.g. after a coordinator
   // restart) still holds the leases it had.
   for (const auto& [eval_id, a] : active_) {
@@ -319,6 +321,24 @@ void Scheduler::LostLocked(std::map<std::string, Active>::iterator a, const std:
   LogWarning("evaluation ", r.eval_id(), " attempt=", r.attempt(), ": ", ev.diagnostics().message());
   const int attempt = r.attempt();
   RecordLocked(a, std::move(ev), attempt, "");
+}
+
+void Scheduler::SilenceLocked(const std::string& worker_id, Worker& w, int64_t now_ms) {
+  w.silent = true;
+  const std::string quiet = absl::FormatDuration(absl::Milliseconds(now_ms - w.last_heard_ms));
+  LogWarning("worker ", worker_id, " sent nothing for ", quiet, " (heartbeats are due every ",
+             absl::FormatDuration(options_.heartbeat), "): cut off or stopped; its leases return to the queue, ",
+             "it is leased nothing more, and its stream is ended so that it reconnects when it can");
+  for (const std::string& eval_id : w.busy) {
+    auto a = active_.find(eval_id);
+    if (a != active_.end() && a->second.record.state() == v1::EVAL_LEASED &&
+        a->second.record.lease_worker() == worker_id) {
+      RequeueLocked(a->second, absl::StrCat("worker ", worker_id, " held the lease and sent nothing for ", quiet,
+                                            " (cut off from the network, or stopped)"));
+    }
+  }
+  w.busy.clear();
+  if (w.drop) w.drop();
 }
 
 void Scheduler::RequeueLocked(Active& active, const std::string& why) {
@@ -396,6 +416,7 @@ void Scheduler::DispatchLocked() {
     if (a.record.state() == v1::EVAL_LEASED) ++leased[a.record.platform()][a.record.team()];
   }
   for (auto& [worker_id, w] : workers_) {
+    if (w.silent) continue;
     auto q = queue_.find(w.hello.platform());
     if (q == queue_.end()) continue;
     std::map<std::string, int>& by_team = leased[w.hello.platform()];
@@ -474,6 +495,7 @@ void Scheduler::OnWorkerMessage(const std::string& worker_id, const v1::WorkerMe
   absl::MutexLock l(&mu_);
   auto w = workers_.find(worker_id);
   if (w == workers_.end()) return;
+  w->second.last_heard_ms = NowMs();
   switch (message.msg_case()) {
     case v1::WorkerMessage::kHeartbeat: {
       int64_t deadline = NowMs() + absl::ToInt64Milliseconds(options_.lease);
@@ -595,7 +617,7 @@ std::string Scheduler::NewEvalId() { return NewId("e"); }
 
 bool Scheduler::ServedLocked(const std::string& platform) {
   for (const auto& [id, w] : workers_) {
-    if (w.hello.platform() == platform) return true;
+    if (w.hello.platform() == platform && !w.silent) return true;
   }
   return false;
 }
@@ -604,7 +626,7 @@ int Scheduler::SlotsFor(const std::string& platform, bool timing_only) {
   absl::MutexLock l(&mu_);
   int slots = 0;
   for (const auto& [id, w] : workers_) {
-    if (w.hello.platform() != platform || (timing_only && w.hello.compile_only())) continue;
+    if (w.hello.platform() != platform || w.silent || (timing_only && w.hello.compile_only())) continue;
     slots += std::max(1, w.hello.slots());
   }
   return slots;
@@ -618,7 +640,7 @@ absl::Status Scheduler::CheckTimingAvailable(const std::string& platform) {
 absl::Status Scheduler::CheckTimingAvailableLocked(const std::string& platform) {
   int compile_only = 0;
   for (const auto& [id, w] : workers_) {
-    if (w.hello.platform() != platform) continue;
+    if (w.hello.platform() != platform || w.silent) continue;
     if (!w.hello.compile_only()) return absl::OkStatus();
     ++compile_only;
   }
@@ -773,6 +795,18 @@ void Scheduler::ExpiryLoop() {
     bool changed = false;
     const int64_t silence_ms = absl::ToInt64Milliseconds(options_.max_silence);
     const int64_t queue_ms = absl::ToInt64Milliseconds(options_.queue_timeout);
+    const int64_t lease_ms = absl::ToInt64Milliseconds(options_.lease);
+    // A worker that said nothing for a whole lease, not even a heartbeat, is
+    // cut off or stopped; one whose lease lapsed, sooner: after one and a
+    // half heartbeats without a word (else its evaluation could go straight
+    // back to it).
+    const int64_t quiet_holder_ms = std::min(lease_ms, absl::ToInt64Milliseconds(options_.heartbeat) * 3 / 2);
+    for (auto& [id, w] : workers_) {
+      if (!w.silent && now - w.last_heard_ms > lease_ms) {
+        SilenceLocked(id, w, now);
+        changed = true;
+      }
+    }
     std::vector<std::string> unserved;  // queued too long with no worker for their platform
     // Leased before a restart to a worker that never came back: lost.
     std::vector<std::pair<std::string, std::string>> vanished;  // eval id, why
@@ -783,7 +817,13 @@ void Scheduler::ExpiryLoop() {
       }
       if (a.record.state() != v1::EVAL_LEASED) continue;
       std::string why;
+      auto w = workers_.find(a.record.lease_worker());
       if (a.record.lease_deadline_unix_ms() < now) {
+        if (w != workers_.end() && now - w->second.last_heard_ms > quiet_holder_ms) {
+          SilenceLocked(w->first, w->second, now);  // requeues this evaluation with the others
+          changed = true;
+          continue;
+        }
         why = absl::StrCat("lease held by ", a.record.lease_worker(), " lapsed");
       } else if (silence_ms > 0 && a.last_progress_ms > 0 && now - a.last_progress_ms > silence_ms) {
         why = absl::StrCat("lease held by ", a.record.lease_worker(), " lapsed: no stage event for ",
@@ -791,7 +831,6 @@ void Scheduler::ExpiryLoop() {
       } else {
         continue;
       }
-      auto w = workers_.find(a.record.lease_worker());
       if (w == workers_.end()) {
         // Only a lease recovered after a restart has a holder that is not
         // connected (RemoveWorker settles the others at once): the worker was

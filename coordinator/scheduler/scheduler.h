@@ -13,6 +13,14 @@
 // not requeued but recorded as QUARANTINED, like any result, so that one
 // evaluation that ends its workers cannot go on to end the fleet's.
 //
+// A worker that sends nothing at all (no heartbeat, event or result) for a
+// whole lease, or for one and a half heartbeats once a lease of its lapsed,
+// is taken to be cut off or stopped: its leases return to the queue (not
+// counted toward quarantine: the evaluation did nothing wrong), it is leased
+// nothing more, and its stream is ended from the coordinator's side so that
+// it reconnects when it can. A result it sends later is refused or dropped
+// like any from a lapsed lease.
+//
 // Nothing waits for the disk under the scheduler's lock: a change to an
 // evaluation's record is queued under the lock and written after it, in the
 // order made, by whichever caller gets there first (FlushWrites, one batch
@@ -89,8 +97,10 @@ class Scheduler {
   void Stop();
 
   // A worker stream said Hello. Returns the worker id (hello.worker_id when
-  // set and free, else a new one); `send` pushes messages on its stream.
-  std::string AddWorker(const v1::Hello& hello, SendFn send);
+  // set and free, else a new one); `send` pushes messages on its stream and
+  // `drop`, when set, ends that stream (a worker gone silent). Both are called
+  // with the scheduler's lock held and must not block.
+  std::string AddWorker(const v1::Hello& hello, SendFn send, std::function<void()> drop = nullptr);
   // The worker's stream ended: its leased evaluations return to the queue.
   // With `lost` (the worker vanished mid-evaluation, rather than being revoked
   // or cut off by the coordinator's own shutdown) each counts the loss, and
@@ -175,8 +185,13 @@ class Scheduler {
   struct Worker {
     v1::Hello hello;
     SendFn send;
+    std::function<void()> drop;  // ends its stream; may be empty
     std::set<std::string> busy;  // eval ids leased to this worker
     int64_t connected_unix_micros = 0;
+    int64_t last_heard_ms = 0;  // its Hello or latest message
+    // Said nothing for a whole lease: leased nothing more until its stream
+    // ends and it connects again.
+    bool silent = false;
   };
   struct Active {
     v1::EvalRecord record;
@@ -204,6 +219,9 @@ class Scheduler {
   absl::Status CheckTimingAvailableLocked(const std::string& platform)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequeueLocked(Active& active, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `w` said nothing for too long: requeues its leases (not counted as
+  // losses), leases it nothing more and ends its stream.
+  void SilenceLocked(const std::string& worker_id, Worker& w, int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The evaluation's lease holder was lost (`why`, e.g. "worker w-1
   // disconnected mid-evaluation"): counts it, then requeues
   // the evaluation, or records it as QUARANTINED at max_worker_losses.

@@ -72,10 +72,13 @@ class WorkerReactor final
     : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage> {
  public:
   // `principal` is the caller's, or why it was refused.
-  WorkerReactor(scheduler::Scheduler* scheduler, WorkerServiceImpl* service,
-                const auth::Authority* authority, std::string peer,
-                absl::StatusOr<auth::Principal> principal)
-      : scheduler_(scheduler), service_(service), authority_(authority), peer_(std::move(peer)),
+  WorkerReactor(grpc::CallbackServerContext* context, scheduler::Scheduler* scheduler, WorkerServiceImpl* service,
+                const auth::Authority* authority, absl::StatusOr<auth::Principal> principal)
+      : context_(context),
+        scheduler_(scheduler),
+        service_(service),
+        authority_(authority),
+        peer_(context->peer()),
         writes_(this) {
     if (principal.ok() && principal->kind != v1::TOKEN_WORKER && !principal->admin()) {
       principal = absl::PermissionDeniedError("a team's token cannot connect as a worker: use a worker token "
@@ -110,8 +113,11 @@ class WorkerReactor final
                                                "the first message on Connect must be Hello"));
         return;
       }
+      // A silent worker's stream is cancelled rather than finished: writes
+      // to a worker cut off from the network never complete.
       worker_id_ = scheduler_->AddWorker(
-          in_.hello(), [this](v1::CoordinatorMessage m) { writes_.Push(std::move(m)); });
+          in_.hello(), [this](v1::CoordinatorMessage m) { writes_.Push(std::move(m)); },
+          [this] { context_->TryCancel(); });
       if (authority_ != nullptr) service_->SetToken(worker_id_, token_hash_);
       LogInfo("worker stream from ", peer_, " is ", worker_id_);
     } else {
@@ -138,6 +144,7 @@ class WorkerReactor final
     }
   }
 
+  grpc::CallbackServerContext* const context_;
   scheduler::Scheduler* scheduler_;
   WorkerServiceImpl* service_;
   const auth::Authority* authority_;
@@ -557,7 +564,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListNodes(grpc::CallbackServerContext*
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerServiceImpl::Connect(
     grpc::CallbackServerContext* context) {
-  return new WorkerReactor(scheduler_, this, authority_, context->peer(), Caller(authority_, *context));
+  return new WorkerReactor(context, scheduler_, this, authority_, Caller(authority_, *context));
 }
 
 grpc::ServerWriteReactor<v1::EvaluateEvent>* JobServiceImpl::EvaluateCandidate(

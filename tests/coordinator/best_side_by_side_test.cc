@@ -1,8 +1,9 @@
 // Which kernel a job keeps: every candidate after the first measured one is
 // sent with the job's best as its rival (Assignment.rival), and the two
 // kernels timed side by side in that one evaluation decide which the job
-// keeps, not each one's ratio over its own yardstick. The rival is stored with
-// the evaluation, so a restarted coordinator sends it again. A real store in a
+// keeps, not each one's ratio over its own yardstick; ratios measured with
+// different toolchains are never compared. The rival is stored with the
+// evaluation, so a restarted coordinator sends it again. A real store in a
 // temporary folder, the real scheduler and job manager; the worker is a send
 // callback that answers each assignment with a scripted evaluation.
 #include <unistd.h>
@@ -45,11 +46,13 @@ class Counting final : public proposer::Proposer {
 };
 
 // What the worker reports for the kernel named by the source: its fitness
-// (the speedup over the production yardstick) and its median over the rival's
-// in the same loop (0: no rival timed).
+// (the speedup over the production yardstick), its median over the rival's
+// in the same loop (0: no rival timed), and the compiler that built it (the
+// worker's fingerprint).
 struct Scripted {
   double vs_production;
   double vs_rival;
+  const char* compiler = "g++ 12";
 };
 
 class BestSideBySideTest : public ::testing::Test {
@@ -123,6 +126,8 @@ class BestSideBySideTest : public ::testing::Test {
     e->mutable_baseline()->set_median_s(1e-2);
     e->set_speedup_vs_production(s.vs_production);
     e->set_production_yardstick("torch_eager");
+    e->mutable_fingerprint()->set_device("AMD EPYC");
+    e->mutable_fingerprint()->set_compiler(s.compiler);
     if (s.vs_rival > 0) {
       e->set_speedup_vs_rival(s.vs_rival);
       e->mutable_rival()->set_median_s(1e-3 * s.vs_rival);
@@ -208,6 +213,32 @@ TEST_F(BestSideBySideTest, TheKernelFasterSideBySideIsKeptWhateverItsOwnRatio) {
   EXPECT_NE(n3.best_decision().find("rival was not timed"), std::string::npos) << n3.best_decision();
   EXPECT_EQ(job.best_node_id(), n3.node_id());
   EXPECT_DOUBLE_EQ(job.best_speedup_vs_production(), 1.9);
+}
+
+// Fitness is a ratio over a yardstick its own worker built and timed: one
+// measured with another compiler is not ranked against the best's, while a
+// side-by-side timing (both kernels built and timed by one worker) decides
+// wherever the best was first measured.
+TEST_F(BestSideBySideTest, FitnessMeasuredWithAnotherToolchainIsNotCompared) {
+  StartJobs();
+  const std::string worker = Connect();
+  const std::string job_id = SubmitJob(4);
+  Answer(worker, NextAssignment(), {2.0, 0, "g++ 12"});
+  Answer(worker, NextAssignment(), {3.0, 0, "clang++ 14"});  // higher, but over clang's yardstick
+  Answer(worker, NextAssignment(), {2.5, 0, "g++ 12"});      // higher, over g++'s
+  Answer(worker, NextAssignment(), {1.5, 1.2, "clang++ 14"});  // faster than the best beside it
+
+  const v1::Job job = WaitDone(job_id);
+  const v1::Node n0 = NodeFor(job_id, "k0"), n1 = NodeFor(job_id, "k1"), n2 = NodeFor(job_id, "k2"),
+                 n3 = NodeFor(job_id, "k3");
+  EXPECT_EQ(n1.best_decision().rfind("not compared with " + n0.node_id() + ": measured with AMD EPYC / clang++ 14, " +
+                                         n0.node_id() + " with AMD EPYC / g++ 12",
+                                     0),
+            0u)
+      << n1.best_decision();
+  EXPECT_EQ(n2.best_decision().rfind("fitness 2.500 above " + n0.node_id() + "'s 2.000", 0), 0u) << n2.best_decision();
+  EXPECT_EQ(n3.best_decision().rfind("faster than " + n2.node_id() + " side by side", 0), 0u) << n3.best_decision();
+  EXPECT_EQ(job.best_node_id(), n3.node_id());
 }
 
 TEST_F(BestSideBySideTest, ARecoveredEvaluationKeepsItsRival) {

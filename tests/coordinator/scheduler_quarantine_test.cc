@@ -2,7 +2,8 @@
 // mid-evaluation (its stream ends, or after a restart it never comes back)
 // counts the loss in its record; at the second it is recorded QUARANTINED
 // and never leased again, and the count survives a restart. Streams the
-// coordinator ends itself (shutdown, a revoked worker) are not losses. A
+// coordinator ends itself (shutdown, a revoked worker) are not losses, nor is
+// a worker gone silent (cut off, stopped), which is leased nothing more. A
 // real store in a temporary folder; workers are send callbacks that record
 // their assignments.
 #include <unistd.h>
@@ -22,6 +23,7 @@ namespace kevo::scheduler {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
@@ -77,15 +79,21 @@ class SchedulerQuarantineTest : public ::testing::Test {
     scheduler_->Start();
   }
 
-  // Connects a cpu worker with one slot; its assignments land in `got`.
-  void Connect(const std::string& id, std::vector<std::string>* got) {
+  // Connects a cpu worker with one slot; its assignments land in `got`, and
+  // `dropped` (when given) is set when the scheduler ends its stream.
+  void Connect(const std::string& id, std::vector<std::string>* got, bool* dropped = nullptr) {
     v1::Hello hello;
     hello.set_worker_id(id);
     hello.set_platform("cpu");
     hello.set_slots(1);
-    scheduler_->AddWorker(hello, [got](v1::CoordinatorMessage m) {
-      if (m.has_assignment()) got->push_back(m.assignment().eval_id());
-    });
+    scheduler_->AddWorker(
+        hello,
+        [got](v1::CoordinatorMessage m) {
+          if (m.has_assignment()) got->push_back(m.assignment().eval_id());
+        },
+        [dropped] {
+          if (dropped != nullptr) *dropped = true;
+        });
   }
 
   void Submit() {
@@ -217,6 +225,49 @@ TEST_F(SchedulerQuarantineTest, StreamsTheCoordinatorEndsItselfAreNotLosses) {
   scheduler_->RemoveWorker("w-b");  // the server's shutdown ended its stream
   EXPECT_EQ(Record().state(), v1::EVAL_QUEUED);
   EXPECT_EQ(Record().workers_lost(), 0);
+  EXPECT_THAT(finals_.finals(), IsEmpty());
+}
+
+// A worker that says nothing for a whole lease (cut off from the network, or
+// stopped) keeps its stream open, but is leased nothing more: its stream is
+// ended and its evaluation goes to a worker that still speaks, not back to
+// it, and a result it sends late is refused.
+TEST_F(SchedulerQuarantineTest, AWorkerSilentForALeaseIsDroppedAndLeasedNothingMore) {
+  SchedulerOptions quick;
+  quick.lease = absl::Milliseconds(400);
+  quick.tick = absl::Milliseconds(20);
+  Restart(quick);
+  Submit();
+  std::vector<std::string> a, b;
+  bool a_dropped = false;
+  Connect("w-a", &a, &a_dropped);  // sorts first: leased first while it is connected
+  ASSERT_EQ(a.size(), 1u);
+  Connect("w-b", &b);
+  v1::WorkerMessage heartbeat;
+  heartbeat.mutable_heartbeat()->set_free_slots(1);
+  for (const absl::Time end = absl::Now() + absl::Seconds(10); b.empty() && absl::Now() < end;) {
+    scheduler_->OnWorkerMessage("w-b", heartbeat);  // w-b speaks; w-a says nothing
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_EQ(b.size(), 1u) << "the evaluation never went to the worker that speaks";
+  EXPECT_EQ(a.size(), 1u) << "leased again to the silent worker";
+  EXPECT_TRUE(a_dropped) << "the silent worker's stream was not ended";
+  EXPECT_EQ(Record().lease_worker(), "w-b");
+  EXPECT_EQ(Record().attempt(), 2);
+  EXPECT_EQ(Record().workers_lost(), 0) << "a network cut is not the evaluation's doing";
+  // The requeue reaches listeners once its record is written.
+  for (const absl::Time end = absl::Now() + absl::Seconds(5);
+       finals_.stages().empty() && absl::Now() < end;) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_THAT(finals_.stages(), Contains(HasSubstr("worker w-a held the lease and sent nothing for")));
+
+  v1::WorkerMessage late;
+  late.mutable_result()->set_eval_id(eval_id_);
+  late.mutable_result()->set_attempt(1);
+  late.mutable_result()->mutable_evaluation()->set_status(v1::OK);
+  scheduler_->OnWorkerMessage("w-a", late);
+  EXPECT_EQ(Record().state(), v1::EVAL_LEASED) << "the silent worker's late result was recorded";
   EXPECT_THAT(finals_.finals(), IsEmpty());
 }
 

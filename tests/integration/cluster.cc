@@ -12,7 +12,7 @@ namespace kevo::testing {
 
 absl::Status Cluster::StartCoordinator(const std::vector<std::string>& extra_flags) {
   std::vector<std::string> argv = {BinDir() + "/kevo-coordinator", "--listen",
-                                   address_.empty() ? "127.0.0.1:0" : address_, "--db",
+                                   address_.empty() ? listen_host_ + ":0" : address_, "--db",
                                    dir_ + "/db"};
   for (const auto& f : extra_flags) argv.push_back(f);
   KEVO_ASSIGN_OR_RETURN(coordinator_, ChildProcess::Start(argv, dir_ + "/coordinator.log"));
@@ -41,12 +41,14 @@ void Cluster::UseCredentials(const std::string& token, const std::string& tls_ca
   stub_ = v1::JobService::NewStub(rpc::ClientChannel(address_, credentials));
 }
 
-absl::Status Cluster::StartWorker(const std::string& id,
-                                  const std::vector<std::string>& extra_flags) {
-  std::vector<std::string> argv = {BinDir() + "/kevo-worker", "--coordinator", address_,
-                                   "--worker-id", id, "--work-dir", dir_ + "/work-" + id,
-                                   "--profile-cap", "0.3"};
-  for (const auto& f : extra_flags) argv.push_back(f);
+absl::Status Cluster::StartWorker(const std::string& id, const std::vector<std::string>& extra_flags,
+                                  const std::vector<std::string>& launcher) {
+  const std::vector<std::string> worker = {BinDir() + "/kevo-worker", "--coordinator", address_,
+                                           "--worker-id", id, "--work-dir", dir_ + "/work-" + id,
+                                           "--profile-cap", "0.3"};
+  std::vector<std::string> argv = launcher;
+  argv.insert(argv.end(), worker.begin(), worker.end());
+  argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   KEVO_ASSIGN_OR_RETURN(auto child, ChildProcess::Start(argv, dir_ + "/worker-" + id + ".log"));
   workers_.emplace_back(id, std::move(child));
   return absl::OkStatus();

@@ -14,13 +14,18 @@ namespace kevo::testing {
 
 class Cluster {
  public:
-  explicit Cluster(std::string dir) : dir_(std::move(dir)) {}
+  // The coordinator listens on `listen_host` (an address of this host).
+  explicit Cluster(std::string dir, std::string listen_host = "127.0.0.1")
+      : dir_(std::move(dir)), listen_host_(std::move(listen_host)) {}
 
   // Starts the coordinator over dir/db: on a fresh port the first time, on
   // the same port when restarted (so workers reconnect).
   absl::Status StartCoordinator(const std::vector<std::string>& extra_flags = {});
-  // Starts a cpu worker with the given id; quick profiling for tests.
-  absl::Status StartWorker(const std::string& id, const std::vector<std::string>& extra_flags = {});
+  // Starts a cpu worker with the given id; quick profiling for tests. With a
+  // `launcher` (e.g. {"ip", "netns", "exec", "ns1"}) the worker is started
+  // through it, which must exec it in place.
+  absl::Status StartWorker(const std::string& id, const std::vector<std::string>& extra_flags = {},
+                           const std::vector<std::string>& launcher = {});
   // Polls ListWorkers until `n` workers are connected or `timeout` passes.
   absl::Status WaitForWorkers(int n, absl::Duration timeout);
 
@@ -39,6 +44,7 @@ class Cluster {
 
  private:
   std::string dir_;
+  std::string listen_host_;
   std::string address_;
   std::unique_ptr<ChildProcess> coordinator_;
   std::vector<std::pair<std::string, std::unique_ptr<ChildProcess>>> workers_;

@@ -139,6 +139,9 @@ struct Daemon::Impl {
         running.push_back(absl::StrCat(a.eval_id(), "/", a.attempt()));
         busy_gauge->Set(static_cast<double>(running.size()));
       }
+      // Every line logged while it runs names the evaluation (the stages'
+      // "compile started" lines among them).
+      ScopedLogContext context(absl::StrCat(a.eval_id(), "/", a.attempt()));
       LogInfo("slot ", slot, " evaluating ", a.eval_id(), " attempt=", a.attempt(),
               " task=", a.task().name());
       absl::Time start = absl::Now();

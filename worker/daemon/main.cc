@@ -24,7 +24,7 @@ constexpr char kUsage[] =
     "                   [--slots N]\n"
     "                   [--work-dir DIR] [--metrics HOST:PORT] [--health-listen HOST:PORT] [--worker-id ID]\n"
     "                   [--compile-timeout S] [--run-timeout S] [--memory-limit-mb MB]\n"
-    "                   [--profile-cap S] [--mtia-config 2i|1|300] [--offload-arch LIST]\n"
+    "                   [--profile-cap S] [--compiler CXX] [--mtia-config 2i|1|300] [--offload-arch LIST]\n"
     "                   [--python PATH] [--torch-compile-timeout S] [--production on|off]\n"
     "                   [--token-file FILE] [--tls-ca PEM] [--bwrap PATH] [--allow-weaker-sandbox]\n"
     "       kevo-worker --sandbox-check [--bwrap PATH]   (exit 0: bubblewrap works here; 3: it does not)\n"
@@ -40,6 +40,8 @@ constexpr char kUsage[] =
     "               nvidia: default GPUs + 2, so candidates compile on the CPU while\n"
     "               each GPU times one candidate at a time)\n"
     "  --work-dir   per-candidate folders and the build cache (default /tmp/kevo-worker)\n"
+    "  --compiler   cpu: the C++ compiler that builds candidates and the reference (default\n"
+    "               g++; e.g. clang++); its --version line is in the worker's fingerprint\n"
     "  --python     the interpreter (with PyTorch) for KernelBench problems (cpu default\n"
     "               /usr/bin/python3; nvidia default: python3 on PATH, then /usr/bin/python3,\n"
     "               the first whose torch sees the GPU)\n"
@@ -141,6 +143,7 @@ int main(int argc, char** argv) {
     }
     else if (arg == "--memory-limit-mb" && numeric && number > 0) cpu.memory_limit_bytes = static_cast<int64_t>(number) << 20;
     else if (arg == "--profile-cap" && numeric && number > 0) cpu.profile_time_cap_s = number;
+    else if (arg == "--compiler" && !value.empty()) cpu.compiler = value;
     else if (arg == "--python") {
       cpu.kernelbench_python = value;
       python_given = true;

@@ -181,7 +181,7 @@ absl::StatusOr<v1::Hello> AmdBackend::Describe() {
 
 bool AmdBackend::CompileStage(EvalRun& run, HipCompileResult& built) const {
   v1::Evaluation& ev = run.ev;
-  run.stage_start = absl::Now();
+  run.Begin(v1::STAGE_COMPILE);
   built = CompileHipCandidate(builder_, run.task, run.candidate, options_.targets, objdump_);
   auto& counters = *ev.mutable_profile();
   for (const auto& [k, v] : ResourceCounters(built.kernels)) counters[k] = v;
@@ -251,7 +251,7 @@ v1::Evaluation AmdBackend::Evaluate(const v1::Task& task_in, const v1::Candidate
     }
     return std::move(ev);
   }
-  run.stage_start = absl::Now();
+  run.Begin(v1::STAGE_PROFILE);
   const double score = StaticScore(built.kernels);
   ev.set_static_score(score);
   run.Emit(v1::STAGE_PROFILE, /*ok=*/true,

@@ -151,8 +151,9 @@ int main(int argc, char** argv) {
 absl::StatusOr<Ceilings> MeasureCeilings(const KernelBuilder& builder, const sandbox::Sandbox& sandbox,
                                          const std::string& scratch_dir,
                                          std::vector<std::string> visible_paths, CeilingProbe probe) {
+  // std::aligned_alloc is C++17: g++ 12 defaults to it, clang++ 14 to C++14.
   KEVO_ASSIGN_OR_RETURN(std::string program,
-                        builder.BuildProgram(kBenchmark, {"-O3", "-march=native", "-fopenmp"}));
+                        builder.BuildProgram(kBenchmark, {"-std=c++17", "-O3", "-march=native", "-fopenmp"}));
   std::error_code ec;
   std::filesystem::create_directories(scratch_dir, ec);
   sandbox::Command cmd;

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -292,6 +293,12 @@ TimedCheck CompareTimedOutputs(const v1::Task& task, const TimedOutputs& outputs
     offset += count * static_cast<int64_t>(DTypeSize(spec->dtype()));
   }
   return check;
+}
+
+void EvalRun::Begin(v1::Stage stage) {
+  stage_start = absl::Now();
+  std::string name = v1::Stage_Name(stage);
+  LogInfo(absl::AsciiStrToLower(absl::StripPrefix(name, "STAGE_")), " started");
 }
 
 void EvalRun::Emit(v1::Stage stage, bool ok, const std::string& message) {
@@ -600,7 +607,7 @@ TimedCheck CheckTimedCalls(const v1::Task& task, const TimedOutputs& outputs,
 std::optional<RunnerHarness::Profiled> RunnerHarness::Profile(EvalRun& run, const ProfileCall& call) const {
   const v1::Task& task = run.task;
   const std::string& scratch = run.scratch;
-  run.stage_start = absl::Now();
+  run.Begin(v1::STAGE_PROFILE);
   auto fail = [&](v1::EvalStatus status, const std::string& message) {
     run.Fail(v1::STAGE_PROFILE, status, message);
     return std::nullopt;
@@ -674,7 +681,7 @@ bool RunnerHarness::Validate(EvalRun& run, const std::string& candidate_so,
                              const RunnerHarness* golden_from) const {
   const v1::Task& task = run.task;
   v1::Evaluation& ev = run.ev;
-  run.stage_start = absl::Now();
+  run.Begin(v1::STAGE_VALIDATE);
   auto fail = [&](v1::EvalStatus status, const std::string& message) {
     return run.Fail(v1::STAGE_VALIDATE, status, message);
   };

@@ -153,6 +153,10 @@ struct EvalRun {
   const v1::Candidate* rival = nullptr;
   std::string rival_so;
 
+  // Starts `stage`: its event's seconds count from now, and the worker's log
+  // says so ("validate started"), which is how an operator, or a fault test,
+  // tells which stage a worker is in (stage events are sent as stages end).
+  void Begin(v1::Stage stage);
   // Appends a stage event (seconds since stage_start) and passes it on.
   void Emit(v1::Stage stage, bool ok, const std::string& message);
   // Returns false, so a stage can `return run.Fail(...)`.

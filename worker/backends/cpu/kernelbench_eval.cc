@@ -210,7 +210,7 @@ v1::Evaluation KernelBenchEvaluator::Evaluate(const v1::Task& task, const v1::Ca
   BeginEvaluation(task, candidate, platform, fingerprint, &ev);
   ev.mutable_fingerprint()->clear_flags();
   ev.mutable_fingerprint()->set_sandbox(sandbox_->UsesBwrap() ? "bwrap+rlimits" : "rlimits");
-  run.stage_start = absl::Now();
+  run.Begin(v1::STAGE_COMPILE);
   const std::string language = absl::AsciiStrToLower(candidate.language());
   bool ok = true;
   if (!language.empty() && language != task::kPythonLanguage && language != "py") {

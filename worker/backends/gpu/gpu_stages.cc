@@ -352,7 +352,7 @@ bool GpuStages::Run(EvalRun& run, const std::string& candidate_so, const std::st
   // Everything the CPU does comes first, so the GPU never waits on it: the
   // golden outputs (cached; Validate finds them), the timed inputs, and the
   // CPU baseline when there is no GPU one.
-  run.stage_start = absl::Now();
+  run.Begin(v1::STAGE_VALIDATE);
   const std::vector<uint64_t> seeds = runner::ValidationSeeds(task);
   auto layout = runner::OutputLayout(task, seeds);
   if (!layout.ok()) {
@@ -436,7 +436,7 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
   const v1::Task& task = run.task;
   v1::Evaluation& ev = run.ev;
   const std::string& scratch = run.scratch;
-  run.stage_start = absl::Now();
+  run.Begin(v1::STAGE_PROFILE);
   auto fail = [&](v1::EvalStatus status, const std::string& message) {
     return run.Fail(v1::STAGE_PROFILE, status, message);
   };

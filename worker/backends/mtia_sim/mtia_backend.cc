@@ -190,7 +190,7 @@ v1::Evaluation MtiaBackend::Evaluate(const v1::Task& task_in, const v1::Candidat
 bool MtiaBackend::CompileStage(MtiaEvalRun& run) const {
   const v1::Task& task = run.task;
   const v1::Candidate& candidate = run.candidate;
-  run.stage_start = absl::Now();
+  run.Begin(v1::STAGE_COMPILE);
   auto fail = [&](v1::EvalStatus status, const std::string& message) {
     return run.Fail(v1::STAGE_COMPILE, status, message);
   };

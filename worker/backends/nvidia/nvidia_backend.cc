@@ -274,7 +274,7 @@ v1::Evaluation NvidiaBackend::Run(const v1::Task& task_in, const v1::Candidate& 
 
 bool NvidiaBackend::CompileStage(NvEvalRun& run) const {
   const v1::Task& task = run.task;
-  run.stage_start = absl::Now();
+  run.Begin(v1::STAGE_COMPILE);
   auto fail = [&](v1::EvalStatus status, const std::string& message) {
     return run.Fail(v1::STAGE_COMPILE, status, message);
   };
