@@ -47,7 +47,7 @@ constexpr char kUsage[] =
     "               KernelBench baseline (default 120; past it the baseline is dropped)\n"
     "  --sol-margin how far beyond its measured limits (bandwidth, peak FLOP/s) a result may\n"
     "               be, as a fraction, before it is timed again in a fresh process and, if it\n"
-    "               still is, rejected as SUSPICIOUS (default 0.25: 125% of the roofline)\n"
+    "               still is, rejected as SUSPICIOUS (default 0.5: 150% of the roofline)\n"
     "  --production  time each task's production baseline (PyTorch eager and compiled,\n"
     "               OpenBLAS/cuBLAS; docs/task-format.md) beside every candidate that passed\n"
     "               its profile (default on; off: speedups over the naive reference only)\n"

@@ -23,11 +23,13 @@
 namespace kevo::worker {
 
 // How far above the limits a result may be before it is timed again and, if
-// it stays there, rejected: 0.25 = 125% of the roofline. The limits are the
-// highest figures each worker measured (or the datasheet's), so an honest
-// kernel sits at or below 100%; the margin covers what those measurements
-// miss (docs/reliability.md).
-inline constexpr double kDefaultSpeedOfLightMargin = 0.25;
+// it stays there, rejected: 0.5 = 150% of the roofline. The limits are the
+// highest figures a worker measured (or the datasheet's), but a shared host's
+// memory moves with its neighbours' load, which the guest cannot see: a
+// kernel timed in a quiet moment has beaten every probe of a young worker by
+// up to 40% (docs/reliability.md, "Speed of light"). The results this check is
+// for are beyond the limits by 10x and more.
+inline constexpr double kDefaultSpeedOfLightMargin = 0.5;
 
 // What one call of the task does at its timed binding, as the task declares
 // it (WorkAtTimedBinding), and how many of the bytes are its outputs.
@@ -77,7 +79,7 @@ struct SpeedOfLight {
   // One line with every figure: "0.05 ms for 192 MiB and 16.8 MFLOP implies
   // 4027 GB/s and 336 GFLOP/s; the limits are 51.2 GB/s (the best measured on
   // this worker) and 570 GFLOP/s (FP32 FMA, ...): 78.6x the roofline (allowed
-  // up to 1.25x)".
+  // up to 1.5x)".
   std::string Describe() const;
 };
 
