@@ -48,7 +48,8 @@ std::string SpeedOfLight::Describe() const {
       "%.4g ms for %s%s and %.4g MFLOP implies %.4g GB/s and %.4g GFLOP/s; the limits are %s and %s: "
       "%.3gx the roofline (allowed up to %.3gx)",
       time_s * 1e3, FormatBytes(static_cast<int64_t>(work.bytes)),
-      bound < work.bytes ? absl::StrCat(" (", FormatBytes(static_cast<int64_t>(bound)),
+      // Said where it shows at the precision the bytes are printed with.
+      bound < 0.99 * work.bytes ? absl::StrCat(" (", FormatBytes(static_cast<int64_t>(bound)),
                                         " of them through memory while timed: outputs up to the ",
                                         FormatBytes(static_cast<int64_t>(limits.cache_bytes)),
                                         " cache may be written back after)")
