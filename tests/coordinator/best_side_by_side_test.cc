@@ -131,11 +131,16 @@ class BestSideBySideTest : public ::testing::Test {
       scheduler_->OnWorkerMessage(worker, m);
       return;
     }
-    e->set_speedup(10 * s.vs_production);  // over the naive reference: not what decides
-    e->mutable_timing()->set_median_s(1e-3 / s.vs_production);
+    // vs_production 0: a worker that timed no production form (the kernel
+    // itself at 2x over the reference).
+    const double vs_reference = s.vs_production > 0 ? 10 * s.vs_production : 2.0;
+    e->set_speedup(vs_reference);  // over the naive reference: not what decides
+    e->mutable_timing()->set_median_s(1e-2 / vs_reference);
     e->mutable_baseline()->set_median_s(1e-2);
-    e->set_speedup_vs_production(s.vs_production);
-    e->set_production_yardstick("torch_eager");
+    if (s.vs_production > 0) {
+      e->set_speedup_vs_production(s.vs_production);
+      e->set_production_yardstick("torch_eager");
+    }
     e->set_deterministic_timing(s.simulated);
     if (s.vs_rival > 0) {
       e->set_speedup_vs_rival(s.vs_rival);
@@ -350,6 +355,23 @@ TEST_F(BestSideBySideTest, ARetimingOutlivesACoordinatorRestart) {
   EXPECT_EQ(job.best_node_id(), NodeFor(job_id, "k0").node_id());
   EXPECT_DOUBLE_EQ(job.best_speedup(), 2.8);
   EXPECT_EQ(job.retimings(), 1);
+}
+
+// A re-timing on a worker that timed no production form measured nothing on
+// the job's yardstick: the node's own figure stands, and it is the best.
+TEST_F(BestSideBySideTest, ARetimingWithoutTheJobsYardstickLeavesTheNodesOwnFigure) {
+  StartJobs();
+  const std::string worker = Connect();
+  const std::string job_id = SubmitJob(1);
+  Answer(worker, NextAssignment(), {3.0, 0});
+  Answer(worker, NextRetiming("k0", ""), {0, 0});
+  const v1::Job job = WaitDone(job_id);
+  const v1::Node n0 = NodeFor(job_id, "k0");
+  EXPECT_EQ(job.best_node_id(), n0.node_id());
+  EXPECT_DOUBLE_EQ(job.best_speedup(), 3.0);
+  EXPECT_EQ(n0.retiming().retimed_fitness(), 0);
+  EXPECT_NE(n0.best_decision().find("not re-timed"), std::string::npos) << n0.best_decision();
+  EXPECT_EQ(Retimings("not_retimed"), 1);
 }
 
 // A simulator's time would come out the same: its new bests are not re-timed.
