@@ -128,7 +128,9 @@ TEST(CrashResumeTest, JobSurvivesRepeatedKillNineOfTheCoordinator) {
   }
   for (const auto& [id, n] : nodes) {
     EXPECT_EQ(runs[n.eval_id()], 1) << n.eval_id();
-    if (!n.retiming().eval_id().empty()) EXPECT_EQ(runs[n.retiming().eval_id()], 1) << n.retiming().eval_id();
+    if (!n.retiming().eval_id().empty()) {
+      EXPECT_EQ(runs[n.retiming().eval_id()], 1) << n.retiming().eval_id();
+    }
   }
 }
 
