@@ -407,6 +407,9 @@ int RunCommand(const std::vector<std::string>& argv) {
     for (const auto& [s, n] : job->by_status()) by_status[s] = n;
     j["evaluations"] = by_status;
     j["evaluations_total"] = job->evaluations_done();
+    // Would-be bests evaluated a second time (not in the total or the budget).
+    j["retimings"] = job->retimings();
+    j["retiming_disagreements"] = job->retiming_disagreements();
     // The evaluation count at which the final best was first reached.
     j["first_best_at"] = job->last_gain_at();
     j["device_busy_s"] = job->device_busy_s();
@@ -484,7 +487,12 @@ int RunCommand(const std::vector<std::string>& argv) {
     } else {
       std::printf("best          no correct kernel found\n");
     }
-    std::printf("evaluations   %d: %s\n", job->evaluations_done(), ByStatus(*job).c_str());
+    std::printf("evaluations   %d: %s%s\n", job->evaluations_done(), ByStatus(*job).c_str(),
+                job->retimings() > 0 ? absl::StrFormat("; and %d re-timing%s of new bests, %d disagreeing",
+                                                       job->retimings(), job->retimings() == 1 ? "" : "s",
+                                                       job->retiming_disagreements())
+                                           .c_str()
+                                     : "");
     std::printf("stopped       %s\n", job->stop_reason().c_str());
     if (job->device_busy_s() > 0) {
       std::printf("device use    %.1f%% of the GPU timing slots over the job (%.1f s held)\n",

@@ -55,6 +55,18 @@ nlohmann::json NodeJson(const v1::Node& n) {
           {"rival_node_id", n.rival_node_id()},
           {"speedup_vs_rival", n.speedup_vs_rival()},
           {"best_decision", n.best_decision()},
+          {"retiming",
+           n.retiming().eval_id().empty()
+               ? nlohmann::json(nullptr)
+               : nlohmann::json{{"eval_id", n.retiming().eval_id()},
+                                {"done", n.retiming().done()},
+                                {"status", v1::EvalStatus_Name(n.retiming().status())},
+                                {"rival_node_id", n.retiming().rival_node_id()},
+                                {"first_fitness", n.retiming().first_fitness()},
+                                {"retimed_fitness", n.retiming().retimed_fitness()},
+                                {"disagreement", n.retiming().disagreement()},
+                                {"disagrees", n.retiming().disagrees()},
+                                {"speedup_vs_rival", n.retiming().speedup_vs_rival()}}},
           {"speedup_vs_reference", n.speedup_vs_reference()},
           {"fitness", n.fitness()},
           {"static_fitness", n.static_fitness()},
@@ -96,6 +108,18 @@ void PrintTable(const std::vector<v1::Node>& nodes, const std::string& best_node
   }
   if (best != nullptr && !best->best_decision().empty()) {
     std::printf("\nbest %s: %s\n", best->node_id().c_str(), best->best_decision().c_str());
+  }
+  // Would-be bests whose re-timing disagreed with their own evaluation, or is
+  // still out (docs/search.md, "Re-timing").
+  for (const v1::Node& n : nodes) {
+    const v1::Retiming& t = n.retiming();
+    if (t.eval_id().empty()) continue;
+    if (!t.done()) {
+      std::printf("re-timing %s: %s, before it can become the best\n", n.node_id().c_str(), t.eval_id().c_str());
+    } else if (t.disagrees()) {
+      std::printf("re-timed %s: fitness %.3f then %.3f, %.2fx apart: the lower stands\n", n.node_id().c_str(),
+                  t.first_fitness(), t.retimed_fitness(), t.disagreement());
+    }
   }
   const std::vector<double> baselines = jobs::BaselineTimes(all);
   if (best != nullptr && !best->static_fitness() && baselines.size() >= 2) {

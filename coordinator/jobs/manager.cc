@@ -58,43 +58,127 @@ std::string ToolchainOf(const v1::Evaluation& e) {
   return absl::StrCat(f.device(), " / ", f.compiler());
 }
 
+// How far apart two figures of one kernel may be (the larger over the
+// smaller) before its re-timing is said to disagree with its own evaluation:
+// ratios measured interleaved in one runner move by a few percent between
+// runs on a quiet host; more says the host's timings are not to be trusted
+// (docs/search.md, "Re-timing").
+constexpr double kRetimingDisagreement = 1.25;
+
+// A node's side-by-side figure against the job's current best, where one was
+// measured against that node (> 1: the node is faster); 0, and why not, when
+// none was.
+struct SideBySide {
+  double speedup = 0;
+  std::string why_not;
+};
+
+SideBySide SideBySideOf(const v1::Job& job, const std::string& rival_node_id, const v1::Evaluation& e) {
+  const std::string& best = job.best_node_id();
+  if (e.speedup_vs_rival() > 0 && rival_node_id == best) return {e.speedup_vs_rival(), ""};
+  return {0, rival_node_id.empty()           ? "no rival was timed beside it"
+             : rival_node_id != best         ? absl::StrCat("its rival ", rival_node_id, " is no longer the best")
+             : !e.rival_error().empty()      ? absl::StrCat("its rival was not timed: ", e.rival_error())
+                                             : "its rival was not timed"};
+}
+
 // Whether a measured, correct `node` replaces the job's best, and why
 // (recorded in node.best_decision). The two kernels timed side by side in
 // the node's own evaluation decide it (the rival was the job's best when the
 // node was submitted); otherwise, when there was no production stage, the
 // rival failed there or the best has changed since, their fitness does:
 // each is a ratio over a yardstick timed beside that kernel alone, so only
-// when both were measured with one toolchain (`best_toolchain`, the best's
-// ToolchainOf): a ratio over a reference another compiler built, on another
-// device, says nothing of which kernel is faster, and the best stays.
-bool BecomesBest(const v1::Job& job, v1::Node& node, const v1::Evaluation& e, const std::string& best_toolchain) {
+// when both were measured with one toolchain (`toolchain`, the node's
+// ToolchainOf, and `best_toolchain`, the best's): a ratio over a reference
+// another compiler built, on another device, says nothing of which kernel is
+// faster, and the best stays.
+bool BecomesBest(const v1::Job& job, v1::Node& node, const SideBySide& side_by_side, const std::string& toolchain,
+                 const std::string& best_toolchain) {
   if (job.best_speedup() <= 0) {
     node.set_best_decision("the job's first measured kernel");
     return true;
   }
   const std::string& best = job.best_node_id();
-  if (e.speedup_vs_rival() > 0 && node.rival_node_id() == best) {
-    const bool faster = e.speedup_vs_rival() > 1;
+  if (side_by_side.speedup > 0) {
+    const bool faster = side_by_side.speedup > 1;
     node.set_best_decision(absl::StrFormat("%s than %s side by side (%.3fx)", faster ? "faster" : "slower",
-                                           best, e.speedup_vs_rival()));
+                                           best, side_by_side.speedup));
     return faster;
   }
   const bool higher = node.fitness() > job.best_speedup();
-  std::string why = node.rival_node_id().empty()       ? "no rival was timed beside it"
-                    : node.rival_node_id() != best     ? absl::StrCat("its rival ", node.rival_node_id(),
-                                                                      " is no longer the best")
-                    : !e.rival_error().empty()         ? absl::StrCat("its rival was not timed: ", e.rival_error())
-                                                       : "its rival was not timed";
-  const std::string toolchain = ToolchainOf(e);
   if (!toolchain.empty() && !best_toolchain.empty() && toolchain != best_toolchain) {
     node.set_best_decision(absl::StrFormat("not compared with %s: measured with %s, %s with %s (%s)", best,
-                                           toolchain, best, best_toolchain, why));
+                                           toolchain, best, best_toolchain, side_by_side.why_not));
     return false;
   }
   node.set_best_decision(absl::StrFormat("fitness %.3f %s %s's %.3f (%s)", node.fitness(),
-                                         higher ? "above" : "not above", best, job.best_speedup(), why));
+                                         higher ? "above" : "not above", best, job.best_speedup(),
+                                         side_by_side.why_not));
   return higher;
 }
+
+// Fills `node`'s status and figures from an evaluation of its kernel. Fitness
+// is the speedup over what users run today when the job measures it
+// (docs/search.md, "Fitness"), else over the naive reference; the job's
+// yardstick is fixed by its first measured evaluation.
+void SetFigures(v1::Job& job, v1::Node& node, const v1::Evaluation& e) {
+  node.set_status(e.status());
+  // A compile-only worker measured nothing: its static score ranks the node,
+  // flagged so that nobody reads it as a speedup.
+  node.set_static_fitness(e.compile_only());
+  const bool ok = e.status() == v1::OK;
+  node.set_speedup_vs_reference(ok && !e.compile_only() ? e.speedup() : 0.0);
+  node.set_speedup_vs_production(ok ? e.speedup_vs_production() : 0.0);
+  node.set_production_yardstick(ok ? e.production_yardstick() : "");
+  node.set_production_time_s(0);
+  for (const v1::ProductionTiming& p : e.production()) {
+    if (ok && p.name() == e.production_yardstick()) node.set_production_time_s(p.timing().median_s());
+  }
+  const bool vs_production = !job.spec().fitness_vs_reference() && node.speedup_vs_production() > 0;
+  if (ok && !e.compile_only() && job.fitness_baseline().empty()) {
+    job.set_fitness_baseline(vs_production ? "production" : "reference");
+  }
+  const bool fitness_on_production = job.fitness_baseline() == "production";
+  node.set_fitness(!ok                     ? 0.0
+                   : e.compile_only()      ? e.static_score()
+                   : fitness_on_production ? node.speedup_vs_production()
+                                           : e.speedup());
+  node.set_time_s(e.timing().median_s());
+  node.set_baseline_time_s(e.baseline().median_s());
+  node.set_roofline_fraction(e.roofline_fraction());
+  node.set_speedup_vs_rival(ok ? e.speedup_vs_rival() : 0.0);
+}
+
+// The measured figures of `from` (SetFigures's, but for the side by side) into `to`.
+void CopyFigures(const v1::Node& from, v1::Node& to) {
+  to.set_fitness(from.fitness());
+  to.set_speedup_vs_reference(from.speedup_vs_reference());
+  to.set_speedup_vs_production(from.speedup_vs_production());
+  to.set_production_yardstick(from.production_yardstick());
+  to.set_production_time_s(from.production_time_s());
+  to.set_time_s(from.time_s());
+  to.set_baseline_time_s(from.baseline_time_s());
+  to.set_roofline_fraction(from.roofline_fraction());
+}
+
+// Makes `node` the job's best.
+void InstallBest(v1::Job& job, const v1::Node& node) {
+  job.set_best_speedup(node.fitness());
+  job.set_best_static_score(0);
+  job.set_best_node_id(node.node_id());
+  job.set_best_time_s(node.time_s());
+  job.set_baseline_time_s(node.baseline_time_s());
+  job.set_best_roofline_fraction(node.roofline_fraction());
+  job.set_best_speedup_vs_reference(node.speedup_vs_reference());
+  job.set_best_speedup_vs_production(node.speedup_vs_production());
+  job.set_best_production_time_s(node.production_time_s());
+  job.set_best_production_yardstick(node.production_yardstick());
+  job.set_last_gain_at(job.evaluations_done());
+}
+
+// Failures of a re-timing that are not the kernel's (the worker's, or the
+// job's own cancellation): the node's own figure then stands.
+bool NotTheKernels(v1::EvalStatus status) { return status == v1::INFRA_ERROR || status == v1::CANCELLED; }
 
 }  // namespace
 
@@ -107,6 +191,7 @@ struct JobManager::Metrics {
   prometheus::Family<prometheus::Gauge>* task_best = nullptr;
   prometheus::Family<prometheus::Gauge>* family_best = nullptr;
   prometheus::Family<prometheus::Gauge>* jobs_by_state = nullptr;
+  prometheus::Family<prometheus::Counter>* retimings = nullptr;
   // family_best's inputs: (team, family, platform, baseline) -> task -> the
   // latest job's best on it.
   std::map<std::array<std::string, 4>, std::map<std::string, double>> family_tasks;
@@ -148,7 +233,18 @@ struct JobManager::Metrics {
                          .Help("Jobs the coordinator holds, by state (running, done, cancelled, failed)")
                          .Register(*r);
     for (const char* state : {"running", "done", "cancelled", "failed"}) jobs_by_state->Add({{"state", state}});
+    retimings = &prometheus::BuildCounter().Name("kevo_coordinator_retimings_total")
+                     .Help("Re-timings of would-be best nodes, by platform and outcome: agreed, disagreed "
+                           "(the two figures more than 1.25x apart; the lower stands), failed (the kernel "
+                           "failed its re-timing and is not the best), not_retimed (the worker's failure or "
+                           "the job's cancellation: the node's own figure stands)")
+                     .Register(*r);
   }
+
+  void CountRetiming(const std::string& platform, const char* outcome) {
+    if (retimings != nullptr) retimings->Add({{"platform", platform}, {"outcome", outcome}}).Increment();
+  }
+
 
   void CountState(std::optional<v1::JobState> before, v1::JobState after) {
     if (jobs_by_state == nullptr || before == after) return;
@@ -431,6 +527,7 @@ absl::StatusOr<std::unique_ptr<JobManager::Running>> JobManager::LoadRunning(con
     r->tree.Upsert(n);
     r->sources.insert(n.source_hash());
     r->node_by_eval[n.eval_id()] = n.node_id();
+    if (!n.retiming().eval_id().empty()) r->node_by_eval[n.retiming().eval_id()] = n.node_id();
   }
   return r;
 }
@@ -460,18 +557,22 @@ absl::Status JobManager::Recover() {
     }
     Running& running = *(ShardOf(job.job_id()).running[job.job_id()] = std::move(*r));
     ++running_count_;
-    // Apply results the scheduler recorded while the job loop was down.
-    std::vector<v1::Node> evaluating;
+    // Apply results the scheduler recorded while the job loop was down: the
+    // nodes' own evaluations and the re-timings of would-be bests.
+    std::vector<std::string> waiting;
     for (const auto& [id, n] : running.tree.nodes()) {
-      if (n.state() == v1::NODE_EVALUATING) evaluating.push_back(n);
+      if (n.state() == v1::NODE_EVALUATING) waiting.push_back(n.eval_id());
+      if (n.state() == v1::NODE_DONE && !n.retiming().eval_id().empty() && !n.retiming().done()) {
+        waiting.push_back(n.retiming().eval_id());
+      }
     }
-    running.in_flight = static_cast<int>(evaluating.size());
-    for (const v1::Node& n : evaluating) {
-      auto record = scheduler_->GetRecord(n.eval_id());
+    running.in_flight = static_cast<int>(waiting.size());
+    for (const std::string& eval_id : waiting) {
+      auto record = scheduler_->GetRecord(eval_id);
       if (record.ok() && record->state() == v1::EVAL_DONE) {
-        if (!ApplyResult(running, n, record->evaluation())) running.unstored.push_back(*record);
+        if (!Apply(running, *record)) running.unstored.push_back(*record);
       } else if (!record.ok()) {
-        LogError("job ", job.job_id(), " node ", n.node_id(), ": ", record.status().ToString());
+        LogError("job ", job.job_id(), " evaluation ", eval_id, ": ", record.status().ToString());
       }
     }
     LogInfo("recovered job ", job.job_id(), ": ", running.tree.size(), " nodes, ",
@@ -495,48 +596,31 @@ void JobManager::OnEvaluationDone(const v1::EvalRecord& record) {
   Running* running = FindRunning(record.job_id());
   if (running == nullptr) return;
   Running& r = *running;
-  auto n = r.node_by_eval.find(record.eval_id());
-  if (n == r.node_by_eval.end()) return;
-  const v1::Node* node = r.tree.Get(n->second);
-  if (node == nullptr || node->state() == v1::NODE_DONE) return;  // already applied
-  if (!ApplyResult(r, *node, record.evaluation())) {
+  if (!Apply(r, record)) {
     r.unstored.push_back(record);
     return;
   }
   Pump(r);
 }
 
+bool JobManager::Apply(Running& r, const v1::EvalRecord& record) {
+  auto n = r.node_by_eval.find(record.eval_id());
+  const v1::Node* node = n == r.node_by_eval.end() ? nullptr : r.tree.Get(n->second);
+  if (node == nullptr) return true;
+  if (node->state() != v1::NODE_DONE) return ApplyResult(r, *node, record.evaluation());
+  if (node->retiming().eval_id() == record.eval_id() && !node->retiming().done()) {
+    return ApplyRetiming(r, *node, record.evaluation());
+  }
+  return true;  // already applied
+}
+
 bool JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e) {
   const v1::Job job_before = r.job;
   const int in_flight_before = r.in_flight;
+  const std::vector<double> baselines_before = r.baselines;
   node.set_state(v1::NODE_DONE);
-  node.set_status(e.status());
-  // A compile-only worker measured nothing: its static score ranks the node,
-  // flagged so that nobody reads it as a speedup.
-  node.set_static_fitness(e.compile_only());
-  // Fitness is the speedup over what users run today when the evaluation
-  // measured it (docs/search.md, "Fitness"), else over the naive reference.
-  const bool ok = e.status() == v1::OK;
-  node.set_speedup_vs_reference(ok && !e.compile_only() ? e.speedup() : 0.0);
-  node.set_speedup_vs_production(ok ? e.speedup_vs_production() : 0.0);
-  node.set_production_yardstick(ok ? e.production_yardstick() : "");
-  node.set_production_time_s(0);
-  for (const v1::ProductionTiming& p : e.production()) {
-    if (ok && p.name() == e.production_yardstick()) node.set_production_time_s(p.timing().median_s());
-  }
-  const bool vs_production = !r.job.spec().fitness_vs_reference() && node.speedup_vs_production() > 0;
-  if (ok && !e.compile_only() && r.job.fitness_baseline().empty()) {
-    r.job.set_fitness_baseline(vs_production ? "production" : "reference");
-  }
-  const bool fitness_on_production = r.job.fitness_baseline() == "production";
-  node.set_fitness(!ok                     ? 0.0
-                   : e.compile_only()      ? e.static_score()
-                   : fitness_on_production ? node.speedup_vs_production()
-                                           : e.speedup());
-  node.set_time_s(e.timing().median_s());
-  node.set_baseline_time_s(e.baseline().median_s());
-  node.set_roofline_fraction(e.roofline_fraction());
   v1::Job& job = r.job;
+  SetFigures(job, node, e);
   job.set_evaluations_done(job.evaluations_done() + 1);
   // Device timing-slot use over the job's duration (GPU workers report the
   // seconds each evaluation held its GPU's slot).
@@ -552,62 +636,218 @@ bool JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
   }
   (*job.mutable_by_status())[v1::EvalStatus_Name(e.status())] += 1;
   r.in_flight = std::max(0, r.in_flight - 1);
-  node.set_speedup_vs_rival(ok ? e.speedup_vs_rival() : 0.0);
-  if (!node.static_fitness() && node.fitness() > 0 && BecomesBest(job, node, e, BestToolchain(r))) {
-    job.set_best_speedup(node.fitness());
-    job.set_best_static_score(0);
-    job.set_best_node_id(node.node_id());
-    job.set_best_time_s(node.time_s());
-    job.set_baseline_time_s(node.baseline_time_s());
-    job.set_best_roofline_fraction(node.roofline_fraction());
-    job.set_best_speedup_vs_reference(node.speedup_vs_reference());
-    job.set_best_speedup_vs_production(node.speedup_vs_production());
-    job.set_best_production_time_s(node.production_time_s());
-    job.set_best_production_yardstick(node.production_yardstick());
-    job.set_last_gain_at(job.evaluations_done());
-  } else if (node.static_fitness() && job.best_speedup() == 0 &&
-             node.fitness() > job.best_static_score()) {
+  // The node was not done before (Apply), so its baseline is new.
+  CountBaseline(r, nullptr, node);
+  // A would-be best is evaluated once more before it becomes the best
+  // (ApplyRetiming); the job's best stays as it is meanwhile. A simulator's
+  // time would come out the same.
+  const bool new_best = !node.static_fitness() && node.fitness() > 0 &&
+                        BecomesBest(job, node, SideBySideOf(job, node.rival_node_id(), e), ToolchainOf(e), BestToolchain(r));
+  bool retiming = false;
+  if (new_best && !e.deterministic_timing()) {
+    ++r.in_flight;  // the re-timing takes the evaluation's place
+    job.set_evaluations_in_flight(r.in_flight);
+    const absl::Status started = StartRetiming(r, node);
+    retiming = started.ok();
+    if (!retiming && started.code() != absl::StatusCode::kFailedPrecondition &&
+        started.code() != absl::StatusCode::kResourceExhausted && started.code() != absl::StatusCode::kNotFound) {
+      // The store refused the write (a full disk): retried like any result.
+      return Unstored(r, job_before, in_flight_before, baselines_before, absl::StrCat("node ", node.node_id(), ": its result and re-timing are"),
+                      started);
+    }
+    if (!retiming) {
+      // No worker can time it, the team's quota is spent, or its kernel
+      // cannot be read: it becomes the best on its own figure.
+      --r.in_flight;
+      node.clear_retiming();
+      node.set_best_decision(absl::StrCat(node.best_decision(), "; not re-timed: ", started.message()));
+      if (metrics_) metrics_->CountRetiming(job.spec().platform(), "not_retimed");
+    }
+  }
+  if (new_best && !retiming) {
+    InstallBest(job, node);
+  } else if (node.static_fitness() && job.best_speedup() == 0 && node.fitness() > job.best_static_score()) {
     // Ranked statically only while nothing has been measured.
     job.set_best_static_score(node.fitness());
     job.set_best_node_id(node.node_id());
     job.set_last_gain_at(job.evaluations_done());
   }
   job.set_evaluations_in_flight(r.in_flight);
-  // The node was not done before (OnEvaluationDone), so its baseline is new.
-  const std::vector<double> baselines_before = r.baselines;
-  for (double t : BaselineTimes({&node})) {
-    r.baselines.insert(std::upper_bound(r.baselines.begin(), r.baselines.end(), t), t);
-  }
-  job.set_baseline_evaluations(static_cast<int32_t>(r.baselines.size()));
-  job.set_median_baseline_time_s(SortedMedian(r.baselines));
-  store::Batch batch;
-  batch.Put(store::Family::kNodes, store::keys::Node(job.job_id(), node.node_id()), node.SerializeAsString());
-  batch.Put(store::Family::kJobs, store::keys::Job(job.job_id()), job.SerializeAsString());
-  // Durable at the job loop's next Sync(), before anyone is shown it.
-  absl::Status s = store_->Write(batch, /*sync=*/false);
-  if (!s.ok()) {
-    if (!r.said_unstored) {
-      LogError("job ", job.job_id(), " node ", node.node_id(), ": its result is not stored yet (retried every ",
-               "second; the job waits): ", s.ToString());
-      r.said_unstored = true;
+  if (!retiming) {
+    if (absl::Status s = WriteResult(r, node); !s.ok()) {
+      return Unstored(r, job_before, in_flight_before, baselines_before, absl::StrCat("node ", node.node_id(), ": its result is"), s);
     }
-    r.job = job_before;
-    r.in_flight = in_flight_before;
-    r.baselines = baselines_before;
-    return false;
   }
   r.tree.Upsert(node);
   r.proposer->Observe(node, &e);
   LogInfo("job ", job.job_id(), " node ", node.node_id(), " ", v1::EvalStatus_Name(e.status()),
           " fitness=", absl::StrFormat("%.2f", node.fitness()), " [", node.mutation(), "] (",
-          job.evaluations_done(), "/", job.spec().budget().max_evaluations(), ", best ",
-          BestLabel(job), ")");
+          job.evaluations_done(), "/", job.spec().budget().max_evaluations(), ", best ", BestLabel(job), ")",
+          retiming ? absl::StrCat("; ", node.best_decision(), ": re-timing it (", node.retiming().eval_id(),
+                                  ") before it becomes the best")
+                   : "");
   Publish(r, &node);
+  CheckStop(r);
+  return true;
+}
+
+absl::Status JobManager::WriteResult(const Running& r, const v1::Node& node) {
+  store::Batch batch;
+  batch.Put(store::Family::kNodes, store::keys::Node(r.job.job_id(), node.node_id()), node.SerializeAsString());
+  batch.Put(store::Family::kJobs, store::keys::Job(r.job.job_id()), r.job.SerializeAsString());
+  // Durable at the job loop's next Sync(), before anyone is shown it.
+  return store_->Write(batch, /*sync=*/false);
+}
+
+bool JobManager::Unstored(Running& r, const v1::Job& job_before, int in_flight_before,
+                          const std::vector<double>& baselines_before, const std::string& what,
+                          const absl::Status& why) {
+  if (!r.said_unstored) {
+    LogError("job ", r.job.job_id(), " ", what, " not stored yet (retried every second; the job waits): ",
+             why.ToString());
+    r.said_unstored = true;
+  }
+  r.job = job_before;
+  r.in_flight = in_flight_before;
+  r.baselines = baselines_before;
+  return false;
+}
+
+void JobManager::CountBaseline(Running& r, const v1::Node* before, const v1::Node& after) {
+  if (before != nullptr) {
+    for (double t : BaselineTimes({before})) {
+      auto it = std::lower_bound(r.baselines.begin(), r.baselines.end(), t);
+      if (it != r.baselines.end() && *it == t) r.baselines.erase(it);
+    }
+  }
+  for (double t : BaselineTimes({&after})) {
+    r.baselines.insert(std::upper_bound(r.baselines.begin(), r.baselines.end(), t), t);
+  }
+  r.job.set_baseline_evaluations(static_cast<int32_t>(r.baselines.size()));
+  r.job.set_median_baseline_time_s(SortedMedian(r.baselines));
+}
+
+void JobManager::CheckStop(Running& r) {
   std::string reason = StopReason(r);
   if (!reason.empty() && !r.stopping) {
     r.stopping = true;
     r.job.set_stop_reason(reason);
   }
+}
+
+absl::Status JobManager::StartRetiming(Running& r, v1::Node& node) {
+  v1::Job& job = r.job;
+  auto record = scheduler_->GetRecord(node.eval_id());
+  std::optional<v1::Candidate> kernel = record.ok() ? CandidateOf(*record) : std::nullopt;
+  if (!kernel.has_value()) return absl::NotFoundError("its kernel cannot be read back");
+  scheduler::Scheduler::SubmitOptions so;
+  so.job_id = job.job_id();
+  so.eval_id = scheduler::Scheduler::NewEvalId();
+  so.require_timing = true;  // it was measured: only a measurement can check it
+  so.team = job.spec().team();
+  so.priority = job.spec().priority();
+  v1::Retiming& retiming = *node.mutable_retiming();
+  retiming.Clear();
+  retiming.set_eval_id(so.eval_id);
+  retiming.set_first_fitness(node.fitness());
+  if (std::optional<v1::Candidate> best = BestCandidate(r); best.has_value()) {
+    so.rival = *std::move(best);
+    so.rival_stored = true;  // BestCandidate read it from the store
+    retiming.set_rival_node_id(job.best_node_id());
+  }
+  job.set_retimings(job.retimings() + 1);
+  // The node's result, the job's counters and the re-timing's record in one
+  // batch: a coordinator killed now finds the re-timing to wait for.
+  so.extra.Put(store::Family::kNodes, store::keys::Node(job.job_id(), node.node_id()), node.SerializeAsString());
+  so.extra.Put(store::Family::kJobs, store::keys::Job(job.job_id()), job.SerializeAsString());
+  // Durable at the job loop's next Sync(), as the node's own evaluation is.
+  so.sync = false;
+  KEVO_RETURN_IF_ERROR(scheduler_->Submit(job.spec().task(), *kernel, job.spec().platform(), std::move(so)).status());
+  r.node_by_eval[retiming.eval_id()] = node.node_id();
+  return absl::OkStatus();
+}
+
+bool JobManager::ApplyRetiming(Running& r, v1::Node node, const v1::Evaluation& e) {
+  const v1::Job job_before = r.job;
+  const int in_flight_before = r.in_flight;
+  const std::vector<double> baselines_before = r.baselines;
+  const v1::Node node_before = node;
+  v1::Job& job = r.job;
+  const std::string& platform = job.spec().platform();
+  r.in_flight = std::max(0, r.in_flight - 1);
+  v1::Retiming& retiming = *node.mutable_retiming();
+  retiming.set_done(true);
+  retiming.set_status(e.status());
+  // The side-by-side figures against the job's best now, from either
+  // evaluation that timed the kernel beside it: the lower stands.
+  v1::Evaluation own;
+  own.set_speedup_vs_rival(node.speedup_vs_rival());
+  const SideBySide first = SideBySideOf(job, node.rival_node_id(), own);
+  SideBySide side_by_side = SideBySideOf(job, retiming.rival_node_id(), e);
+  retiming.set_speedup_vs_rival(e.status() == v1::OK ? e.speedup_vs_rival() : 0.0);
+  if (first.speedup > 0) {
+    side_by_side.speedup =
+        side_by_side.speedup > 0 ? std::min(first.speedup, side_by_side.speedup) : first.speedup;
+  }
+  std::string verdict;
+  const char* outcome;
+  v1::Node retimed = node;
+  SetFigures(job, retimed, e);
+  if (e.status() == v1::OK && retimed.fitness() > 0 && !retimed.static_fitness()) {
+    retiming.set_retimed_fitness(retimed.fitness());
+    const double hi = std::max(node.fitness(), retimed.fitness()), lo = std::min(node.fitness(), retimed.fitness());
+    retiming.set_disagreement(hi / lo);
+    retiming.set_disagrees(hi / lo > kRetimingDisagreement);
+    outcome = retiming.disagrees() ? "disagreed" : "agreed";
+    verdict = absl::StrFormat("re-timed: fitness %.3f then %.3f (%.2fx apart%s)", node.fitness(), retimed.fitness(),
+                              hi / lo, retiming.disagrees() ? ", a disagreement: the lower stands" : "");
+    // The lower figure stands: the re-timing's figures, all of them, when
+    // its fitness is the lower (the side-by-side ones are kept apart).
+    if (retimed.fitness() < node.fitness()) CopyFigures(retimed, node);
+  } else if (e.status() == v1::OK) {
+    // Correct, but nothing on the job's yardstick (that worker timed no
+    // production form, say): nothing to compare.
+    outcome = "not_retimed";
+    verdict = "not re-timed (its re-timing measured no fitness on the job's yardstick): its own figure stands";
+  } else if (NotTheKernels(e.status())) {
+    outcome = "not_retimed";
+    verdict = absl::StrCat("not re-timed (", v1::EvalStatus_Name(e.status()), ": ",
+                           e.diagnostics().message(), "): its own figure stands");
+  } else {
+    // A kernel that fails when evaluated again measured nothing the second
+    // time: the lower figure is none, and it is not the best.
+    outcome = "failed";
+    verdict = absl::StrCat("its re-timing failed (", v1::EvalStatus_Name(e.status()), ": ",
+                           e.diagnostics().message(), ")");
+    node.set_fitness(0);
+  }
+  const std::string first_decision = node.best_decision();
+  if (node.fitness() > 0) {
+    const bool best = BecomesBest(job, node, side_by_side, ToolchainOf(e), BestToolchain(r));
+    node.set_best_decision(node.best_decision() == first_decision
+                               ? absl::StrCat(first_decision, "; ", verdict)
+                               : absl::StrCat(first_decision, "; ", verdict, "; decided again: ", node.best_decision()));
+    if (best) InstallBest(job, node);
+  } else {
+    node.set_best_decision(absl::StrCat(first_decision, "; ", verdict));
+  }
+  if (retiming.disagrees()) job.set_retiming_disagreements(job.retiming_disagreements() + 1);
+  CountBaseline(r, &node_before, node);  // the node's baseline may be the re-timing's now
+  job.set_evaluations_in_flight(r.in_flight);
+  if (absl::Status s = WriteResult(r, node); !s.ok()) {
+    return Unstored(r, job_before, in_flight_before, baselines_before, absl::StrCat("node ", node.node_id(), ": its re-timing is"), s);
+  }
+  if (metrics_) metrics_->CountRetiming(platform, outcome);
+  r.tree.Upsert(node);
+  const std::string line = absl::StrCat("job ", job.job_id(), " node ", node.node_id(), " ", node.best_decision(),
+                                        " (best ", BestLabel(job), ")");
+  if (retiming.disagrees()) {
+    LogWarning(line);
+  } else {
+    LogInfo(line);
+  }
+  Publish(r, &node);
+  CheckStop(r);
   return true;
 }
 
@@ -680,10 +920,7 @@ void JobManager::Pump(Running& r) {
     std::vector<v1::EvalRecord> retry;
     retry.swap(r.unstored);
     for (const v1::EvalRecord& record : retry) {
-      auto n = r.node_by_eval.find(record.eval_id());
-      const v1::Node* node = n == r.node_by_eval.end() ? nullptr : r.tree.Get(n->second);
-      if (node == nullptr || node->state() == v1::NODE_DONE) continue;
-      if (!ApplyResult(r, *node, record.evaluation())) r.unstored.push_back(record);
+      if (!Apply(r, record)) r.unstored.push_back(record);
     }
     if (!r.unstored.empty()) return;  // still not stored: propose nothing, finish nothing
     LogInfo("job ", r.job.job_id(), ": the results that waited for the disk are stored");
@@ -1041,6 +1278,15 @@ absl::StatusOr<v1::GetBestResponse> JobManager::GetBest(const std::string& job_i
   }
   KEVO_ASSIGN_OR_RETURN(v1::EvalRecord record, scheduler_->GetRecord(resp.node().eval_id()));
   *resp.mutable_evaluation() = record.evaluation();
+  // The evaluation whose figures stand: the re-timing's when it measured
+  // the lower (the node's own one has the same kernel).
+  const v1::Retiming& retiming = resp.node().retiming();
+  if (retiming.done() && retiming.retimed_fitness() > 0 && retiming.retimed_fitness() < retiming.first_fitness()) {
+    if (auto retimed = scheduler_->GetRecord(retiming.eval_id()); retimed.ok()) {
+      *resp.mutable_evaluation() = retimed->evaluation();
+    }
+  }
+
   KEVO_ASSIGN_OR_RETURN(auto blob, store_->Get(store::Family::kBlobs, record.candidate_hash()));
   if (!blob.has_value() || !resp.mutable_candidate()->ParseFromString(*blob)) {
     return absl::DataLossError(absl::StrCat("job ", job_id, ": best kernel source missing"));

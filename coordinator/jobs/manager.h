@@ -125,10 +125,38 @@ class JobManager {
   Running* FindRunning(const std::string& job_id);
   void PumpAll(Shard& shard);  // its loop
   void OnEvaluationDone(const v1::EvalRecord& record);  // job loop
-  // Records a finished evaluation in the job: in RocksDB first, then in
-  // memory. False, with nothing changed, when the write failed (a full
-  // disk): the caller retries later (job loop).
+  // Applies a finished evaluation of `job` with ApplyResult or
+  // ApplyRetiming, whichever it is; true when done or nothing to do, false
+  // when it must be retried (job loop).
+  bool Apply(Running& job, const v1::EvalRecord& record);
+  // Records a node's finished evaluation in the job: in RocksDB first, then
+  // in memory. A node that would become the job's best is re-timed first
+  // (StartRetiming). False, with nothing changed, when the write failed (a
+  // full disk): the caller retries later (job loop).
   bool ApplyResult(Running& job, v1::Node node, const v1::Evaluation& evaluation);
+  // Submits the re-timing of `node` (its kernel again, beside the job's best,
+  // docs/search.md "Re-timing"), written with the node and the job in one
+  // batch; fills node.retiming. The scheduler's or the store's error when it
+  // cannot be submitted; NotFound when the kernel cannot be read.
+  absl::Status StartRetiming(Running& job, v1::Node& node);
+  // Records a node's re-timing: the lower of its two figures stands, a large
+  // disagreement is recorded, and the best is decided again. False when the
+  // write failed, as ApplyResult.
+  bool ApplyRetiming(Running& job, v1::Node node, const v1::Evaluation& evaluation);
+  // Writes `node` and the job in one batch, durable at the loop's next
+  // Sync(); the store's error.
+  absl::Status WriteResult(const Running& job, const v1::Node& node);
+  // Undoes an ApplyResult or ApplyRetiming whose write was refused (`why`):
+  // the job, its in-flight count and its baselines as they were, said once
+  // (`what`, e.g. "node n3: its result is"). Returns false, for the caller
+  // to return.
+  bool Unstored(Running& job, const v1::Job& job_before, int in_flight_before,
+                const std::vector<double>& baselines_before, const std::string& what, const absl::Status& why);
+  // Counts `after`'s baseline time in the job's median in place of
+  // `before`'s (null: a node not counted yet) (job loop).
+  void CountBaseline(Running& job, const v1::Node* before, const v1::Node& after);
+  // Stops the job when a budget or target says so (job loop).
+  void CheckStop(Running& job);
   void Pump(Running& job);  // job loop: keep the job's slots busy
   void MaybeFinish(Running& job);  // job loop
   std::string StopReason(const Running& job) const;

@@ -304,6 +304,7 @@ std::string BottleneckLabel(const v1::Task& task, const v1::Evaluation& e) {
     case v1::WRONG_ANSWER:
     case v1::INPUT_MODIFIED:
     case v1::NONDETERMINISTIC:
+    case v1::SUSPICIOUS:  // faster than the device: it does not do the work it should
       return "wrong-answer";
     case v1::NONFINITE:
       return "nan";

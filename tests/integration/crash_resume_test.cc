@@ -76,7 +76,8 @@ TEST(CrashResumeTest, JobSurvivesRepeatedKillNineOfTheCoordinator) {
   EXPECT_GT(job.best_speedup(), 0);
 
   // The tree in RocksDB: one node per evaluation, distinct sources, each node
-  // DONE with exactly one DONE evaluation record of this job.
+  // DONE with exactly one DONE evaluation record of this job, and each
+  // re-timing of a would-be best (docs/search.md) done with exactly one too.
   cluster.StopCoordinator(SIGTERM);
   auto store = store::Store::Open(cluster.dir() + "/db");
   ASSERT_TRUE(store.ok()) << store.status();
@@ -103,11 +104,18 @@ TEST(CrashResumeTest, JobSurvivesRepeatedKillNineOfTheCoordinator) {
                                }
                                return true;
                              }).ok());
-  EXPECT_EQ(records_per_eval.size(), nodes.size());
+  int retimings = 0;
   for (const auto& [id, n] : nodes) {
     EXPECT_EQ(n.state(), v1::NODE_DONE) << id;
     EXPECT_EQ(records_per_eval[n.eval_id()], 1) << id;
+    if (n.retiming().eval_id().empty()) continue;
+    ++retimings;
+    EXPECT_TRUE(n.retiming().done()) << id;
+    EXPECT_EQ(records_per_eval[n.retiming().eval_id()], 1) << id;
   }
+  EXPECT_GE(retimings, 1) << "the best was never re-timed";
+  EXPECT_EQ(retimings, job.retimings());
+  EXPECT_EQ(records_per_eval.size(), nodes.size() + retimings);
 
   // The worker ran each evaluation once: count its "finished" log lines.
   std::ifstream log(cluster.dir() + "/worker-worker-a.log");
@@ -118,7 +126,12 @@ TEST(CrashResumeTest, JobSurvivesRepeatedKillNineOfTheCoordinator) {
     std::string id = line.substr(at + 10, line.find(' ', at + 10) - (at + 10));
     ++runs[id];
   }
-  for (const auto& [id, n] : nodes) EXPECT_EQ(runs[n.eval_id()], 1) << n.eval_id();
+  for (const auto& [id, n] : nodes) {
+    EXPECT_EQ(runs[n.eval_id()], 1) << n.eval_id();
+    if (!n.retiming().eval_id().empty()) {
+      EXPECT_EQ(runs[n.retiming().eval_id()], 1) << n.retiming().eval_id();
+    }
+  }
 }
 
 // A job that cannot resume after a restart (an llm job, the coordinator

@@ -24,7 +24,8 @@ constexpr char kUsage[] =
     "                   [--slots N]\n"
     "                   [--work-dir DIR] [--metrics HOST:PORT] [--health-listen HOST:PORT] [--worker-id ID]\n"
     "                   [--compile-timeout S] [--run-timeout S] [--memory-limit-mb MB]\n"
-    "                   [--profile-cap S] [--compiler CXX] [--mtia-config 2i|1|300] [--offload-arch LIST]\n"
+    "                   [--profile-cap S] [--compiler CXX] [--sol-margin F] [--mtia-config 2i|1|300]\n"
+    "                   [--offload-arch LIST]\n"
     "                   [--python PATH] [--torch-compile-timeout S] [--production on|off]\n"
     "                   [--token-file FILE] [--tls-ca PEM] [--bwrap PATH] [--allow-weaker-sandbox]\n"
     "       kevo-worker --sandbox-check [--bwrap PATH]   (exit 0: bubblewrap works here; 3: it does not)\n"
@@ -47,6 +48,9 @@ constexpr char kUsage[] =
     "               the first whose torch sees the GPU)\n"
     "  --torch-compile-timeout  cap on torch.compile's compile + warm-up for the\n"
     "               KernelBench baseline (default 120; past it the baseline is dropped)\n"
+    "  --sol-margin how far beyond its measured limits (bandwidth, peak FLOP/s) a result may\n"
+    "               be, as a fraction, before it is timed again in a fresh process and, if it\n"
+    "               still is, rejected as SUSPICIOUS (default 0.5: 150% of the roofline)\n"
     "  --production  time each task's production baseline (PyTorch eager and compiled,\n"
     "               OpenBLAS/cuBLAS; docs/task-format.md) beside every candidate that passed\n"
     "               its profile (default on; off: speedups over the naive reference only)\n"
@@ -144,6 +148,7 @@ int main(int argc, char** argv) {
     else if (arg == "--memory-limit-mb" && numeric && number > 0) cpu.memory_limit_bytes = static_cast<int64_t>(number) << 20;
     else if (arg == "--profile-cap" && numeric && number > 0) cpu.profile_time_cap_s = number;
     else if (arg == "--compiler" && !value.empty()) cpu.compiler = value;
+    else if (arg == "--sol-margin" && numeric && number >= 0) cpu.speed_of_light_margin = number;
     else if (arg == "--python") {
       cpu.kernelbench_python = value;
       python_given = true;
@@ -205,6 +210,7 @@ int main(int argc, char** argv) {
     mtia.compile_timeout = cpu.compile_timeout;
     if (run_timeout_set) mtia.run_timeout = cpu.run_timeout;
     mtia.memory_limit_bytes = cpu.memory_limit_bytes;
+    mtia.speed_of_light_margin = cpu.speed_of_light_margin;
     auto b = kevo::worker::CreateMtiaBackend(mtia);
     if (!b.ok()) {
       std::fprintf(stderr, "kevo-worker: %s\n", b.status().ToString().c_str());
@@ -220,6 +226,7 @@ int main(int argc, char** argv) {
     if (run_timeout_set) nv.run_timeout = cpu.run_timeout;
     nv.memory_limit_bytes = cpu.memory_limit_bytes;
     nv.profile_time_cap_s = cpu.profile_time_cap_s;
+    nv.speed_of_light_margin = cpu.speed_of_light_margin;
     if (python_given) nv.kernelbench_python = cpu.kernelbench_python;
     nv.torch_compile_timeout = cpu.torch_compile_timeout;
     nv.time_production = cpu.time_production;
@@ -237,6 +244,7 @@ int main(int argc, char** argv) {
     if (run_timeout_set) amd.run_timeout = cpu.run_timeout;
     amd.memory_limit_bytes = std::max<int64_t>(cpu.memory_limit_bytes, int64_t{8} << 30);
     amd.profile_time_cap_s = cpu.profile_time_cap_s;
+    amd.speed_of_light_margin = cpu.speed_of_light_margin;
     auto b = kevo::worker::CreateAmdBackend(amd);
     if (!b.ok()) {
       std::fprintf(stderr, "kevo-worker: %s\n", std::string(b.status().message()).c_str());

@@ -315,6 +315,7 @@ AmdGpuPath SetUpGpuPath(AmdBackendOptions& opts, const sandbox::Sandbox* sb, std
   so.run_timeout = opts.run_timeout;
   so.memory_limit_bytes = opts.memory_limit_bytes;
   so.profile_time_cap_s = opts.profile_time_cap_s;
+  so.speed_of_light_margin = opts.speed_of_light_margin;
   AmdGpuPath path;
   path.cpu_builder = std::make_unique<KernelBuilder>(
       sb, opts.host_compiler, FirstLineOf(cxx->stdout_data), opts.work_dir + "/build",

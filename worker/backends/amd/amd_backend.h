@@ -35,6 +35,7 @@
 #include "absl/time/time.h"
 #include "common/sandbox/sandbox.h"
 #include "worker/backend.h"
+#include "worker/backends/cpu/speed_of_light.h"
 
 namespace kevo::worker {
 
@@ -59,6 +60,10 @@ struct AmdBackendOptions {
   std::string host_compiler = "g++";
   absl::Duration run_timeout = absl::Seconds(60);
   double profile_time_cap_s = 3.0;
+  // A result beyond the device's limits by more than this fraction is timed
+  // again in a fresh runner and, if it still is, rejected as SUSPICIOUS
+  // (worker/backends/cpu/speed_of_light.h).
+  double speed_of_light_margin = kDefaultSpeedOfLightMargin;
 };
 
 // What the ROCm detection found.

@@ -1,11 +1,16 @@
-// Measures a CPU worker's ceilings for the roofline: memory bandwidth as the
-// best of a STREAM triad, the triad with streaming stores and a read-only sum
-// on all cores and on one, and FP32 peak with independent vector FMA chains on all
-// cores. The benchmark is compiled with the candidates' flags (g++ -O3
-// -march=native -fopenmp) and run in the sandbox; it takes about a second
-// (half that for the bandwidth alone). The worker measures everything at
-// start-up and the bandwidth again right after timing each candidate, under
-// the load the candidate was timed in.
+// Measures a CPU worker's ceilings for the roofline and the speed-of-light
+// check: memory bandwidth as the best of a STREAM triad (counted with the
+// reads its ordinary stores cause), the triad and a copy with streaming
+// stores and a read-only sum, on all cores and on one; the FP32 peak as the
+// best of independent FMA chains at each vector width the host has, on all
+// cores and on one core times the cores; and, where the host has AVX512_BF16,
+// the bf16 dot-product peak the same way. Each figure is meant as a limit no
+// kernel can beat, so each is the best of several ways to reach it
+// (calibration.cc says why each is there). The benchmark is compiled with the
+// candidates' flags (g++ -O3 -march=native -fopenmp) and run in the sandbox;
+// it takes under a second (less for the bandwidth alone). The worker
+// measures everything at start-up and again after timing candidates, and
+// keeps the highest figures it has seen (cpu_backend.cc).
 //
 // Thread-safe.
 #pragma once
@@ -22,6 +27,10 @@ namespace kevo::worker {
 struct Ceilings {
   double mem_bandwidth_gbs = 0;  // 1e9 bytes/s
   double fp32_peak_gflops = 0;  // 0 when only the bandwidth was measured
+  double bf16_peak_gflops = 0;  // 0 without AVX512_BF16 or when not measured
+
+  // The higher of each figure of this and `other`.
+  void KeepHighest(const Ceilings& other);
 };
 
 enum class CeilingProbe { kAll, kBandwidth };

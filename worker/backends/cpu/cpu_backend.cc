@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -31,6 +33,7 @@
 #include "worker/backends/cpu/kernel_builder.h"
 #include "worker/backends/cpu/kernelbench_eval.h"
 #include "worker/backends/cpu/production_eval.h"
+#include "worker/backends/cpu/speed_of_light.h"
 #include "worker/backends/cpu/symbol_policy.h"
 #include "worker/runner/protocol.h"
 
@@ -46,6 +49,34 @@ const std::vector<std::string>& CandidateFlags() {
 const std::vector<std::string>& ReferenceFlags() {
   static const auto* flags = new std::vector<std::string>{"-O2", "-fPIC"};
   return *flags;
+}
+
+// The last-level cache the worker's CPUs share, as the kernel's cache
+// topology says (a VM's CPUID may report the whole host's L3, which sysconf
+// passes on), else sysconf's figure; at most 256 MiB (beyond that the figure
+// is not believable for one VM).
+int64_t LastLevelCacheBytes() {
+  int64_t bytes = 0;
+  std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index3/size");
+  std::string text;
+  if (in >> text && !text.empty()) {
+    const char unit = text.back();
+    int64_t value = 0;
+    if (absl::SimpleAtoi(absl::string_view(text).substr(0, text.size() - (std::isdigit(unit) ? 0 : 1)), &value)) {
+      bytes = unit == 'K' ? value << 10 : unit == 'M' ? value << 20 : value;
+    }
+  }
+  if (bytes <= 0) bytes = std::max<long>(sysconf(_SC_LEVEL3_CACHE_SIZE), 0);
+  return std::min<int64_t>(bytes, int64_t{256} << 20);
+}
+
+// Whether the task computes on bf16 inputs, whose dot products AVX512_BF16
+// does at twice the FP32 FMA rate.
+bool UsesBf16(const v1::Task& task) {
+  for (const v1::TensorSpec& in : task.inputs()) {
+    if (in.dtype() == v1::BF16) return true;
+  }
+  return false;
 }
 
 // The cpu stages carry the two built kernels along.
@@ -166,7 +197,14 @@ class CpuBackend final : public Backend {
   const RunnerHarness harness_;
   const KernelBenchEvaluator kernelbench_;
   const ProductionTimer production_;
-  Ceilings ceilings_;  // written once by Init()
+  const int64_t llc_bytes_ = LastLevelCacheBytes();
+  // The highest ceilings measured on this worker (at start-up and after
+  // timing candidates): limits no kernel beats, so a figure measured low
+  // under load never lowers them.
+  Ceilings Limits() const;
+  void KeepHighest(const Ceilings& measured) const;
+  mutable absl::Mutex ceilings_mu_;
+  mutable Ceilings ceilings_ ABSL_GUARDED_BY(ceilings_mu_);
   // Timing runs alone on the worker: the profile stage holds it exclusively,
   // the compile and validate stages of the other slots shared, so no
   // compile of this worker runs beside a timing.
@@ -175,10 +213,23 @@ class CpuBackend final : public Backend {
 
 absl::Status CpuBackend::Init() {
   if (!options_.calibrate) return absl::OkStatus();
-  KEVO_ASSIGN_OR_RETURN(ceilings_, MeasureCeilings(builder_, *sandbox_, harness_.NewScratchDir(), SystemPaths()));
-  LogInfo("cpu backend calibrated: bandwidth ", ceilings_.mem_bandwidth_gbs, " GB/s, fp32 peak ",
-          ceilings_.fp32_peak_gflops, " GFLOP/s");
+  KEVO_ASSIGN_OR_RETURN(Ceilings measured,
+                        MeasureCeilings(builder_, *sandbox_, harness_.NewScratchDir(), SystemPaths()));
+  KeepHighest(measured);
+  LogInfo("cpu backend calibrated: bandwidth ", measured.mem_bandwidth_gbs, " GB/s, fp32 peak ",
+          measured.fp32_peak_gflops, " GFLOP/s",
+          measured.bf16_peak_gflops > 0 ? absl::StrCat(", bf16 peak ", measured.bf16_peak_gflops, " GFLOP/s") : "");
   return absl::OkStatus();
+}
+
+Ceilings CpuBackend::Limits() const {
+  absl::MutexLock l(&ceilings_mu_);
+  return ceilings_;
+}
+
+void CpuBackend::KeepHighest(const Ceilings& measured) const {
+  absl::MutexLock l(&ceilings_mu_);
+  ceilings_.KeepHighest(measured);
 }
 
 
@@ -205,8 +256,12 @@ absl::StatusOr<v1::Hello> CpuBackend::Describe() {
     (*hello.mutable_capabilities())["kernelbench"] = kernelbench_.options().python;
   }
   *hello.mutable_fingerprint() = MakeFingerprint();
-  hello.set_mem_bandwidth_gbs(ceilings_.mem_bandwidth_gbs);
-  hello.set_fp32_peak_gflops(ceilings_.fp32_peak_gflops);
+  const Ceilings limits = Limits();
+  hello.set_mem_bandwidth_gbs(limits.mem_bandwidth_gbs);
+  hello.set_fp32_peak_gflops(limits.fp32_peak_gflops);
+  if (limits.bf16_peak_gflops > 0) {
+    (*hello.mutable_capabilities())["bf16_peak_gflops"] = absl::StrCat(limits.bf16_peak_gflops);
+  }
   hello.set_compile_only(false);
   (*hello.mutable_capabilities())["cores"] = absl::StrCat(std::thread::hardware_concurrency());
   (*hello.mutable_capabilities())["sandbox"] = hello.fingerprint().sandbox();
@@ -331,8 +386,7 @@ bool CpuBackend::ProfileStage(CpuEvalRun& run) const {
   // validation runs while this candidate and its baseline are timed, nor
   // while the ceilings are measured again below.
   absl::MutexLock profile_lock(&host_mu_);
-  std::optional<RunnerHarness::Profiled> profiled = harness_.Profile(
-      run, {.candidate_so = run.cand.library_path,
+  const RunnerHarness::ProfileCall profile_call{.candidate_so = run.cand.library_path,
             .baseline_so = run.ref.library_path,
             .extra_args = {absl::StrCat("--time_cap_s=", options_.profile_time_cap_s),
                            absl::StrCat("--mem_budget_bytes=", options_.memory_limit_bytes / 3)},
@@ -341,51 +395,89 @@ bool CpuBackend::ProfileStage(CpuEvalRun& run) const {
             // busy host slows down a lot. A candidate that hangs was already
             // caught by validation, so the margin is generous.
             .timeout = 2 * options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 30),
-            .min_timed_checks = runner::kTimedChecks});
+            .min_timed_checks = runner::kTimedChecks};
+  std::optional<RunnerHarness::Profiled> profiled = harness_.Profile(run, profile_call);
   if (!profiled.has_value()) return false;
   const runner::ProfileReport* profile = &profiled->report;
   if (profile->candidate.median_s <= 0 || profile->baseline.median_s <= 0) {
     return run.Fail(v1::STAGE_PROFILE, v1::INFRA_ERROR, "the profiler measured no time");
   }
+  const Work work = TimedWork(task);
+  const double bytes = work.bytes, flops = work.flops;
+  // The ceilings measured again now, still holding the profile lock, under
+  // the load the candidate was just timed in (the bandwidth, and the peaks
+  // too when the task is compute-bound), and kept where they are the highest
+  // this worker has seen: on a shared host any one measurement can be low.
+  auto measure_limits = [&](CeilingProbe probe, const std::string& dir) {
+    Ceilings now;
+    auto measured = MeasureCeilings(builder_, *sandbox_, dir, SystemPaths(), probe);
+    if (measured.ok()) {
+      now = *measured;
+      KeepHighest(now);
+    } else {
+      LogWarning("cpu backend: re-measuring the ceilings failed (the highest earlier figures are used): ",
+                 measured.status().ToString());
+    }
+    return now;
+  };
+  Ceilings after_timing;
+  if (options_.calibrate && (bytes > 0 || flops > 0)) {
+    const Ceilings known = Limits();
+    const bool compute_bound = known.fp32_peak_gflops > 0 && known.mem_bandwidth_gbs > 0 &&
+                               flops / known.fp32_peak_gflops > bytes / known.mem_bandwidth_gbs;
+    after_timing = measure_limits(compute_bound ? CeilingProbe::kAll : CeilingProbe::kBandwidth,
+                                  scratch + "/ceilings");
+  }
+  // The speed-of-light check (docs/reliability.md): a time that implies
+  // beating those limits is timed again in a fresh runner, with the ceilings
+  // measured again too, before it can stand.
+  const bool bf16 = UsesBf16(task);
+  auto device_limits = [&] {
+    const Ceilings c = Limits();
+    DeviceLimits d;
+    d.cache_bytes = static_cast<double>(llc_bytes_);
+    d.bandwidth_gbs = c.mem_bandwidth_gbs;
+    d.bandwidth_source = "the best measured on this worker";
+    d.peak_gflops = bf16 ? std::max(c.fp32_peak_gflops, c.bf16_peak_gflops) : c.fp32_peak_gflops;
+    d.peak_source = absl::StrCat(bf16 && c.bf16_peak_gflops > c.fp32_peak_gflops ? "bf16 dot products"
+                                                                                : "FP32 FMA",
+                                 ", the best measured on this worker");
+    return d;
+  };
+  std::optional<SpeedOfLight> sol = CheckSpeedOfLight(
+      run, profile->candidate.median_s, work, device_limits(), options_.speed_of_light_margin,
+      [&]() -> std::optional<Remeasured> {
+        std::optional<RunnerHarness::Profiled> again = harness_.Profile(run, profile_call);
+        if (!again.has_value()) return std::nullopt;
+        if (again->report.candidate.median_s <= 0 || again->report.baseline.median_s <= 0) {
+          run.Fail(v1::STAGE_PROFILE, v1::INFRA_ERROR, "the profiler measured no time (timing it again)");
+          return std::nullopt;
+        }
+        profiled = std::move(again);
+        profile = &profiled->report;
+        if (options_.calibrate) measure_limits(CeilingProbe::kAll, scratch + "/ceilings-again");
+        return Remeasured{profile->candidate.median_s, device_limits()};
+      });
+  if (!sol.has_value()) return false;
   *ev.mutable_timing() = ToTiming(profile->candidate);
   *ev.mutable_baseline() = ToTiming(profile->baseline);
   ev.set_speedup(profile->baseline.median_s / profile->candidate.median_s);
-  const auto [bytes, flops] = WorkAtTimedBinding(task);
-  // The ceiling that bounds the task (bandwidth, and the FP32 peak too when the
-  // start-up figures say the task is compute-bound) is measured again now,
-  // still holding the profile lock, under the load the candidate was just timed
-  // in: on a shared host the start-up figures can be far from it either way.
-  Ceilings in_window = ceilings_;
-  if (options_.calibrate && (bytes > 0 || flops > 0)) {
-    const bool compute_bound = ceilings_.fp32_peak_gflops > 0 && ceilings_.mem_bandwidth_gbs > 0 &&
-                               flops / ceilings_.fp32_peak_gflops > bytes / ceilings_.mem_bandwidth_gbs;
-    auto now = MeasureCeilings(builder_, *sandbox_, scratch + "/ceilings", SystemPaths(),
-                               compute_bound ? CeilingProbe::kAll : CeilingProbe::kBandwidth);
-    if (now.ok()) {
-      in_window.mem_bandwidth_gbs = now->mem_bandwidth_gbs;
-      if (compute_bound) in_window.fp32_peak_gflops = now->fp32_peak_gflops;
-    } else {
-      LogWarning("cpu backend: re-measuring the ceilings failed (the start-up figures are used): ",
-                 now.status().ToString());
-    }
-  }
-  const double bandwidth_gbs = in_window.mem_bandwidth_gbs;
-  double roofline_s = 0;
-  if (bandwidth_gbs > 0) roofline_s = std::max(roofline_s, bytes / (bandwidth_gbs * 1e9));
-  if (in_window.fp32_peak_gflops > 0) {
-    roofline_s = std::max(roofline_s, flops / (in_window.fp32_peak_gflops * 1e9));
-  }
-  ev.set_roofline_fraction(roofline_s / profile->candidate.median_s);
+  const Ceilings limits = Limits();
   auto& counters = *ev.mutable_profile();
   counters["copies"] = static_cast<double>(profile->copies);
   counters["working_set_bytes"] = static_cast<double>(profile->working_set_bytes);
   counters["converged"] = profile->converged ? 1 : 0;
   counters["candidate_calls_per_sample"] = static_cast<double>(profile->candidate.calls_per_sample);
   counters["baseline_calls_per_sample"] = static_cast<double>(profile->baseline.calls_per_sample);
-  counters["achieved_bandwidth_gbs"] = bytes / profile->candidate.median_s / 1e9;
-  counters["measured_bandwidth_gbs"] = bandwidth_gbs;
-  counters["achieved_gflops"] = flops / profile->candidate.median_s / 1e9;
-  counters["measured_fp32_peak_gflops"] = in_window.fp32_peak_gflops;
+  counters["achieved_bandwidth_gbs"] = sol->implied_gbs;
+  counters["achieved_gflops"] = sol->implied_gflops;
+  // The limits the roofline is against (the highest measured on this
+  // worker), and what the probe right after timing measured.
+  counters["measured_bandwidth_gbs"] = limits.mem_bandwidth_gbs;
+  counters["measured_fp32_peak_gflops"] = limits.fp32_peak_gflops;
+  if (limits.bf16_peak_gflops > 0) counters["measured_bf16_peak_gflops"] = limits.bf16_peak_gflops;
+  if (after_timing.mem_bandwidth_gbs > 0) counters["bandwidth_gbs_after_timing"] = after_timing.mem_bandwidth_gbs;
+  if (after_timing.fp32_peak_gflops > 0) counters["fp32_peak_gflops_after_timing"] = after_timing.fp32_peak_gflops;
   counters["peak_rss_bytes"] = static_cast<double>(profiled->peak_rss_bytes);
   counters["timed_checks"] = static_cast<double>(profile->timed_checks.size());
   counters["perturbed_inputs"] = static_cast<double>(profile->perturbed_inputs.size());

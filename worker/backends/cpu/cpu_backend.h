@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "common/sandbox/sandbox.h"
 #include "worker/backend.h"
+#include "worker/backends/cpu/speed_of_light.h"
 
 namespace kevo::worker {
 
@@ -52,8 +53,14 @@ struct CpuBackendOptions {
   bool skip_symbol_check = false;
   sandbox::SandboxOptions::Bwrap use_bwrap = sandbox::SandboxOptions::Bwrap::kAuto;
   std::string bwrap_path = "/usr/bin/bwrap";  // the bubblewrap binary
-  // Measure memory bandwidth and FP32 peak at creation (about a second).
+  // Measure memory bandwidth and FP32 peak at creation (about a second), and
+  // again after timing candidates; the roofline and the speed-of-light check
+  // need them.
   bool calibrate = true;
+  // A result beyond the measured limits by more than this fraction is timed
+  // again in a fresh runner and, if it still is, rejected as SUSPICIOUS
+  // (speed_of_light.h).
+  double speed_of_light_margin = kDefaultSpeedOfLightMargin;
   // Keep each evaluation's scratch folder (for debugging).
   bool keep_eval_dirs = false;
   // KernelBench-format tasks (docs/kernelbench.md): the interpreter with

@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "common/tensor.h"
+#include "worker/backends/cpu/speed_of_light.h"
 
 namespace kevo::worker {
 namespace fs = std::filesystem;
@@ -440,8 +441,6 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
   auto fail = [&](v1::EvalStatus status, const std::string& message) {
     return run.Fail(v1::STAGE_PROFILE, status, message);
   };
-  std::error_code ec;
-  fs::remove(scratch + "/report.txt", ec);
   auto timed_outputs = ResolveTimedOutputs(task);
   if (!timed_outputs.ok()) return fail(v1::INFRA_ERROR, std::string(timed_outputs.status().message()));
   const int64_t timed_output_bytes = timed_outputs->bytes;
@@ -456,110 +455,153 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
   const int64_t check_bytes = (gpu_baseline ? 2 : 1) * timed_output_bytes;
   const int min_timed_checks = gpu_baseline ? runner::kTimedChecks : 0;
   const std::string outputs_path = scratch + "/timed_outputs.bin";
-  auto prof = gpu.harness->Run(
-      {"profile", "--task=" + scratch + "/task.pb", "--kernel=" + candidate_so,
-       "--baseline=" + baseline_arg, "--inputs=" + timed_inputs, "--outputs=" + outputs_path,
-       "--result=" + scratch + "/profile.json", "--gpu_result=" + scratch + "/gpu.json",
-       "--report=" + scratch + "/report.txt", absl::StrCat("--time_cap_s=", options_.profile_time_cap_s)},
-      scratch, options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 30),
-      check_bytes + 2 * timed_output_bytes * min_timed_checks);
-  if (!prof.ok()) return fail(v1::INFRA_ERROR, std::string(prof.status().message()));
-  if (prof->outcome.status != v1::OK) {
-    ev.mutable_diagnostics()->set_signal(prof->outcome.signal);
-    ev.mutable_diagnostics()->set_violation(prof->outcome.violation);
-    return fail(prof->outcome.status, absl::StrCat("candidate (at the timed binding '",
-                                                   task.time().name(), "') ", prof->outcome.message));
-  }
-  auto prof_json = ReadFileBytes(scratch + "/profile.json");
-  auto gpu_json = ReadFileBytes(scratch + "/gpu.json");
-  const auto outputs_size = static_cast<int64_t>(fs::file_size(outputs_path, ec));
-  const char* unwritten =
-      "the profiler ended without writing its results: the candidate ended the "
-      "process (exit?) or wrote into the runner's files";
-  if (!prof_json.ok() || !gpu_json.ok() || ec) return fail(v1::RUNTIME_ERROR, unwritten);
-  auto profile = runner::ProfileFromJson(*prof_json);
-  if (!profile.ok()) return fail(v1::INFRA_ERROR, std::string(profile.status().message()));
-  const auto kept = static_cast<int64_t>(profile->timed_checks.size());
-  if (kept > min_timed_checks || outputs_size != check_bytes + 2 * timed_output_bytes * kept) {
-    return fail(v1::RUNTIME_ERROR, unwritten);
-  }
-  nlohmann::json g = nlohmann::json::parse(*gpu_json, nullptr, /*allow_exceptions=*/false);
-  if (g.is_discarded() || !g.is_object()) return fail(v1::INFRA_ERROR, "gpu.json does not parse");
-  if (!profile->modified_input.empty()) {
-    return fail(v1::INPUT_MODIFIED, absl::StrCat("input '", profile->modified_input,
-                                                 "' changed while timing at binding '",
-                                                 task.time().name(), "'"));
-  }
-  if (const std::string over = g.value("overflowed", ""); !over.empty()) {
-    return fail(v1::RUNTIME_ERROR, absl::StrCat("wrote past the end of tensor '", over,
-                                                "' at the timed binding '", task.time().name(), "'"));
-  }
-  // The kept timed calls first, as on the cpu worker: a call that was fast
-  // because it returned a stale or faked result is named by its sample.
-  if (TimedCheck check = CheckTimedCalls(task, *timed_outputs, *profile, outputs_path, min_timed_checks, "");
-      check.status != v1::OK) {
-    return fail(check.status, check.message);
-  }
-  auto timed_bytes = ReadFileRange(outputs_path, 0, check_bytes);
-  if (!timed_bytes.ok()) return fail(v1::INFRA_ERROR, std::string(timed_bytes.status().message()));
-  const std::string& want_all = gpu_baseline ? *timed_bytes : cpu_ref->outputs;
-  const size_t want_offset = gpu_baseline ? static_cast<size_t>(timed_output_bytes) : 0;
-  const std::string want_name = gpu_baseline ? "baseline" : "C++ reference";
-  int64_t offset = 0;
-  for (const auto& [spec, count] : timed_outputs->tensors) {
-    const char* got = timed_bytes->data() + offset;
-    const char* want = want_all.data() + want_offset + offset;
-    Tolerances tol = ToleranceFor(task, spec->dtype());
-    CompareResult cmp = CompareTensors(spec->dtype(), got, want, count, tol);
-    if (!cmp.ok) {
-      return fail(cmp.nonfinite ? v1::NONFINITE : v1::WRONG_ANSWER,
-                  absl::StrCat("at the timed binding '", task.time().name(), "' (checked on the "
-                               "buffers it was timed on): ", spec->name(), "[", cmp.first_bad_index,
-                               "] = ", ElementAsDouble(spec->dtype(), got, cmp.first_bad_index), ", ",
-                               want_name, " ", ElementAsDouble(spec->dtype(), want, cmp.first_bad_index),
-                               "; ", cmp.bad_count, " of ", count, " elements outside atol ", tol.atol,
-                               " + rtol ", tol.rtol));
+  // One run of the GPU runner's profile mode in a fresh process, and the
+  // checks of what it wrote; nullopt when the evaluation has failed.
+  struct Measured {
+    runner::ProfileReport profile;
+    nlohmann::json gpu;         // gpu.json
+    std::string timed_bytes;    // the outputs after timing (and the GPU baseline's)
+  };
+  auto measure = [&]() -> std::optional<Measured> {
+    auto failed = [&](v1::EvalStatus status, const std::string& message) -> std::optional<Measured> {
+      fail(status, message);
+      return std::nullopt;
+    };
+    std::error_code ec;
+    fs::remove(scratch + "/report.txt", ec);
+    auto prof = gpu.harness->Run(
+        {"profile", "--task=" + scratch + "/task.pb", "--kernel=" + candidate_so,
+         "--baseline=" + baseline_arg, "--inputs=" + timed_inputs, "--outputs=" + outputs_path,
+         "--result=" + scratch + "/profile.json", "--gpu_result=" + scratch + "/gpu.json",
+         "--report=" + scratch + "/report.txt", absl::StrCat("--time_cap_s=", options_.profile_time_cap_s)},
+        scratch, options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 30),
+        check_bytes + 2 * timed_output_bytes * min_timed_checks);
+    if (!prof.ok()) return failed(v1::INFRA_ERROR, std::string(prof.status().message()));
+    if (prof->outcome.status != v1::OK) {
+      ev.mutable_diagnostics()->set_signal(prof->outcome.signal);
+      ev.mutable_diagnostics()->set_violation(prof->outcome.violation);
+      return failed(prof->outcome.status, absl::StrCat("candidate (at the timed binding '",
+                                                     task.time().name(), "') ", prof->outcome.message));
     }
-    offset += count * static_cast<int64_t>(DTypeSize(spec->dtype()));
-  }
-  const runner::TimingSeries& base = gpu_baseline ? profile->baseline : cpu_ref->timing;
-  if (profile->candidate.median_s <= 0 || base.median_s <= 0) {
-    return fail(v1::INFRA_ERROR, "the profiler measured no time");
-  }
-  *ev.mutable_timing() = ToTiming(profile->candidate);
-  *ev.mutable_baseline() = ToTiming(base);
-  ev.set_speedup(base.median_s / profile->candidate.median_s);
-  const auto [bytes, flops] = WorkAtTimedBinding(task);
-  const double bw = gpu.info.copy_bandwidth_gbs > 0 ? gpu.info.copy_bandwidth_gbs
-                                                    : gpu.info.theoretical_bandwidth_gbs;
-  // The compute roof: the tensor-core peak for f16/bf16 GEMMs (datasheet),
-  // else the measured FP32 FMA rate.
+    auto prof_json = ReadFileBytes(scratch + "/profile.json");
+    auto gpu_json = ReadFileBytes(scratch + "/gpu.json");
+    const auto outputs_size = static_cast<int64_t>(fs::file_size(outputs_path, ec));
+    const char* unwritten =
+        "the profiler ended without writing its results: the candidate ended the "
+        "process (exit?) or wrote into the runner's files";
+    if (!prof_json.ok() || !gpu_json.ok() || ec) return failed(v1::RUNTIME_ERROR, unwritten);
+    auto profile = runner::ProfileFromJson(*prof_json);
+    if (!profile.ok()) return failed(v1::INFRA_ERROR, std::string(profile.status().message()));
+    const auto kept = static_cast<int64_t>(profile->timed_checks.size());
+    if (kept > min_timed_checks || outputs_size != check_bytes + 2 * timed_output_bytes * kept) {
+      return failed(v1::RUNTIME_ERROR, unwritten);
+    }
+    nlohmann::json g = nlohmann::json::parse(*gpu_json, nullptr, /*allow_exceptions=*/false);
+    if (g.is_discarded() || !g.is_object()) return failed(v1::INFRA_ERROR, "gpu.json does not parse");
+    if (!profile->modified_input.empty()) {
+      return failed(v1::INPUT_MODIFIED, absl::StrCat("input '", profile->modified_input,
+                                                   "' changed while timing at binding '",
+                                                   task.time().name(), "'"));
+    }
+    if (const std::string over = g.value("overflowed", ""); !over.empty()) {
+      return failed(v1::RUNTIME_ERROR, absl::StrCat("wrote past the end of tensor '", over,
+                                                  "' at the timed binding '", task.time().name(), "'"));
+    }
+    // The kept timed calls first, as on the cpu worker: a call that was fast
+    // because it returned a stale or faked result is named by its sample.
+    if (TimedCheck check = CheckTimedCalls(task, *timed_outputs, *profile, outputs_path, min_timed_checks, "");
+        check.status != v1::OK) {
+      return failed(check.status, check.message);
+    }
+    auto timed_bytes = ReadFileRange(outputs_path, 0, check_bytes);
+    if (!timed_bytes.ok()) return failed(v1::INFRA_ERROR, std::string(timed_bytes.status().message()));
+    const std::string& want_all = gpu_baseline ? *timed_bytes : cpu_ref->outputs;
+    const size_t want_offset = gpu_baseline ? static_cast<size_t>(timed_output_bytes) : 0;
+    const std::string want_name = gpu_baseline ? "baseline" : "C++ reference";
+    int64_t offset = 0;
+    for (const auto& [spec, count] : timed_outputs->tensors) {
+      const char* got = timed_bytes->data() + offset;
+      const char* want = want_all.data() + want_offset + offset;
+      Tolerances tol = ToleranceFor(task, spec->dtype());
+      CompareResult cmp = CompareTensors(spec->dtype(), got, want, count, tol);
+      if (!cmp.ok) {
+        return failed(cmp.nonfinite ? v1::NONFINITE : v1::WRONG_ANSWER,
+                    absl::StrCat("at the timed binding '", task.time().name(), "' (checked on the "
+                                 "buffers it was timed on): ", spec->name(), "[", cmp.first_bad_index,
+                                 "] = ", ElementAsDouble(spec->dtype(), got, cmp.first_bad_index), ", ",
+                                 want_name, " ", ElementAsDouble(spec->dtype(), want, cmp.first_bad_index),
+                                 "; ", cmp.bad_count, " of ", count, " elements outside atol ", tol.atol,
+                                 " + rtol ", tol.rtol));
+      }
+      offset += count * static_cast<int64_t>(DTypeSize(spec->dtype()));
+    }
+    const runner::TimingSeries& base = gpu_baseline ? profile->baseline : cpu_ref->timing;
+    if (profile->candidate.median_s <= 0 || base.median_s <= 0) {
+      return failed(v1::INFRA_ERROR, "the profiler measured no time");
+    }
+    return Measured{*std::move(profile), std::move(g), *std::move(timed_bytes)};
+  };
+  std::optional<Measured> measured = measure();
+  if (!measured.has_value()) return false;
+  const runner::TimingSeries* base = gpu_baseline ? &measured->profile.baseline : &cpu_ref->timing;
+  // The memory roof: the higher of the bandwidth the probe measured (a
+  // device-to-device copy, which the best kernels beat by a few percent) and
+  // the datasheet's (bus width x memory clock). The compute roof: the
+  // tensor-core peak for f16/bf16 GEMMs (datasheet), else the measured FP32
+  // FMA rate.
+  const double copy_bw = gpu.info.copy_bandwidth_gbs;
+  const double bw = std::max(copy_bw, gpu.info.theoretical_bandwidth_gbs);
   const v1::DType tc_dtype = TensorCoreDType(task);
   const auto tc_peak_of = options_.vendor->tensor_peak_gflops;
   const double tc_peak =
       tc_dtype != v1::DTYPE_UNSPECIFIED && tc_peak_of != nullptr ? tc_peak_of(gpu.info) : 0;
   const double compute_peak = tc_peak > 0 ? tc_peak : gpu.info.fp32_gflops;
-  double roofline_s = 0;
-  if (bw > 0) roofline_s = std::max(roofline_s, bytes / (bw * 1e9));
-  if (compute_peak > 0) roofline_s = std::max(roofline_s, flops / (compute_peak * 1e9));
-  ev.set_roofline_fraction(roofline_s / profile->candidate.median_s);
+  DeviceLimits limits;
+  limits.bandwidth_gbs = bw;
+  limits.bandwidth_source = bw > copy_bw ? "bus width x memory clock" : "device-to-device copy, measured";
+  limits.peak_gflops = compute_peak;
+  limits.peak_source = tc_peak > 0 ? "tensor cores, datasheet" : "FP32 FMA, measured";
+  // The L2 is flushed before each sample, so a call's outputs up to its size
+  // may still be in it when the timer stops.
+  limits.cache_bytes = static_cast<double>(gpu.info.l2_bytes);
+  const Work work = TimedWork(task);
+  // A time beyond the speed of light is timed again in a fresh runner
+  // (docs/reliability.md, "Speed of light").
+  std::optional<SpeedOfLight> sol = CheckSpeedOfLight(
+      run, measured->profile.candidate.median_s, work, limits, options_.speed_of_light_margin,
+      [&]() -> std::optional<Remeasured> {
+        measured = measure();
+        if (!measured.has_value()) return std::nullopt;
+        base = gpu_baseline ? &measured->profile.baseline : &cpu_ref->timing;
+        return Remeasured{measured->profile.candidate.median_s, limits};
+      });
+  if (!sol.has_value()) return false;
+  const runner::ProfileReport* profile = &measured->profile;
+  const nlohmann::json& g = measured->gpu;
+  const std::string& want_all = gpu_baseline ? measured->timed_bytes : cpu_ref->outputs;
+  const size_t want_offset = gpu_baseline ? static_cast<size_t>(timed_output_bytes) : 0;
+  *ev.mutable_timing() = ToTiming(profile->candidate);
+  *ev.mutable_baseline() = ToTiming(*base);
+  ev.set_speedup(base->median_s / profile->candidate.median_s);
   auto& counters = *ev.mutable_profile();
   counters["compute_peak_gflops"] = compute_peak;
   counters["compute_peak_datasheet"] = tc_peak > 0 ? 1 : 0;
-  const std::string fp32_roof =
-      absl::StrCat("the measured FP32 FMA rate ", gpu.info.fp32_gflops, " GFLOP/s and copy bandwidth ", bw, " GB/s");
+  const std::string bw_roof = absl::StrCat("the bandwidth ", bw, " GB/s (", limits.bandwidth_source, ")");
+  const std::string fp32_roof = absl::StrCat("the measured FP32 FMA rate ", gpu.info.fp32_gflops, " GFLOP/s and ", bw_roof);
   (*ev.mutable_notes())["roofline"] =
       tc_peak > 0 ? absl::StrCat(std::string(DTypeName(tc_dtype)), " tensor-core peak ", tc_peak / 1e3,
-                                 " TFLOP/s (datasheet, dense) and the measured copy bandwidth ", bw, " GB/s")
+                                 " TFLOP/s (datasheet, dense) and ", bw_roof)
       : tc_dtype != v1::DTYPE_UNSPECIFIED
           ? absl::StrCat("no tensor-core peak known for ", gpu.info.name, ": ", fp32_roof, " (reads high for ",
                          std::string(DTypeName(tc_dtype)), ")")
           : fp32_roof;
-  const double achieved_gbs = bytes / profile->candidate.median_s / 1e9;
+  const double achieved_gbs = sol->implied_gbs;
   counters["achieved_bandwidth_gbs"] = achieved_gbs;
-  if (bw > 0) counters["bandwidth_fraction"] = achieved_gbs / bw;
-  counters["measured_bandwidth_gbs"] = bw;
-  counters["achieved_gflops"] = flops / profile->candidate.median_s / 1e9;
+  // Of the measured copy rate, as the benches have always shown it.
+  if (copy_bw > 0) counters["bandwidth_fraction"] = achieved_gbs / copy_bw;
+  counters["measured_bandwidth_gbs"] = copy_bw;
+  counters["bandwidth_limit_gbs"] = bw;
+  counters["achieved_gflops"] = sol->implied_gflops;
   counters["converged"] = profile->converged ? 1 : 0;
   counters["escaped_samples"] = g.value("escaped_samples_candidate", 0.0);
   counters["baseline_escaped_samples"] = g.value("escaped_samples_baseline", 0.0);
@@ -582,9 +624,9 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
   run.Emit(v1::STAGE_PROFILE, /*ok=*/true,
            absl::StrCat("GPU ", gpu.info.index, ": median ", profile->candidate.median_s * 1e6,
                         " us (spread ", profile->candidate.spread * 100, "%), ", base_label, " ",
-                        base.median_s * 1e6, " us, speedup ", ev.speedup(), "x, ",
+                        base->median_s * 1e6, " us, speedup ", ev.speedup(), "x, ",
                         absl::StrFormat("%.0f", achieved_gbs), " GB/s",
-                        bw > 0 ? absl::StrFormat(" (%.0f%% of measured)", 100 * achieved_gbs / bw) : "",
+                        copy_bw > 0 ? absl::StrFormat(" (%.0f%% of the measured copy rate)", 100 * achieved_gbs / copy_bw) : "",
                         ", ", ev.timing().samples_s_size(), " samples",
                         profile->converged ? "" : " (time cap reached before 1% spread)", escaped));
   if (options_.time_production) {

@@ -38,6 +38,7 @@
 #include "absl/time/time.h"
 #include "common/sandbox/sandbox.h"
 #include "worker/backends/cpu/eval_pipeline.h"
+#include "worker/backends/cpu/speed_of_light.h"
 #include "worker/runner/protocol.h"
 
 namespace kevo::worker {
@@ -133,6 +134,10 @@ struct GpuStagesOptions {
   // driver reserves far more address space than it uses).
   int64_t memory_limit_bytes = int64_t{8} << 30;
   double profile_time_cap_s = 3.0;
+  // A result beyond the limits by more than this fraction is timed again in
+  // a fresh runner and, if it still is, rejected as SUSPICIOUS
+  // (worker/backends/cpu/speed_of_light.h).
+  double speed_of_light_margin = kDefaultSpeedOfLightMargin;
   // Called after a successful profile, still holding the GPU's timing slot:
   // times the task's production baselines against the candidate
   // (ProductionTimer). `reference_outputs` are the outputs at the timed

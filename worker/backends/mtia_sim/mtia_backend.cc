@@ -17,6 +17,7 @@
 #include "common/tensor.h"
 #include "worker/backends/cpu/elf_symbols.h"
 #include "worker/backends/cpu/eval_pipeline.h"
+#include "worker/backends/cpu/speed_of_light.h"
 #include "worker/backends/cpu/kernel_builder.h"
 #include "worker/backends/cpu/symbol_policy.h"
 #include "mtia_sim/mtia.h"
@@ -287,17 +288,33 @@ bool MtiaBackend::ProfileStage(MtiaEvalRun& run) const {
   if (profile->baseline.median_s <= 0) {
     return fail(v1::INFRA_ERROR, "the task's reference_mtia.cc launched no kernel on the grid");
   }
+  const Work work = TimedWork(task);
+  // The speed-of-light check against the simulated chip's own figures: its
+  // DRAM bandwidth and its fastest engine (the DPE: a kernel may run any
+  // task's flops there). The simulated time is deterministic, so it is not
+  // timed twice. A kernel that computes on the host instead of on the grid
+  // shows here.
+  DeviceLimits limits;
+  limits.bandwidth_gbs = DramGbs();
+  limits.bandwidth_source = absl::StrCat(chip_.name, " DRAM");
+  limits.peak_gflops = std::max(DpeGflops(), SimdGflops());
+  limits.peak_source = absl::StrCat(chip_.name, ", its fastest engine");
+  std::optional<SpeedOfLight> sol = CheckSpeedOfLight(run, profile->candidate.median_s, work, limits,
+                                                      options_.speed_of_light_margin, /*remeasure=*/nullptr);
+  if (!sol.has_value()) return false;
+  // The roofline shown is against the engine the op family's flops run on.
+  const double peak_gflops = UsesDpe(task) ? DpeGflops() : SimdGflops();
+  limits.peak_gflops = peak_gflops;
+  ev.set_roofline_fraction(
+      MeasureSpeedOfLight(profile->candidate.median_s, work, limits, options_.speed_of_light_margin).fraction);
   *ev.mutable_timing() = ToTiming(profile->candidate);
   *ev.mutable_baseline() = ToTiming(profile->baseline);
   ev.set_speedup(profile->baseline.median_s / profile->candidate.median_s);
-  const auto [bytes, flops] = WorkAtTimedBinding(task);
-  const double peak_gflops = UsesDpe(task) ? DpeGflops() : SimdGflops();
-  const double roofline_s = std::max(bytes / (DramGbs() * 1e9), flops / (peak_gflops * 1e9));
-  ev.set_roofline_fraction(roofline_s / profile->candidate.median_s);
+  ev.set_deterministic_timing(true);
   auto& counters = *ev.mutable_profile();
   for (const auto& [key, value] : profile->counters) counters[key] = value;
-  counters["achieved_bandwidth_gbs"] = bytes / profile->candidate.median_s / 1e9;
-  counters["achieved_gflops"] = flops / profile->candidate.median_s / 1e9;
+  counters["achieved_bandwidth_gbs"] = sol->implied_gbs;
+  counters["achieved_gflops"] = sol->implied_gflops;
   counters["roofline_peak_gflops"] = peak_gflops;
   counters["peak_rss_bytes"] = static_cast<double>(profiled->peak_rss_bytes);
   const auto c = [&](const char* key) {

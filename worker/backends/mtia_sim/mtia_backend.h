@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "common/sandbox/sandbox.h"
 #include "worker/backend.h"
+#include "worker/backends/cpu/speed_of_light.h"
 
 namespace kevo::worker {
 
@@ -54,6 +55,10 @@ struct MtiaBackendOptions {
   std::string bwrap_path = "/usr/bin/bwrap";  // the bubblewrap binary
   // Keep each evaluation's scratch folder (for debugging).
   bool keep_eval_dirs = false;
+  // A simulated time beyond the chip's DRAM bandwidth or peak by more than
+  // this fraction is rejected as SUSPICIOUS
+  // (worker/backends/cpu/speed_of_light.h).
+  double speed_of_light_margin = kDefaultSpeedOfLightMargin;
 };
 
 // Creates the backend: checks the options, the compiler and the runner, and

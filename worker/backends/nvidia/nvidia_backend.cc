@@ -148,6 +148,7 @@ class NvidiaBackend final : public Backend {
     g.run_timeout = o.run_timeout;
     g.memory_limit_bytes = o.memory_limit_bytes;
     g.profile_time_cap_s = o.profile_time_cap_s;
+    g.speed_of_light_margin = o.speed_of_light_margin;
     return g;
   }
 

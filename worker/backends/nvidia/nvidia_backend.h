@@ -50,6 +50,7 @@
 #include "absl/time/time.h"
 #include "common/sandbox/sandbox.h"
 #include "worker/backend.h"
+#include "worker/backends/cpu/speed_of_light.h"
 #include "worker/backends/gpu/gpu_stages.h"
 
 namespace kevo::worker {
@@ -72,6 +73,10 @@ struct NvidiaBackendOptions {
   // gets none: the driver reserves far more address space than it uses).
   int64_t memory_limit_bytes = int64_t{8} << 30;
   double profile_time_cap_s = 3.0;
+  // A result beyond the device's limits by more than this fraction is timed
+  // again in a fresh runner and, if it still is, rejected as SUSPICIOUS
+  // (worker/backends/cpu/speed_of_light.h).
+  double speed_of_light_margin = kDefaultSpeedOfLightMargin;
   bool skip_symbol_check = false;  // tests only
   sandbox::SandboxOptions::Bwrap use_bwrap = sandbox::SandboxOptions::Bwrap::kAuto;
   std::string bwrap_path = "/usr/bin/bwrap";  // the bubblewrap binary
