@@ -13,6 +13,12 @@
 // none evaluated twice.
 //
 // Public methods are thread-safe and never block on evaluations.
+//
+// The code: manager.cc (submission, recovery, the loops, readers),
+// propose.cc (the loop sending work out), results.cc (the loop taking
+// results in, re-timings, a job's end), warm_start.cc; best.h (the rules
+// that figure a result and choose the best, pure functions), statistics.h
+// (a stored job read back, medians), job_metrics.h and running.h (internal).
 #pragma once
 
 #include <atomic>
@@ -29,10 +35,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "coordinator/proposer/proposer.h"
 #include "coordinator/scheduler/scheduler.h"
 #include "coordinator/search/policy.h"
 #include "coordinator/search/tree.h"
+#include "coordinator/jobs/statistics.h"
 #include "coordinator/store/store.h"
 #include "kevo/v1/job.pb.h"
 
@@ -83,6 +91,10 @@ class JobManager {
   absl::Status Recover();
   // Installs skill memory's hooks; call before Recover().
   void SetLearningHooks(LearningHooks hooks) { learning_ = std::move(hooks); }
+  // The clock that stamps jobs and nodes and measures wall-time budgets and
+  // device use (tests: a fake one; the loops still tick on real time). Call
+  // before Recover().
+  void SetClock(std::function<absl::Time()> now) { now_ = std::move(now); }
   void Start();
   void Stop();
 
@@ -195,6 +207,7 @@ class JobManager {
   scheduler::Scheduler* const scheduler_;
   ProposerFactory proposers_;
   LearningHooks learning_;
+  std::function<absl::Time()> now_ = [] { return absl::Now(); };
   std::shared_ptr<prometheus::Registry> registry_;
   struct Metrics;
   std::unique_ptr<Metrics> metrics_;
@@ -216,18 +229,5 @@ class JobManager {
   std::map<std::string, v1::Job> jobs_ ABSL_GUARDED_BY(mu_);
   std::multimap<std::string, JobWatcher*> watchers_ ABSL_GUARDED_BY(mu_);
 };
-
-// Every node of `job_id` in `store` (the durable tree), in key order; none
-// for an unknown job. For readers of a stopped coordinator's folder too.
-absl::StatusOr<std::vector<v1::Node>> ReadNodes(store::Store& store, const std::string& job_id);
-// The job's stored record; NotFound for an unknown job.
-absl::StatusOr<v1::Job> ReadJob(store::Store& store, const std::string& job_id);
-
-// The baseline times measured by the timed evaluations among `nodes`
-// (unsorted), and their median (0 when none).
-std::vector<double> BaselineTimes(const std::vector<const v1::Node*>& nodes);
-double Median(std::vector<double> values);
-// The median of `sorted` (ascending), 0 when empty: Median without a copy.
-double SortedMedian(const std::vector<double>& sorted);
 
 }  // namespace kevo::jobs

@@ -18,6 +18,7 @@
 #include "coordinator/scheduler/scheduler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/test_dir.h"
 
 namespace kevo::scheduler {
 namespace {
@@ -55,9 +56,7 @@ class Finals final : public EvalListener {
 class SchedulerQuarantineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("kevo-scheduler-quarantine-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    dir_ = kevo::testing::FreshTestDir("scheduler-quarantine");
     auto store = store::Store::Open(dir_.string());
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);

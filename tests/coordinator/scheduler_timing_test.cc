@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/testing/test_dir.h"
 
 namespace kevo::scheduler {
 namespace {
@@ -25,9 +26,7 @@ namespace fs = std::filesystem;
 class SchedulerTimingTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("kevo-scheduler-timing-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    dir_ = kevo::testing::FreshTestDir("scheduler-timing");
     auto store = store::Store::Open(dir_.string());
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
