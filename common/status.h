@@ -18,7 +18,10 @@
 // `lhs = value of rexpr` (an absl::StatusOr<T>), or returns its error status.
 #define KEVO_ASSIGN_OR_RETURN(lhs, rexpr) \
   KEVO_ASSIGN_OR_RETURN_IMPL_(KEVO_CONCAT_(kevo_statusor_, __LINE__), lhs, rexpr)
+// `lhs` is a declaration or an lvalue: it cannot be parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define KEVO_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, rexpr) \
   auto tmp = (rexpr);                                \
   if (!tmp.ok()) return tmp.status();                \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)
