@@ -225,6 +225,7 @@ class CoordinatorImpl final : public Coordinator {
     job_service_.reset();  // joins its executor
     admin_service_.reset();
     campaign_service_.reset();
+    worker_service_.reset();  // runs the streams' last work (their disconnections) while the scheduler lives
     campaigns_.reset();
     jobs_.reset();
     if (llm_) llm_->Shutdown();  // waits for LLM calls in flight

@@ -93,7 +93,26 @@ class WorkerReactor final
     StartRead(&in_);
   }
 
+  // A message (or the stream's end) is handled on the service's executor, not
+  // on the gRPC thread: the scheduler may write to RocksDB for it. The next
+  // read starts once it is handled, so one worker's messages keep their order.
   void OnReadDone(bool ok) override {
+    service_->executor().Post([this, ok] { Handle(ok); });
+  }
+
+  void OnWriteDone(bool ok) override { writes_.OnWriteDone(ok); }
+
+  void OnDone() override {
+    service_->executor().Post([this] {
+      Disconnect(/*lost=*/true);
+      delete this;
+    });
+  }
+
+ private:
+  // OnReadDone's work, on the executor; nothing touches the reactor after
+  // its last call to the stream (StartRead, or a finish).
+  void Handle(bool ok) {
     if (!ok) {
       // The worker closed the stream or vanished: return its leases now.
       Disconnect(/*lost=*/true);
@@ -126,14 +145,6 @@ class WorkerReactor final
     StartRead(&in_);
   }
 
-  void OnWriteDone(bool ok) override { writes_.OnWriteDone(ok); }
-
-  void OnDone() override {
-    Disconnect(/*lost=*/true);
-    delete this;
-  }
-
- private:
   // `lost`: the stream ended without the coordinator ending it (the worker
   // died, or the network did), so evaluations it held count toward their
   // quarantine (Scheduler::RemoveWorker).
@@ -159,7 +170,9 @@ class WorkerReactor final
 class EvaluateReactor final : public grpc::ServerWriteReactor<v1::EvaluateEvent>,
                               public scheduler::EvalListener {
  public:
-  EvaluateReactor(scheduler::Scheduler* scheduler, const v1::EvaluateRequest& request,
+  // The checks run on the gRPC thread (memory only); the submission, which
+  // writes to RocksDB, on `executor`.
+  EvaluateReactor(scheduler::Scheduler* scheduler, Executor* executor, const v1::EvaluateRequest& request,
                   absl::StatusOr<auth::Principal> caller, const task::TaskLimits& task_limits)
       : scheduler_(scheduler), writes_(this) {
     if (!caller.ok()) {
@@ -182,13 +195,48 @@ class EvaluateReactor final : public grpc::ServerWriteReactor<v1::EvaluateEvent>
       writes_.FinishAfterWrites(ToGrpcStatus(valid));
       return;
     }
+    {
+      absl::MutexLock l(&mu_);
+      submitting_ = true;
+    }
+    executor->Post([this, &request, team = caller->team] { Submit(request, team); });
+  }
+
+  void OnStage(const v1::StageEvent& event) override {
+    v1::EvaluateEvent e;
+    *e.mutable_stage() = event;
+    writes_.Push(std::move(e));
+  }
+
+  void OnFinal(const v1::Evaluation& evaluation) override {
+    v1::EvaluateEvent e;
+    *e.mutable_final() = evaluation;
+    writes_.Push(std::move(e));
+    End(grpc::Status::OK);
+  }
+
+  void OnWriteDone(bool ok) override { writes_.OnWriteDone(ok); }
+
+  void OnCancel() override {
+    // The client went away; the evaluation itself goes on and is recorded.
+    End(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override {
+    if (!eval_id_.empty()) scheduler_->Unsubscribe(eval_id_, this);
+    delete this;
+  }
+
+ private:
+  // Stores and queues the evaluation and subscribes to it (the executor).
+  void Submit(const v1::EvaluateRequest& request, const std::string& team) {
     scheduler::Scheduler::SubmitOptions options;
     options.require_timing = request.require_timing();
-    options.team = caller->team;
+    options.team = team;
     auto id = scheduler_->Submit(request.task(), request.candidate(), request.platform(),
                                  std::move(options));
     if (!id.ok()) {
-      writes_.FinishAfterWrites(ToGrpcStatus(id.status()));
+      SubmitDone(ToGrpcStatus(id.status()));
       return;
     }
     eval_id_ = *id;
@@ -210,37 +258,39 @@ class EvaluateReactor final : public grpc::ServerWriteReactor<v1::EvaluateEvent>
       writes_.Push(std::move(waiting));
     }
     absl::Status s = scheduler_->Subscribe(eval_id_, this);
-    if (!s.ok()) writes_.FinishAfterWrites(ToGrpcStatus(s));
+    SubmitDone(s.ok() ? std::optional<grpc::Status>() : ToGrpcStatus(s));
   }
 
-  void OnStage(const v1::StageEvent& event) override {
-    v1::EvaluateEvent e;
-    *e.mutable_stage() = event;
-    writes_.Push(std::move(e));
+  // Ends the submission: the call finishes with `status` when given, or with
+  // what came meanwhile (the final result, the client's cancellation). The
+  // reactor may be gone once this returns.
+  void SubmitDone(std::optional<grpc::Status> status) {
+    {
+      absl::MutexLock l(&mu_);
+      submitting_ = false;
+      if (!status.has_value()) status = std::move(deferred_);
+    }
+    if (status.has_value()) writes_.FinishAfterWrites(*std::move(status));
   }
 
-  void OnFinal(const v1::Evaluation& evaluation) override {
-    v1::EvaluateEvent e;
-    *e.mutable_final() = evaluation;
-    writes_.Push(std::move(e));
-    writes_.FinishAfterWrites(grpc::Status::OK);
+  // Finishes the call after the queued writes, or, while the submission is
+  // under way, once it ends: the reactor must outlive it.
+  void End(grpc::Status status) {
+    {
+      absl::MutexLock l(&mu_);
+      if (submitting_) {
+        if (!deferred_.has_value()) deferred_ = std::move(status);
+        return;
+      }
+    }
+    writes_.FinishAfterWrites(std::move(status));
   }
 
-  void OnWriteDone(bool ok) override { writes_.OnWriteDone(ok); }
-
-  void OnCancel() override {
-    // The client went away; the evaluation itself goes on and is recorded.
-    writes_.FinishAfterWrites(grpc::Status::CANCELLED);
-  }
-
-  void OnDone() override {
-    if (!eval_id_.empty()) scheduler_->Unsubscribe(eval_id_, this);
-    delete this;
-  }
-
- private:
   scheduler::Scheduler* scheduler_;
-  std::string eval_id_;
+  std::string eval_id_;  // set by Submit before it subscribes
+  absl::Mutex mu_;
+  bool submitting_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> deferred_ ABSL_GUARDED_BY(mu_);
   WriteQueue<EvaluateReactor, v1::EvaluateEvent> writes_;
 };
 
@@ -276,6 +326,25 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
   auto* reactor = context->DefaultReactor();
   if (result.ok()) *response = std::move(*result);
   reactor->Finish(ToGrpcStatus(result.status()));
+  return reactor;
+}
+
+// Runs `compute` on `executor` and finishes the unary call from there with its
+// result (its value copied on success); `done`, when set, hears the status
+// and the time from the call's arrival.
+template <typename T>
+grpc::ServerUnaryReactor* FinishOn(Executor& executor, grpc::CallbackServerContext* context,
+                                   std::function<absl::StatusOr<T>()> compute, T* response,
+                                   std::function<void(const absl::Status&, absl::Duration)> done = nullptr) {
+  auto* reactor = context->DefaultReactor();
+  const absl::Time start = absl::Now();
+  executor.Post([reactor, compute = std::move(compute), response, start, done = std::move(done)] {
+    absl::StatusOr<T> result = compute();
+    const absl::Status status = result.status();
+    if (done) done(status, absl::Now() - start);
+    if (result.ok()) *response = *std::move(result);
+    reactor->Finish(ToGrpcStatus(status));
+  });
   return reactor;
 }
 
@@ -406,7 +475,7 @@ JobServiceImpl::JobServiceImpl(scheduler::Scheduler* scheduler, jobs::JobManager
       authority_(authority),
       task_limits_(task_limits),
       metrics_(std::make_unique<RpcMetrics>(registry)),
-      executor_(std::make_unique<Executor>(/*threads=*/2)) {
+      executor_(std::make_unique<Executor>(/*threads=*/4)) {
   knowledge_.jobs = jobs;
 }
 
@@ -416,20 +485,14 @@ template <typename T>
 grpc::ServerUnaryReactor* JobServiceImpl::FinishOffThread(
     grpc::CallbackServerContext* context, const char* method,
     std::function<absl::StatusOr<T>()> compute, T* response) {
-  auto* reactor = context->DefaultReactor();
-  const absl::Time start = absl::Now();
-  executor_->Post([this, reactor, method, compute = std::move(compute), response, start] {
-    absl::StatusOr<T> result = compute();
-    metrics_->Record(method, result.status(), absl::Now() - start);
-    if (result.ok()) {
-      *response = *std::move(result);
-    } else if (result.status().code() == absl::StatusCode::kInternal ||
-               result.status().code() == absl::StatusCode::kDataLoss) {
-      LogError(method, ": ", result.status().ToString());
-    }
-    reactor->Finish(ToGrpcStatus(result.status()));
-  });
-  return reactor;
+  return FinishOn<T>(*executor_, context, std::move(compute), response,
+                     [this, method](const absl::Status& status, absl::Duration took) {
+                       metrics_->Record(method, status, took);
+                       if (status.code() == absl::StatusCode::kInternal ||
+                           status.code() == absl::StatusCode::kDataLoss) {
+                         LogError(method, ": ", status.ToString());
+                       }
+                     });
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListLlmCalls(grpc::CallbackServerContext* context,
@@ -480,18 +543,23 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
                                                     const v1::SubmitJobRequest* request,
                                                     v1::SubmitJobResponse* response) {
   absl::StatusOr<auth::Principal> caller = User(authority_, *context);
-  absl::Status allowed = caller.ok() ? CheckQuota(*caller) : caller.status();
-  if (allowed.ok()) allowed = task::ValidateReceivedTask(request->spec().task(), task_limits_);
-  if (!allowed.ok()) return FinishUnary<v1::SubmitJobResponse>(context, allowed, response);
-  v1::JobSpec spec = request->spec();
-  // A team's job is its own whatever the request says; the admin may name one.
-  if (!caller->admin()) spec.set_team(caller->team);
-  auto id = jobs_->Submit(spec);
-  if (!id.ok()) return FinishUnary<v1::SubmitJobResponse>(context, id.status(), response);
-  if (!spec.team().empty()) LogInfo("job ", *id, " submitted by team ", spec.team());
-  v1::SubmitJobResponse r;
-  r.set_job_id(*id);
-  return FinishUnary<v1::SubmitJobResponse>(context, std::move(r), response);
+  // Stored with a synced write: on the executor.
+  return FinishOffThread<v1::SubmitJobResponse>(
+      context, "SubmitJob",
+      [this, request, caller]() -> absl::StatusOr<v1::SubmitJobResponse> {
+        KEVO_RETURN_IF_ERROR(caller.status());
+        KEVO_RETURN_IF_ERROR(CheckQuota(*caller));
+        KEVO_RETURN_IF_ERROR(task::ValidateReceivedTask(request->spec().task(), task_limits_));
+        v1::JobSpec spec = request->spec();
+        // A team's job is its own whatever the request says; the admin may name one.
+        if (!caller->admin()) spec.set_team(caller->team);
+        KEVO_ASSIGN_OR_RETURN(std::string id, jobs_->Submit(spec));
+        if (!spec.team().empty()) LogInfo("job ", id, " submitted by team ", spec.team());
+        v1::SubmitJobResponse r;
+        r.set_job_id(id);
+        return r;
+      },
+      response);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* context,
@@ -543,7 +611,9 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetBest(grpc::CallbackServerContext* c
                                                   v1::GetBestResponse* response) {
   absl::Status visible = CheckVisible(*context, request->job_id());
   if (!visible.ok()) return FinishUnary<v1::GetBestResponse>(context, visible, response);
-  return FinishUnary(context, jobs_->GetBest(request->job_id()), response);
+  // Reads the node, its evaluations and its kernel from RocksDB.
+  return FinishOffThread<v1::GetBestResponse>(
+      context, "GetBest", [this, request] { return jobs_->GetBest(request->job_id()); }, response);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListNodes(grpc::CallbackServerContext* context,
@@ -551,15 +621,19 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListNodes(grpc::CallbackServerContext*
                                                     v1::ListNodesResponse* response) {
   absl::Status visible = CheckVisible(*context, request->job_id());
   if (!visible.ok()) return FinishUnary<v1::ListNodesResponse>(context, visible, response);
-  auto nodes = jobs_->Nodes(request->job_id());
-  if (!nodes.ok()) return FinishUnary<v1::ListNodesResponse>(context, nodes.status(), response);
-  v1::ListNodesResponse r;
-  absl::Status paged = Page(
-      *std::move(nodes), request->page_size(), request->page_token(),
-      [](const v1::Node& n) { return n.node_id(); }, [&r](v1::Node n) { *r.add_nodes() = std::move(n); },
-      r.mutable_next_page_token());
-  if (!paged.ok()) return FinishUnary<v1::ListNodesResponse>(context, paged, response);
-  return FinishUnary<v1::ListNodesResponse>(context, std::move(r), response);
+  // Scans the job's nodes in RocksDB.
+  return FinishOffThread<v1::ListNodesResponse>(
+      context, "ListNodes",
+      [this, request]() -> absl::StatusOr<v1::ListNodesResponse> {
+        KEVO_ASSIGN_OR_RETURN(std::vector<v1::Node> nodes, jobs_->Nodes(request->job_id()));
+        v1::ListNodesResponse r;
+        KEVO_RETURN_IF_ERROR(Page(
+            std::move(nodes), request->page_size(), request->page_token(),
+            [](const v1::Node& n) { return n.node_id(); }, [&r](v1::Node n) { *r.add_nodes() = std::move(n); },
+            r.mutable_next_page_token()));
+        return r;
+      },
+      response);
 }
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerServiceImpl::Connect(
@@ -569,30 +643,29 @@ grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerServic
 
 grpc::ServerWriteReactor<v1::EvaluateEvent>* JobServiceImpl::EvaluateCandidate(
     grpc::CallbackServerContext* context, const v1::EvaluateRequest* request) {
-  return new EvaluateReactor(scheduler_, *request, User(authority_, *context), task_limits_);
+  return new EvaluateReactor(scheduler_, executor_.get(), *request, User(authority_, *context), task_limits_);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::GetEvaluation(grpc::CallbackServerContext* context,
                                                         const v1::GetEvaluationRequest* request,
                                                         v1::Evaluation* response) {
-  auto* reactor = context->DefaultReactor();
   absl::StatusOr<auth::Principal> caller = User(authority_, *context);
-  auto record = caller.ok() ? scheduler_->GetRecord(request->eval_id())
-                            : absl::StatusOr<v1::EvalRecord>(caller.status());
-  if (record.ok() && !caller->admin() && record->team() != caller->team) {
-    record = absl::NotFoundError(absl::StrCat("no evaluation ", request->eval_id()));
-  }
-  if (!record.ok()) {
-    reactor->Finish(ToGrpcStatus(record.status()));
-  } else if (record->state() != v1::EVAL_DONE) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                 absl::StrCat("evaluation ", request->eval_id(), " is still ",
-                                              v1::EvalState_Name(record->state()))));
-  } else {
-    *response = record->evaluation();
-    reactor->Finish(grpc::Status::OK);
-  }
-  return reactor;
+  // The record may have to be read from RocksDB.
+  return FinishOffThread<v1::Evaluation>(
+      context, "GetEvaluation",
+      [this, request, caller]() -> absl::StatusOr<v1::Evaluation> {
+        KEVO_RETURN_IF_ERROR(caller.status());
+        KEVO_ASSIGN_OR_RETURN(v1::EvalRecord record, scheduler_->GetRecord(request->eval_id()));
+        if (!caller->admin() && record.team() != caller->team) {
+          return absl::NotFoundError(absl::StrCat("no evaluation ", request->eval_id()));
+        }
+        if (record.state() != v1::EVAL_DONE) {
+          return absl::UnavailableError(absl::StrCat("evaluation ", request->eval_id(), " is still ",
+                                                     v1::EvalState_Name(record.state())));
+        }
+        return record.evaluation();
+      },
+      response);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
@@ -634,65 +707,78 @@ grpc::ServerUnaryReactor* AdminServiceImpl::CreateTeam(grpc::CallbackServerConte
                                                        const v1::CreateTeamRequest* request,
                                                        v1::TeamToken* response) {
   absl::Status admin = CheckAdmin(context);
-  if (!admin.ok()) return FinishUnary<v1::TeamToken>(context, admin, response);
-  return FinishUnary(context, authority_->CreateTeam(*request), response);
+  return FinishOn<v1::TeamToken>(executor_, context, [this, admin, request]() -> absl::StatusOr<v1::TeamToken> {
+    KEVO_RETURN_IF_ERROR(admin);
+    return authority_->CreateTeam(*request);
+  }, response);
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::ListTeams(grpc::CallbackServerContext* context,
                                                       const v1::ListTeamsRequest* request,
                                                       v1::ListTeamsResponse* response) {
   absl::Status admin = CheckAdmin(context);
-  if (!admin.ok()) return FinishUnary<v1::ListTeamsResponse>(context, admin, response);
-  v1::ListTeamsResponse r;
-  for (auto& t : authority_->ListTeams()) *r.add_teams() = std::move(t);
-  return FinishUnary<v1::ListTeamsResponse>(context, std::move(r), response);
+  return FinishOn<v1::ListTeamsResponse>(
+      executor_, context, [this, admin]() -> absl::StatusOr<v1::ListTeamsResponse> {
+        KEVO_RETURN_IF_ERROR(admin);
+        v1::ListTeamsResponse r;
+        for (auto& t : authority_->ListTeams()) *r.add_teams() = std::move(t);
+        return r;
+      }, response);
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::RotateTeamToken(grpc::CallbackServerContext* context,
                                                             const v1::RotateTeamTokenRequest* request,
                                                             v1::TeamToken* response) {
   absl::Status admin = CheckAdmin(context);
-  if (!admin.ok()) return FinishUnary<v1::TeamToken>(context, admin, response);
-  return FinishUnary(context, authority_->RotateTeamToken(request->name()), response);
+  return FinishOn<v1::TeamToken>(executor_, context, [this, admin, request]() -> absl::StatusOr<v1::TeamToken> {
+    KEVO_RETURN_IF_ERROR(admin);
+    return authority_->RotateTeamToken(request->name());
+  }, response);
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::RevokeTeamTokens(grpc::CallbackServerContext* context,
                                                              const v1::RevokeTeamTokensRequest* request,
                                                              v1::RevokeTeamTokensResponse* response) {
   absl::Status admin = CheckAdmin(context);
-  if (!admin.ok()) return FinishUnary<v1::RevokeTeamTokensResponse>(context, admin, response);
-  absl::StatusOr<int> n = authority_->RevokeTeamTokens(request->name());
-  if (!n.ok()) return FinishUnary<v1::RevokeTeamTokensResponse>(context, n.status(), response);
-  v1::RevokeTeamTokensResponse r;
-  r.set_revoked(*n);
-  return FinishUnary<v1::RevokeTeamTokensResponse>(context, std::move(r), response);
+  return FinishOn<v1::RevokeTeamTokensResponse>(
+      executor_, context, [this, admin, request]() -> absl::StatusOr<v1::RevokeTeamTokensResponse> {
+        KEVO_RETURN_IF_ERROR(admin);
+        KEVO_ASSIGN_OR_RETURN(int n, authority_->RevokeTeamTokens(request->name()));
+        v1::RevokeTeamTokensResponse r;
+        r.set_revoked(n);
+        return r;
+      }, response);
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::CreateWorkerToken(grpc::CallbackServerContext* context,
                                                               const v1::CreateWorkerTokenRequest* request,
                                                               v1::WorkerToken* response) {
   absl::Status admin = CheckAdmin(context);
-  if (!admin.ok()) return FinishUnary<v1::WorkerToken>(context, admin, response);
-  return FinishUnary(context, authority_->CreateWorkerToken(request->name()), response);
+  return FinishOn<v1::WorkerToken>(executor_, context, [this, admin, request]() -> absl::StatusOr<v1::WorkerToken> {
+    KEVO_RETURN_IF_ERROR(admin);
+    return authority_->CreateWorkerToken(request->name());
+  }, response);
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::RevokeWorker(grpc::CallbackServerContext* context,
                                                          const v1::RevokeWorkerRequest* request,
                                                          v1::RevokeWorkerResponse* response) {
   absl::Status admin = CheckAdmin(context);
-  if (!admin.ok()) return FinishUnary<v1::RevokeWorkerResponse>(context, admin, response);
-  absl::StatusOr<std::string> hash = workers_->TokenOf(request->worker_id());
-  if (!hash.ok()) return FinishUnary<v1::RevokeWorkerResponse>(context, hash.status(), response);
-  absl::StatusOr<v1::TokenRecord> token = authority_->Token(*hash);
-  absl::Status s = authority_->RevokeToken(*hash, absl::StrCat("worker ", request->worker_id(), " revoked"));
-  if (!s.ok()) return FinishUnary<v1::RevokeWorkerResponse>(context, s, response);
-  // Its leases go back to the queue now (revoked, not lost: no quarantine
-  // count); its stream ends at its next message.
-  scheduler_->RemoveWorker(request->worker_id(), /*lost=*/false);
-  LogInfo("worker ", request->worker_id(), " revoked by the admin");
-  v1::RevokeWorkerResponse r;
-  if (token.ok()) r.set_token_name(token->name());
-  return FinishUnary<v1::RevokeWorkerResponse>(context, std::move(r), response);
+  return FinishOn<v1::RevokeWorkerResponse>(
+      executor_, context, [this, admin, request]() -> absl::StatusOr<v1::RevokeWorkerResponse> {
+        KEVO_RETURN_IF_ERROR(admin);
+        KEVO_ASSIGN_OR_RETURN(std::string hash, workers_->TokenOf(request->worker_id()));
+        absl::StatusOr<v1::TokenRecord> token = authority_->Token(hash);
+        KEVO_RETURN_IF_ERROR(
+            authority_->RevokeToken(hash, absl::StrCat("worker ", request->worker_id(), " revoked")));
+        // Its leases go back to the queue now (revoked, not lost: no quarantine
+        // count); its stream ends at its next message.
+        scheduler_->RemoveWorker(request->worker_id(), /*lost=*/false);
+        LogInfo("worker ", request->worker_id(), " revoked by the admin");
+        v1::RevokeWorkerResponse r;
+        if (token.ok()) r.set_token_name(token->name());
+        return r;
+      }, response);
 }
 
 }  // namespace kevo::coordinator
@@ -713,14 +799,18 @@ grpc::ServerUnaryReactor* CampaignServiceImpl::SubmitCampaign(grpc::CallbackServ
                                                               const v1::SubmitCampaignRequest* request,
                                                               v1::SubmitCampaignResponse* response) {
   absl::StatusOr<auth::Principal> caller = User(authority_, *context);
-  if (!caller.ok()) return FinishUnary<v1::SubmitCampaignResponse>(context, caller.status(), response);
-  std::vector<v1::CampaignTask> tasks(request->tasks().begin(), request->tasks().end());
-  // A team's campaign is its own whatever the request says; the admin may name one.
-  auto id = campaigns_->Submit(request->spec(), tasks, caller->admin() ? "" : caller->team);
-  if (!id.ok()) return FinishUnary<v1::SubmitCampaignResponse>(context, id.status(), response);
-  v1::SubmitCampaignResponse r;
-  r.set_campaign_id(*id);
-  return FinishUnary<v1::SubmitCampaignResponse>(context, std::move(r), response);
+  // Validates every task and writes the campaign: on the executor.
+  return FinishOn<v1::SubmitCampaignResponse>(
+      executor_, context, [this, caller, request]() -> absl::StatusOr<v1::SubmitCampaignResponse> {
+        KEVO_RETURN_IF_ERROR(caller.status());
+        std::vector<v1::CampaignTask> tasks(request->tasks().begin(), request->tasks().end());
+        // A team's campaign is its own whatever the request says; the admin may name one.
+        KEVO_ASSIGN_OR_RETURN(std::string id,
+                              campaigns_->Submit(request->spec(), tasks, caller->admin() ? "" : caller->team));
+        v1::SubmitCampaignResponse r;
+        r.set_campaign_id(id);
+        return r;
+      }, response);
 }
 
 grpc::ServerUnaryReactor* CampaignServiceImpl::GetCampaign(grpc::CallbackServerContext* context,
@@ -746,7 +836,8 @@ grpc::ServerUnaryReactor* CampaignServiceImpl::CancelCampaign(grpc::CallbackServ
                                                               v1::Campaign* response) {
   absl::StatusOr<v1::Campaign> visible = Visible(*context, request->campaign_id());
   if (!visible.ok()) return FinishUnary(context, std::move(visible), response);
-  return FinishUnary(context, campaigns_->Cancel(request->campaign_id()), response);
+  return FinishOn<v1::Campaign>(
+      executor_, context, [this, request] { return campaigns_->Cancel(request->campaign_id()); }, response);
 }
 
 }  // namespace kevo::coordinator

@@ -1,5 +1,9 @@
-// The gRPC services of the coordinator, on the callback API: reactions never
-// block on another RPC or on a worker; they hand work to the scheduler.
+// The gRPC services of the coordinator, on the callback API. A reaction never
+// waits for RocksDB, a proposer, another RPC or a worker: what writes or scans
+// the store (a worker's messages, submissions, the admin's and campaigns'
+// calls, reads of stored nodes and records) runs on the service's executor,
+// which finishes the call; what a reaction does itself reads memory only
+// (GetJob, ListJobs, ListWorkers, CancelJob, GetCampaign, ListCampaigns).
 #pragma once
 
 #include <map>
@@ -39,8 +43,9 @@ absl::Status TeamAdmission(const auth::Authority* authority, jobs::JobManager* j
 // under its own name; the admin sees all and may name the team.
 class CampaignServiceImpl final : public v1::CampaignService::CallbackService {
  public:
+  // SubmitCampaign and CancelCampaign run on an executor of its own.
   CampaignServiceImpl(campaigns::CampaignManager* campaigns, const auth::Authority* authority)
-      : campaigns_(campaigns), authority_(authority) {}
+      : campaigns_(campaigns), authority_(authority), executor_(/*threads=*/1) {}
   grpc::ServerUnaryReactor* SubmitCampaign(grpc::CallbackServerContext* context,
                                            const v1::SubmitCampaignRequest* request,
                                            v1::SubmitCampaignResponse* response) override;
@@ -58,17 +63,22 @@ class CampaignServiceImpl final : public v1::CampaignService::CallbackService {
 
   campaigns::CampaignManager* campaigns_;
   const auth::Authority* authority_;
+  Executor executor_;  // last: joined first, while the rest is alive
 };
 
 // Workers' bidirectional stream: Hello first, then heartbeats, stage events
-// and results; assignments flow back on the same stream. With an authority,
+// and results; assignments flow back on the same stream. Each message is
+// handled on the service's executor (the scheduler writes leases and results
+// to RocksDB), one at a time per worker, in order. With an authority,
 // a stream needs a worker token (Unauthenticated without one,
 // PermissionDenied for a team's), and ends at the worker's next message once
 // that token is revoked.
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
+  // Destroy only after the server has shut down: the destructor runs the
+  // streams' queued work (their disconnections) and joins the threads.
   WorkerServiceImpl(scheduler::Scheduler* scheduler, const auth::Authority* authority)
-      : scheduler_(scheduler), authority_(authority) {}
+      : scheduler_(scheduler), authority_(authority), executor_(kThreads) {}
   grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Connect(
       grpc::CallbackServerContext* context) override;
 
@@ -77,21 +87,28 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   absl::StatusOr<std::string> TokenOf(const std::string& worker_id);
   void SetToken(const std::string& worker_id, const std::string& token_hash);
   void ClearToken(const std::string& worker_id);
+  Executor& executor() { return executor_; }
 
  private:
+  // Threads handling workers' messages: one is busy while the scheduler
+  // writes a result (a synced write), the others go on.
+  static constexpr int kThreads = 4;
+
   scheduler::Scheduler* scheduler_;
   const auth::Authority* authority_;  // null: no --auth
   absl::Mutex mu_;
   std::map<std::string, std::string> tokens_ ABSL_GUARDED_BY(mu_);  // worker id -> token hash
+  Executor executor_;  // last: joined first, while the rest is alive
 };
 
 // Teams, tokens and workers (proto/kevo/v1/admin.proto); every call needs
-// the admin token. Served only with --auth.
+// the admin token, and runs on an executor of its own (the authority writes
+// to RocksDB). Served only with --auth.
 class AdminServiceImpl final : public v1::AdminService::CallbackService {
  public:
   AdminServiceImpl(auth::Authority* authority, scheduler::Scheduler* scheduler,
                    WorkerServiceImpl* workers)
-      : authority_(authority), scheduler_(scheduler), workers_(workers) {}
+      : authority_(authority), scheduler_(scheduler), workers_(workers), executor_(/*threads=*/1) {}
   grpc::ServerUnaryReactor* CreateTeam(grpc::CallbackServerContext* context,
                                        const v1::CreateTeamRequest* request,
                                        v1::TeamToken* response) override;
@@ -118,11 +135,14 @@ class AdminServiceImpl final : public v1::AdminService::CallbackService {
   auth::Authority* authority_;
   scheduler::Scheduler* scheduler_;
   WorkerServiceImpl* workers_;
+  Executor executor_;  // last: joined first, while the rest is alive
 };
 
-// The user-facing API. The knowledge RPCs (ListLlmCalls, SearchKnowledge,
-// ListSkills) read RocksDB and the Xapian index on an executor of its own
-// and finish from there; the others answer from memory at once.
+// The user-facing API. SubmitJob, EvaluateCandidate's submission,
+// GetEvaluation, GetBest, ListNodes and the knowledge RPCs (ListLlmCalls,
+// SearchKnowledge, ListSkills: RocksDB and the Xapian index) run on an
+// executor of its own and finish from there; GetJob, ListJobs, ListWorkers
+// and CancelJob answer from memory at once.
 //
 // With an authority every call needs a team's or the admin's token: a team
 // sees and changes only its own jobs and evaluations (another team's are
