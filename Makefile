@@ -8,7 +8,7 @@ CMAKE_FLAGS ?=
 export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: deps configure build test demo campaign-demo bench bundle fuzz clean
+.PHONY: deps configure build test test-asan test-tsan demo campaign-demo bench bundle fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -25,6 +25,16 @@ build: configure
 test: build
 	@. scripts/sandbox_env.sh && kevo_sandbox_env $(BUILD_DIR)/bin && \
 	  cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+# The tests under AddressSanitizer + UBSan, or ThreadSanitizer, in build-asan/
+# or build-tsan/ (scripts/sanitize.sh; docs/fuzzing.md, "Sanitizers").
+# SANITIZE_CTEST picks the tests (default: all but gpu, fuzz and fault).
+SANITIZE_CTEST ?=
+test-asan: build
+	@JOBS=$(JOBS) BUILD_DIR=$(BUILD_DIR) bash scripts/sanitize.sh address $(SANITIZE_CTEST)
+
+test-tsan: build
+	@JOBS=$(JOBS) BUILD_DIR=$(BUILD_DIR) bash scripts/sanitize.sh thread $(SANITIZE_CTEST)
 
 demo: build
 	@bash scripts/demo.sh $(BUILD_DIR)

@@ -7,12 +7,22 @@ function(kevo_cc_library)
   target_link_libraries(kevo_${K_NAME} PUBLIC ${K_DEPS} PRIVATE ${K_PRIVATE_DEPS})
 endfunction()
 
+# Under ThreadSanitizer, a program's absl::Mutex operations annotated for TSan
+# (tests/sanitizers/tsan_absl.cc).
+function(kevo_tsan_annotate target)
+  if(TARGET kevo_tsan_absl)
+    target_sources(${target} PRIVATE $<TARGET_OBJECTS:kevo_tsan_absl>)
+    target_link_libraries(${target} PRIVATE ${CMAKE_DL_LIBS})
+  endif()
+endfunction()
+
 # kevo_cc_binary(NAME name SRCS ... DEPS ...): lands in build/bin/.
 function(kevo_cc_binary)
   cmake_parse_arguments(K "" "NAME" "SRCS;DEPS" ${ARGN})
   add_executable(${K_NAME} ${K_SRCS})
   target_include_directories(${K_NAME} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
   target_link_libraries(${K_NAME} PRIVATE ${K_DEPS})
+  kevo_tsan_annotate(${K_NAME})
   # scripts/bundle.sh puts programs in libexec/ and their libraries in lib/.
   # DT_RPATH (not RUNPATH) so that it also applies to the libraries' own
   # dependencies and to kernels the runners dlopen; build/lib does not exist,
@@ -36,6 +46,7 @@ function(kevo_cc_test)
   set_target_properties(${K_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   target_include_directories(${K_NAME} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
   target_link_libraries(${K_NAME} PRIVATE ${K_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  kevo_tsan_annotate(${K_NAME})
   if(NOT K_TIMEOUT)
     set(K_TIMEOUT 300)
   endif()
