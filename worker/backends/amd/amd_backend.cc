@@ -19,9 +19,9 @@
 #include "common/status.h"
 #include "common/task/task_loader.h"
 #include "worker/backends/amd/hip_build.h"
-#include "worker/backends/cpu/eval_pipeline.h"
-#include "worker/backends/cpu/kernel_builder.h"
 #include "worker/backends/gpu/gpu_stages.h"
+#include "worker/pipeline/eval_pipeline.h"
+#include "worker/pipeline/kernel_builder.h"
 #include "worker/runner/protocol.h"
 
 namespace kevo::worker {

@@ -18,9 +18,9 @@
 #include "absl/strings/str_split.h"
 #include "common/log.h"
 #include "common/status.h"
-#include "worker/backends/cpu/elf_symbols.h"
-#include "worker/backends/cpu/eval_pipeline.h"
-#include "worker/backends/cpu/symbol_policy.h"
+#include "worker/pipeline/elf_symbols.h"
+#include "worker/pipeline/eval_pipeline.h"
+#include "worker/pipeline/symbol_policy.h"
 
 namespace kevo::worker {
 namespace {

@@ -30,7 +30,7 @@
 #include "absl/status/statusor.h"
 #include "kevo/v1/evaluation.pb.h"
 #include "kevo/v1/task.pb.h"
-#include "worker/backends/cpu/kernel_builder.h"
+#include "worker/pipeline/kernel_builder.h"
 
 namespace kevo::worker {
 

@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "worker/backends/cpu/elf_symbols.h"
-#include "worker/backends/cpu/eval_pipeline.h"
-#include "worker/backends/cpu/symbol_policy.h"
+#include "worker/pipeline/elf_symbols.h"
+#include "worker/pipeline/eval_pipeline.h"
+#include "worker/pipeline/symbol_policy.h"
 #include "worker/runner/protocol.h"
 
 namespace kevo::worker {

@@ -21,7 +21,7 @@
 #include "absl/status/status.h"
 #include "kevo/v1/evaluation.pb.h"
 #include "kevo/v1/task.pb.h"
-#include "worker/backends/cpu/kernel_builder.h"
+#include "worker/pipeline/kernel_builder.h"
 
 namespace kevo::worker {
 

@@ -26,11 +26,11 @@
 #include "common/status.h"
 #include "common/task/task_loader.h"
 #include "common/tensor.h"
-#include "worker/backends/cpu/eval_pipeline.h"
-#include "worker/backends/cpu/kernel_builder.h"
-#include "worker/backends/cpu/kernelbench_eval.h"
-#include "worker/backends/cpu/production_eval.h"
 #include "worker/backends/nvidia/cuda_build.h"
+#include "worker/pipeline/eval_pipeline.h"
+#include "worker/pipeline/kernel_builder.h"
+#include "worker/pipeline/kernelbench_eval.h"
+#include "worker/pipeline/production_eval.h"
 #include "worker/runner/protocol.h"
 
 namespace kevo::worker {

@@ -1,4 +1,4 @@
-#include "worker/backends/cpu/symbol_policy.h"
+#include "worker/pipeline/symbol_policy.h"
 
 #include <cctype>
 #include <set>

@@ -27,7 +27,7 @@
 #include "kevo/v1/evaluation.pb.h"
 #include "kevo/v1/task.pb.h"
 #include "worker/backend.h"
-#include "worker/backends/cpu/kernel_builder.h"
+#include "worker/pipeline/kernel_builder.h"
 #include "worker/runner/protocol.h"
 
 namespace google::protobuf {

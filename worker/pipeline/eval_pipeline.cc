@@ -1,4 +1,4 @@
-#include "worker/backends/cpu/eval_pipeline.h"
+#include "worker/pipeline/eval_pipeline.h"
 
 #include <seccomp.h>
 #include <signal.h>
