@@ -642,7 +642,7 @@ SuiteRow RunTask(const SuiteContext& ctx, const SuiteTask& t) {
   row.cpu_model = best.evaluation().fingerprint().cpu_model();
   if (row.kernelbench()) {
     // The KernelBench judge's torch.compile figures for the best kernel
-    // (worker/backends/cpu/kernelbench_eval.cc), or its note on why none.
+    // (worker/pipeline/kernelbench_eval.cc), or its note on why none.
     const auto& profile = best.evaluation().profile();
     if (auto it = profile.find("torch_compile_median_s"); it != profile.end() && it->second > 0) {
       row.torch_compile_time_s = it->second;

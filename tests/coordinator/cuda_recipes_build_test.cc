@@ -19,9 +19,9 @@
 #include "coordinator/proposer/builtin/builtin_proposer.h"
 #include "coordinator/proposer/builtin/recipe.h"
 #include "gtest/gtest.h"
-#include "worker/backends/cpu/kernel_builder.h"
 #include "worker/backends/nvidia/cuda_build.h"
 #include "worker/backends/nvidia/nvidia_backend.h"
+#include "worker/pipeline/kernel_builder.h"
 
 namespace kevo::proposer {
 namespace {

@@ -24,7 +24,7 @@
 #include "tests/testing/process.h"
 #include "worker/backends/amd/amd_backend.h"
 #include "worker/backends/amd/hip_build.h"
-#include "worker/backends/cpu/kernel_builder.h"
+#include "worker/pipeline/kernel_builder.h"
 
 namespace kevo::proposer {
 namespace {

@@ -11,9 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/backends/cpu/elf_symbols.h"
-#include "worker/backends/cpu/kernel_builder.h"
-#include "worker/backends/cpu/symbol_policy.h"
+#include "worker/pipeline/elf_symbols.h"
+#include "worker/pipeline/kernel_builder.h"
+#include "worker/pipeline/symbol_policy.h"
 #include "worker/runner/protocol.h"
 
 namespace kevo::worker {

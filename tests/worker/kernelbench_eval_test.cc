@@ -22,7 +22,7 @@
 #include "tests/testing/process.h"
 #include "tests/worker/kernelbench_testing.h"
 #include "worker/backends/cpu/cpu_backend.h"
-#include "worker/backends/cpu/kernelbench_eval.h"
+#include "worker/pipeline/kernelbench_eval.h"
 
 namespace kevo::worker {
 namespace {

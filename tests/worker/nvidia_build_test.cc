@@ -17,8 +17,8 @@
 #include "common/task/task_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/backends/cpu/elf_symbols.h"
 #include "worker/backends/nvidia/nvidia_backend.h"
+#include "worker/pipeline/elf_symbols.h"
 
 namespace kevo::worker {
 namespace {

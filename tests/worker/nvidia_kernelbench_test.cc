@@ -15,8 +15,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
-#include "worker/backends/cpu/eval_pipeline.h"
 #include "worker/backends/nvidia/nvidia_backend.h"
+#include "worker/pipeline/eval_pipeline.h"
 
 namespace kevo::worker {
 namespace {

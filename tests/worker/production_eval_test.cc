@@ -10,7 +10,7 @@
 //   - a rival (the job's best) timed beside the candidate: the slower of the
 //     two loses whichever is passed first, and a rival that computes
 //     something else is no comparison.
-#include "worker/backends/cpu/production_eval.h"
+#include "worker/pipeline/production_eval.h"
 
 #include <algorithm>
 #include <cstdio>

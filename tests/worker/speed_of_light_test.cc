@@ -1,9 +1,9 @@
-// The speed-of-light check on its own (worker/backends/cpu/speed_of_light.h):
+// The speed-of-light check on its own (worker/pipeline/speed_of_light.h):
 // the figures a time implies against a device's limits, a second look in a
 // fresh process when the first is beyond them, and SUSPICIOUS with every
 // figure when the second look agrees. The backends' own tests run it on real
 // kernels (cpu_backend_test, ResultBeyondTheSpeedOfLightIsTimedAgainAndRejected).
-#include "worker/backends/cpu/speed_of_light.h"
+#include "worker/pipeline/speed_of_light.h"
 
 #include <optional>
 

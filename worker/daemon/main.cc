@@ -6,15 +6,14 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/sandbox/sandbox.h"
-#include "worker/backends/amd/amd_backend.h"
 #include "worker/backends/amd/hip_build.h"
-#include "worker/backends/cpu/cpu_backend.h"
-#include "worker/backends/mtia_sim/mtia_backend.h"
-#include "worker/backends/nvidia/nvidia_backend.h"
+#include "worker/backends/factory.h"
 #include "worker/daemon/daemon.h"
 
 namespace {
@@ -73,31 +72,14 @@ int Usage(const std::string& why) {
   return 2;
 }
 
-// The GPUs a GPU backend times on (its Hello's capabilities["gpus"]; 1 when
-// it does not say).
-int GpuCount(kevo::worker::Backend& backend) {
-  int gpus = 1;
-  auto hello = backend.Describe();
-  if (hello.ok() && hello->capabilities().contains("gpus")) {
-    if (!absl::SimpleAtoi(hello->capabilities().at("gpus"), &gpus)) gpus = 1;
-  }
-  return gpus;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   kevo::SetLogComponent("worker");
   kevo::worker::DaemonOptions options;
-  kevo::worker::CpuBackendOptions cpu;
-  cpu.work_dir = "/tmp/kevo-worker";
+  kevo::worker::BackendOptions backend_options;
   std::string platform = "cpu";
-  kevo::worker::MtiaBackendOptions mtia;
-  kevo::worker::AmdBackendOptions amd;
-  bool run_timeout_set = false;
   bool slots_given = false;
-  bool compile_timeout_set = false;
-  bool python_given = false;
   std::string token_file, tls_ca;
   std::string bwrap_path = "/usr/bin/bwrap";
   const char* allow_env = std::getenv("KEVO_ALLOW_WEAKER_SANDBOX");
@@ -126,35 +108,26 @@ int main(int argc, char** argv) {
     else if (arg == "--worker-id") options.worker_id = value;
     else if (arg == "--metrics") options.metrics_listen = value;
     else if (arg == "--health-listen") options.health_listen = value;
-    else if (arg == "--work-dir") cpu.work_dir = value;
+    else if (arg == "--work-dir") backend_options.work_dir = value;
     else if (arg == "--slots" && numeric && number >= 1) {
       options.slots = static_cast<int>(number);
       slots_given = true;
     }
-    else if (arg == "--compile-timeout" && numeric && number > 0) {
-      cpu.compile_timeout = absl::Seconds(number);
-      compile_timeout_set = true;
-    }
-    else if (arg == "--run-timeout" && numeric && number > 0) {
-      cpu.run_timeout = absl::Seconds(number);
-      run_timeout_set = true;
-    }
-    else if (arg == "--mtia-config" && (value == "2i" || value == "1" || value == "300")) mtia.chip = value;
+    else if (arg == "--compile-timeout" && numeric && number > 0) backend_options.compile_timeout = absl::Seconds(number);
+    else if (arg == "--run-timeout" && numeric && number > 0) backend_options.run_timeout = absl::Seconds(number);
+    else if (arg == "--mtia-config" && (value == "2i" || value == "1" || value == "300")) backend_options.mtia_chip = value;
     else if (arg == "--offload-arch") {
       auto targets = kevo::worker::ParseAmdTargets(value);
       if (!targets.ok()) return Usage(std::string(targets.status().message()));
-      amd.targets = *targets;
+      backend_options.amd_targets = *targets;
     }
-    else if (arg == "--memory-limit-mb" && numeric && number > 0) cpu.memory_limit_bytes = static_cast<int64_t>(number) << 20;
-    else if (arg == "--profile-cap" && numeric && number > 0) cpu.profile_time_cap_s = number;
-    else if (arg == "--compiler" && !value.empty()) cpu.compiler = value;
-    else if (arg == "--sol-margin" && numeric && number >= 0) cpu.speed_of_light_margin = number;
-    else if (arg == "--python") {
-      cpu.kernelbench_python = value;
-      python_given = true;
-    }
-    else if (arg == "--torch-compile-timeout" && numeric && number > 0) cpu.torch_compile_timeout = absl::Seconds(number);
-    else if (arg == "--production" && (value == "on" || value == "off")) cpu.time_production = value == "on";
+    else if (arg == "--memory-limit-mb" && numeric && number > 0) backend_options.memory_limit_bytes = static_cast<int64_t>(number) << 20;
+    else if (arg == "--profile-cap" && numeric && number > 0) backend_options.profile_time_cap_s = number;
+    else if (arg == "--compiler" && !value.empty()) backend_options.compiler = value;
+    else if (arg == "--sol-margin" && numeric && number >= 0) backend_options.speed_of_light_margin = number;
+    else if (arg == "--python") backend_options.python = value;
+    else if (arg == "--torch-compile-timeout" && numeric && number > 0) backend_options.torch_compile_timeout = absl::Seconds(number);
+    else if (arg == "--production" && (value == "on" || value == "off")) backend_options.time_production = value == "on";
     else if (arg == "--token-file") token_file = value;
     else if (arg == "--tls-ca") tls_ca = value;
     else if (arg == "--bwrap") bwrap_path = value;
@@ -169,6 +142,10 @@ int main(int argc, char** argv) {
     return works ? 0 : 3;
   }
   if (options.coordinator.empty()) return Usage("--coordinator is required");
+  const std::vector<std::string>& platforms = kevo::worker::BackendPlatforms();
+  if (std::find(platforms.begin(), platforms.end(), platform) == platforms.end()) {
+    return Usage("unknown --platform '" + platform + "' (this build has " + absl::StrJoin(platforms, ", ") + ")");
+  }
   {
     auto credentials = kevo::rpc::CredentialsFromEnvironment(token_file, tls_ca);
     if (!credentials.ok()) return Usage(std::string(credentials.status().message()));
@@ -193,80 +170,23 @@ int main(int argc, char** argv) {
     kevo::LogWarning("sandbox: bubblewrap (", bwrap_path, ") does not work here; candidates run under ",
                      "seccomp and rlimits only (--allow-weaker-sandbox)");
   }
-  const Bwrap use_bwrap = bwrap_works ? Bwrap::kAlways : Bwrap::kNever;
-  cpu.use_bwrap = mtia.use_bwrap = amd.use_bwrap = use_bwrap;
-  cpu.bwrap_path = mtia.bwrap_path = amd.bwrap_path = bwrap_path;
+  backend_options.use_bwrap = bwrap_works ? Bwrap::kAlways : Bwrap::kNever;
+  backend_options.bwrap_path = bwrap_path;
 
-  std::unique_ptr<kevo::worker::Backend> backend;
-  if (platform == "cpu") {
-    auto b = kevo::worker::CreateCpuBackend(cpu);
-    if (!b.ok()) {
-      std::fprintf(stderr, "kevo-worker: %s\n", b.status().ToString().c_str());
-      return 1;
-    }
-    backend = std::move(*b);
-  } else if (platform == "mtia-sim") {
-    mtia.work_dir = cpu.work_dir;
-    mtia.compile_timeout = cpu.compile_timeout;
-    if (run_timeout_set) mtia.run_timeout = cpu.run_timeout;
-    mtia.memory_limit_bytes = cpu.memory_limit_bytes;
-    mtia.speed_of_light_margin = cpu.speed_of_light_margin;
-    auto b = kevo::worker::CreateMtiaBackend(mtia);
-    if (!b.ok()) {
-      std::fprintf(stderr, "kevo-worker: %s\n", b.status().ToString().c_str());
-      return 1;
-    }
-    backend = std::move(*b);
-  } else if (platform == "nvidia") {
-    kevo::worker::NvidiaBackendOptions nv;
-    nv.work_dir = cpu.work_dir;
-    nv.use_bwrap = use_bwrap;
-    nv.bwrap_path = bwrap_path;
-    if (compile_timeout_set) nv.compile_timeout = cpu.compile_timeout;
-    if (run_timeout_set) nv.run_timeout = cpu.run_timeout;
-    nv.memory_limit_bytes = cpu.memory_limit_bytes;
-    nv.profile_time_cap_s = cpu.profile_time_cap_s;
-    nv.speed_of_light_margin = cpu.speed_of_light_margin;
-    if (python_given) nv.kernelbench_python = cpu.kernelbench_python;
-    nv.torch_compile_timeout = cpu.torch_compile_timeout;
-    nv.time_production = cpu.time_production;
-    auto b = kevo::worker::CreateNvidiaBackend(nv);
-    if (!b.ok()) {
-      // "no NVIDIA GPU found (kevo-runner-cuda probe: ...)" on a host without one.
-      std::fprintf(stderr, "kevo-worker: %s\n", std::string(b.status().message()).c_str());
-      return 1;
-    }
-    backend = std::move(*b);
-    if (!slots_given) options.slots = GpuCount(*backend) + 2;
-  } else if (platform == "amd") {
-    amd.work_dir = cpu.work_dir;
-    if (compile_timeout_set) amd.compile_timeout = cpu.compile_timeout;
-    if (run_timeout_set) amd.run_timeout = cpu.run_timeout;
-    amd.memory_limit_bytes = std::max<int64_t>(cpu.memory_limit_bytes, int64_t{8} << 30);
-    amd.profile_time_cap_s = cpu.profile_time_cap_s;
-    amd.speed_of_light_margin = cpu.speed_of_light_margin;
-    auto b = kevo::worker::CreateAmdBackend(amd);
-    if (!b.ok()) {
-      std::fprintf(stderr, "kevo-worker: %s\n", std::string(b.status().message()).c_str());
-      return 1;
-    }
-    backend = std::move(*b);
-    // Compile-only: hipcc runs on the CPU, two at a time; with ROCm GPUs as
-    // on nvidia.
-    if (!slots_given) {
-      auto hello = backend->Describe();
-      options.slots = hello.ok() && !hello->compile_only() ? GpuCount(*backend) + 2 : 2;
-    }
-  } else {
-    return Usage("unknown --platform '" + platform + "' (cpu, nvidia, amd, mtia-sim)");
+  auto backend = kevo::worker::CreateBackend(platform, backend_options);
+  if (!backend.ok()) {
+    // e.g. "no NVIDIA GPU found (kevo-runner-cuda probe: ...)" on a host without one.
+    std::fprintf(stderr, "kevo-worker: %s\n", std::string(backend.status().message()).c_str());
+    return 1;
   }
+  if (!slots_given) options.slots = kevo::worker::DefaultSlots(platform, **backend);
 
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  kevo::worker::Daemon daemon(options, std::move(backend));
+  kevo::worker::Daemon daemon(options, *std::move(backend));
   g_daemon = &daemon;
   std::thread([set] {
     int sig = 0;

@@ -49,6 +49,7 @@
 #include "worker/runner/perturb.h"
 #include "worker/runner/protocol.h"
 #include "worker/runner/runner_io.h"
+#include "worker/runner/runner_modes.h"
 #include "worker/runner/seccomp_policy.h"
 #ifdef KEVO_RUNNER_MTIA
 #include "mtia_sim/device.h"
@@ -114,20 +115,6 @@ struct Kernel {
 #endif
 };
 
-// Runs `fn`; exceptions that escape it end the runner with a report.
-template <typename Fn>
-void Guarded(Fn&& fn) {
-  try {
-    fn();
-  } catch (const std::bad_alloc& e) {
-    Fail(kExitResourceExhausted, "bad_alloc", e.what());
-  } catch (const std::exception& e) {
-    Fail(kExitCandidateException, "exception", e.what());
-  } catch (...) {
-    Fail(kExitCandidateException, "exception", "a non-std exception");
-  }
-}
-
 Kernel LoadKernel(const std::string& path) {
   void* handle = OpenKernelLibrary(path);
   Kernel k;
@@ -150,52 +137,14 @@ Kernel LoadKernel(const std::string& path) {
   return k;
 }
 
-// The tensors and argument array of one call at one binding.
-struct CallFrame {
-  std::vector<std::unique_ptr<Buffer>> inputs;   // in signature order
-  std::vector<std::unique_ptr<Buffer>> outputs;  // in signature order
-  std::vector<const v1::TensorSpec*> input_specs, output_specs;
-  std::vector<std::vector<int64_t>> input_shapes, output_shapes;
-  std::vector<int64_t> symbol_values;  // storage for int64_t params
-  std::vector<void*> args;
-  std::vector<int64_t> arg_bytes;  // per arg: the tensor's bytes, -1 for a symbol
-  SymbolValues symbols;  // the binding's, for inputs whose bounds follow it
-};
+// The tensors and argument array of one call at one binding, in host memory.
+using CallFrame = CallArgs<Buffer>;
 
 // Resolves shapes and allocates buffers (inputs unfilled, outputs unpoisoned).
 CallFrame MakeFrame(const v1::Task& task, const std::vector<Param>& params,
                     const v1::Binding& binding) {
   CallFrame f;
-  SymbolValues symbols = BindingValues(binding);
-  f.symbols = symbols;
-  f.symbol_values.reserve(params.size());
-  for (const Param& p : params) {
-    if (p.kind == ParamKind::kSymbol) {
-      auto it = symbols.find(p.name);
-      if (it == symbols.end()) {
-        Fail(kExitInfra, "error", absl::StrCat("binding ", binding.name(), " has no value for ", p.name));
-      }
-      f.symbol_values.push_back(it->second);
-      f.args.push_back(&f.symbol_values.back());
-      f.arg_bytes.push_back(-1);
-      continue;
-    }
-    auto shape = ResolveShape(*p.spec, symbols);
-    if (!shape.ok()) Fail(kExitInfra, "error", shape.status().message());
-    size_t bytes = static_cast<size_t>(NumElements(*shape)) * DTypeSize(p.spec->dtype());
-    auto buffer = std::make_unique<Buffer>(bytes);
-    f.args.push_back(buffer->data());
-    f.arg_bytes.push_back(static_cast<int64_t>(bytes));
-    if (p.kind == ParamKind::kInput) {
-      f.inputs.push_back(std::move(buffer));
-      f.input_specs.push_back(p.spec);
-      f.input_shapes.push_back(*shape);
-    } else {
-      f.outputs.push_back(std::move(buffer));
-      f.output_specs.push_back(p.spec);
-      f.output_shapes.push_back(*shape);
-    }
-  }
+  AllocateCallArgs(params, binding, f);
   return f;
 }
 
@@ -261,64 +210,46 @@ void Call(const Kernel& k, CallFrame& f) {
   RestoreFpEnvironment();
 }
 
+// The bytes of buffer `b`, for comparing two calls' outputs.
+std::string_view Bytes(const Buffer& b) { return {static_cast<const char*>(b.data()), b.bytes()}; }
+
 int RunMode(const v1::Task& task, const Kernel& fn, const std::vector<uint64_t>& seeds, int outputs_fd,
             int result_fd) {
-  auto params = ClassifyParams(task);
-  if (!params.ok()) Fail(kExitInfra, "error", params.status().message());
-  std::vector<CaseReport> cases;
-  for (const v1::Binding& binding : task.validate()) {
-    for (uint64_t seed : seeds) {
-      CaseReport report;
-      report.binding = binding.name();
-      report.seed = seed;
-      CallFrame first = MakeFrame(task, *params, binding);
-      FillInputs(first, seed);
-      std::vector<uint64_t> hashes;
-      for (const auto& in : first.inputs) hashes.push_back(HashBytes(in->data(), in->bytes()));
-      PoisonOutputs(first);
-      Call(fn, first);
-      bool refill = false;
-      for (size_t i = 0; i < first.inputs.size(); ++i) {
-        if (HashBytes(first.inputs[i]->data(), first.inputs[i]->bytes()) != hashes[i]) {
-          if (report.modified_input.empty()) report.modified_input = first.input_specs[i]->name();
-          refill = true;
-        }
+  return RunValidationCases(task, seeds, result_fd, [&](const std::vector<Param>& params, const v1::Binding& binding,
+                                                        CaseReport& report) {
+    const uint64_t seed = report.seed;
+    CallFrame first = MakeFrame(task, params, binding);
+    FillInputs(first, seed);
+    std::vector<uint64_t> hashes;
+    for (const auto& in : first.inputs) hashes.push_back(HashBytes(in->data(), in->bytes()));
+    PoisonOutputs(first);
+    Call(fn, first);
+    bool refill = false;
+    for (size_t i = 0; i < first.inputs.size(); ++i) {
+      if (HashBytes(first.inputs[i]->data(), first.inputs[i]->bytes()) != hashes[i]) {
+        if (report.modified_input.empty()) report.modified_input = first.input_specs[i]->name();
+        refill = true;
       }
-      report.overflowed = FirstOverflow(first);
-      for (const auto& out : first.outputs) WriteAll(outputs_fd, out->data(), out->bytes());
-
-      // Same inputs, fresh poisoned outputs: the results must match bitwise.
-      CallFrame second = MakeFrame(task, *params, binding);
-      if (refill) {
-        FillInputs(second, seed);
-      } else {
-        for (size_t i = 0; i < first.inputs.size(); ++i) {
-          std::memcpy(second.inputs[i]->data(), first.inputs[i]->data(), first.inputs[i]->bytes());
-        }
-      }
-      PoisonOutputs(second);
-      Call(fn, second);
-      for (size_t i = 0; i < first.outputs.size() && report.nondet_output.empty(); ++i) {
-        const auto* a = static_cast<const unsigned char*>(first.outputs[i]->data());
-        const auto* b = static_cast<const unsigned char*>(second.outputs[i]->data());
-        size_t n = first.outputs[i]->bytes();
-        if (std::memcmp(a, b, n) == 0) continue;
-        size_t elem = DTypeSize(first.output_specs[i]->dtype());
-        for (size_t k = 0; k < n; ++k) {
-          if (a[k] != b[k]) {
-            report.nondet_output = first.output_specs[i]->name();
-            report.nondet_index = static_cast<int64_t>(k / elem);
-            break;
-          }
-        }
-      }
-      if (report.overflowed.empty()) report.overflowed = FirstOverflow(second);
-      cases.push_back(std::move(report));
     }
-  }
-  std::string json = CasesToJson(cases);
-  WriteAll(result_fd, json.data(), json.size());
-  return kExitOk;
+    report.overflowed = FirstOverflow(first);
+    for (const auto& out : first.outputs) WriteAll(outputs_fd, out->data(), out->bytes());
+
+    // Same inputs, fresh poisoned outputs: the results must match bitwise.
+    CallFrame second = MakeFrame(task, params, binding);
+    if (refill) {
+      FillInputs(second, seed);
+    } else {
+      for (size_t i = 0; i < first.inputs.size(); ++i) {
+        std::memcpy(second.inputs[i]->data(), first.inputs[i]->data(), first.inputs[i]->bytes());
+      }
+    }
+    PoisonOutputs(second);
+    Call(fn, second);
+    for (size_t i = 0; i < first.outputs.size(); ++i) {
+      NoteNondeterminism(*first.output_specs[i], Bytes(*first.outputs[i]), Bytes(*second.outputs[i]), report);
+    }
+    if (report.overflowed.empty()) report.overflowed = FirstOverflow(second);
+  });
 }
 
 
@@ -385,24 +316,8 @@ void ReadTimedInputs(CallFrame& f, int inputs_fd) {
   }
   // Inputs generated once per task by the worker (FillTensor, seed 1):
   // generating 10^7 elements here would cost seconds per evaluation.
-  for (auto& in : f.inputs) {
-    size_t done = 0;
-    auto* p = static_cast<char*>(in->data());
-    while (done < in->bytes()) {
-      ssize_t n = read(inputs_fd, p + done, in->bytes() - done);
-      if (n <= 0) Fail(kExitInfra, "error", "the timed-inputs file is shorter than the inputs");
-      done += static_cast<size_t>(n);
-    }
-  }
+  for (auto& in : f.inputs) ReadTimedInputBytes(inputs_fd, in->data(), in->bytes());
 }
-
-// A timed sample of the candidate kept for the worker's check: the outputs of
-// its last call and the pokes its frame held then.
-struct TimedCheckSlot {
-  int64_t sample = -1;
-  std::vector<Poke> pokes;
-  std::unique_ptr<Buffer> outputs;  // every output, in signature order
-};
 
 int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel& baseline,
                 const ProfileOptions& opts, int inputs_fd, int outputs_fd, int result_fd) {
@@ -448,10 +363,13 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel& bas
     pokes.emplace_back();
   };
   for (int64_t c = 1; c < copies; ++c) add_frame();
-  std::vector<TimedCheckSlot> checks(kTimedChecks);
-  for (TimedCheckSlot& c : checks) {
-    c.outputs = std::make_unique<Buffer>(static_cast<size_t>(out_bytes));
-    std::memset(c.outputs->data(), 0, c.outputs->bytes());  // paged in, as the frames are
+  // The outputs of the last call of each timed sample kept for the
+  // worker's check (every output, in signature order), by slot.
+  std::vector<KeptSample> kept = KeptSampleSlots();
+  std::vector<std::unique_ptr<Buffer>> kept_outputs;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    kept_outputs.push_back(std::make_unique<Buffer>(static_cast<size_t>(out_bytes)));
+    std::memset(kept_outputs.back()->data(), 0, out_bytes);  // paged in, as the frames are
   }
   std::string modified;  // the first input found changed while timing
   // The time cap covers warm-up and sampling, not generating the inputs.
@@ -507,45 +425,19 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel& bas
   // after the calls, so nothing a call sees says whether it is checked.
   auto sample_candidate = [&] {
     report.candidate.samples_s.push_back(time_calls(candidate, report.candidate.calls_per_sample));
-    const int64_t s = static_cast<int64_t>(report.candidate.samples_s.size()) - 1;
-    const int64_t slot = TimedCheckSlotFor(s, rng);
-    if (slot < 0) return;
     const size_t last = (next + frames.size() - 1) % frames.size();
-    TimedCheckSlot& c = checks[static_cast<size_t>(slot)];
-    c.sample = s;
-    c.pokes = pokes[last];
+    KeptSample* k = KeepSample(kept, report, pokes[last], rng);
+    if (k == nullptr) return;
     size_t offset = 0;
     for (const auto& out : frames[last].outputs) {
-      std::memcpy(static_cast<unsigned char*>(c.outputs->data()) + offset, out->data(), out->bytes());
+      std::memcpy(static_cast<unsigned char*>(kept_outputs[k->slot]->data()) + offset, out->data(), out->bytes());
       offset += out->bytes();
     }
   };
-
-  constexpr size_t kMinSamples = 10;
-  constexpr size_t kMaxSamples = 20000;
-  for (size_t round = 0;; ++round) {
-    // Alternate the order so neither side always runs on a just-warmed core.
-    if (round % 2 == 0) {
-      sample_candidate();
-      report.baseline.samples_s.push_back(time_calls(baseline, report.baseline.calls_per_sample));
-    } else {
-      report.baseline.samples_s.push_back(time_calls(baseline, report.baseline.calls_per_sample));
-      sample_candidate();
-    }
-    size_t n = report.candidate.samples_s.size();
-    if (n >= kMinSamples && (n % 5 == 0 || Now() - start > opts.time_cap_s)) {
-      Summarise(report.candidate);
-      Summarise(report.baseline);
-      if (report.candidate.spread < opts.target_spread && report.baseline.spread < opts.target_spread) {
-        report.converged = true;
-        break;
-      }
-    }
-    if ((Now() - start > opts.time_cap_s && n >= kTimedChecks) || n >= kMaxSamples) break;
-  }
-  Summarise(report.candidate);
-  Summarise(report.baseline);
-  report.elapsed_s = Now() - start;
+  // Alternating, so neither side always runs on a just-warmed core.
+  SampleUntilStable(start, opts.time_cap_s, opts.target_spread, report, sample_candidate, [&] {
+    report.baseline.samples_s.push_back(time_calls(baseline, report.baseline.calls_per_sample));
+  });
 
   // Every frame's inputs as the timed inputs again (each poked element must
   // still hold what was written), then each compared with them: frame 0 by
@@ -585,18 +477,12 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel& bas
   // Then the checked timed samples, earliest first: the candidate's outputs
   // as the timed call left them, and the baseline's on the inputs that call
   // had (frame 0 with the same pokes), outside the timer.
-  std::sort(checks.begin(), checks.end(),
-            [](const TimedCheckSlot& a, const TimedCheckSlot& b) { return a.sample < b.sample; });
-  for (TimedCheckSlot& c : checks) {
-    if (c.sample < 0) continue;
-    ApplyPokes(FrameAccess(check), c.pokes);
+  WriteTimedChecks(kept, FrameAccess(check), check.input_specs, report, [&](size_t slot) {
     PoisonOutputs(check);
     Call(baseline, check);
-    WriteAll(outputs_fd, c.outputs->data(), c.outputs->bytes());
+    WriteAll(outputs_fd, kept_outputs[slot]->data(), kept_outputs[slot]->bytes());
     for (const auto& out : check.outputs) WriteAll(outputs_fd, out->data(), out->bytes());
-    UndoPokes(FrameAccess(check), c.pokes, check.input_specs, /*modified=*/nullptr);
-    report.timed_checks.push_back(c.sample);
-  }
+  });
 
   std::string json = ProfileToJson(report);
   WriteAll(result_fd, json.data(), json.size());

@@ -4,8 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <filesystem>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -19,13 +17,12 @@
 #include "common/status.h"
 #include "common/task/task_loader.h"
 #include "worker/backends/amd/hip_build.h"
-#include "worker/backends/cpu/eval_pipeline.h"
-#include "worker/backends/cpu/kernel_builder.h"
 #include "worker/backends/gpu/gpu_stages.h"
+#include "worker/pipeline/eval_pipeline.h"
+#include "worker/pipeline/kernel_builder.h"
 #include "worker/runner/protocol.h"
 
 namespace kevo::worker {
-namespace fs = std::filesystem;
 namespace {
 
 // "HIP version: 5.2.21153-0; Debian clang version 15.0.6" from hipcc --version.
@@ -206,24 +203,15 @@ bool AmdBackend::GpuStagesFor(EvalRun& run, const HipCompileResult& built) {
   auto fail = [&](const std::string& message) {
     return run.Fail(v1::STAGE_COMPILE, v1::INFRA_ERROR, message);
   };
-  if (task.validate_size() == 0 || task.outputs_size() == 0) {
-    return fail("the task has no validate bindings or no outputs");
-  }
-  auto wrapper = runner::GenerateWrapperSource(task);
+  auto wrapper = TaskWrapperSource(task);
   if (!wrapper.ok()) return fail(std::string(wrapper.status().message()));
-  auto built_error = [](const absl::StatusOr<BuildResult>& b) {
-    return b.ok() ? absl::StrCat(b->message, "\n", b->compiler_output) : std::string(b.status().message());
-  };
-  auto ref = gpu_.cpu_builder->Build(BuildSpec{task.reference().source(), {"-O2", "-fPIC"}, *wrapper});
-  if (!ref.ok() || ref->status != v1::OK) {
-    return fail(absl::StrCat("the task's C++ reference does not compile: ", built_error(ref)));
-  }
+  auto ref = BuildTaskReference(*gpu_.cpu_builder, {task.reference().source(), CppReferenceFlags(), *wrapper},
+                                "C++ reference");
+  if (!ref.ok()) return fail(std::string(ref.status().message()));
   GpuBaseline baseline;
   if (const std::string hip_ref = HipReferenceSource(task); !hip_ref.empty()) {
-    auto b = builder_.Build(BuildSpec{hip_ref, HipCandidateFlags(options_.targets), *wrapper});
-    if (!b.ok() || b->status != v1::OK) {
-      return fail(absl::StrCat("the task's HIP reference does not compile: ", built_error(b)));
-    }
+    auto b = BuildTaskReference(builder_, {hip_ref, HipCandidateFlags(options_.targets), *wrapper}, "HIP reference");
+    if (!b.ok()) return fail(std::string(b.status().message()));
     baseline = {"hip_reference", b->library_path, "HIP reference",
                 "the task's HIP reference (its reference.hip, else its reference.cu ported to HIP)"};
   }
@@ -238,18 +226,10 @@ v1::Evaluation AmdBackend::Evaluate(const v1::Task& task_in, const v1::Candidate
   BeginEvaluation(task, candidate, "amd", MakeFingerprint(), &ev);
   ev.set_compile_only(!OnGpu());
   HipCompileResult built;
-  if (!CompileStage(run, built)) {
-    ev.set_finished_unix_micros(UnixMicros());
-    return std::move(ev);
-  }
+  if (!CompileStage(run, built)) return run.Finish(/*keep_scratch=*/false);
   if (OnGpu()) {
     if (GpuStagesFor(run, built)) ev.set_status(v1::OK);
-    ev.set_finished_unix_micros(UnixMicros());
-    if (!run.scratch.empty()) {
-      std::error_code ec;
-      fs::remove_all(run.scratch, ec);
-    }
-    return std::move(ev);
+    return run.Finish(/*keep_scratch=*/false);
   }
   run.Begin(v1::STAGE_PROFILE);
   const double score = StaticScore(built.kernels);
@@ -260,8 +240,7 @@ v1::Evaluation AmdBackend::Evaluate(const v1::Task& task_in, const v1::Candidate
                            "candidate was neither validated nor timed",
                            score, CompileOnlyReason()));
   ev.set_status(v1::OK);
-  ev.set_finished_unix_micros(UnixMicros());
-  return std::move(ev);
+  return run.Finish(/*keep_scratch=*/false);
 }
 
 // The GPU path where a ROCm GPU exists: kevo-runner-hip's probe (in the
@@ -270,12 +249,8 @@ v1::Evaluation AmdBackend::Evaluate(const v1::Task& task_in, const v1::Candidate
 // kevo-runner-cpu and the host compiler must be there for the golden
 // outputs. Otherwise no stages, and `reason` says why.
 AmdGpuPath SetUpGpuPath(AmdBackendOptions& opts, const sandbox::Sandbox* sb, std::string* reason) {
-  std::error_code ec;
-  const fs::path self_dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
-  if (opts.runner_path.empty()) opts.runner_path = (self_dir / "kevo-runner-hip").string();
-  if (opts.cpu_runner_path.empty()) opts.cpu_runner_path = (self_dir / "kevo-runner-cpu").string();
-  opts.runner_path = fs::absolute(opts.runner_path, ec).lexically_normal().string();
-  opts.cpu_runner_path = fs::absolute(opts.cpu_runner_path, ec).lexically_normal().string();
+  opts.runner_path = RunnerPath(opts.runner_path, "kevo-runner-hip");
+  opts.cpu_runner_path = RunnerPath(opts.cpu_runner_path, "kevo-runner-cpu");
   auto gpus = ProbeGpus(*sb, RocmVendor(), opts.runner_path,
                         absl::StrCat(opts.work_dir, "/evals/probe-", getpid()), /*measure=*/true);
   if (!gpus.ok()) {
@@ -356,19 +331,7 @@ RocmProbe ProbeRocm() {
 }
 
 std::string FindHipcc(const std::string& configured) {
-  std::vector<std::string> candidates;
-  if (!configured.empty()) {
-    candidates.push_back(configured);
-  } else {
-    if (const char* env = std::getenv("HIPCC"); env != nullptr && *env) candidates.push_back(env);
-    for (const char* dir : {"/usr/bin", "/usr/local/bin", "/opt/rocm/bin"}) {
-      candidates.push_back(absl::StrCat(dir, "/hipcc"));
-    }
-  }
-  for (const std::string& c : candidates) {
-    if (access(c.c_str(), X_OK) == 0) return c;
-  }
-  return "";
+  return FindTool(configured, "HIPCC", {"/usr/bin/hipcc", "/usr/local/bin/hipcc", "/opt/rocm/bin/hipcc"});
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateAmdBackend(const AmdBackendOptions& options) {

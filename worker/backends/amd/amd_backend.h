@@ -35,7 +35,7 @@
 #include "absl/time/time.h"
 #include "common/sandbox/sandbox.h"
 #include "worker/backend.h"
-#include "worker/backends/cpu/speed_of_light.h"
+#include "worker/pipeline/speed_of_light.h"
 
 namespace kevo::worker {
 
@@ -62,7 +62,7 @@ struct AmdBackendOptions {
   double profile_time_cap_s = 3.0;
   // A result beyond the device's limits by more than this fraction is timed
   // again in a fresh runner and, if it still is, rejected as SUSPICIOUS
-  // (worker/backends/cpu/speed_of_light.h).
+  // (worker/pipeline/speed_of_light.h).
   double speed_of_light_margin = kDefaultSpeedOfLightMargin;
 };
 

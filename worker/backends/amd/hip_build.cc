@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <functional>
 #include <regex>
-#include <set>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -18,9 +17,9 @@
 #include "absl/strings/str_split.h"
 #include "common/log.h"
 #include "common/status.h"
-#include "worker/backends/cpu/elf_symbols.h"
-#include "worker/backends/cpu/eval_pipeline.h"
-#include "worker/backends/cpu/symbol_policy.h"
+#include "worker/pipeline/elf_symbols.h"
+#include "worker/pipeline/eval_pipeline.h"
+#include "worker/pipeline/symbol_policy.h"
 
 namespace kevo::worker {
 namespace {
@@ -154,35 +153,26 @@ absl::Status CheckHipExtraFlags(const std::vector<std::string>& flags) {
   return absl::OkStatus();
 }
 
-bool IsAmdVendorLibrarySymbol(std::string_view name) {
-  for (std::string_view prefix : {"rocblas", "hipblas", "miopen", "rocfft", "hipfft", "rocrand",
-                                  "hiprand", "rocsparse", "hipsparse", "rocsolver", "hipsolver",
-                                  "rccl", "nccl", "hipcub", "rocprim", "hipdnn"}) {
-    if (StartsWith(name, prefix)) return true;
-  }
-  return false;
+namespace {
+
+// What a HIP candidate's host object may import.
+const DeviceImportPolicy& HipImportPolicy() {
+  static const auto* policy = new DeviceImportPolicy{
+      .language = "HIP",
+      .api_prefix = "hip",
+      .stub_prefix = "__hip",
+      .vendor_prefixes = {"rocblas", "hipblas", "miopen", "rocfft", "hipfft", "rocrand", "hiprand", "rocsparse",
+                          "hipsparse", "rocsolver", "hipsolver", "rccl", "nccl", "hipcub", "rocprim", "hipdnn"},
+      .extra_families = {"ExtLaunch", "ModuleOccupancy"},
+      .vendor_advice = "rocBLAS is a baseline, not a building block"};
+  return *policy;
 }
 
-bool IsAllowedHipImport(std::string_view name) {
-  if (IsAllowedImport(name)) return true;
-  // hipcc's registration and launch-configuration stubs.
-  if (StartsWith(name, "__hip")) return true;
-  if (name == "atexit") return true;
-  if (IsAmdVendorLibrarySymbol(name)) return false;
-  for (std::string_view prefix : {"hipLaunch", "hipExtLaunch", "hipStream", "hipEvent", "hipMemcpy",
-                                  "hipMemset", "hipFunc", "hipOccupancy", "hipModuleOccupancy"}) {
-    if (StartsWith(name, prefix)) return true;
-  }
-  static const auto* exact = new std::set<std::string, std::less<>>{
-      "hipGetLastError", "hipPeekAtLastError", "hipGetErrorString", "hipGetErrorName",
-      "hipDeviceSynchronize", "hipDeviceGetAttribute", "hipGetDevice", "hipGetDeviceProperties",
-      "hipGetDeviceCount", "hipMalloc", "hipFree", "hipMallocAsync", "hipFreeAsync",
-      "hipMallocPitch", "hipDeviceGetLimit", "hipDriverGetVersion", "hipRuntimeGetVersion",
-      "hipGetSymbolAddress", "hipGetSymbolSize"};
-  // Not allowed on purpose, as on nvidia: hipDeviceReset, hipSetDevice,
-  // managed memory, IPC, host registration, profiler control, peer access.
-  return exact->count(name) > 0;
-}
+}  // namespace
+
+bool IsAmdVendorLibrarySymbol(std::string_view name) { return IsVendorImport(name, HipImportPolicy()); }
+
+bool IsAllowedHipImport(std::string_view name) { return IsAllowedDeviceImport(name, HipImportPolicy()); }
 
 namespace {
 
@@ -420,21 +410,15 @@ HipCompileResult CompileHipCandidate(const KernelBuilder& builder, const v1::Tas
                                      const std::string& objdump) {
   HipCompileResult out;
   auto fail = [&](v1::EvalStatus status, std::string message) {
-    out.status = status;
-    out.message = std::move(message);
+    out.Fail(status, std::move(message));
     return out;
   };
-  const std::string language = absl::AsciiStrToLower(candidate.language());
-  if (language != "hip" && language != "hip c++") {
-    return fail(v1::COMPILE_ERROR,
-                absl::StrCat("language '", candidate.language(),
-                             "' is not supported on amd (use hip: a HIP source defining the "
-                             "task's extern \"C\" function over device pointers)"));
+  if (!BuildCandidate(builder, task, candidate, {"hip", "hip c++"},
+                      "amd (use hip: a HIP source defining the task's extern \"C\" function over device "
+                      "pointers)",
+                      HipCandidateFlags(targets), &CheckHipExtraFlags, out)) {
+    return out;
   }
-  CandidateBuild built =
-      BuildCandidate(builder, task, candidate, HipCandidateFlags(targets), &CheckHipExtraFlags);
-  out.build = built.build;
-  if (built.status != v1::OK) return fail(built.status, built.message);
   const BuildResult* build = &out.build;
 
   auto object = ReadFileBytes(build->object_path);
@@ -454,24 +438,7 @@ HipCompileResult CompileHipCandidate(const KernelBuilder& builder, const v1::Tas
 
   auto symbols = ParseElfSymbols(*object);
   if (!symbols.ok()) return fail(v1::INFRA_ERROR, std::string(symbols.status().message()));
-  static constexpr DeviceImportPolicy kHipImports{
-      &IsAllowedHipImport, &IsAmdVendorLibrarySymbol,
-      "rocBLAS is a baseline, not a building block",
-      "HIP candidates may use kernel launches, streams, events, async copies/memsets, device "
-      "attributes, math, memory and the C++ runtime"};
-  ImportVerdict verdict = CheckDeviceImports(UndefinedSymbolNames(*symbols), kHipImports);
-  out.forbidden = verdict.forbidden;
-  if (!verdict.ok) return fail(v1::SANDBOX_VIOLATION, verdict.message);
-
-  auto defines = DefinesGlobalSymbol(build->library_path, task.signature().function());
-  if (!defines.ok()) return fail(v1::INFRA_ERROR, std::string(defines.status().message()));
-  if (!*defines) {
-    return fail(v1::COMPILE_ERROR,
-                absl::StrCat("the candidate does not define extern \"C\" ",
-                             task.signature().function(),
-                             "(...) (a C++ function without extern \"C\", a typo, or a "
-                             "__global__ kernel instead of the host function that launches it)"));
-  }
+  if (!CheckCandidateBuild(task, UndefinedSymbolNames(*symbols), &HipImportPolicy(), out)) return out;
   for (const KernelResources& k : out.kernels) {
     const AmdTarget* t = FindAmdTarget(k.target);
     if (t != nullptr && k.lds_bytes > t->lds_bytes) {

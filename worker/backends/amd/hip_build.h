@@ -30,7 +30,8 @@
 #include "absl/status/statusor.h"
 #include "kevo/v1/evaluation.pb.h"
 #include "kevo/v1/task.pb.h"
-#include "worker/backends/cpu/kernel_builder.h"
+#include "worker/pipeline/eval_pipeline.h"
+#include "worker/pipeline/kernel_builder.h"
 
 namespace kevo::worker {
 
@@ -145,11 +146,8 @@ std::map<std::string, double> ResourceCounters(const std::vector<KernelResources
 // tasks that ship reference.cu and no HIP reference.
 std::string PortCudaToHip(std::string_view cuda_source);
 
-struct HipCompileResult {
-  v1::EvalStatus status = v1::EVAL_STATUS_UNSPECIFIED;  // OK, COMPILE_*, SANDBOX_VIOLATION, INFRA_ERROR
-  std::string message;
-  BuildResult build;
-  std::vector<std::string> forbidden;
+// status, message, build and forbidden as in CandidateBuild.
+struct HipCompileResult : CandidateBuild {
   std::vector<KernelResources> kernels;  // every kernel x target (also on LDS overflow)
 };
 

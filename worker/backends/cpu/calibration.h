@@ -20,7 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/sandbox/sandbox.h"
-#include "worker/backends/cpu/kernel_builder.h"
+#include "worker/pipeline/kernel_builder.h"
 
 namespace kevo::worker {
 

@@ -28,13 +28,13 @@
 #include "common/task/task_loader.h"
 #include "common/tensor.h"
 #include "worker/backends/cpu/calibration.h"
-#include "worker/backends/cpu/elf_symbols.h"
-#include "worker/backends/cpu/eval_pipeline.h"
-#include "worker/backends/cpu/kernel_builder.h"
-#include "worker/backends/cpu/kernelbench_eval.h"
-#include "worker/backends/cpu/production_eval.h"
-#include "worker/backends/cpu/speed_of_light.h"
-#include "worker/backends/cpu/symbol_policy.h"
+#include "worker/pipeline/elf_symbols.h"
+#include "worker/pipeline/eval_pipeline.h"
+#include "worker/pipeline/kernel_builder.h"
+#include "worker/pipeline/kernelbench_eval.h"
+#include "worker/pipeline/production_eval.h"
+#include "worker/pipeline/speed_of_light.h"
+#include "worker/pipeline/symbol_policy.h"
 #include "worker/runner/protocol.h"
 
 namespace kevo::worker {
@@ -44,10 +44,6 @@ namespace {
 const std::vector<std::string>& CandidateFlags() {
   static const auto* flags =
       new std::vector<std::string>{"-O3", "-march=native", "-fopenmp", "-fPIC"};
-  return *flags;
-}
-const std::vector<std::string>& ReferenceFlags() {
-  static const auto* flags = new std::vector<std::string>{"-O2", "-fPIC"};
   return *flags;
 }
 
@@ -85,7 +81,7 @@ struct CpuEvalRun : EvalRun {
   BuildResult ref;   // the reference's (baseline) .so
 };
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public RivalBackend {
  public:
   CpuBackend(CpuBackendOptions options, std::unique_ptr<sandbox::Sandbox> sandbox,
              std::string compiler_version, std::string cpu_model, std::string runner_hash,
@@ -109,32 +105,17 @@ class CpuBackend final : public Backend {
 
   absl::Status Init();
   absl::StatusOr<v1::Hello> Describe() override;
-  v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate,
-                          const EventSink& on_event) override {
-    return Run(task, candidate, nullptr, on_event);
-  }
-  v1::Evaluation EvaluateBeside(const v1::Task& task, const v1::Candidate& candidate, const v1::Candidate& rival,
-                                const EventSink& on_event) override {
-    return Run(task, candidate, &rival, on_event);
-  }
+
+ protected:
+  v1::Evaluation Run(const v1::Task& task, const v1::Candidate& candidate, const v1::Candidate* rival,
+                     const EventSink& on_event) override;
 
  private:
-  // What the runner may see inside bubblewrap: shared libraries, the runner,
-  // the built kernels and the timed inputs; not the rest of the host (a
-  // candidate's static constructor runs before the post-load filter forbids
-  // openat).
+  // NativeRunnerOptions, and the CPU topology (OpenMP reads it).
   static RunnerHarnessOptions HarnessOptions(const CpuBackendOptions& o, const std::string& hash) {
-    RunnerHarnessOptions h;
-    h.runner_path = o.runner_path;
-    h.work_dir = o.work_dir;
-    h.visible_paths = SandboxSystemPaths();
+    RunnerHarnessOptions h =
+        NativeRunnerOptions(o.runner_path, o.work_dir, o.run_timeout, o.memory_limit_bytes, hash);
     h.visible_paths.push_back("/sys/devices/system/cpu");
-    h.visible_paths.push_back(fs::path(o.runner_path).parent_path().string());
-    h.visible_paths.push_back(o.work_dir + "/build");
-    h.visible_paths.push_back(o.work_dir + "/inputs");
-    h.run_timeout = o.run_timeout;
-    h.memory_limit_bytes = o.memory_limit_bytes;
-    h.runner_hash = hash;
     return h;
   }
   static KernelBenchOptions KernelBenchOptionsFor(const CpuBackendOptions& o) {
@@ -171,8 +152,6 @@ class CpuBackend final : public Backend {
     p.threads = {static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
     return p;
   }
-  v1::Evaluation Run(const v1::Task& task, const v1::Candidate& candidate, const v1::Candidate* rival,
-                     const EventSink& on_event);
   // A candidate's kernel built with `wrapper` and checked for forbidden
   // imports; `status` is OK, or why it cannot run (with `message`, and the
   // diagnostics' compiler output or violation filled in `diagnostics`).
@@ -290,12 +269,7 @@ v1::Evaluation CpuBackend::Run(const v1::Task& task_in, const v1::Candidate& can
     built = CompileStage(run) && harness_.Validate(run, run.cand.library_path, run.ref.library_path);
   }
   if (built && ProfileStage(run)) ev.set_status(v1::OK);
-  ev.set_finished_unix_micros(UnixMicros());
-  if (!options_.keep_eval_dirs && !run.scratch.empty()) {
-    std::error_code ec;
-    fs::remove_all(run.scratch, ec);
-  }
-  return std::move(ev);
+  return run.Finish(options_.keep_eval_dirs);
 }
 
 bool CpuBackend::CompileStage(CpuEvalRun& run) const {
@@ -305,22 +279,12 @@ bool CpuBackend::CompileStage(CpuEvalRun& run) const {
   auto fail = [&](v1::EvalStatus status, const std::string& message) {
     return run.Fail(v1::STAGE_COMPILE, status, message);
   };
-  if (task.validate_size() == 0 || task.outputs_size() == 0) {
-    return fail(v1::INFRA_ERROR, "the task has no validate bindings or no outputs");
-  }
-  auto wrapper = runner::GenerateWrapperSource(task);
-  if (!wrapper.ok()) {
-    return fail(v1::INFRA_ERROR,
-                absl::StrCat("the task's signature is malformed: ", wrapper.status().message()));
-  }
+  auto wrapper = TaskWrapperSource(task);
+  if (!wrapper.ok()) return fail(v1::INFRA_ERROR, std::string(wrapper.status().message()));
   Compiled cand = CompileKernel(candidate, *wrapper, run.ev.mutable_diagnostics());
   if (cand.status != v1::OK) return fail(cand.status, cand.message);
-  auto ref = builder_.Build(BuildSpec{task.reference().source(), ReferenceFlags(), *wrapper});
-  if (!ref.ok() || ref->status != v1::OK) {
-    std::string why = ref.ok() ? absl::StrCat(ref->message, "\n", ref->compiler_output)
-                               : std::string(ref.status().message());
-    return fail(v1::INFRA_ERROR, absl::StrCat("the task's reference does not compile: ", why));
-  }
+  auto ref = BuildTaskReference(builder_, {task.reference().source(), CppReferenceFlags(), *wrapper}, "reference");
+  if (!ref.ok()) return fail(v1::INFRA_ERROR, std::string(ref.status().message()));
   run.cand = std::move(cand.build);
   run.ref = *std::move(ref);
   const std::string rival_note =
@@ -507,49 +471,15 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const CpuBackendOption
   }
   if (opts.profile_time_cap_s <= 0) return absl::InvalidArgumentError("cpu backend: profile_time_cap_s must be > 0");
   KEVO_ASSIGN_OR_RETURN(opts.work_dir, PrepareWorkDir(opts.work_dir, "cpu backend"));
-  std::error_code ec;
-  if (opts.runner_path.empty()) {
-    opts.runner_path = (fs::read_symlink("/proc/self/exe", ec).parent_path() / "kevo-runner-cpu").string();
-  }
-  opts.runner_path = fs::absolute(opts.runner_path, ec).lexically_normal().string();
-  if (access(opts.runner_path.c_str(), X_OK) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat("cpu backend: runner ", opts.runner_path,
-                                                      " is missing or not executable"));
-  }
+  opts.runner_path = RunnerPath(opts.runner_path, "kevo-runner-cpu");
+  KEVO_ASSIGN_OR_RETURN(std::string runner_hash, RunnerHash(opts.runner_path, "cpu backend"));
   KEVO_ASSIGN_OR_RETURN(std::unique_ptr<sandbox::Sandbox> sb,
                         sandbox::Sandbox::Create({opts.use_bwrap, opts.bwrap_path}));
-  sandbox::Command version;
-  version.argv = {opts.compiler, "--version"};
-  version.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"};
-  version.limits.wall_timeout = absl::Seconds(30);
-  auto v = sb->Run(version);
-  if (!v.ok() || !v->Succeeded()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cpu backend: compiler '", opts.compiler, "' does not run: ",
-        v.ok() ? v->Summary() : std::string(v.status().message())));
-  }
+  KEVO_ASSIGN_OR_RETURN(HostCompiler compiler, ProbeHostCompiler(*sb, opts.compiler, "cpu backend"));
   std::string cpu_model = ProcField("/proc/cpuinfo", "model name");
   if (cpu_model.empty()) cpu_model = "unknown CPU";
-  auto runner_bytes = ReadFileBytes(opts.runner_path);
-  if (!runner_bytes.ok()) return absl::FailedPreconditionError(std::string(runner_bytes.status().message()));
-  // The compiler sees the system folders, plus its own installation when it
-  // lives elsewhere (e.g. /opt/gcc-13/bin/g++ -> /opt/gcc-13).
-  std::vector<std::string> compiler_visible = CpuBackend::SystemPaths();
-  std::string compiler_path = opts.compiler;
-  if (compiler_path.find('/') == std::string::npos) {
-    for (absl::string_view dir : {"/usr/local/bin", "/usr/bin", "/bin"}) {
-      std::string p = absl::StrCat(dir, "/", compiler_path);
-      if (access(p.c_str(), X_OK) == 0) {
-        compiler_path = p;
-        break;
-      }
-    }
-  }
-  fs::path real = fs::weakly_canonical(compiler_path, ec);
-  if (!ec && real.has_parent_path()) compiler_visible.push_back(real.parent_path().parent_path().string());
-  auto backend = std::make_unique<CpuBackend>(opts, std::move(sb), FirstLineOf(v->stdout_data),
-                                              cpu_model, Sha256Hex(*runner_bytes),
-                                              std::move(compiler_visible));
+  auto backend = std::make_unique<CpuBackend>(opts, std::move(sb), std::move(compiler.version), cpu_model,
+                                              std::move(runner_hash), std::move(compiler.visible_paths));
   KEVO_RETURN_IF_ERROR(backend->Init());
   return backend;
 }

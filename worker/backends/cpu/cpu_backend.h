@@ -27,7 +27,7 @@
 #include "absl/time/time.h"
 #include "common/sandbox/sandbox.h"
 #include "worker/backend.h"
-#include "worker/backends/cpu/speed_of_light.h"
+#include "worker/pipeline/speed_of_light.h"
 
 namespace kevo::worker {
 
@@ -72,7 +72,7 @@ struct CpuBackendOptions {
   absl::Duration torch_compile_timeout = absl::Seconds(120);
   // Time the task's production baselines (PyTorch with kernelbench_python,
   // OpenBLAS) against each candidate that passed its profile
-  // (worker/backends/cpu/production_eval.h).
+  // (worker/pipeline/production_eval.h).
   bool time_production = true;
 };
 

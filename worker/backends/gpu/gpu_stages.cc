@@ -18,7 +18,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "common/tensor.h"
-#include "worker/backends/cpu/speed_of_light.h"
+#include "worker/pipeline/speed_of_light.h"
 
 namespace kevo::worker {
 namespace fs = std::filesystem;

@@ -37,8 +37,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/sandbox/sandbox.h"
-#include "worker/backends/cpu/eval_pipeline.h"
-#include "worker/backends/cpu/speed_of_light.h"
+#include "worker/pipeline/eval_pipeline.h"
+#include "worker/pipeline/speed_of_light.h"
 #include "worker/runner/protocol.h"
 
 namespace kevo::worker {
@@ -136,7 +136,7 @@ struct GpuStagesOptions {
   double profile_time_cap_s = 3.0;
   // A result beyond the limits by more than this fraction is timed again in
   // a fresh runner and, if it still is, rejected as SUSPICIOUS
-  // (worker/backends/cpu/speed_of_light.h).
+  // (worker/pipeline/speed_of_light.h).
   double speed_of_light_margin = kDefaultSpeedOfLightMargin;
   // Called after a successful profile, still holding the GPU's timing slot:
   // times the task's production baselines against the candidate

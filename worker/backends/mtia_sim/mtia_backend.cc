@@ -15,11 +15,11 @@
 #include "common/status.h"
 #include "common/task/task_loader.h"
 #include "common/tensor.h"
-#include "worker/backends/cpu/elf_symbols.h"
-#include "worker/backends/cpu/eval_pipeline.h"
-#include "worker/backends/cpu/speed_of_light.h"
-#include "worker/backends/cpu/kernel_builder.h"
-#include "worker/backends/cpu/symbol_policy.h"
+#include "worker/pipeline/elf_symbols.h"
+#include "worker/pipeline/eval_pipeline.h"
+#include "worker/pipeline/kernel_builder.h"
+#include "worker/pipeline/speed_of_light.h"
+#include "worker/pipeline/symbol_policy.h"
 #include "mtia_sim/mtia.h"
 #include "worker/runner/protocol.h"
 
@@ -39,11 +39,6 @@ bool StartsWith(std::string_view s, std::string_view prefix) {
 // of a kernel is free in the cycle model, so -O2 is plenty.
 std::vector<std::string> MtiaFlags(const std::string& include_dir) {
   return {"-std=c++20", "-O2", "-fPIC", "-I" + include_dir};
-}
-// The task's C++ reference, for golden outputs (as on the CPU).
-const std::vector<std::string>& ReferenceFlags() {
-  static const auto* flags = new std::vector<std::string>{"-O2", "-fPIC"};
-  return *flags;
 }
 
 // Linked into every MTIA kernel .so: a missing or misspelt kevo_mtia_launch
@@ -97,16 +92,8 @@ class MtiaBackend final : public Backend {
 
  private:
   static RunnerHarnessOptions HarnessOptions(const MtiaBackendOptions& o, const std::string& hash) {
-    RunnerHarnessOptions h;
-    h.runner_path = o.runner_path;
-    h.work_dir = o.work_dir;
-    h.visible_paths = SandboxSystemPaths();
-    h.visible_paths.push_back(fs::path(o.runner_path).parent_path().string());
-    h.visible_paths.push_back(o.work_dir + "/build");
-    h.visible_paths.push_back(o.work_dir + "/inputs");
-    h.run_timeout = o.run_timeout;
-    h.memory_limit_bytes = o.memory_limit_bytes;
-    h.runner_hash = absl::StrCat(hash, " chip ", o.chip);
+    RunnerHarnessOptions h = NativeRunnerOptions(o.runner_path, o.work_dir, o.run_timeout, o.memory_limit_bytes,
+                                                 absl::StrCat(hash, " chip ", o.chip));
     h.extra_args = {"--mtia_config=" + o.chip};
     return h;
   }
@@ -180,12 +167,7 @@ v1::Evaluation MtiaBackend::Evaluate(const v1::Task& task_in, const v1::Candidat
       harness_.Validate(run, run.cand.library_path, run.golden.library_path) && ProfileStage(run)) {
     ev.set_status(v1::OK);
   }
-  ev.set_finished_unix_micros(UnixMicros());
-  if (!options_.keep_eval_dirs && !run.scratch.empty()) {
-    std::error_code ec;
-    fs::remove_all(run.scratch, ec);
-  }
-  return std::move(ev);
+  return run.Finish(options_.keep_eval_dirs);
 }
 
 bool MtiaBackend::CompileStage(MtiaEvalRun& run) const {
@@ -213,14 +195,8 @@ bool MtiaBackend::CompileStage(MtiaEvalRun& run) const {
   if (absl::Status s = CheckExtraFlags(extra); !s.ok()) {
     return fail(v1::COMPILE_ERROR, std::string(s.message()));
   }
-  if (task.validate_size() == 0 || task.outputs_size() == 0) {
-    return fail(v1::INFRA_ERROR, "the task has no validate bindings or no outputs");
-  }
-  auto wrapper = runner::GenerateWrapperSource(task);
-  if (!wrapper.ok()) {
-    return fail(v1::INFRA_ERROR,
-                absl::StrCat("the task's signature is malformed: ", wrapper.status().message()));
-  }
+  auto wrapper = TaskWrapperSource(task);
+  if (!wrapper.ok()) return fail(v1::INFRA_ERROR, std::string(wrapper.status().message()));
   BuildSpec cand_spec{candidate.source(), MtiaFlags(include_dir_), kMtiaWrapper};
   cand_spec.flags.insert(cand_spec.flags.end(), extra.begin(), extra.end());
   auto cand = builder_.Build(cand_spec);
@@ -245,18 +221,13 @@ bool MtiaBackend::CompileStage(MtiaEvalRun& run) const {
                                "runtime"));
     }
   }
-  auto base = builder_.Build(BuildSpec{baseline->source(), MtiaFlags(include_dir_), kMtiaWrapper});
-  if (!base.ok() || base->status != v1::OK) {
-    std::string why = base.ok() ? absl::StrCat(base->message, "\n", base->compiler_output)
-                                : std::string(base.status().message());
-    return fail(v1::INFRA_ERROR, absl::StrCat("the task's reference_mtia.cc does not compile: ", why));
-  }
-  auto golden = builder_.Build(BuildSpec{task.reference().source(), ReferenceFlags(), *wrapper});
-  if (!golden.ok() || golden->status != v1::OK) {
-    std::string why = golden.ok() ? absl::StrCat(golden->message, "\n", golden->compiler_output)
-                                  : std::string(golden.status().message());
-    return fail(v1::INFRA_ERROR, absl::StrCat("the task's reference does not compile: ", why));
-  }
+  auto base = BuildTaskReference(builder_, {baseline->source(), MtiaFlags(include_dir_), kMtiaWrapper},
+                                 "reference_mtia.cc");
+  if (!base.ok()) return fail(v1::INFRA_ERROR, std::string(base.status().message()));
+  // The task's C++ reference, for golden outputs (as on the CPU).
+  auto golden = BuildTaskReference(builder_, {task.reference().source(), CppReferenceFlags(), *wrapper},
+                                   "reference");
+  if (!golden.ok()) return fail(v1::INFRA_ERROR, std::string(golden.status().message()));
   run.cand = *std::move(cand);
   run.baseline = *std::move(base);
   run.golden = *std::move(golden);
@@ -352,17 +323,11 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateMtiaBackend(const MtiaBackendOpti
   if (opts.memory_limit_bytes < (int64_t{512} << 20)) {
     return absl::InvalidArgumentError("mtia-sim backend: memory_limit_bytes must be at least 512 MiB");
   }
+  KEVO_ASSIGN_OR_RETURN(opts.work_dir, PrepareWorkDir(opts.work_dir, "mtia-sim backend"));
   std::error_code ec;
-  fs::create_directories(opts.work_dir, ec);
-  if (ec) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("mtia-sim backend: cannot create ", opts.work_dir, ": ", ec.message()));
-  }
-  opts.work_dir = fs::canonical(opts.work_dir, ec).string();
-  for (const char* sub : {"build", "golden", "inputs", "evals", "include/mtia_sim", "include/worker/mtia_sim"}) {
+  for (const char* sub : {"include/mtia_sim", "include/worker/mtia_sim"}) {
     fs::create_directories(opts.work_dir + "/" + sub, ec);
   }
-  RemoveStaleScratch(opts.work_dir);
   // The header candidates compile against: this binary's own copy, written
   // atomically (other workers may share the folder). Candidates written
   // before the simulator left worker/ include it by its old path, which
@@ -381,46 +346,16 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateMtiaBackend(const MtiaBackendOpti
       if (ec) return absl::InternalError(absl::StrCat("cannot write ", header, ": ", ec.message()));
     }
   }
-  if (opts.runner_path.empty()) {
-    opts.runner_path = (fs::read_symlink("/proc/self/exe", ec).parent_path() / "kevo-runner-mtia").string();
-  }
-  opts.runner_path = fs::absolute(opts.runner_path, ec).lexically_normal().string();
-  if (access(opts.runner_path.c_str(), X_OK) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat("mtia-sim backend: runner ", opts.runner_path,
-                                                      " is missing or not executable"));
-  }
+  opts.runner_path = RunnerPath(opts.runner_path, "kevo-runner-mtia");
+  KEVO_ASSIGN_OR_RETURN(std::string runner_hash, RunnerHash(opts.runner_path, "mtia-sim backend"));
   KEVO_ASSIGN_OR_RETURN(std::unique_ptr<sandbox::Sandbox> sb,
                         sandbox::Sandbox::Create({opts.use_bwrap, opts.bwrap_path}));
-  sandbox::Command version;
-  version.argv = {opts.compiler, "--version"};
-  version.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"};
-  version.limits.wall_timeout = absl::Seconds(30);
-  auto v = sb->Run(version);
-  if (!v.ok() || !v->Succeeded()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "mtia-sim backend: compiler '", opts.compiler, "' does not run: ",
-        v.ok() ? v->Summary() : std::string(v.status().message())));
-  }
-  auto runner_bytes = ReadFileBytes(opts.runner_path);
-  if (!runner_bytes.ok()) return absl::FailedPreconditionError(std::string(runner_bytes.status().message()));
-  std::vector<std::string> compiler_visible = SandboxSystemPaths();
-  compiler_visible.push_back(opts.work_dir + "/include");
-  std::string compiler_path = opts.compiler;
-  if (compiler_path.find('/') == std::string::npos) {
-    for (std::string dir : {"/usr/local/bin", "/usr/bin", "/bin"}) {
-      std::string p = absl::StrCat(dir, "/", compiler_path);
-      if (access(p.c_str(), X_OK) == 0) {
-        compiler_path = p;
-        break;
-      }
-    }
-  }
-  fs::path real = fs::weakly_canonical(compiler_path, ec);
-  if (!ec && real.has_parent_path()) compiler_visible.push_back(real.parent_path().parent_path().string());
+  KEVO_ASSIGN_OR_RETURN(HostCompiler compiler, ProbeHostCompiler(*sb, opts.compiler, "mtia-sim backend"));
+  compiler.visible_paths.push_back(opts.work_dir + "/include");
   LogInfo("mtia-sim backend: simulating ", chip.name, " (", chip.grid_rows, "x", chip.grid_cols,
           " PEs at ", chip.clock_hz / 1e9, " GHz)");
-  return std::unique_ptr<Backend>(new MtiaBackend(opts, chip, std::move(sb), FirstLineOf(v->stdout_data),
-                                                  Sha256Hex(*runner_bytes), std::move(compiler_visible)));
+  return std::unique_ptr<Backend>(new MtiaBackend(opts, chip, std::move(sb), std::move(compiler.version),
+                                                  std::move(runner_hash), std::move(compiler.visible_paths)));
 }
 
 }  // namespace kevo::worker

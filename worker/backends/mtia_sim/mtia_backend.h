@@ -28,7 +28,7 @@
 #include "absl/time/time.h"
 #include "common/sandbox/sandbox.h"
 #include "worker/backend.h"
-#include "worker/backends/cpu/speed_of_light.h"
+#include "worker/pipeline/speed_of_light.h"
 
 namespace kevo::worker {
 
@@ -57,7 +57,7 @@ struct MtiaBackendOptions {
   bool keep_eval_dirs = false;
   // A simulated time beyond the chip's DRAM bandwidth or peak by more than
   // this fraction is rejected as SUSPICIOUS
-  // (worker/backends/cpu/speed_of_light.h).
+  // (worker/pipeline/speed_of_light.h).
   double speed_of_light_margin = kDefaultSpeedOfLightMargin;
 };
 
@@ -69,7 +69,7 @@ struct MtiaBackendOptions {
 absl::StatusOr<std::unique_ptr<Backend>> CreateMtiaBackend(const MtiaBackendOptions& options);
 
 // Whether an MTIA candidate may import `name`: what a CPU candidate may
-// (worker/backends/cpu/symbol_policy.h) plus the libstdc++ string and
+// (worker/pipeline/symbol_policy.h) plus the libstdc++ string and
 // exception pieces that mtia.h's inline code uses (KernelError,
 // std::function). Thread-safe.
 bool IsAllowedMtiaImport(std::string_view name);

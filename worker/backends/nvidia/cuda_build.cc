@@ -2,24 +2,18 @@
 
 #include <cctype>
 #include <regex>
-#include <set>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "worker/backends/cpu/elf_symbols.h"
-#include "worker/backends/cpu/eval_pipeline.h"
-#include "worker/backends/cpu/symbol_policy.h"
+#include "worker/pipeline/elf_symbols.h"
+#include "worker/pipeline/eval_pipeline.h"
+#include "worker/pipeline/symbol_policy.h"
 #include "worker/runner/protocol.h"
 
 namespace kevo::worker {
 namespace {
-
-bool StartsWith(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
 
 absl::Status Refuse(const std::string& flag, std::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(
@@ -81,63 +75,39 @@ absl::Status CheckNvccExtraFlags(const std::vector<std::string>& flags) {
   return absl::OkStatus();
 }
 
-bool IsVendorLibrarySymbol(std::string_view name) {
-  for (std::string_view prefix : {"cublas", "cudnn", "cufft", "curand", "cusparse", "cusolver",
-                                  "nccl", "cutensor", "nvjpeg", "npp"}) {
-    if (StartsWith(name, prefix)) return true;
-  }
-  return false;
+namespace {
+
+// What a CUDA candidate's host object may import.
+const DeviceImportPolicy& CudaImportPolicy() {
+  static const auto* policy = new DeviceImportPolicy{
+      .language = "CUDA",
+      .api_prefix = "cuda",
+      .stub_prefix = "__cuda",
+      .vendor_prefixes = {"cublas", "cudnn", "cufft", "curand", "cusparse", "cusolver", "nccl", "cutensor",
+                          "nvjpeg", "npp"},
+      .extra_families = {"Graph"},
+      .extra_calls = {"GetDeviceProperties_v2", "GetFuncBySymbol", "CreateTextureObject", "DestroyTextureObject",
+                      "ThreadExchangeStreamCaptureMode", "GetDriverEntryPoint", "GetDriverEntryPointByVersion"},
+      .vendor_advice = "cuBLAS is the baseline, not a building block"};
+  return *policy;
 }
 
-bool IsAllowedCudaImport(std::string_view name) {
-  if (IsAllowedImport(name)) return true;
-  // nvcc's generated registration and launch stubs.
-  if (StartsWith(name, "__cuda")) return true;
-  // The generated module destructor.
-  if (name == "atexit") return true;
-  if (IsVendorLibrarySymbol(name)) return false;
-  // Runtime API families a launcher needs.
-  for (std::string_view prefix :
-       {"cudaLaunch", "cudaStream", "cudaEvent", "cudaMemcpy", "cudaMemset", "cudaFunc",
-        "cudaOccupancy", "cudaGraph"}) {
-    if (StartsWith(name, prefix)) return true;
-  }
-  static const auto* exact = new std::set<std::string, std::less<>>{
-      "cudaGetLastError", "cudaPeekAtLastError", "cudaGetErrorString", "cudaGetErrorName",
-      "cudaDeviceSynchronize", "cudaDeviceGetAttribute", "cudaGetDevice",
-      "cudaGetDeviceProperties", "cudaGetDeviceProperties_v2", "cudaGetDeviceCount",
-      "cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cudaMallocPitch",
-      "cudaDeviceGetLimit", "cudaDriverGetVersion", "cudaRuntimeGetVersion",
-      "cudaGetFuncBySymbol", "cudaGetSymbolAddress", "cudaGetSymbolSize",
-      "cudaCreateTextureObject", "cudaDestroyTextureObject", "cudaThreadExchangeStreamCaptureMode",
-      "cudaGetDriverEntryPoint", "cudaGetDriverEntryPointByVersion"};
-  // Not allowed on purpose: cudaDeviceReset and cudaSetDevice (they would
-  // pull the context or the device from under the runner), managed memory
-  // (a big enough cudaMallocManaged can hang the GPU), IPC, host
-  // registration, profiler control, peer access.
-  return exact->count(name) > 0;
-}
+}  // namespace
+
+bool IsVendorLibrarySymbol(std::string_view name) { return IsVendorImport(name, CudaImportPolicy()); }
+
+bool IsAllowedCudaImport(std::string_view name) { return IsAllowedDeviceImport(name, CudaImportPolicy()); }
 
 CudaCompileResult CompileCudaCandidate(const KernelBuilder& builder, const v1::Task& task,
                                        const v1::Candidate& candidate, const std::string& arch,
                                        bool skip_symbol_check) {
   CudaCompileResult out;
-  auto fail = [&](v1::EvalStatus status, std::string message) {
-    out.status = status;
-    out.message = std::move(message);
+  if (!BuildCandidate(builder, task, candidate, {"cuda", "cu", "cuda c++"},
+                      "nvidia (use cuda: a .cu file defining the task's extern \"C\" function over device "
+                      "pointers)",
+                      NvccCandidateFlags(arch), &CheckNvccExtraFlags, out)) {
     return out;
-  };
-  const std::string language = absl::AsciiStrToLower(candidate.language());
-  if (language != "cuda" && language != "cu" && language != "cuda c++") {
-    return fail(v1::COMPILE_ERROR,
-                absl::StrCat("language '", candidate.language(),
-                             "' is not supported on nvidia (use cuda: a .cu file defining the "
-                             "task's extern \"C\" function over device pointers)"));
   }
-  CandidateBuild built =
-      BuildCandidate(builder, task, candidate, NvccCandidateFlags(arch), &CheckNvccExtraFlags);
-  out.build = built.build;
-  if (built.status != v1::OK) return fail(built.status, built.message);
   const BuildResult* build = &out.build;
 
   // ptxas -v: "Used 40 registers, used 1 barriers, 8448 bytes smem" and
@@ -159,28 +129,12 @@ CudaCompileResult CompileCudaCandidate(const KernelBuilder& builder, const v1::T
   }
 
   auto symbols = ReadElfSymbols(build->object_path);
-  if (!symbols.ok()) return fail(v1::INFRA_ERROR, std::string(symbols.status().message()));
+  if (!symbols.ok()) {
+    out.Fail(v1::INFRA_ERROR, std::string(symbols.status().message()));
+    return out;
+  }
   out.imports = UndefinedSymbolNames(*symbols);
-  if (!skip_symbol_check) {
-    static constexpr DeviceImportPolicy kCudaImports{
-        &IsAllowedCudaImport, &IsVendorLibrarySymbol,
-        "cuBLAS is the baseline, not a building block",
-        "CUDA candidates may use kernel launches, streams, events, async copies/memsets, device "
-        "attributes, math, memory and the C++ runtime"};
-    ImportVerdict verdict = CheckDeviceImports(out.imports, kCudaImports);
-    out.forbidden = verdict.forbidden;
-    if (!verdict.ok) return fail(v1::SANDBOX_VIOLATION, verdict.message);
-  }
-  auto defines = DefinesGlobalSymbol(build->library_path, task.signature().function());
-  if (!defines.ok()) return fail(v1::INFRA_ERROR, std::string(defines.status().message()));
-  if (!*defines) {
-    return fail(v1::COMPILE_ERROR,
-                absl::StrCat("the candidate does not define extern \"C\" ",
-                             task.signature().function(),
-                             "(...) (a C++ function without extern \"C\", a typo, or a "
-                             "__global__ kernel instead of the host function that launches it)"));
-  }
-  out.status = v1::OK;
+  CheckCandidateBuild(task, out.imports, skip_symbol_check ? nullptr : &CudaImportPolicy(), out);
   return out;
 }
 

@@ -21,7 +21,8 @@
 #include "absl/status/status.h"
 #include "kevo/v1/evaluation.pb.h"
 #include "kevo/v1/task.pb.h"
-#include "worker/backends/cpu/kernel_builder.h"
+#include "worker/pipeline/eval_pipeline.h"
+#include "worker/pipeline/kernel_builder.h"
 
 namespace kevo::worker {
 
@@ -56,12 +57,9 @@ bool IsAllowedCudaImport(std::string_view name);
 // are refused with their own message.
 bool IsVendorLibrarySymbol(std::string_view name);
 
-struct CudaCompileResult {
-  v1::EvalStatus status = v1::EVAL_STATUS_UNSPECIFIED;  // OK, COMPILE_*, SANDBOX_VIOLATION, INFRA_ERROR
-  std::string message;
-  BuildResult build;                 // set when the build ran
+// status, message, build and forbidden as in CandidateBuild.
+struct CudaCompileResult : CandidateBuild {
   std::vector<std::string> imports;  // undefined symbols of the source's object
-  std::vector<std::string> forbidden;
   // From `-Xptxas -v` on a fresh build: the most any kernel uses.
   int max_registers = -1;
   int max_smem_bytes = -1;

@@ -26,21 +26,16 @@
 #include "common/status.h"
 #include "common/task/task_loader.h"
 #include "common/tensor.h"
-#include "worker/backends/cpu/eval_pipeline.h"
-#include "worker/backends/cpu/kernel_builder.h"
-#include "worker/backends/cpu/kernelbench_eval.h"
-#include "worker/backends/cpu/production_eval.h"
 #include "worker/backends/nvidia/cuda_build.h"
+#include "worker/pipeline/eval_pipeline.h"
+#include "worker/pipeline/kernel_builder.h"
+#include "worker/pipeline/kernelbench_eval.h"
+#include "worker/pipeline/production_eval.h"
 #include "worker/runner/protocol.h"
 
 namespace kevo::worker {
 namespace fs = std::filesystem;
 namespace {
-
-const std::vector<std::string>& ReferenceFlags() {
-  static const auto* flags = new std::vector<std::string>{"-O2", "-fPIC"};
-  return *flags;
-}
 
 const v1::Reference* CudaReference(const v1::Task& task) {
   for (const v1::Reference& r : task.extra_references()) {
@@ -64,7 +59,7 @@ struct KernelBenchSetup {
   std::string unavailable;
 };
 
-class NvidiaBackend final : public Backend {
+class NvidiaBackend final : public RivalBackend {
  public:
   NvidiaBackend(NvidiaBackendOptions options, std::unique_ptr<sandbox::Sandbox> sandbox,
                 GpuProbe probe, std::string arch, std::string nvcc_version,
@@ -112,17 +107,13 @@ class NvidiaBackend final : public Backend {
   }
 
   absl::StatusOr<v1::Hello> Describe() override;
-  v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate,
-                          const EventSink& on_event) override {
-    return Run(task, candidate, nullptr, on_event);
-  }
-  v1::Evaluation EvaluateBeside(const v1::Task& task, const v1::Candidate& candidate, const v1::Candidate& rival,
-                                const EventSink& on_event) override {
-    return Run(task, candidate, &rival, on_event);
-  }
   std::map<std::string, double> Gauges() const override {
     return {{"kevo_worker_gpu_timing_utilisation", gpu_stages_.TimingUtilisation()}};
   }
+
+ protected:
+  v1::Evaluation Run(const v1::Task& task, const v1::Candidate& candidate, const v1::Candidate* rival,
+                     const EventSink& on_event) override;
 
  private:
   static std::vector<std::string> CompilerVisible() {
@@ -152,8 +143,6 @@ class NvidiaBackend final : public Backend {
     return g;
   }
 
-  v1::Evaluation Run(const v1::Task& task, const v1::Candidate& candidate, const v1::Candidate* rival,
-                     const EventSink& on_event);
   bool CompileStage(NvEvalRun& run) const;
   v1::Evaluation EvaluateKernelBench(const v1::Task& task, const v1::Candidate& candidate,
                                      const EventSink& on_event);
@@ -241,9 +230,8 @@ v1::Evaluation NvidiaBackend::EvaluateKernelBench(const v1::Task& task, const v1
     run.stage_start = absl::Now();
     run.Fail(v1::STAGE_COMPILE, v1::INFRA_ERROR,
              absl::StrCat("this nvidia worker cannot run KernelBench problems: ", kernelbench_unavailable_));
-    run.ev.set_finished_unix_micros(UnixMicros());
     LogWarning("kernelbench ", task.name(), " refused: ", kernelbench_unavailable_);
-    return std::move(run.ev);
+    return run.Finish(options_.keep_eval_dirs);
   }
   return kernelbench_->Evaluate(
       task, candidate, on_event, "nvidia", MakeFingerprint(),
@@ -265,12 +253,7 @@ v1::Evaluation NvidiaBackend::Run(const v1::Task& task_in, const v1::Candidate& 
       gpu_stages_.Run(run, run.cand.build.library_path, run.ref.library_path, BaselineFor(run))) {
     ev.set_status(v1::OK);
   }
-  ev.set_finished_unix_micros(UnixMicros());
-  if (!options_.keep_eval_dirs && !run.scratch.empty()) {
-    std::error_code ec;
-    fs::remove_all(run.scratch, ec);
-  }
-  return std::move(ev);
+  return run.Finish(options_.keep_eval_dirs);
 }
 
 bool NvidiaBackend::CompileStage(NvEvalRun& run) const {
@@ -279,9 +262,8 @@ bool NvidiaBackend::CompileStage(NvEvalRun& run) const {
   auto fail = [&](v1::EvalStatus status, const std::string& message) {
     return run.Fail(v1::STAGE_COMPILE, status, message);
   };
-  if (task.validate_size() == 0 || task.outputs_size() == 0) {
-    return fail(v1::INFRA_ERROR, "the task has no validate bindings or no outputs");
-  }
+  auto wrapper = TaskWrapperSource(task);
+  if (!wrapper.ok()) return fail(v1::INFRA_ERROR, std::string(wrapper.status().message()));
   run.cand = CompileCudaCandidate(cuda_builder_, task, run.candidate, arch_, options_.skip_symbol_check);
   auto& counters = *run.ev.mutable_profile();
   if (run.cand.max_registers >= 0) counters["registers"] = run.cand.max_registers;
@@ -294,23 +276,14 @@ bool NvidiaBackend::CompileStage(NvEvalRun& run) const {
     }
     return fail(run.cand.status, run.cand.message);
   }
-  auto wrapper = runner::GenerateWrapperSource(task);
-  if (!wrapper.ok()) return fail(v1::INFRA_ERROR, std::string(wrapper.status().message()));
-  auto ref = cpu_builder_.Build(BuildSpec{task.reference().source(), ReferenceFlags(), *wrapper});
-  if (!ref.ok() || ref->status != v1::OK) {
-    std::string why = ref.ok() ? absl::StrCat(ref->message, "\n", ref->compiler_output)
-                               : std::string(ref.status().message());
-    return fail(v1::INFRA_ERROR, absl::StrCat("the task's C++ reference does not compile: ", why));
-  }
+  auto ref = BuildTaskReference(cpu_builder_, {task.reference().source(), CppReferenceFlags(), *wrapper},
+                                "C++ reference");
+  if (!ref.ok()) return fail(v1::INFRA_ERROR, std::string(ref.status().message()));
   run.ref = *std::move(ref);
   if (const v1::Reference* cuda_ref = CudaReference(task); cuda_ref != nullptr && !IsGemmTask(task)) {
-    BuildSpec spec{cuda_ref->source(), NvccCandidateFlags(arch_), *wrapper};
-    auto built = cuda_builder_.Build(spec);
-    if (!built.ok() || built->status != v1::OK) {
-      std::string why = built.ok() ? absl::StrCat(built->message, "\n", built->compiler_output)
-                                   : std::string(built.status().message());
-      return fail(v1::INFRA_ERROR, absl::StrCat("the task's CUDA reference does not compile: ", why));
-    }
+    auto built = BuildTaskReference(cuda_builder_, {cuda_ref->source(), NvccCandidateFlags(arch_), *wrapper},
+                                    "CUDA reference");
+    if (!built.ok()) return fail(v1::INFRA_ERROR, std::string(built.status().message()));
     run.cuda_ref = *std::move(built);
   }
   const std::string rival_note = BuildRival(
@@ -425,18 +398,7 @@ std::string NvccRelease(const std::string& s) {
 }  // namespace
 
 std::string FindNvcc(const std::string& configured) {
-  std::vector<std::string> candidates;
-  if (!configured.empty()) {
-    candidates.push_back(configured);
-  } else {
-    if (const char* env = std::getenv("CUDACXX"); env != nullptr && *env) candidates.push_back(env);
-    candidates.push_back("/usr/local/cuda/bin/nvcc");
-    for (const char* dir : {"/usr/local/bin", "/usr/bin"}) candidates.push_back(absl::StrCat(dir, "/nvcc"));
-  }
-  for (const std::string& c : candidates) {
-    if (access(c.c_str(), X_OK) == 0) return c;
-  }
-  return "";
+  return FindTool(configured, "CUDACXX", {"/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc", "/usr/bin/nvcc"});
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateNvidiaBackend(const NvidiaBackendOptions& options) {
@@ -446,12 +408,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateNvidiaBackend(const NvidiaBackend
     return absl::InvalidArgumentError("nvidia backend: profile_time_cap_s must be > 0");
   }
   KEVO_ASSIGN_OR_RETURN(opts.work_dir, PrepareWorkDir(opts.work_dir, "nvidia backend"));
-  std::error_code ec;
-  const fs::path self_dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
-  if (opts.runner_path.empty()) opts.runner_path = (self_dir / "kevo-runner-cuda").string();
-  if (opts.cpu_runner_path.empty()) opts.cpu_runner_path = (self_dir / "kevo-runner-cpu").string();
-  opts.runner_path = fs::absolute(opts.runner_path, ec).lexically_normal().string();
-  opts.cpu_runner_path = fs::absolute(opts.cpu_runner_path, ec).lexically_normal().string();
+  opts.runner_path = RunnerPath(opts.runner_path, "kevo-runner-cuda");
+  opts.cpu_runner_path = RunnerPath(opts.cpu_runner_path, "kevo-runner-cpu");
   KEVO_ASSIGN_OR_RETURN(std::unique_ptr<sandbox::Sandbox> sb,
                         sandbox::Sandbox::Create({opts.use_bwrap, opts.bwrap_path}));
   // GPUs first: without one nothing else matters.

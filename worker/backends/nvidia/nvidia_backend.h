@@ -29,7 +29,7 @@
 // kevo-runner-cpu, labelled baseline_kind_cpu_reference in the profile map).
 //
 // KernelBench-format tasks (Python ModelNew candidates) go to the
-// KernelBenchEvaluator (worker/backends/cpu/kernelbench_eval.h) with device
+// KernelBenchEvaluator (worker/pipeline/kernelbench_eval.h) with device
 // "cuda", when an interpreter whose torch has CUDA was found at start-up:
 // the candidate is imported ahead on a CPU slot, then the golden run,
 // validation and the profile (candidate, PyTorch eager, torch.compile) run
@@ -50,8 +50,8 @@
 #include "absl/time/time.h"
 #include "common/sandbox/sandbox.h"
 #include "worker/backend.h"
-#include "worker/backends/cpu/speed_of_light.h"
 #include "worker/backends/gpu/gpu_stages.h"
+#include "worker/pipeline/speed_of_light.h"
 
 namespace kevo::worker {
 
@@ -75,7 +75,7 @@ struct NvidiaBackendOptions {
   double profile_time_cap_s = 3.0;
   // A result beyond the device's limits by more than this fraction is timed
   // again in a fresh runner and, if it still is, rejected as SUSPICIOUS
-  // (worker/backends/cpu/speed_of_light.h).
+  // (worker/pipeline/speed_of_light.h).
   double speed_of_light_margin = kDefaultSpeedOfLightMargin;
   bool skip_symbol_check = false;  // tests only
   sandbox::SandboxOptions::Bwrap use_bwrap = sandbox::SandboxOptions::Bwrap::kAuto;
@@ -93,7 +93,7 @@ struct NvidiaBackendOptions {
   absl::Duration torch_compile_timeout = absl::Seconds(120);
   // Time the task's production baselines (PyTorch eager and torch.compile
   // under the KernelBench interpreter, cuBLAS) against each candidate that
-  // passed its profile (worker/backends/cpu/production_eval.h).
+  // passed its profile (worker/pipeline/production_eval.h).
   bool time_production = true;
 };
 

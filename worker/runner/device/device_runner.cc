@@ -25,6 +25,7 @@
 #include "common/tensor.h"
 #include "worker/runner/perturb.h"
 #include "worker/runner/runner_io.h"
+#include "worker/runner/runner_modes.h"
 #include "worker/runner/seccomp_policy.h"
 
 namespace kevo::runner::device {
@@ -96,47 +97,14 @@ class DeviceBuffer {
 
 // The device tensors and argument array of one call at one binding, plus the
 // host copy of the inputs that were uploaded.
-struct Frame {
-  std::vector<std::unique_ptr<DeviceBuffer>> inputs, outputs;  // signature order
-  std::vector<const v1::TensorSpec*> input_specs, output_specs;
-  std::vector<std::vector<int64_t>> input_shapes, output_shapes;
+struct Frame : CallArgs<DeviceBuffer> {
   std::vector<std::string> host_inputs;
   std::vector<uint64_t> input_hashes;
-  std::vector<int64_t> symbol_values;
-  std::vector<void*> args;
-  SymbolValues symbols;  // the binding's, for inputs whose bounds follow it
 };
 
 Frame MakeFrame(const std::vector<Param>& params, const v1::Binding& binding) {
   Frame f;
-  SymbolValues symbols = BindingValues(binding);
-  f.symbols = symbols;
-  f.symbol_values.reserve(params.size());
-  for (const Param& p : params) {
-    if (p.kind == ParamKind::kSymbol) {
-      auto it = symbols.find(p.name);
-      if (it == symbols.end()) {
-        Fail(kExitInfra, "error", absl::StrCat("binding ", binding.name(), " has no value for ", p.name));
-      }
-      f.symbol_values.push_back(it->second);
-      f.args.push_back(&f.symbol_values.back());
-      continue;
-    }
-    auto shape = ResolveShape(*p.spec, symbols);
-    if (!shape.ok()) Fail(kExitInfra, "error", shape.status().message());
-    size_t bytes = static_cast<size_t>(NumElements(*shape)) * DTypeSize(p.spec->dtype());
-    auto buffer = std::make_unique<DeviceBuffer>(bytes);
-    f.args.push_back(buffer->data());
-    if (p.kind == ParamKind::kInput) {
-      f.inputs.push_back(std::move(buffer));
-      f.input_specs.push_back(p.spec);
-      f.input_shapes.push_back(*shape);
-    } else {
-      f.outputs.push_back(std::move(buffer));
-      f.output_specs.push_back(p.spec);
-      f.output_shapes.push_back(*shape);
-    }
-  }
+  AllocateCallArgs(params, binding, f);
   return f;
 }
 
@@ -197,15 +165,7 @@ void WriteOutputs(int fd, const Frame& f) {
 
 void CallForeign(const Kernel& fn, void** args) {
   g_foreign_code_ran = true;
-  try {
-    fn(args);
-  } catch (const std::bad_alloc& e) {
-    Fail(kExitResourceExhausted, "bad_alloc", e.what());
-  } catch (const std::exception& e) {
-    Fail(kExitCandidateException, "exception", e.what());
-  } catch (...) {
-    Fail(kExitCandidateException, "exception", "a non-std exception");
-  }
+  Guarded([&] { fn(args); });
 }
 
 // Work a candidate may leave behind when it returns: the non-blocking
@@ -304,52 +264,31 @@ Kernel LoadKernel(const std::string& path) {
 
 int RunMode(const v1::Task& task, const Kernel& fn, const std::vector<uint64_t>& seeds,
             int outputs_fd, int result_fd) {
-  auto params = ClassifyParams(task);
-  if (!params.ok()) Fail(kExitInfra, "error", params.status().message());
-  std::vector<CaseReport> cases;
-  for (const v1::Binding& binding : task.validate()) {
-    for (uint64_t seed : seeds) {
-      CaseReport report;
-      report.binding = binding.name();
-      report.seed = seed;
-      Frame first = MakeFrame(*params, binding);
-      SetInputs(first, GenerateInputs(first, seed));
-      PoisonOutputs(first);
-      CallAndSync(fn, first.args.data());
-      report.modified_input = FirstModifiedInput(first);
-      report.overflowed = FirstOverflow(first);
-      std::vector<std::string> first_out;
-      for (const auto& out : first.outputs) {
-        first_out.push_back(out->Download());
-        WriteAll(outputs_fd, first_out.back().data(), first_out.back().size());
-      }
-      // Same inputs (the pristine host copy), fresh poisoned buffers: the
-      // results must match bitwise. `first` stays allocated, so the second
-      // call gets other addresses.
-      Frame second = MakeFrame(*params, binding);
-      SetInputs(second, first.host_inputs);
-      PoisonOutputs(second);
-      CallAndSync(fn, second.args.data());
-      for (size_t i = 0; i < second.outputs.size() && report.nondet_output.empty(); ++i) {
-        const std::string b = second.outputs[i]->Download();
-        const std::string& a = first_out[i];
-        if (a == b) continue;
-        const size_t elem = DTypeSize(second.output_specs[i]->dtype());
-        for (size_t k = 0; k < a.size(); ++k) {
-          if (a[k] != b[k]) {
-            report.nondet_output = second.output_specs[i]->name();
-            report.nondet_index = static_cast<int64_t>(k / elem);
-            break;
-          }
-        }
-      }
-      if (report.overflowed.empty()) report.overflowed = FirstOverflow(second);
-      cases.push_back(std::move(report));
+  return RunValidationCases(task, seeds, result_fd, [&](const std::vector<Param>& params, const v1::Binding& binding,
+                                                        CaseReport& report) {
+    Frame first = MakeFrame(params, binding);
+    SetInputs(first, GenerateInputs(first, report.seed));
+    PoisonOutputs(first);
+    CallAndSync(fn, first.args.data());
+    report.modified_input = FirstModifiedInput(first);
+    report.overflowed = FirstOverflow(first);
+    std::vector<std::string> first_out;
+    for (const auto& out : first.outputs) {
+      first_out.push_back(out->Download());
+      WriteAll(outputs_fd, first_out.back().data(), first_out.back().size());
     }
-  }
-  std::string json = CasesToJson(cases);
-  WriteAll(result_fd, json.data(), json.size());
-  return kExitOk;
+    // Same inputs (the pristine host copy), fresh poisoned buffers: the
+    // results must match bitwise. `first` stays allocated, so the second
+    // call gets other addresses.
+    Frame second = MakeFrame(params, binding);
+    SetInputs(second, first.host_inputs);
+    PoisonOutputs(second);
+    CallAndSync(fn, second.args.data());
+    for (size_t i = 0; i < second.outputs.size() && report.nondet_output.empty(); ++i) {
+      NoteNondeterminism(*second.output_specs[i], first_out[i], second.outputs[i]->Download(), report);
+    }
+    if (report.overflowed.empty()) report.overflowed = FirstOverflow(second);
+  });
 }
 
 struct ProfileOptions {
@@ -440,15 +379,6 @@ PokeAccess DeviceAccess(Frame& f) {
           }};
 }
 
-// A timed sample of the candidate kept for the worker's check: the outputs
-// of its call (every output, in signature order, copied on the device) and
-// the pokes its inputs held then.
-struct TimedCheckSlot {
-  int64_t sample = -1;
-  std::vector<Poke> pokes;
-  std::unique_ptr<DeviceBuffer> outputs;
-};
-
 int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel* baseline,
                 const std::string& baseline_kind, const ProfileOptions& opts, int inputs_fd,
                 int outputs_fd, int result_fd, int gpu_result_fd) {
@@ -461,12 +391,7 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel* bas
   if (inputs_fd >= 0) {
     for (const auto& in : cand.inputs) {
       std::string data(in->bytes(), '\0');
-      size_t done = 0;
-      while (done < data.size()) {
-        ssize_t n = read(inputs_fd, data.data() + done, data.size() - done);
-        if (n <= 0) Fail(kExitInfra, "error", "the timed-inputs file is shorter than the inputs");
-        done += static_cast<size_t>(n);
-      }
+      ReadTimedInputBytes(inputs_fd, data.data(), data.size());
       host_inputs.push_back(std::move(data));
     }
   } else {
@@ -512,24 +437,23 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel* bas
   // the same inputs after timing. Without one (the worker compares with the
   // C++ reference's outputs at the timed inputs) nothing can be compared
   // with a perturbed call, and only the check after timing is made.
-  std::vector<TimedCheckSlot> checks(baseline != nullptr ? kTimedChecks : 0);
+  // The kept calls' outputs (every output, in signature order, copied on
+  // the device), by slot.
+  std::vector<KeptSample> kept = KeptSampleSlots(baseline != nullptr ? kTimedChecks : 0);
   size_t out_bytes = 0;
   for (const auto& out : cand.outputs) out_bytes += out->bytes();
-  for (TimedCheckSlot& c : checks) c.outputs = std::make_unique<DeviceBuffer>(out_bytes);
+  std::vector<std::unique_ptr<DeviceBuffer>> kept_outputs;
+  for (size_t i = 0; i < kept.size(); ++i) kept_outputs.push_back(std::make_unique<DeviceBuffer>(out_bytes));
   // A candidate sample, and whether its call is kept for the check (drawn
   // after the call: nothing a call sees says whether it is checked).
   auto sample_and_keep = [&] {
     report.candidate.samples_s.push_back(sample_candidate(escaped_cand));
-    if (checks.empty()) return;
-    const int64_t s = static_cast<int64_t>(report.candidate.samples_s.size()) - 1;
-    const int64_t slot = TimedCheckSlotFor(s, rng);
-    if (slot < 0) return;
-    TimedCheckSlot& c = checks[static_cast<size_t>(slot)];
-    c.sample = s;
-    c.pokes = cand_pokes;
+    KeptSample* k = KeepSample(kept, report, cand_pokes, rng);
+    if (k == nullptr) return;
     size_t offset = 0;
     for (const auto& out : cand.outputs) {
-      Check(g_rt->CopyOnDevice(static_cast<unsigned char*>(c.outputs->data()) + offset, out->data(), out->bytes()),
+      Check(g_rt->CopyOnDevice(static_cast<unsigned char*>(kept_outputs[k->slot]->data()) + offset, out->data(),
+                               out->bytes()),
             "keeping a timed call's outputs");
       offset += out->bytes();
     }
@@ -542,32 +466,12 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel* bas
     sample_candidate(ignored);
     if (baseline != nullptr) sampler.Sample(*baseline, base, ignored);
   }
-  constexpr size_t kMinSamples = 10;
-  constexpr size_t kMaxSamples = 20000;
-  for (size_t round = 0;; ++round) {
-    // Alternate the order so neither kernel always follows the other.
-    if (round % 2 == 0 || baseline == nullptr) {
-      sample_and_keep();
-      if (baseline != nullptr) report.baseline.samples_s.push_back(sampler.Sample(*baseline, base, escaped_base));
-    } else {
-      report.baseline.samples_s.push_back(sampler.Sample(*baseline, base, escaped_base));
-      sample_and_keep();
-    }
-    const size_t n = report.candidate.samples_s.size();
-    if (n >= kMinSamples && n % 5 == 0) {
-      Summarise(report.candidate);
-      Summarise(report.baseline);
-      if (report.candidate.spread < opts.target_spread &&
-          (baseline == nullptr || report.baseline.spread < opts.target_spread)) {
-        report.converged = true;
-        break;
-      }
-    }
-    if ((Now() - start > opts.time_cap_s && n >= static_cast<size_t>(kTimedChecks)) || n >= kMaxSamples) break;
+  // Alternating, so neither kernel always follows the other.
+  std::function<void()> sample_baseline;
+  if (baseline != nullptr) {
+    sample_baseline = [&] { report.baseline.samples_s.push_back(sampler.Sample(*baseline, base, escaped_base)); };
   }
-  Summarise(report.candidate);
-  Summarise(report.baseline);
-  report.elapsed_s = Now() - start;
+  SampleUntilStable(start, opts.time_cap_s, opts.target_spread, report, sample_and_keep, sample_baseline);
 
   // The candidate's inputs as the timed inputs again (each poked element
   // must still hold what was written), then hashed.
@@ -590,20 +494,13 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel* bas
   // Then the checked timed calls, earliest first: the candidate's outputs as
   // the timed call left them, and the baseline's on the inputs that call had
   // (its own buffers, with the same pokes), outside the timer.
-  std::sort(checks.begin(), checks.end(),
-            [](const TimedCheckSlot& a, const TimedCheckSlot& b) { return a.sample < b.sample; });
-  const PokeAccess base_access = DeviceAccess(base);
-  for (TimedCheckSlot& c : checks) {
-    if (c.sample < 0) continue;
-    ApplyPokes(base_access, c.pokes);
+  WriteTimedChecks(kept, DeviceAccess(base), base.input_specs, report, [&](size_t slot) {
     PoisonOutputs(base);
     CallAndSync(*baseline, base.args.data());
-    const std::string kept = c.outputs->Download();
-    WriteAll(outputs_fd, kept.data(), kept.size());
+    const std::string outputs = kept_outputs[slot]->Download();
+    WriteAll(outputs_fd, outputs.data(), outputs.size());
     WriteOutputs(outputs_fd, base);
-    UndoPokes(base_access, c.pokes, base.input_specs, /*modified=*/nullptr);
-    report.timed_checks.push_back(c.sample);
-  }
+  });
   std::string json = ProfileToJson(report);
   WriteAll(result_fd, json.data(), json.size());
   if (gpu_result_fd >= 0) {

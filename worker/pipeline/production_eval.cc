@@ -1,4 +1,4 @@
-#include "worker/backends/cpu/production_eval.h"
+#include "worker/pipeline/production_eval.h"
 
 #include <unistd.h>
 

@@ -28,7 +28,7 @@
 #include "common/sandbox/sandbox.h"
 #include "kevo/v1/evaluation.pb.h"
 #include "kevo/v1/task.pb.h"
-#include "worker/backends/cpu/eval_pipeline.h"
+#include "worker/pipeline/eval_pipeline.h"
 
 namespace kevo::worker {
 

@@ -56,7 +56,7 @@
 #include "kevo/v1/evaluation.pb.h"
 #include "kevo/v1/task.pb.h"
 #include "worker/backend.h"
-#include "worker/backends/cpu/eval_pipeline.h"
+#include "worker/pipeline/eval_pipeline.h"
 
 namespace kevo::worker {
 

@@ -1,4 +1,4 @@
-#include "worker/backends/cpu/elf_symbols.h"
+#include "worker/pipeline/elf_symbols.h"
 
 #include <elf.h>
 

@@ -1,4 +1,4 @@
-#include "worker/backends/cpu/speed_of_light.h"
+#include "worker/pipeline/speed_of_light.h"
 
 #include <algorithm>
 #include <tuple>

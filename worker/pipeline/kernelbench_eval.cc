@@ -1,4 +1,4 @@
-#include "worker/backends/cpu/kernelbench_eval.h"
+#include "worker/pipeline/kernelbench_eval.h"
 
 #include <unistd.h>
 

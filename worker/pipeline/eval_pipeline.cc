@@ -1,11 +1,13 @@
-#include "worker/backends/cpu/eval_pipeline.h"
+#include "worker/pipeline/eval_pipeline.h"
 
 #include <seccomp.h>
 #include <signal.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -28,6 +30,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "common/tensor.h"
+#include "worker/pipeline/elf_symbols.h"
 
 namespace kevo::worker {
 namespace fs = std::filesystem;
@@ -318,9 +321,34 @@ bool EvalRun::Fail(v1::Stage stage, v1::EvalStatus status, const std::string& me
   return false;
 }
 
+v1::Evaluation EvalRun::Finish(bool keep_scratch) {
+  ev.set_finished_unix_micros(UnixMicros());
+  if (!keep_scratch && !scratch.empty()) {
+    std::error_code ec;
+    fs::remove_all(scratch, ec);
+  }
+  return std::move(ev);
+}
+
 std::vector<std::string> SandboxSystemPaths() {
   return {"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache",
           "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives"};
+}
+
+RunnerHarnessOptions NativeRunnerOptions(const std::string& runner_path, const std::string& work_dir,
+                                         absl::Duration run_timeout, int64_t memory_limit_bytes,
+                                         const std::string& runner_hash) {
+  RunnerHarnessOptions h;
+  h.runner_path = runner_path;
+  h.work_dir = work_dir;
+  h.visible_paths = SandboxSystemPaths();
+  h.visible_paths.push_back(fs::path(runner_path).parent_path().string());
+  h.visible_paths.push_back(work_dir + "/build");
+  h.visible_paths.push_back(work_dir + "/inputs");
+  h.run_timeout = run_timeout;
+  h.memory_limit_bytes = memory_limit_bytes;
+  h.runner_hash = runner_hash;
+  return h;
 }
 
 RunnerHarnessOptions PythonRunnerOptions(const std::string& python, const std::string& script,
@@ -357,34 +385,80 @@ absl::StatusOr<std::string> PrepareWorkDir(const std::string& work_dir, std::str
   return dir;
 }
 
-CandidateBuild BuildCandidate(
-    const KernelBuilder& builder, const v1::Task& task, const v1::Candidate& candidate,
-    std::vector<std::string> flags,
-    const std::function<absl::Status(const std::vector<std::string>&)>& check_extra_flags) {
-  CandidateBuild out;
-  const std::vector<std::string> extra(candidate.extra_flags().begin(), candidate.extra_flags().end());
-  if (absl::Status s = check_extra_flags(extra); !s.ok()) {
-    out.status = v1::COMPILE_ERROR;
-    out.message = std::string(s.message());
-    return out;
+bool CandidateBuild::Fail(v1::EvalStatus s, std::string m) {
+  status = s;
+  message = std::move(m);
+  return false;
+}
+
+bool BuildCandidate(const KernelBuilder& builder, const v1::Task& task, const v1::Candidate& candidate,
+                    const std::vector<std::string_view>& languages, std::string_view where,
+                    std::vector<std::string> flags,
+                    const std::function<absl::Status(const std::vector<std::string>&)>& check_extra_flags,
+                    CandidateBuild& out) {
+  const std::string language = absl::AsciiStrToLower(candidate.language());
+  if (std::find(languages.begin(), languages.end(), language) == languages.end()) {
+    return out.Fail(v1::COMPILE_ERROR, absl::StrCat("language '", candidate.language(), "' is not supported on ",
+                                                    std::string(where)));
   }
+  const std::vector<std::string> extra(candidate.extra_flags().begin(), candidate.extra_flags().end());
+  if (absl::Status s = check_extra_flags(extra); !s.ok()) return out.Fail(v1::COMPILE_ERROR, std::string(s.message()));
   auto wrapper = runner::GenerateWrapperSource(task);
   if (!wrapper.ok()) {
-    out.status = v1::INFRA_ERROR;
-    out.message = absl::StrCat("the task's signature is malformed: ", wrapper.status().message());
-    return out;
+    return out.Fail(v1::INFRA_ERROR, absl::StrCat("the task's signature is malformed: ", wrapper.status().message()));
   }
   flags.insert(flags.end(), extra.begin(), extra.end());
   auto build = builder.Build(BuildSpec{candidate.source(), std::move(flags), *wrapper});
-  if (!build.ok()) {
-    out.status = v1::INFRA_ERROR;
-    out.message = std::string(build.status().message());
-    return out;
-  }
+  if (!build.ok()) return out.Fail(v1::INFRA_ERROR, std::string(build.status().message()));
   out.build = *std::move(build);
   out.status = out.build.status;
   out.message = out.build.message;
-  return out;
+  return out.status == v1::OK;
+}
+
+bool CheckCandidateBuild(const v1::Task& task, const std::vector<std::string>& imports,
+                         const DeviceImportPolicy* policy, CandidateBuild& out) {
+  if (policy != nullptr) {
+    ImportVerdict verdict = CheckDeviceImports(imports, *policy);
+    out.forbidden = verdict.forbidden;
+    if (!verdict.ok) return out.Fail(v1::SANDBOX_VIOLATION, verdict.message);
+  }
+  auto defines = DefinesGlobalSymbol(out.build.library_path, task.signature().function());
+  if (!defines.ok()) return out.Fail(v1::INFRA_ERROR, std::string(defines.status().message()));
+  if (!*defines) {
+    return out.Fail(v1::COMPILE_ERROR,
+                    absl::StrCat("the candidate does not define extern \"C\" ", task.signature().function(),
+                                 "(...) (a C++ function without extern \"C\", a typo, or a "
+                                 "__global__ kernel instead of the host function that launches it)"));
+  }
+  out.status = v1::OK;
+  return true;
+}
+
+absl::StatusOr<std::string> TaskWrapperSource(const v1::Task& task) {
+  if (task.validate_size() == 0 || task.outputs_size() == 0) {
+    return absl::FailedPreconditionError("the task has no validate bindings or no outputs");
+  }
+  auto wrapper = runner::GenerateWrapperSource(task);
+  if (!wrapper.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the task's signature is malformed: ", wrapper.status().message()));
+  }
+  return wrapper;
+}
+
+const std::vector<std::string>& CppReferenceFlags() {
+  static const auto* flags = new std::vector<std::string>{"-O2", "-fPIC"};
+  return *flags;
+}
+
+absl::StatusOr<BuildResult> BuildTaskReference(const KernelBuilder& builder, const BuildSpec& spec,
+                                               std::string_view what) {
+  auto built = builder.Build(spec);
+  if (built.ok() && built->status == v1::OK) return built;
+  const std::string why = built.ok() ? absl::StrCat(built->message, "\n", built->compiler_output)
+                                     : std::string(built.status().message());
+  return absl::InternalError(absl::StrCat("the task's ", std::string(what), " does not compile: ", why));
 }
 
 absl::StatusOr<sandbox::Result> RunVersion(const sandbox::Sandbox& sandbox, const std::string& program) {
@@ -393,6 +467,66 @@ absl::StatusOr<sandbox::Result> RunVersion(const sandbox::Sandbox& sandbox, cons
   version.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"};
   version.limits.wall_timeout = absl::Seconds(60);
   return sandbox.Run(version);
+}
+
+std::string RunnerPath(const std::string& configured, std::string_view name) {
+  std::error_code ec;
+  const std::string path = configured.empty()
+                               ? (fs::read_symlink("/proc/self/exe", ec).parent_path() / std::string(name)).string()
+                               : configured;
+  return fs::absolute(path, ec).lexically_normal().string();
+}
+
+absl::StatusOr<std::string> RunnerHash(const std::string& path, std::string_view who) {
+  if (access(path.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(std::string(who), ": runner ", path, " is missing or not executable"));
+  }
+  auto bytes = ReadFileBytes(path);
+  if (!bytes.ok()) return absl::FailedPreconditionError(std::string(bytes.status().message()));
+  return Sha256Hex(*bytes);
+}
+
+std::string FindTool(const std::string& configured, const char* env_var,
+                     const std::vector<std::string>& defaults) {
+  std::vector<std::string> candidates;
+  if (!configured.empty()) {
+    candidates.push_back(configured);
+  } else {
+    if (const char* env = std::getenv(env_var); env != nullptr && *env) candidates.push_back(env);
+    candidates.insert(candidates.end(), defaults.begin(), defaults.end());
+  }
+  for (const std::string& c : candidates) {
+    if (access(c.c_str(), X_OK) == 0) return c;
+  }
+  return "";
+}
+
+absl::StatusOr<HostCompiler> ProbeHostCompiler(const sandbox::Sandbox& sandbox, const std::string& compiler,
+                                               std::string_view who) {
+  auto v = RunVersion(sandbox, compiler);
+  if (!v.ok() || !v->Succeeded()) {
+    return absl::FailedPreconditionError(absl::StrCat(std::string(who), ": compiler '", compiler,
+                                                      "' does not run: ",
+                                                      v.ok() ? v->Summary() : std::string(v.status().message())));
+  }
+  HostCompiler out;
+  out.version = FirstLineOf(v->stdout_data);
+  out.visible_paths = SandboxSystemPaths();
+  std::string path = compiler;
+  if (path.find('/') == std::string::npos) {
+    for (absl::string_view dir : {"/usr/local/bin", "/usr/bin", "/bin"}) {
+      std::string p = absl::StrCat(dir, "/", compiler);
+      if (access(p.c_str(), X_OK) == 0) {
+        path = p;
+        break;
+      }
+    }
+  }
+  std::error_code ec;
+  fs::path real = fs::weakly_canonical(path, ec);
+  if (!ec && real.has_parent_path()) out.visible_paths.push_back(real.parent_path().parent_path().string());
+  return out;
 }
 
 // Removes scratch left behind by workers that died mid-evaluation. Only

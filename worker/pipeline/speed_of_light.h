@@ -18,7 +18,7 @@
 #include <optional>
 #include <string>
 
-#include "worker/backends/cpu/eval_pipeline.h"
+#include "worker/pipeline/eval_pipeline.h"
 
 namespace kevo::worker {
 

@@ -1,4 +1,4 @@
-#include "worker/backends/cpu/kernel_builder.h"
+#include "worker/pipeline/kernel_builder.h"
 
 #include <signal.h>
 #include <unistd.h>

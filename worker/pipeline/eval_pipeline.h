@@ -27,7 +27,8 @@
 #include "kevo/v1/evaluation.pb.h"
 #include "kevo/v1/task.pb.h"
 #include "worker/backend.h"
-#include "worker/backends/cpu/kernel_builder.h"
+#include "worker/pipeline/kernel_builder.h"
+#include "worker/pipeline/symbol_policy.h"
 #include "worker/runner/protocol.h"
 
 namespace google::protobuf {
@@ -63,24 +64,85 @@ void RemoveStaleScratch(const std::string& work_dir);
 // scratch, and returns its canonical path. InvalidArgument ("<who>: cannot
 // create ...") when it cannot be created.
 absl::StatusOr<std::string> PrepareWorkDir(const std::string& work_dir, std::string_view who);
-// What the compile stages of the GPU platforms share: the candidate's extra
-// flags checked with `check_extra_flags` (COMPILE_ERROR with its message),
-// the kevo_entry wrapper generated (INFRA_ERROR for a malformed signature),
-// then `builder` run on the source with `flags` + the extra flags. status is
-// the build's (OK, COMPILE_ERROR, COMPILE_TIMEOUT) or INFRA_ERROR for the
-// worker's own failures.
+// What the compile stages of the GPU platforms share (cuda_build.h and
+// hip_build.h extend it with what their compilers report). A candidate is a
+// host source that defines the task's extern "C" function and launches its
+// own kernels.
 struct CandidateBuild {
+  // OK, COMPILE_ERROR, COMPILE_TIMEOUT, SANDBOX_VIOLATION, or INFRA_ERROR for
+  // the worker's own failures.
   v1::EvalStatus status = v1::EVAL_STATUS_UNSPECIFIED;
   std::string message;
-  BuildResult build;  // set when the builder ran
+  BuildResult build;                   // set when the builder ran
+  std::vector<std::string> forbidden;  // the imports the policy refused
+
+  // Sets status and message; returns false, so a check can `return Fail(...)`.
+  bool Fail(v1::EvalStatus s, std::string m);
 };
-CandidateBuild BuildCandidate(
-    const KernelBuilder& builder, const v1::Task& task, const v1::Candidate& candidate,
-    std::vector<std::string> flags,
-    const std::function<absl::Status(const std::vector<std::string>&)>& check_extra_flags);
+// The candidate's language must be one of `languages` (lower case; else
+// COMPILE_ERROR "language 'x' is not supported on <where>"), its extra flags
+// pass `check_extra_flags` (COMPILE_ERROR with its message), the kevo_entry
+// wrapper is generated (INFRA_ERROR for a malformed signature), then
+// `builder` runs on the source with `flags` + the extra flags: status is the
+// build's. Fills `out`; returns whether it is OK.
+bool BuildCandidate(const KernelBuilder& builder, const v1::Task& task, const v1::Candidate& candidate,
+                    const std::vector<std::string_view>& languages, std::string_view where,
+                    std::vector<std::string> flags,
+                    const std::function<absl::Status(const std::vector<std::string>&)>& check_extra_flags,
+                    CandidateBuild& out);
+// The checks of a built candidate: its host object's `imports` against
+// `policy` (SANDBOX_VIOLATION naming them, in out.forbidden) unless `policy`
+// is null, then kernel.so must define the task's extern "C" function
+// (COMPILE_ERROR saying what usually went wrong; INFRA_ERROR when it cannot
+// be read). Returns whether it passed; else `out` says why.
+bool CheckCandidateBuild(const v1::Task& task, const std::vector<std::string>& imports,
+                         const DeviceImportPolicy* policy, CandidateBuild& out);
+// The kevo_entry wrapper (worker/runner/protocol.h) every kernel of `task` is
+// linked with, for a task the runners can validate: FailedPrecondition when
+// it has no validate bindings or no outputs, InvalidArgument ("the task's
+// signature is malformed: ...") when its signature does not resolve. Either
+// is the task's fault, reported as INFRA_ERROR.
+absl::StatusOr<std::string> TaskWrapperSource(const v1::Task& task);
+// The flags of the task's C++ reference on every platform (its golden
+// outputs, and the cpu worker's baseline).
+const std::vector<std::string>& CppReferenceFlags();
+// Builds one of the task's own kernels (its C++ reference, a device port of
+// it: `what` names it, e.g. "reference_mtia.cc") with `builder`. A reference
+// that does not build is the task's fault, not the candidate's: Internal with
+// "the task's <what> does not compile: " and the compiler's message, for the
+// compile stage to report as INFRA_ERROR.
+absl::StatusOr<BuildResult> BuildTaskReference(const KernelBuilder& builder, const BuildSpec& spec,
+                                               std::string_view what);
 // Runs `program --version` in the sandbox (60 s limit) and returns how it
 // ended; the sandbox's error when it cannot start.
 absl::StatusOr<sandbox::Result> RunVersion(const sandbox::Sandbox& sandbox, const std::string& program);
+
+// What the backends' Create functions share to find the tools they run.
+//
+// `configured` when it is set, else `name` next to this process's own binary
+// (/proc/self/exe); either way absolute and normalised. For the runners.
+std::string RunnerPath(const std::string& configured, std::string_view name);
+// The SHA-256 of the runner binary at `path` (part of the golden outputs'
+// key). FailedPrecondition ("<who>: runner <path> is missing or not
+// executable") when it cannot be run or read.
+absl::StatusOr<std::string> RunnerHash(const std::string& path, std::string_view who);
+// `configured` if it is executable, else "" when it is set; when it is not,
+// the first executable of $`env_var` and `defaults`, or "".
+std::string FindTool(const std::string& configured, const char* env_var,
+                     const std::vector<std::string>& defaults);
+// A C++ compiler as the sandbox runs it: the first line of its --version, and
+// the read-only folders a compile must see (SandboxSystemPaths() plus the
+// compiler's own installation when it lives elsewhere, e.g.
+// /opt/gcc-13/bin/g++ -> /opt/gcc-13).
+struct HostCompiler {
+  std::string version;
+  std::vector<std::string> visible_paths;
+};
+// `compiler` is a path or a name found in /usr/local/bin, /usr/bin or /bin.
+// FailedPrecondition ("<who>: compiler '<compiler>' does not run: ...") when
+// it does not run.
+absl::StatusOr<HostCompiler> ProbeHostCompiler(const sandbox::Sandbox& sandbox, const std::string& compiler,
+                                               std::string_view who);
 
 // How a runner process ended, as the evaluation sees it.
 struct RunnerOutcome {
@@ -161,6 +223,28 @@ struct EvalRun {
   void Emit(v1::Stage stage, bool ok, const std::string& message);
   // Returns false, so a stage can `return run.Fail(...)`.
   bool Fail(v1::Stage stage, v1::EvalStatus status, const std::string& message);
+  // Ends the evaluation: stamps its finish time, removes the scratch folder
+  // unless `keep_scratch`, and returns the evaluation (moved out of ev).
+  v1::Evaluation Finish(bool keep_scratch);
+};
+
+// A backend with one evaluation path for Evaluate and EvaluateBeside: Run
+// gets the rival to time beside the candidate, or null.
+class RivalBackend : public Backend {
+ public:
+  v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate,
+                          const EventSink& on_event) final {
+    return Run(task, candidate, nullptr, on_event);
+  }
+  v1::Evaluation EvaluateBeside(const v1::Task& task, const v1::Candidate& candidate, const v1::Candidate& rival,
+                                const EventSink& on_event) final {
+    return Run(task, candidate, &rival, on_event);
+  }
+
+ protected:
+  // As Backend::Evaluate; thread-safe.
+  virtual v1::Evaluation Run(const v1::Task& task, const v1::Candidate& candidate, const v1::Candidate* rival,
+                             const EventSink& on_event) = 0;
 };
 
 // Builds run.rival, when there is one, with `build` (the rival's .so, or why
@@ -194,6 +278,15 @@ struct RunnerHarnessOptions {
   // the default PATH).
   std::vector<std::string> env;
 };
+
+// The harness options of a native runner (kevo-runner-cpu,
+// kevo-runner-mtia) at `runner_path`: inside bubblewrap it sees the system
+// folders, its own folder, the built kernels and the timed inputs under
+// `work_dir`, and not the rest of the host (a candidate's static constructor
+// runs before the post-load filter forbids openat).
+RunnerHarnessOptions NativeRunnerOptions(const std::string& runner_path, const std::string& work_dir,
+                                         absl::Duration run_timeout, int64_t memory_limit_bytes,
+                                         const std::string& runner_hash);
 
 // The harness options of a Python runner script (kevo-runner-kernelbench,
 // kevo-runner-production) started by `python`: the system folders, the CPU
