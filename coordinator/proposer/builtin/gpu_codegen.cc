@@ -20,13 +20,10 @@ std::string IntHelpers(const char* inline_keyword) {
       " int64_t kevo_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }\n");
 }
 
-}  // namespace
-
-const std::string& CudaPrelude() {
-  static const std::string* prelude = new std::string(absl::StrCat(R"(#include <cstdint>
-#include <cuda_runtime.h>
-
-)", IntHelpers("__forceinline__"), R"(// Blocks for a grid-stride launch: `per_sm` per multiprocessor of the current device.
+// Each dialect's kevo_grid_blocks. The raw strings start on a line of their
+// own (skipped by `+ 1`) so that docs/kb can quote them as whole lines.
+constexpr char kCudaGridBlocks[] = R"(
+// Blocks for a grid-stride launch: `per_sm` per multiprocessor of the current device.
 static int kevo_grid_blocks(int per_sm) {
   static int sms = 0;
   if (sms == 0) {
@@ -37,18 +34,9 @@ static int kevo_grid_blocks(int per_sm) {
   }
   return sms * per_sm;
 }
-)"));
-  return *prelude;
-}
-
-const std::string& HipPrelude() {
-  static const std::string* prelude = new std::string(absl::StrCat(R"(#include <hip/hip_runtime.h>
-
-#include <cmath>
-#include <cstdint>
-
-constexpr int kWave = 64;  // CDNA wavefront
-)", IntHelpers("inline"), R"(// Workgroups for a grid-stride launch: `per_cu` per compute unit of the current device.
+)";
+constexpr char kHipGridBlocks[] = R"(
+// Workgroups for a grid-stride launch: `per_cu` per compute unit of the current device.
 static int kevo_grid_blocks(int per_cu) {
   static int cus = 0;
   if (cus == 0) {
@@ -60,7 +48,26 @@ static int kevo_grid_blocks(int per_cu) {
   }
   return cus * per_cu;
 }
-)"));
+)";
+
+}  // namespace
+
+const std::string& CudaPrelude() {
+  static const std::string* prelude = new std::string(absl::StrCat(R"(#include <cstdint>
+#include <cuda_runtime.h>
+
+)", IntHelpers("__forceinline__"), kCudaGridBlocks + 1));
+  return *prelude;
+}
+
+const std::string& HipPrelude() {
+  static const std::string* prelude = new std::string(absl::StrCat(R"(#include <hip/hip_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+constexpr int kWave = 64;  // CDNA wavefront
+)", IntHelpers("inline"), kHipGridBlocks + 1));
   return *prelude;
 }
 
