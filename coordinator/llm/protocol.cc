@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 
 namespace kevo::llm {
 namespace {
@@ -97,19 +98,54 @@ std::vector<SseEvent> SplitSse(std::string_view body, bool* incomplete_tail) {
   return events;
 }
 
-absl::Status ParseOpenAiAnswer(std::string_view body, ChatResponse* response) {
-  json j = json::parse(body.begin(), body.end());
-  if (!j.is_object()) return DataLoss("answer is not a JSON object", body);
+// Where an API puts its token counts in a usage object.
+struct UsageKeys {
+  const char* prompt;
+  const char* completion;
+};
+constexpr UsageKeys kOpenAiUsage = {"prompt_tokens", "completion_tokens"};
+constexpr UsageKeys kAnthropicUsage = {"input_tokens", "output_tokens"};
+
+// The object `j` holds at `key`, or nullptr when it holds none there.
+const json* ObjectAt(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_object() ? &*it : nullptr;
+}
+
+// Takes the model `j` names, if it names one; otherwise the configured one stays.
+void TakeModel(const json& j, ChatResponse* response) {
+  std::string model = StringOr(j, "model");
+  if (!model.empty()) response->model = std::move(model);
+}
+
+// Takes `j`'s string at `key` (a finish or stop reason) into `*reason`, if
+// it is there and not empty: a stream sends it in one event of many.
+void TakeReason(const json& j, const char* key, std::string* reason) {
+  std::string value = StringOr(j, key);
+  if (!value.empty()) *reason = std::move(value);
+}
+
+// Takes the usage of a complete answer: the counts under `keys`, or marks it
+// estimated when the answer has no usage object.
+void TakeAnswerUsage(const json& answer, UsageKeys keys, ChatResponse* response) {
+  const json* usage = ObjectAt(answer, "usage");
+  if (usage != nullptr) {
+    response->usage.prompt_tokens = IntOr(*usage, keys.prompt, 0);
+    response->usage.completion_tokens = IntOr(*usage, keys.completion, 0);
+  }
+  response->usage.estimated = usage == nullptr;
+}
+
+// The answer's text and finish reason, from its first choice's message.
+absl::Status TakeOpenAiAnswer(const json& j, std::string_view body, ChatResponse* response) {
   auto choices = j.find("choices");
   if (choices == j.end() || !choices->is_array() || choices->empty() ||
       !(*choices)[0].is_object()) {
     return DataLoss("answer has no choices", body);
   }
   const json& choice = (*choices)[0];
-  auto message = choice.find("message");
-  if (message == choice.end() || !message->is_object()) {
-    return DataLoss("answer's first choice has no message", body);
-  }
+  const json* message = ObjectAt(choice, "message");
+  if (message == nullptr) return DataLoss("answer's first choice has no message", body);
   auto content = message->find("content");
   if (content != message->end() && content->is_string()) {
     response->content = content->get<std::string>();
@@ -117,22 +153,11 @@ absl::Status ParseOpenAiAnswer(std::string_view body, ChatResponse* response) {
     return DataLoss("answer's message content is not a string", body);
   }
   response->finish_reason = StringOr(choice, "finish_reason");
-  std::string model = StringOr(j, "model");
-  if (!model.empty()) response->model = model;
-  auto usage = j.find("usage");
-  if (usage != j.end() && usage->is_object()) {
-    response->usage.prompt_tokens = IntOr(*usage, "prompt_tokens", 0);
-    response->usage.completion_tokens = IntOr(*usage, "completion_tokens", 0);
-    response->usage.estimated = false;
-  } else {
-    response->usage.estimated = true;
-  }
   return absl::OkStatus();
 }
 
-absl::Status ParseAnthropicAnswer(std::string_view body, ChatResponse* response) {
-  json j = json::parse(body.begin(), body.end());
-  if (!j.is_object()) return DataLoss("answer is not a JSON object", body);
+// The answer's text (its text blocks joined) and stop reason.
+absl::Status TakeAnthropicAnswer(const json& j, std::string_view body, ChatResponse* response) {
   auto content = j.find("content");
   if (content == j.end() || !content->is_array()) return DataLoss("answer has no content", body);
   response->content.clear();
@@ -142,143 +167,131 @@ absl::Status ParseAnthropicAnswer(std::string_view body, ChatResponse* response)
     }
   }
   response->finish_reason = StringOr(j, "stop_reason");
-  std::string model = StringOr(j, "model");
-  if (!model.empty()) response->model = model;
-  auto usage = j.find("usage");
-  if (usage != j.end() && usage->is_object()) {
-    response->usage.prompt_tokens = IntOr(*usage, "input_tokens", 0);
-    response->usage.completion_tokens = IntOr(*usage, "output_tokens", 0);
-    response->usage.estimated = false;
-  } else {
-    response->usage.estimated = true;
+  return absl::OkStatus();
+}
+
+// Where one stream is: the event being read and what has come so far.
+struct StreamState {
+  size_t event = 0;         // 1-based number of the event being read
+  bool cut = false;         // that event is the unterminated tail of the body
+  int64_t chunks = 0;       // content chunks received
+  bool have_usage = false;  // the server sent usage
+  bool done = false;        // the API's terminator arrived
+};
+
+// Parses the current event's data as JSON into `*j`. DataLoss, with what
+// arrived so far, when the stream broke off inside it or it is malformed.
+absl::Status ParseEventJson(const std::string& data, const StreamState& state,
+                            const ChatResponse& response, json* j) {
+  try {
+    *j = json::parse(data);
+  } catch (const std::exception& e) {
+    return DataLoss(state.cut ? absl::StrCat("stream broke off inside event ", state.event)
+                              : absl::StrCat("malformed JSON in stream event ", state.event,
+                                             ": ", e.what()),
+                    response.content);
   }
   return absl::OkStatus();
 }
 
-absl::Status ParseOpenAiStream(std::string_view body, ChatResponse* response) {
-  bool incomplete_tail = false;
-  std::vector<SseEvent> events = SplitSse(body, &incomplete_tail);
-  int64_t chunks = 0;
-  bool done = false;
-  bool have_usage = false;
-  for (size_t i = 0; i < events.size(); ++i) {
-    const std::string& data = events[i].data;
-    if (data == "[DONE]") {
-      done = true;
-      break;
-    }
-    json j;
-    try {
-      j = json::parse(data);
-    } catch (const std::exception& e) {
-      const bool cut = incomplete_tail && i + 1 == events.size();
-      return DataLoss(cut ? absl::StrCat("stream broke off inside event ", i + 1)
-                          : absl::StrCat("malformed JSON in stream event ", i + 1, ": ", e.what()),
-                      response->content);
-    }
-    if (!j.is_object()) {
-      return DataLoss(absl::StrCat("stream event ", i + 1, " is not a JSON object"),
-                      response->content);
-    }
-    if (j.contains("error")) {
-      return absl::UnavailableError(
-          absl::StrCat("error event in stream: ", ErrorMessage(data)));
-    }
-    std::string model = StringOr(j, "model");
-    if (!model.empty()) response->model = model;
-    auto usage = j.find("usage");
-    if (usage != j.end() && usage->is_object()) {
-      response->usage.prompt_tokens = IntOr(*usage, "prompt_tokens", 0);
-      response->usage.completion_tokens = IntOr(*usage, "completion_tokens", 0);
-      have_usage = true;
-    }
-    auto choices = j.find("choices");
-    if (choices == j.end() || !choices->is_array() || choices->empty()) continue;
-    const json& choice = (*choices)[0];
-    if (!choice.is_object()) continue;
-    auto delta = choice.find("delta");
-    if (delta != choice.end() && delta->is_object()) {
-      auto content = delta->find("content");
-      if (content != delta->end() && content->is_string() && !content->get_ref<const std::string&>().empty()) {
-        response->content += content->get<std::string>();
-        ++chunks;
-      }
-    }
-    std::string finish = StringOr(choice, "finish_reason");
-    if (!finish.empty()) response->finish_reason = finish;
+// Appends one content chunk, if it is not empty.
+void TakeChunk(const std::string& text, StreamState* state, ChatResponse* response) {
+  if (text.empty()) return;
+  response->content += text;
+  ++state->chunks;
+}
+
+absl::Status ErrorEvent(const std::string& data) {
+  return absl::UnavailableError(absl::StrCat("error event in stream: ", ErrorMessage(data)));
+}
+
+absl::Status TakeOpenAiEvent(const SseEvent& event, StreamState* state, ChatResponse* response) {
+  if (event.data == "[DONE]") {
+    state->done = true;
+    return absl::OkStatus();
   }
-  if (!done) {
-    return DataLoss(absl::StrCat("stream ended without [DONE] after ", chunks, " content chunks"),
+  json j;
+  KEVO_RETURN_IF_ERROR(ParseEventJson(event.data, *state, *response, &j));
+  if (!j.is_object()) {
+    return DataLoss(absl::StrCat("stream event ", state->event, " is not a JSON object"),
                     response->content);
   }
-  if (!have_usage) {
-    response->usage.completion_tokens = chunks;
-    response->usage.estimated = true;
-  } else {
-    response->usage.estimated = false;
+  if (j.contains("error")) return ErrorEvent(event.data);
+  TakeModel(j, response);
+  if (const json* usage = ObjectAt(j, "usage")) {
+    response->usage.prompt_tokens = IntOr(*usage, kOpenAiUsage.prompt, 0);
+    response->usage.completion_tokens = IntOr(*usage, kOpenAiUsage.completion, 0);
+    state->have_usage = true;
+  }
+  auto choices = j.find("choices");
+  if (choices == j.end() || !choices->is_array() || choices->empty()) return absl::OkStatus();
+  const json& choice = (*choices)[0];
+  if (!choice.is_object()) return absl::OkStatus();
+  if (const json* delta = ObjectAt(choice, "delta")) {
+    auto content = delta->find("content");
+    if (content != delta->end() && content->is_string()) {
+      TakeChunk(content->get<std::string>(), state, response);
+    }
+  }
+  TakeReason(choice, "finish_reason", &response->finish_reason);
+  return absl::OkStatus();
+}
+
+absl::Status TakeAnthropicEvent(const SseEvent& event, StreamState* state,
+                                ChatResponse* response) {
+  json j;
+  KEVO_RETURN_IF_ERROR(ParseEventJson(event.data, *state, *response, &j));
+  if (!j.is_object()) return absl::OkStatus();
+  const std::string type = StringOr(j, "type");
+  if (type == "error") return ErrorEvent(event.data);
+  if (type == "message_start") {
+    if (const json* message = ObjectAt(j, "message")) {
+      TakeModel(*message, response);
+      if (const json* usage = ObjectAt(*message, "usage")) {
+        response->usage.prompt_tokens = IntOr(*usage, kAnthropicUsage.prompt, 0);
+        state->have_usage = true;
+      }
+    }
+  } else if (type == "content_block_delta") {
+    if (const json* delta = ObjectAt(j, "delta")) {
+      TakeChunk(StringOr(*delta, "text"), state, response);
+    }
+  } else if (type == "message_delta") {
+    if (const json* usage = ObjectAt(j, "usage")) {
+      response->usage.completion_tokens = IntOr(*usage, kAnthropicUsage.completion, 0);
+      state->have_usage = true;
+    }
+    if (const json* delta = ObjectAt(j, "delta")) {
+      TakeReason(*delta, "stop_reason", &response->finish_reason);
+    }
+  } else if (type == "message_stop") {
+    state->done = true;
   }
   return absl::OkStatus();
 }
 
-absl::Status ParseAnthropicStream(std::string_view body, ChatResponse* response) {
+using TakeEvent = absl::Status (*)(const SseEvent&, StreamState*, ChatResponse*);
+
+// The loop both APIs' streams share: hands each event to `take` until it sees
+// the terminator (named `terminator` in the error when it never comes); then,
+// without usage in the stream, counts one completion token per content chunk.
+absl::Status ParseEvents(std::string_view body, TakeEvent take, const char* terminator,
+                         ChatResponse* response) {
+  StreamState state;
   bool incomplete_tail = false;
-  std::vector<SseEvent> events = SplitSse(body, &incomplete_tail);
-  int64_t chunks = 0;
-  bool done = false;
-  bool have_usage = false;
-  for (size_t i = 0; i < events.size(); ++i) {
-    json j;
-    try {
-      j = json::parse(events[i].data);
-    } catch (const std::exception& e) {
-      const bool cut = incomplete_tail && i + 1 == events.size();
-      return DataLoss(cut ? absl::StrCat("stream broke off inside event ", i + 1)
-                          : absl::StrCat("malformed JSON in stream event ", i + 1, ": ", e.what()),
-                      response->content);
-    }
-    if (!j.is_object()) continue;
-    const std::string type = StringOr(j, "type");
-    if (type == "error") {
-      return absl::UnavailableError(
-          absl::StrCat("error event in stream: ", ErrorMessage(events[i].data)));
-    }
-    if (type == "message_start" && j.contains("message") && j["message"].is_object()) {
-      const json& message = j["message"];
-      std::string model = StringOr(message, "model");
-      if (!model.empty()) response->model = model;
-      if (message.contains("usage") && message["usage"].is_object()) {
-        response->usage.prompt_tokens = IntOr(message["usage"], "input_tokens", 0);
-        have_usage = true;
-      }
-    } else if (type == "content_block_delta" && j.contains("delta") && j["delta"].is_object()) {
-      std::string text = StringOr(j["delta"], "text");
-      if (!text.empty()) {
-        response->content += text;
-        ++chunks;
-      }
-    } else if (type == "message_delta") {
-      if (j.contains("usage") && j["usage"].is_object()) {
-        response->usage.completion_tokens = IntOr(j["usage"], "output_tokens", 0);
-        have_usage = true;
-      }
-      if (j.contains("delta") && j["delta"].is_object()) {
-        std::string stop = StringOr(j["delta"], "stop_reason");
-        if (!stop.empty()) response->finish_reason = stop;
-      }
-    } else if (type == "message_stop") {
-      done = true;
-      break;
-    }
+  const std::vector<SseEvent> events = SplitSse(body, &incomplete_tail);
+  for (size_t i = 0; i < events.size() && !state.done; ++i) {
+    state.event = i + 1;
+    state.cut = incomplete_tail && i + 1 == events.size();
+    KEVO_RETURN_IF_ERROR(take(events[i], &state, response));
   }
-  if (!done) {
-    return DataLoss(
-        absl::StrCat("stream ended without message_stop after ", chunks, " content chunks"),
-        response->content);
+  if (!state.done) {
+    return DataLoss(absl::StrCat("stream ended without ", terminator, " after ", state.chunks,
+                                 " content chunks"),
+                    response->content);
   }
-  if (!have_usage) {
-    response->usage.completion_tokens = chunks;
-    response->usage.estimated = true;
-  }
+  if (!state.have_usage) response->usage.completion_tokens = state.chunks;
+  response->usage.estimated = !state.have_usage;
   return absl::OkStatus();
 }
 
@@ -324,8 +337,14 @@ std::string BuildRequestBody(const EndpointConfig& config, const ChatRequest& re
 
 absl::Status ParseAnswer(Api api, std::string_view body, ChatResponse* response) {
   try {
-    return api == Api::kAnthropic ? ParseAnthropicAnswer(body, response)
-                                  : ParseOpenAiAnswer(body, response);
+    json j = json::parse(body.begin(), body.end());
+    if (!j.is_object()) return DataLoss("answer is not a JSON object", body);
+    const bool anthropic = api == Api::kAnthropic;
+    KEVO_RETURN_IF_ERROR(anthropic ? TakeAnthropicAnswer(j, body, response)
+                                   : TakeOpenAiAnswer(j, body, response));
+    TakeModel(j, response);
+    TakeAnswerUsage(j, anthropic ? kAnthropicUsage : kOpenAiUsage, response);
+    return absl::OkStatus();
   } catch (const std::exception& e) {
     return DataLoss(absl::StrCat("malformed JSON answer (", body.size(), " bytes): ", e.what()),
                     body);
@@ -334,8 +353,9 @@ absl::Status ParseAnswer(Api api, std::string_view body, ChatResponse* response)
 
 absl::Status ParseStream(Api api, std::string_view body, ChatResponse* response) {
   try {
-    return api == Api::kAnthropic ? ParseAnthropicStream(body, response)
-                                  : ParseOpenAiStream(body, response);
+    return api == Api::kAnthropic
+               ? ParseEvents(body, TakeAnthropicEvent, "message_stop", response)
+               : ParseEvents(body, TakeOpenAiEvent, "[DONE]", response);
   } catch (const std::exception& e) {
     return DataLoss(absl::StrCat("malformed stream: ", e.what()), response->content);
   }

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/proposer/builtin/bound_recipe.h"
 #include "coordinator/proposer/builtin/codegen.h"
 #include "coordinator/proposer/builtin/recipe.h"
 
@@ -71,35 +72,31 @@ std::string Driver(const BucketizeBinding& g, const std::string& definition, boo
 // values and `i#` the indices; `body` uses kevo_cmp(probe, x) -> mask.
 std::string Avx512Block(int64_t groups, const std::string& init, const std::string& steps,
                         const std::string& finish) {
-  auto repeat = [&](const std::string& text) {
-    std::string out;
-    for (int64_t a = 0; a < groups; ++a) {
-      std::string line = text;
-      for (size_t p; (p = line.find('#')) != std::string::npos;) line.replace(p, 1, std::to_string(a));
-      out += line;
-    }
-    return out;
-  };
   return absl::StrCat(
       "static void kevo_block(const float* __restrict v, int32_t* __restrict out, int64_t count,\n"
       "                       const kevo_ctx& ctx) {\n"
       "  for (int64_t s = 0; s < count; s += ", 16 * groups, ") {\n",
-      repeat("    const int64_t left# = count - s - 16 * #;\n"
+      Repeat(groups,
+             "    const int64_t left# = count - s - 16 * #;\n"
              "    const __mmask16 live# = left# >= 16 ? (__mmask16)0xFFFF\n"
              "        : left# <= 0 ? (__mmask16)0 : (__mmask16)((1u << left#) - 1);\n"
              "    const __m512 x# = _mm512_maskz_loadu_ps(live#, v + s + 16 * #);\n"),
-      repeat(init), steps, repeat(finish),
-      repeat("    _mm512_mask_storeu_epi32(out + s + 16 * #, live#, i#);\n"), "  }\n}\n");
+      Repeat(groups, init), steps, Repeat(groups, finish),
+      Repeat(groups, "    _mm512_mask_storeu_epi32(out + s + 16 * #, live#, i#);\n"), "  }\n}\n");
 }
 
-std::string Repeat(int64_t groups, const std::string& text) {
-  std::string out;
-  for (int64_t a = 0; a < groups; ++a) {
-    std::string line = text;
-    for (size_t p; (p = line.find('#')) != std::string::npos;) line.replace(p, 1, std::to_string(a));
-    out += line;
-  }
-  return out;
+// kevo_block one value at a time, by the recipe's kevo_search.
+constexpr char kScalarBlock[] =
+    R"(static void kevo_block(const float* __restrict v, int32_t* __restrict out, int64_t count,
+                       const kevo_ctx& ctx) {
+  for (int64_t i = 0; i < count; ++i) out[i] = kevo_search(v[i], ctx);
+}
+)";
+
+// The AVX-512 `vector_block`, or kScalarBlock where AVX-512 is not compiled in.
+std::string WithScalarFallback(const std::string& vector_block) {
+  return absl::StrCat("#if defined(__AVX512F__)\n", vector_block, "#else\n", kScalarBlock,
+                      "#endif\n");
 }
 
 std::string Header(const Genome& genome, bool right) {
@@ -110,43 +107,44 @@ std::string Header(const Genome& genome, bool right) {
                       " x; }\n#define KEVO_CMP ", right ? "_CMP_LE_OQ" : "_CMP_LT_OQ", "\n");
 }
 
-v1::Candidate MakeCandidate(std::string source) {
-  v1::Candidate c;
-  c.set_language("c++");
-  c.set_source(std::move(source));
-  return c;
+// What the bucketize recipes share: the family, the platform and the binding.
+class BucketizeRecipe : public BoundRecipe<BucketizeBinding> {
+ public:
+  BucketizeRecipe(std::string name, std::string description, SearchSpace space)
+      : BoundRecipe({std::move(name), "bucketize", "cpu", std::move(description)},
+                    std::move(space)) {}
+
+ protected:
+  bool Bind(const v1::Task& task, BucketizeBinding* g) const final {
+    return Hint(task, "pattern") == "bucketize" && BindBucketize(task, g);
+  }
+};
+
+// The space of the recipes that search with AVX-512 gathers: `first`, then
+// the vector path, its interleave and the threads.
+SearchSpace GatherSpace(ParamSpec first) {
+  return SearchSpace({
+      std::move(first),
+      {"simd", {"scalar", "avx512"}, "avx512", "16 values per gather, or one at a time"},
+      {"interleave", {"1", "2", "4"}, "2", "independent 16-value groups in flight"},
+      {"threads", {"1", "all"}, "all", "OpenMP threads over blocks of values"},
+  });
 }
 
 // ------------------------------------------------------- bucketize_search
 
-class BucketizeSearchRecipe final : public Recipe {
+class BucketizeSearchRecipe final : public BucketizeRecipe {
  public:
   BucketizeSearchRecipe()
-      : space_({
-            {"layout", {"sorted", "eytzinger"}, "eytzinger",
-             "search the sorted boundaries, or a BFS-ordered copy (2^L - 1 slots)"},
-            {"simd", {"scalar", "avx512"}, "avx512", "16 values per gather, or one at a time"},
-            {"interleave", {"1", "2", "4"}, "2", "independent 16-value groups in flight"},
-            {"threads", {"1", "all"}, "all", "OpenMP threads over blocks of values"},
-        }) {}
+      : BucketizeRecipe(
+            "bucketize_search",
+            "branch-free binary search (sorted or Eytzinger layout), AVX-512 gathers, threads",
+            GatherSpace({"layout", {"sorted", "eytzinger"}, "eytzinger",
+                         "search the sorted boundaries, or a BFS-ordered copy (2^L - 1 slots)"})) {}
 
-  std::string name() const override { return "bucketize_search"; }
-  std::string family() const override { return "bucketize"; }
-  std::string description() const override {
-    return "branch-free binary search (sorted or Eytzinger layout), AVX-512 gathers, threads";
-  }
-  const SearchSpace& space() const override { return space_; }
-
-  bool Applies(const v1::Task& task, std::string_view platform) const override {
-    BucketizeBinding g;
-    return platform == "cpu" && Hint(task, "pattern") == "bucketize" && BindBucketize(task, &g);
-  }
-
-  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task,
-                                         const Genome& genome) const override {
-    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome));
-    BucketizeBinding g;
-    BindBucketize(task, &g);
+ protected:
+  absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome,
+                                      const BucketizeBinding& g) const override {
     KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
     const bool eytzinger = StrParam(genome, "layout") == "eytzinger";
     const bool avx512 = StrParam(genome, "simd") == "avx512";
@@ -204,13 +202,8 @@ static inline int32_t kevo_search(float x, const kevo_ctx& ctx) {
                            "  while (len > 1) {\n    ctx.halves[ctx.steps++] = (int32_t)(len / 2);\n",
                            "    len -= len / 2;\n  }\n  ctx.last = len == 1;\n");
     }
-    std::string scalar_block = R"(static void kevo_block(const float* __restrict v, int32_t* __restrict out, int64_t count,
-                       const kevo_ctx& ctx) {
-  for (int64_t i = 0; i < count; ++i) out[i] = kevo_search(v[i], ctx);
-}
-)";
     if (!avx512) {
-      absl::StrAppend(&s, scalar_block);
+      absl::StrAppend(&s, kScalarBlock);
     } else {
       std::string vector_block;
       if (eytzinger) {
@@ -240,48 +233,29 @@ static inline int32_t kevo_search(float x, const kevo_ctx& ctx) {
             "    if (ctx.last) i# = _mm512_mask_add_epi32(i#, _mm512_cmp_ps_mask("
             "_mm512_i32gather_ps(i#, ctx.b, 4), x#, KEVO_CMP), i#, _mm512_set1_epi32(1));\n");
       }
-      absl::StrAppend(&s, "#if defined(__AVX512F__)\n", vector_block, "#else\n", scalar_block,
-                      "#endif\n");
+      absl::StrAppend(&s, WithScalarFallback(vector_block));
     }
     absl::StrAppend(&s, "\n", Driver(g, definition, StrParam(genome, "threads") == "all", setup,
                                      teardown));
-    return MakeCandidate(std::move(s));
+    return CppCandidate(std::move(s));
   }
-
- private:
-  SearchSpace space_;
 };
 
 // ---------------------------------------------------------- bucketize_lut
 
-class BucketizeLutRecipe final : public Recipe {
+class BucketizeLutRecipe final : public BucketizeRecipe {
  public:
   BucketizeLutRecipe()
-      : space_({
-            {"bits", {"6", "8", "10", "12", "14"}, "12", "log2 of the lookup table's cells"},
-            {"simd", {"scalar", "avx512"}, "avx512", "16 values per gather, or one at a time"},
-            {"interleave", {"1", "2", "4"}, "2", "independent 16-value groups in flight"},
-            {"threads", {"1", "all"}, "all", "OpenMP threads over blocks of values"},
-        }) {}
+      : BucketizeRecipe(
+            "bucketize_lut",
+            "lookup table of 2^bits cells narrowing each search to a short window, AVX-512 "
+            "gathers, threads",
+            GatherSpace(
+                {"bits", {"6", "8", "10", "12", "14"}, "12", "log2 of the lookup table's cells"})) {}
 
-  std::string name() const override { return "bucketize_lut"; }
-  std::string family() const override { return "bucketize"; }
-  std::string description() const override {
-    return "lookup table of 2^bits cells narrowing each search to a short window, AVX-512 "
-           "gathers, threads";
-  }
-  const SearchSpace& space() const override { return space_; }
-
-  bool Applies(const v1::Task& task, std::string_view platform) const override {
-    BucketizeBinding g;
-    return platform == "cpu" && Hint(task, "pattern") == "bucketize" && BindBucketize(task, &g);
-  }
-
-  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task,
-                                         const Genome& genome) const override {
-    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome));
-    BucketizeBinding g;
-    BindBucketize(task, &g);
+ protected:
+  absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome,
+                                      const BucketizeBinding& g) const override {
     KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
     const bool avx512 = StrParam(genome, "simd") == "avx512";
     const int64_t groups = IntParam(genome, "interleave");
@@ -316,13 +290,8 @@ static inline int32_t kevo_search(float x, const kevo_ctx& ctx) {
   return (int32_t)(base < ctx.nb ? base : ctx.nb);
 }
 )");
-    std::string scalar_block = R"(static void kevo_block(const float* __restrict v, int32_t* __restrict out, int64_t count,
-                       const kevo_ctx& ctx) {
-  for (int64_t i = 0; i < count; ++i) out[i] = kevo_search(v[i], ctx);
-}
-)";
     if (!avx512) {
-      absl::StrAppend(&s, scalar_block);
+      absl::StrAppend(&s, kScalarBlock);
     } else {
       std::string vector_block = Avx512Block(
           groups,
@@ -343,8 +312,7 @@ static inline int32_t kevo_search(float x, const kevo_ctx& ctx) {
           "    if (ctx.last) i# = _mm512_mask_add_epi32(i#, _mm512_cmp_ps_mask("
           "_mm512_i32gather_ps(i#, ctx.pb, 4), x#, KEVO_CMP), i#, _mm512_set1_epi32(1));\n"
           "    i# = _mm512_min_epi32(i#, _mm512_set1_epi32((int32_t)ctx.nb));\n");
-      absl::StrAppend(&s, "#if defined(__AVX512F__)\n", vector_block, "#else\n", scalar_block,
-                      "#endif\n");
+      absl::StrAppend(&s, WithScalarFallback(vector_block));
     }
     const std::string setup = absl::StrCat(
         "  const float* b = ", g.boundaries, R"(;
@@ -380,42 +348,28 @@ static inline int32_t kevo_search(float x, const kevo_ctx& ctx) {
 )");
     absl::StrAppend(&s, "\n", Driver(g, definition, StrParam(genome, "threads") == "all", setup,
                                      "  free(pb);\n  free(start);\n"));
-    return MakeCandidate(std::move(s));
+    return CppCandidate(std::move(s));
   }
-
- private:
-  SearchSpace space_;
 };
 
 // --------------------------------------------------------- bucketize_tree
 
-class BucketizeTreeRecipe final : public Recipe {
+class BucketizeTreeRecipe final : public BucketizeRecipe {
  public:
   BucketizeTreeRecipe()
-      : space_({
-            {"fanout", {"16", "32"}, "16", "keys per tree node (one or two 64-byte lines)"},
-            {"unroll", {"1", "2", "4", "8"}, "4", "values searched together per iteration"},
-            {"threads", {"1", "all"}, "all", "OpenMP threads over blocks of values"},
-        }) {}
+      : BucketizeRecipe(
+            "bucketize_tree",
+            "static B-tree of the boundaries (node = 16/32 keys): per level one vector compare "
+            "and a popcount, no gathers",
+            SearchSpace({
+                {"fanout", {"16", "32"}, "16", "keys per tree node (one or two 64-byte lines)"},
+                {"unroll", {"1", "2", "4", "8"}, "4", "values searched together per iteration"},
+                {"threads", {"1", "all"}, "all", "OpenMP threads over blocks of values"},
+            })) {}
 
-  std::string name() const override { return "bucketize_tree"; }
-  std::string family() const override { return "bucketize"; }
-  std::string description() const override {
-    return "static B-tree of the boundaries (node = 16/32 keys): per level one vector compare "
-           "and a popcount, no gathers";
-  }
-  const SearchSpace& space() const override { return space_; }
-
-  bool Applies(const v1::Task& task, std::string_view platform) const override {
-    BucketizeBinding g;
-    return platform == "cpu" && Hint(task, "pattern") == "bucketize" && BindBucketize(task, &g);
-  }
-
-  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task,
-                                         const Genome& genome) const override {
-    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome));
-    BucketizeBinding g;
-    BindBucketize(task, &g);
+ protected:
+  absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome,
+                                      const BucketizeBinding& g) const override {
     KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
     const int64_t fanout = IntParam(genome, "fanout");
     const int64_t unroll = IntParam(genome, "unroll");
@@ -491,11 +445,8 @@ static void kevo_block(const float* __restrict v, int32_t* __restrict out, int64
 )");
     absl::StrAppend(&s, "\n", Driver(g, definition, StrParam(genome, "threads") == "all", setup,
                                      "  free(keys);\n"));
-    return MakeCandidate(std::move(s));
+    return CppCandidate(std::move(s));
   }
-
- private:
-  SearchSpace space_;
 };
 
 }  // namespace

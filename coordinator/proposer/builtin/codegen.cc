@@ -133,9 +133,26 @@ std::string ReplaceWord(const std::string& text, const std::string& word,
   return out;
 }
 
-v1::Candidate CppCandidate(std::string source) {
+bool IsSumMaxOrMean(std::string_view op) { return op == "sum" || op == "max" || op == "mean"; }
+
+bool BindRowReduce(const v1::Task& task, RowBinding* b) {
+  return Hint(task, "pattern") == "row_reduce" && IsSumMaxOrMean(Hint(task, "op")) &&
+         BindRows(task, /*reduction=*/true, b);
+}
+
+std::string Repeat(int64_t count, const std::string& text) {
+  std::string out;
+  for (int64_t a = 0; a < count; ++a) {
+    std::string line = text;
+    for (size_t p; (p = line.find('#')) != std::string::npos;) line.replace(p, 1, std::to_string(a));
+    out += line;
+  }
+  return out;
+}
+
+v1::Candidate SourceCandidate(std::string_view language, std::string source) {
   v1::Candidate candidate;
-  candidate.set_language("c++");
+  candidate.set_language(std::string(language));
   candidate.set_source(std::move(source));
   return candidate;
 }

@@ -41,8 +41,12 @@ std::string ElementCountExpr(const v1::TensorSpec& spec);
 // Includes and helpers every generated source starts with.
 extern const char kPrelude[];
 
-// A C++ candidate with `source` and no extra flags.
-v1::Candidate CppCandidate(std::string source);
+// A candidate of `language` with `source` and no extra flags.
+v1::Candidate SourceCandidate(std::string_view language, std::string source);
+// The C++ one (language "c++").
+inline v1::Candidate CppCandidate(std::string source) {
+  return SourceCandidate("c++", std::move(source));
+}
 
 // OK when `genome` names `recipe` and lies in its space; InvalidArgument
 // otherwise. FailedPrecondition when the recipe does not apply to `task` on
@@ -120,6 +124,16 @@ struct RowBinding {
 // when `reduction`, else [rows, cols], of `out_dtype`; rows, cols signature
 // symbols (rows.cc).
 bool BindRows(const v1::Task& task, bool reduction, RowBinding* b, v1::DType out_dtype = v1::F32);
+// True for the row_reduce ops (hints {op}) the float reductions compute: sum,
+// max and mean.
+bool IsSumMaxOrMean(std::string_view op);
+// The float row reduction's binding: hints {pattern: row_reduce, op:
+// sum|max|mean}, then BindRows of a reduction.
+bool BindRowReduce(const v1::Task& task, RowBinding* b);
+
+// `count` copies of `text`, each with every "#" replaced by its number,
+// 0..count-1: unrolled statements of generated code.
+std::string Repeat(int64_t count, const std::string& text);
 
 // Replaces every whole-word occurrence of `word` in `text` with `with`.
 std::string ReplaceWord(const std::string& text, const std::string& word, const std::string& with);

@@ -16,43 +16,37 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "coordinator/proposer/builtin/bound_recipe.h"
 #include "coordinator/proposer/builtin/codegen.h"
 #include "coordinator/proposer/builtin/recipe.h"
 
 namespace kevo::proposer {
 namespace {
 
-class EmbeddingBagRowsRecipe final : public Recipe {
+class EmbeddingBagRowsRecipe final : public BoundRecipe<EmbeddingBagShapes> {
  public:
   EmbeddingBagRowsRecipe()
-      : space_({
-            {"rows", {"1", "2", "4"}, "2", "table rows added per pass over the output row"},
-            {"prefetch", {"0", "4", "8", "16"}, "8",
-             "prefetch the table row this many indices ahead (0: none)"},
-            {"threads", {"1", "all"}, "all", "OpenMP threads (bags split among them)"},
-            {"schedule", {"static", "dynamic"}, "dynamic",
-             "OpenMP schedule over bags (bag sizes vary)"},
-            {"chunk", {"16", "64", "256"}, "64", "bags per OpenMP chunk"},
-        }) {}
+      : BoundRecipe(
+            {"embedding_bag_rows", "embedding_bag", "cpu",
+             "embedding bag over precomputed bag offsets: whole table rows added into the output "
+             "row (index order), rows prefetched ahead, bags split over OpenMP threads"},
+            SearchSpace({
+                {"rows", {"1", "2", "4"}, "2", "table rows added per pass over the output row"},
+                {"prefetch", {"0", "4", "8", "16"}, "8",
+                 "prefetch the table row this many indices ahead (0: none)"},
+                {"threads", {"1", "all"}, "all", "OpenMP threads (bags split among them)"},
+                {"schedule", {"static", "dynamic"}, "dynamic",
+                 "OpenMP schedule over bags (bag sizes vary)"},
+                {"chunk", {"16", "64", "256"}, "64", "bags per OpenMP chunk"},
+            })) {}
 
-  std::string name() const override { return "embedding_bag_rows"; }
-  std::string family() const override { return "embedding_bag"; }
-  std::string description() const override {
-    return "embedding bag over precomputed bag offsets: whole table rows added into the output "
-           "row (index order), rows prefetched ahead, bags split over OpenMP threads";
-  }
-  const SearchSpace& space() const override { return space_; }
-
-  bool Applies(const v1::Task& task, std::string_view platform) const override {
-    EmbeddingBagShapes b;
-    return platform == "cpu" && BindEmbeddingBag(task, &b) && DefinitionLine(task).ok();
+ protected:
+  bool Bind(const v1::Task& task, EmbeddingBagShapes* b) const override {
+    return BindEmbeddingBag(task, b) && DefinitionLine(task).ok();
   }
 
-  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task,
-                                         const Genome& genome) const override {
-    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome));
-    EmbeddingBagShapes b;
-    BindEmbeddingBag(task, &b);
+  absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome,
+                                      const EmbeddingBagShapes& b) const override {
     KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
     const int64_t rows = IntParam(genome, "rows");
     const int64_t prefetch = IntParam(genome, "prefetch");
@@ -117,9 +111,6 @@ class EmbeddingBagRowsRecipe final : public Recipe {
     absl::StrAppend(&s, "  }\n  std::free(kevo_off);\n}\n");
     return CppCandidate(std::move(s));
   }
-
- private:
-  SearchSpace space_;
 };
 
 }  // namespace

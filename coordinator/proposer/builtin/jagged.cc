@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/proposer/builtin/bound_recipe.h"
 #include "coordinator/proposer/builtin/codegen.h"
 #include "coordinator/proposer/builtin/recipe.h"
 
@@ -44,33 +45,27 @@ bool BindJagged(const v1::Task& task, JaggedBinding* j) {
          DefinitionLine(task).ok();
 }
 
-class JaggedTruncateRecipe final : public Recipe {
+class JaggedTruncateRecipe final : public BoundRecipe<JaggedBinding> {
  public:
   JaggedTruncateRecipe()
-      : space_({
-            {"copy", {"simd", "memcpy"}, "simd", "copy a sequence by an omp simd loop or memcpy"},
-            {"threads", {"1", "all"}, "all", "OpenMP threads (sequences and the tail split among them)"},
-            {"chunk", {"256", "4096", "65536"}, "4096", "sequences per OpenMP chunk"},
-        }) {}
+      : BoundRecipe(
+            {"jagged_truncate_offsets", "jagged_truncate", "cpu",
+             "jagged truncation over precomputed offsets: sequences copied independently (simd "
+             "loop or memcpy) by threads, the tail zeroed in parallel"},
+            SearchSpace({
+                {"copy", {"simd", "memcpy"}, "simd",
+                 "copy a sequence by an omp simd loop or memcpy"},
+                {"threads", {"1", "all"}, "all", "OpenMP threads (sequences and the tail split among them)"},
+                {"chunk", {"256", "4096", "65536"}, "4096", "sequences per OpenMP chunk"},
+            })) {}
 
-  std::string name() const override { return "jagged_truncate_offsets"; }
-  std::string family() const override { return "jagged_truncate"; }
-  std::string description() const override {
-    return "jagged truncation over precomputed offsets: sequences copied independently (simd loop "
-           "or memcpy) by threads, the tail zeroed in parallel";
-  }
-  const SearchSpace& space() const override { return space_; }
-
-  bool Applies(const v1::Task& task, std::string_view platform) const override {
-    JaggedBinding j;
-    return platform == "cpu" && BindJagged(task, &j);
+ protected:
+  bool Bind(const v1::Task& task, JaggedBinding* j) const override {
+    return BindJagged(task, j);
   }
 
-  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task,
-                                         const Genome& genome) const override {
-    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome));
-    JaggedBinding j;
-    BindJagged(task, &j);
+  absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome,
+                                      const JaggedBinding& j) const override {
     KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
     const bool threaded = StrParam(genome, "threads") == "all";
     const std::string omp_for =
@@ -108,9 +103,6 @@ class JaggedTruncateRecipe final : public Recipe {
 )");
     return CppCandidate(std::move(s));
   }
-
- private:
-  SearchSpace space_;
 };
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/proposer/builtin/bound_recipe.h"
 #include "coordinator/proposer/builtin/codegen.h"
 #include "coordinator/proposer/builtin/mtia_codegen.h"
 #include "coordinator/proposer/builtin/recipe.h"
@@ -50,34 +51,30 @@ bool BindBucketize(const v1::Task& task, BucketizeBinding* b) {
   return true;
 }
 
-class MtiaBucketizeRecipe final : public Recipe {
+class MtiaBucketizeRecipe final : public BoundRecipe<BucketizeBinding> {
  public:
   MtiaBucketizeRecipe()
-      : space_({
-            {"pes", {"1", "8", "16", "32", "64"}, "64", "PEs the values are split over"},
-            {"tile_kib", {"4", "8", "16", "32"}, "16", "KiB of values per tile (halved while local memory is short)"},
-            {"buffers", {"1", "2", "3", "4"}, "3", "circular-buffer slots: loads run buffers-1 tiles ahead"},
-        }) {}
+      : BoundRecipe(
+            {"mtia_bucketize", "mtia_bucketize", kMtiaPlatform,
+             "MTIA bucketize: branchless binary search on the SIMD engine (Gather from a "
+             "NaN-padded boundary table, compare masks), values over PEs, tiles double-buffered"},
+            SearchSpace({
+                {"pes", {"1", "8", "16", "32", "64"}, "64", "PEs the values are split over"},
+                {"tile_kib", {"4", "8", "16", "32"}, "16", "KiB of values per tile (halved while local memory is short)"},
+                {"buffers", {"1", "2", "3", "4"}, "3", "circular-buffer slots: loads run buffers-1 tiles ahead"},
+            })) {}
 
-  std::string name() const override { return "mtia_bucketize"; }
-  std::string family() const override { return "mtia_bucketize"; }
-  std::string description() const override {
-    return "MTIA bucketize: branchless binary search on the SIMD engine (Gather from a NaN-padded boundary "
-           "table, compare masks), values over PEs, tiles double-buffered";
-  }
-  const SearchSpace& space() const override { return space_; }
   std::vector<std::map<std::string, std::string>> SeedOverrides() const override {
     return {{{"buffers", "2"}}, {{"tile_kib", "32"}}};
   }
-  bool Applies(const v1::Task& task, std::string_view platform) const override {
-    BucketizeBinding b;
-    return platform == kMtiaPlatform && BindBucketize(task, &b);
+
+ protected:
+  bool Bind(const v1::Task& task, BucketizeBinding* b) const override {
+    return BindBucketize(task, b);
   }
 
-  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task, const Genome& genome) const override {
-    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome, kMtiaPlatform));
-    BucketizeBinding b;
-    BindBucketize(task, &b);
+  absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome,
+                                      const BucketizeBinding& b) const override {
     std::string s = MtiaPreamble(genome, "MTIA bucketize: branchless binary search per tile of values (Gather "
                                          "from a NaN-padded boundary table, compare masks).");
     absl::StrAppend(&s, "constexpr int64_t kPes = ", IntParam(genome, "pes"),
@@ -133,9 +130,6 @@ class MtiaBucketizeRecipe final : public Recipe {
 )");
     return MtiaCandidate(std::move(s));
   }
-
- private:
-  SearchSpace space_;
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "coordinator/proposer/builtin/codegen.h"
 #include "coordinator/proposer/builtin/recipe.h"
 #include "kevo/v1/evaluation.pb.h"
 #include "kevo/v1/task.pb.h"
@@ -18,7 +19,9 @@ inline constexpr char kMtiaPlatform[] = "mtia-sim";
 int ParamIndex(const v1::Task& task, const std::string& name);
 
 // An "mtia-c++" candidate with `source`.
-v1::Candidate MtiaCandidate(std::string source);
+inline v1::Candidate MtiaCandidate(std::string source) {
+  return SourceCandidate("mtia-c++", std::move(source));
+}
 
 // The start of a generated MTIA kernel: a comment naming `genome` and
 // saying `what`, the includes (std + mtia_sim/mtia.h), `using

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/proposer/builtin/bound_recipe.h"
 #include "coordinator/proposer/builtin/codegen.h"
 #include "coordinator/proposer/builtin/mtia_codegen.h"
 #include "coordinator/proposer/builtin/recipe.h"
@@ -42,36 +43,32 @@ bool BindBags(const v1::Task& task, BagBinding* b) {
   return true;
 }
 
-class MtiaEmbeddingBagRecipe final : public Recipe {
+class MtiaEmbeddingBagRecipe final : public BoundRecipe<BagBinding> {
  public:
   MtiaEmbeddingBagRecipe()
-      : space_({
-            {"pes", {"1", "8", "16", "32", "64"}, "64", "PEs the bags are split over"},
-            {"group", {"8", "16", "32"}, "16", "bags per index DMA and output block"},
-            {"inflight", {"48", "96", "192"}, "96", "row slots: table-row DMAs that can run ahead of the adds"},
-            {"reduce", {"re", "simd"}, "re", "sum a bag with one ReduceCols (aligned rows) or row by row"},
-            {"prefetch", {"on", "off"}, "on", "load the next group's indices before reading this one's"},
-        }) {}
+      : BoundRecipe(
+            {"mtia_embedding_bag", "mtia_embedding_bag", kMtiaPlatform,
+             "MTIA embedding bag: bags over PEs, scalar-core index reads, one DMA per table row "
+             "into a ring of slots, Reduction-Engine column sums"},
+            SearchSpace({
+                {"pes", {"1", "8", "16", "32", "64"}, "64", "PEs the bags are split over"},
+                {"group", {"8", "16", "32"}, "16", "bags per index DMA and output block"},
+                {"inflight", {"48", "96", "192"}, "96", "row slots: table-row DMAs that can run ahead of the adds"},
+                {"reduce", {"re", "simd"}, "re", "sum a bag with one ReduceCols (aligned rows) or row by row"},
+                {"prefetch", {"on", "off"}, "on", "load the next group's indices before reading this one's"},
+            })) {}
 
-  std::string name() const override { return "mtia_embedding_bag"; }
-  std::string family() const override { return "mtia_embedding_bag"; }
-  std::string description() const override {
-    return "MTIA embedding bag: bags over PEs, scalar-core index reads, one DMA per table row into a ring of "
-           "slots, Reduction-Engine column sums";
-  }
-  const SearchSpace& space() const override { return space_; }
   std::vector<std::map<std::string, std::string>> SeedOverrides() const override {
     return {{{"reduce", "simd"}}, {{"group", "32"}}};
   }
-  bool Applies(const v1::Task& task, std::string_view platform) const override {
-    BagBinding b;
-    return platform == kMtiaPlatform && BindBags(task, &b);
+
+ protected:
+  bool Bind(const v1::Task& task, BagBinding* b) const override {
+    return BindBags(task, b);
   }
 
-  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task, const Genome& genome) const override {
-    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome, kMtiaPlatform));
-    BagBinding b;
-    BindBags(task, &b);
+  absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome,
+                                      const BagBinding& b) const override {
     std::string s = MtiaPreamble(genome, absl::StrCat("MTIA embedding bag (", b.mean ? "mean" : "sum",
                                                       "): bags over PEs, one DMA per table row, column sums."));
     absl::StrAppend(&s, "constexpr int64_t kPes = ", IntParam(genome, "pes"),
@@ -183,9 +180,6 @@ extern "C" void kevo_mtia_launch(Grid& grid, void** args) {
 )");
     return MtiaCandidate(std::move(s));
   }
-
- private:
-  SearchSpace space_;
 };
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/proposer/builtin/bound_recipe.h"
 #include "coordinator/proposer/builtin/codegen.h"
 #include "coordinator/proposer/builtin/mtia_codegen.h"
 #include "coordinator/proposer/builtin/recipe.h"
@@ -53,37 +54,33 @@ bool BindGemm(const v1::Task& task, GemmBinding* g) {
   return g->a >= 0 && g->b >= 0 && g->c >= 0;
 }
 
-class MtiaGemmRecipe final : public Recipe {
+class MtiaGemmRecipe final : public BoundRecipe<GemmBinding> {
  public:
   MtiaGemmRecipe()
-      : space_({
-            {"pes", {"8", "16", "32", "64"}, "64", "PEs computing C (whole grid rows of 8)"},
-            {"rows", {"8", "16", "32"}, "8", "rows of C per block (fewer if local memory is short)"},
-            {"depth", {"32", "64"}, "32", "rows of B per panel (the DPE reduces 32 deep per pass)"},
-            {"buffers", {"1", "2", "3"}, "2", "circular-buffer slots for B panels"},
-            {"broadcast", {"row", "none"}, "row", "B panels read once per grid row (broadcast) or per PE"},
-            {"stage", {"lls", "dram"}, "lls", "where the split B lives: LLS scratchpad or device DRAM"},
-        }) {}
+      : BoundRecipe(
+            {"mtia_gemm", "mtia_gemm", kMtiaPlatform,
+             "MTIA fp32 GEMM on the fp16 DPE (hi/lo split, 3 passes): B split once into LLS, row "
+             "blocks over PEs, B panels broadcast per grid row and double-buffered"},
+            SearchSpace({
+                {"pes", {"8", "16", "32", "64"}, "64", "PEs computing C (whole grid rows of 8)"},
+                {"rows", {"8", "16", "32"}, "8", "rows of C per block (fewer if local memory is short)"},
+                {"depth", {"32", "64"}, "32", "rows of B per panel (the DPE reduces 32 deep per pass)"},
+                {"buffers", {"1", "2", "3"}, "2", "circular-buffer slots for B panels"},
+                {"broadcast", {"row", "none"}, "row", "B panels read once per grid row (broadcast) or per PE"},
+                {"stage", {"lls", "dram"}, "lls", "where the split B lives: LLS scratchpad or device DRAM"},
+            })) {}
 
-  std::string name() const override { return "mtia_gemm"; }
-  std::string family() const override { return "mtia_gemm"; }
-  std::string description() const override {
-    return "MTIA fp32 GEMM on the fp16 DPE (hi/lo split, 3 passes): B split once into LLS, row blocks over "
-           "PEs, B panels broadcast per grid row and double-buffered";
-  }
-  const SearchSpace& space() const override { return space_; }
   std::vector<std::map<std::string, std::string>> SeedOverrides() const override {
     return {{{"rows", "16"}}, {{"broadcast", "none"}}};
   }
-  bool Applies(const v1::Task& task, std::string_view platform) const override {
-    GemmBinding g;
-    return platform == kMtiaPlatform && BindGemm(task, &g);
+
+ protected:
+  bool Bind(const v1::Task& task, GemmBinding* g) const override {
+    return BindGemm(task, g);
   }
 
-  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task, const Genome& genome) const override {
-    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome, kMtiaPlatform));
-    GemmBinding g;
-    BindGemm(task, &g);
+  absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome,
+                                      const GemmBinding& g) const override {
     std::string s = MtiaPreamble(genome,
                                  "MTIA fp32 GEMM on the fp16 DPE: C = Ah.Bh + (Ah.Bl + Al.Bh) / 2048; B split "
                                  "once into scratch, row blocks of C over PEs, B panels streamed.");
@@ -211,9 +208,6 @@ extern "C" void kevo_mtia_launch(Grid& grid, void** args) {
 )");
     return MtiaCandidate(std::move(s));
   }
-
- private:
-  SearchSpace space_;
 };
 
 }  // namespace

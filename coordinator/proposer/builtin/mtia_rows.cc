@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "coordinator/proposer/builtin/bound_recipe.h"
 #include "coordinator/proposer/builtin/codegen.h"
 #include "coordinator/proposer/builtin/mtia_codegen.h"
 #include "coordinator/proposer/builtin/recipe.h"
@@ -90,36 +92,68 @@ extern "C" void kevo_mtia_launch(Grid& grid, void** args) {
 )");
 }
 
-// --------------------------------------------------------------- mtia_softmax
-
-class MtiaSoftmaxRecipe final : public Recipe {
- public:
-  MtiaSoftmaxRecipe()
-      : space_({
-            {"pes", {"1", "8", "16", "32", "64"}, "64", "PEs the rows are split over"},
-            {"tile_rows", {"8", "16", "32", "64"}, "16", "rows per tile (fewer if local memory is short)"},
-            {"buffers", {"1", "2", "3", "4"}, "2", "circular-buffer slots: loads run buffers-1 tiles ahead"},
-            {"out", {"separate", "in_place"}, "separate", "separate output slots, or compute in the input slot"},
-        }) {}
-
-  std::string name() const override { return "mtia_softmax"; }
-  std::string family() const override { return "mtia_softmax"; }
-  std::string description() const override {
-    return "MTIA softmax: rows over PEs, tiles double-buffered in circular buffers, RE max/sum, SIMD exp";
+// The start of the tile loop both kernels run, each line after `indent`:
+// this PE's rows r0..r1 in tiles of `tr`, each DMA'd into its slot of the
+// circular buffer `in` kSlots-1 tiles ahead (`ahead_comment` ends that
+// line); the loop's body goes on after `n`, the tile's row count.
+std::string TileLoop(const std::string& indent, const std::string& ahead_comment) {
+  const std::string loop = absl::StrCat(R"(const int64_t tiles = (r1 - r0 + tr - 1) / tr;
+auto n_rows = [&](int64_t t) { return std::min(tr, r1 - (r0 + t * tr)); };
+auto load = [&](int64_t t) {
+  const uint64_t bytes = n_rows(t) * row_bytes;
+  pe.Copy(in.Slot(t).Slice(0, bytes), x.Slice((r0 + t * tr) * row_bytes, bytes));
+};
+for (int64_t t = 0; t < std::min<int64_t>(kSlots - 1, tiles); ++t) load(t);
+for (int64_t t = 0; t < tiles; ++t) {
+  if (t + kSlots - 1 < tiles) load(t + kSlots - 1);)", ahead_comment, R"(
+  const int64_t n = n_rows(t);
+)");
+  std::string out;
+  for (absl::string_view line : absl::StrSplit(loop, '\n', absl::SkipEmpty())) {
+    absl::StrAppend(&out, indent, line, "\n");
   }
-  const SearchSpace& space() const override { return space_; }
-  std::vector<std::map<std::string, std::string>> SeedOverrides() const override {
+  return out;
+}
+
+// What the row recipes share: the platform, the binding's type, and the
+// parameters that split the rows over PEs and stream them in tiles, with
+// `extra` (the recipe's own) after them. Each recipe is a family of its own.
+class MtiaRowRecipe : public BoundRecipe<MtiaRowBinding> {
+ public:
+  MtiaRowRecipe(std::string name, std::string description, ParamSpec extra)
+      : BoundRecipe({name, name, kMtiaPlatform, std::move(description)},
+                    SearchSpace({
+                        {"pes", {"1", "8", "16", "32", "64"}, "64", "PEs the rows are split over"},
+                        {"tile_rows", {"8", "16", "32", "64"}, "16",
+                         "rows per tile (fewer if local memory is short)"},
+                        {"buffers", {"1", "2", "3", "4"}, "2",
+                         "circular-buffer slots: loads run buffers-1 tiles ahead"},
+                        std::move(extra),
+                    })) {}
+
+  std::vector<std::map<std::string, std::string>> SeedOverrides() const final {
     return {{{"buffers", "3"}}, {{"tile_rows", "32"}}};
   }
-  bool Applies(const v1::Task& task, std::string_view platform) const override {
-    MtiaRowBinding b;
-    return platform == kMtiaPlatform && Hint(task, "pattern") == "row_softmax" && BindMtiaRows(task, false, &b);
+};
+
+// --------------------------------------------------------------- mtia_softmax
+
+class MtiaSoftmaxRecipe final : public MtiaRowRecipe {
+ public:
+  MtiaSoftmaxRecipe()
+      : MtiaRowRecipe("mtia_softmax",
+                      "MTIA softmax: rows over PEs, tiles double-buffered in circular buffers, RE "
+                      "max/sum, SIMD exp",
+                      {"out", {"separate", "in_place"}, "separate",
+                       "separate output slots, or compute in the input slot"}) {}
+
+ protected:
+  bool Bind(const v1::Task& task, MtiaRowBinding* b) const override {
+    return Hint(task, "pattern") == "row_softmax" && BindMtiaRows(task, /*reduction=*/false, b);
   }
 
-  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task, const Genome& genome) const override {
-    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome, kMtiaPlatform));
-    MtiaRowBinding b;
-    BindMtiaRows(task, false, &b);
+  absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome,
+                                      const MtiaRowBinding& b) const override {
     const bool in_place = StrParam(genome, "out") == "in_place";
     std::string s = Head(genome, b,
                          "MTIA softmax: tiles of rows stream through circular buffers; RE row max "
@@ -133,17 +167,7 @@ class MtiaSoftmaxRecipe final : public Recipe {
     const CircularBuffer in = pe.AllocCircular(tr * row_bytes, kSlots);
     const CircularBuffer out = kInPlace ? in : pe.AllocCircular(tr * row_bytes, kSlots);
     const CircularBuffer mx = pe.AllocCircular(tr * 4, kSlots), sm = pe.AllocCircular(tr * 4, kSlots);
-    const int64_t tiles = (r1 - r0 + tr - 1) / tr;
-    auto n_rows = [&](int64_t t) { return std::min(tr, r1 - (r0 + t * tr)); };
-    auto load = [&](int64_t t) {
-      const uint64_t bytes = n_rows(t) * row_bytes;
-      pe.Copy(in.Slot(t).Slice(0, bytes), x.Slice((r0 + t * tr) * row_bytes, bytes));
-    };
-    for (int64_t t = 0; t < std::min<int64_t>(kSlots - 1, tiles); ++t) load(t);
-    for (int64_t t = 0; t < tiles; ++t) {
-      if (t + kSlots - 1 < tiles) load(t + kSlots - 1);  // ahead of this tile's store
-      const int64_t n = n_rows(t);
-      const Tile xt = Tile::Of(in.Slot(t), DType::kF32, n, cols);
+)", TileLoop("    ", "  // ahead of this tile's store"), R"(      const Tile xt = Tile::Of(in.Slot(t), DType::kF32, n, cols);
       const Tile yt = Tile::Of(out.Slot(t), DType::kF32, n, cols);
       const Tile m = Tile::Of(mx.Slot(t), DType::kF32, n, 1), s = Tile::Of(sm.Slot(t), DType::kF32, n, 1);
       pe.ReduceRows(ReduceOp::kMax, m, xt, false);
@@ -159,43 +183,27 @@ class MtiaSoftmaxRecipe final : public Recipe {
 )");
     return MtiaCandidate(std::move(s));
   }
-
- private:
-  SearchSpace space_;
 };
 
 // ------------------------------------------------------------ mtia_row_reduce
 
-class MtiaRowReduceRecipe final : public Recipe {
+class MtiaRowReduceRecipe final : public MtiaRowRecipe {
  public:
   MtiaRowReduceRecipe()
-      : space_({
-            {"pes", {"1", "8", "16", "32", "64"}, "64", "PEs the rows are split over"},
-            {"tile_rows", {"8", "16", "32", "64"}, "16", "rows per tile (fewer if local memory is short)"},
-            {"buffers", {"1", "2", "3", "4"}, "2", "circular-buffer slots: loads run buffers-1 tiles ahead"},
-            {"chunk_kib", {"16", "32", "64"}, "32", "column chunk of a row too long for 8 rows to fit"},
-        }) {}
+      : MtiaRowRecipe("mtia_row_reduce",
+                      "MTIA per-row sum/max/mean: rows over PEs, tiles double-buffered, Reduction "
+                      "Engine",
+                      {"chunk_kib", {"16", "32", "64"}, "32",
+                       "column chunk of a row too long for 8 rows to fit"}) {}
 
-  std::string name() const override { return "mtia_row_reduce"; }
-  std::string family() const override { return "mtia_row_reduce"; }
-  std::string description() const override {
-    return "MTIA per-row sum/max/mean: rows over PEs, tiles double-buffered, Reduction Engine";
-  }
-  const SearchSpace& space() const override { return space_; }
-  std::vector<std::map<std::string, std::string>> SeedOverrides() const override {
-    return {{{"buffers", "3"}}, {{"tile_rows", "32"}}};
-  }
-  bool Applies(const v1::Task& task, std::string_view platform) const override {
-    MtiaRowBinding b;
-    const std::string op = Hint(task, "op");
-    return platform == kMtiaPlatform && Hint(task, "pattern") == "row_reduce" &&
-           (op == "sum" || op == "max" || op == "mean") && BindMtiaRows(task, true, &b);
+ protected:
+  bool Bind(const v1::Task& task, MtiaRowBinding* b) const override {
+    return Hint(task, "pattern") == "row_reduce" && IsSumMaxOrMean(Hint(task, "op")) &&
+           BindMtiaRows(task, /*reduction=*/true, b);
   }
 
-  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task, const Genome& genome) const override {
-    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome, kMtiaPlatform));
-    MtiaRowBinding b;
-    BindMtiaRows(task, true, &b);
+  absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome,
+                                      const MtiaRowBinding& b) const override {
     const std::string op = Hint(task, "op");
     std::string s = Head(genome, b,
                          absl::StrCat("MTIA row ", op,
@@ -211,17 +219,7 @@ class MtiaRowReduceRecipe final : public Recipe {
     if (need(tr) <= pe.LocalFree()) {
       const CircularBuffer in = pe.AllocCircular(tr * row_bytes, kSlots);
       const CircularBuffer res = pe.AllocCircular(tr * 4, kSlots);
-      const int64_t tiles = (r1 - r0 + tr - 1) / tr;
-      auto n_rows = [&](int64_t t) { return std::min(tr, r1 - (r0 + t * tr)); };
-      auto load = [&](int64_t t) {
-        const uint64_t bytes = n_rows(t) * row_bytes;
-        pe.Copy(in.Slot(t).Slice(0, bytes), x.Slice((r0 + t * tr) * row_bytes, bytes));
-      };
-      for (int64_t t = 0; t < std::min<int64_t>(kSlots - 1, tiles); ++t) load(t);
-      for (int64_t t = 0; t < tiles; ++t) {
-        if (t + kSlots - 1 < tiles) load(t + kSlots - 1);
-        const int64_t n = n_rows(t);
-        const Tile r = Tile::Of(res.Slot(t), DType::kF32, n, 1);
+)", TileLoop("      ", ""), R"(        const Tile r = Tile::Of(res.Slot(t), DType::kF32, n, 1);
         pe.ReduceRows(kOp, r, Tile::Of(in.Slot(t), DType::kF32, n, cols), false);
         if (kMean) pe.BinaryScalar(BinaryOp::kMul, r, r, 1.0f / static_cast<float>(cols));
         pe.Copy(y.Slice((r0 + t * tr) * 4, n * 4), res.Slot(t).Slice(0, n * 4));
@@ -269,9 +267,6 @@ class MtiaRowReduceRecipe final : public Recipe {
     s.insert(s.find("#include <cstdint>\n") + 19, "#include <vector>\n");
     return MtiaCandidate(std::move(s));
   }
-
- private:
-  SearchSpace space_;
 };
 
 }  // namespace

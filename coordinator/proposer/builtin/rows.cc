@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/proposer/builtin/bound_recipe.h"
 #include "coordinator/proposer/builtin/codegen.h"
 #include "coordinator/proposer/builtin/recipe.h"
 
@@ -122,24 +123,6 @@ std::string ParallelFor(const Genome& genome, const std::string& rows) {
                       StrParam(genome, "schedule") == "static" ? "static" : "dynamic, 4", ")\n");
 }
 
-v1::Candidate MakeCandidate(std::string source) {
-  v1::Candidate c;
-  c.set_language("c++");
-  c.set_source(std::move(source));
-  return c;
-}
-
-// `count` statements `text` with every "#" replaced by 0..count-1.
-std::string Repeat(int64_t count, const std::string& text) {
-  std::string out;
-  for (int64_t a = 0; a < count; ++a) {
-    std::string line = text;
-    for (size_t p; (p = line.find('#')) != std::string::npos;) line.replace(p, 1, std::to_string(a));
-    out += line;
-  }
-  return out;
-}
-
 // acc0 = op(acc0, acc1), ... folded pairwise into acc0.
 std::string Fold(int64_t count, const std::string& var, const std::string& op) {
   std::string out;
@@ -153,34 +136,23 @@ std::string Fold(int64_t count, const std::string& var, const std::string& op) {
 
 // ---------------------------------------------------------------- row_reduce
 
-class RowReduceRecipe final : public Recipe {
+class RowReduceRecipe final : public BoundRecipe<RowBinding> {
  public:
   RowReduceRecipe()
-      : space_({
-            {"accumulators", {"1", "2", "4", "8"}, "4", "independent 16-lane accumulators"},
-            {"threads", {"1", "all"}, "all", "OpenMP threads over rows"},
-            {"schedule", {"static", "dynamic"}, "static", "OpenMP schedule over rows"},
-        }) {}
+      : BoundRecipe(
+            {"row_reduce", "row_reduce", "cpu",
+             "per-row sum/max/mean with several vector accumulators, rows over threads"},
+            SearchSpace({
+                {"accumulators", {"1", "2", "4", "8"}, "4", "independent 16-lane accumulators"},
+                {"threads", {"1", "all"}, "all", "OpenMP threads over rows"},
+                {"schedule", {"static", "dynamic"}, "static", "OpenMP schedule over rows"},
+            })) {}
 
-  std::string name() const override { return "row_reduce"; }
-  std::string family() const override { return "row_reduce"; }
-  std::string description() const override {
-    return "per-row sum/max/mean with several vector accumulators, rows over threads";
-  }
-  const SearchSpace& space() const override { return space_; }
+ protected:
+  bool Bind(const v1::Task& task, RowBinding* b) const override { return BindRowReduce(task, b); }
 
-  bool Applies(const v1::Task& task, std::string_view platform) const override {
-    RowBinding b;
-    const std::string op = Hint(task, "op");
-    return platform == "cpu" && Hint(task, "pattern") == "row_reduce" &&
-           (op == "sum" || op == "max" || op == "mean") && BindRows(task, true, &b);
-  }
-
-  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task,
-                                         const Genome& genome) const override {
-    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome));
-    RowBinding b;
-    BindRows(task, true, &b);
+  absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome,
+                                      const RowBinding& b) const override {
     KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
     const std::string op = Hint(task, "op");
     const bool is_max = op == "max";
@@ -212,11 +184,8 @@ class RowReduceRecipe final : public Recipe {
     }
     if (op == "mean") absl::StrAppend(&s, "    kevo_s = kevo_s / (float)", b.cols, ";\n");
     absl::StrAppend(&s, "    ", b.out, "[kevo_r] = kevo_s;\n  }\n}\n");
-    return MakeCandidate(std::move(s));
+    return CppCandidate(std::move(s));
   }
-
- private:
-  SearchSpace space_;
 };
 
 // ---------------------------------------------------------------- row_argmax
@@ -226,35 +195,29 @@ class RowReduceRecipe final : public Recipe {
 // x[r, 0] is NaN (nothing compares greater than it). Two passes over the row,
 // the second from L1: the maximum with vector accumulators that never take a
 // NaN lane, then the first index holding it.
-class RowArgmaxRecipe final : public Recipe {
+class RowArgmaxRecipe final : public BoundRecipe<RowBinding> {
  public:
   RowArgmaxRecipe()
-      : space_({
-            {"accumulators", {"1", "2", "4", "8"}, "4", "independent 16-lane maxima"},
-            {"scan", {"vector", "scalar"}, "vector",
-             "second pass: 16-lane compares then the lane, or one element at a time"},
-            {"threads", {"1", "all"}, "all", "OpenMP threads over rows"},
-            {"schedule", {"static", "dynamic"}, "static", "OpenMP schedule over rows"},
-        }) {}
+      : BoundRecipe(
+            {"row_argmax", "row_reduce", "cpu",
+             "per-row argmax: a vector max pass, then the first index holding it; rows over "
+             "threads"},
+            SearchSpace({
+                {"accumulators", {"1", "2", "4", "8"}, "4", "independent 16-lane maxima"},
+                {"scan", {"vector", "scalar"}, "vector",
+                 "second pass: 16-lane compares then the lane, or one element at a time"},
+                {"threads", {"1", "all"}, "all", "OpenMP threads over rows"},
+                {"schedule", {"static", "dynamic"}, "static", "OpenMP schedule over rows"},
+            })) {}
 
-  std::string name() const override { return "row_argmax"; }
-  std::string family() const override { return "row_reduce"; }
-  std::string description() const override {
-    return "per-row argmax: a vector max pass, then the first index holding it; rows over threads";
-  }
-  const SearchSpace& space() const override { return space_; }
-
-  bool Applies(const v1::Task& task, std::string_view platform) const override {
-    RowBinding b;
-    return platform == "cpu" && Hint(task, "pattern") == "row_reduce" && Hint(task, "op") == "argmax" &&
-           BindRows(task, true, &b, v1::I64);
+ protected:
+  bool Bind(const v1::Task& task, RowBinding* b) const override {
+    return Hint(task, "pattern") == "row_reduce" && Hint(task, "op") == "argmax" &&
+           BindRows(task, /*reduction=*/true, b, v1::I64);
   }
 
-  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task,
-                                         const Genome& genome) const override {
-    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome));
-    RowBinding b;
-    BindRows(task, true, &b, v1::I64);
+  absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome,
+                                      const RowBinding& b) const override {
     KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
     const int64_t acc = IntParam(genome, "accumulators");
 
@@ -295,11 +258,8 @@ static inline kevo_vf kevo_keep_max(kevo_vf a, kevo_vf x) { return x > a ? x : a
     }
     absl::StrAppend(&s, "    while (kevo_x[kevo_k] != kevo_m) ++kevo_k;\n    ", b.out,
                     "[kevo_r] = kevo_k;\n  }\n}\n");
-    return MakeCandidate(std::move(s));
+    return CppCandidate(std::move(s));
   }
-
- private:
-  SearchSpace space_;
 };
 
 // ---------------------------------------------------------------- softmax
@@ -320,44 +280,41 @@ std::vector<ParamSpec> SoftmaxParams(bool three_pass, bool log) {
   return p;
 }
 
+// The name and description of each of the four softmax variants.
+RecipeInfo SoftmaxInfo(bool three_pass, bool log) {
+  if (log) {
+    return three_pass ? RecipeInfo{"log_softmax_two_pass", "softmax", "cpu",
+                                   "row max, then the sum of exp (nothing stored), then "
+                                   "x - log-sum-exp; vectorised exp"}
+                      : RecipeInfo{"log_softmax_online", "softmax", "cpu",
+                                   "one pass with a running max and rescaled sum per lane, then "
+                                   "x - log-sum-exp"};
+  }
+  return three_pass ? RecipeInfo{"softmax_three_pass", "softmax", "cpu",
+                                 "row max, then exp + sum (stored), then scale; vectorised exp"}
+                    : RecipeInfo{"softmax_online", "softmax", "cpu",
+                                 "one pass with a running max and rescaled sum per lane, then exp "
+                                 "and scale"};
+}
+
 // Softmax, or log-softmax (`log`): the same row statistics (max and the sum
 // of exp(x - max)); softmax then writes exp(x - max) / sum, log-softmax
 // x - (max + log(sum)), which needs no stored exps (two passes over x, not three).
-class SoftmaxRecipe final : public Recipe {
+class SoftmaxRecipe final : public BoundRecipe<RowBinding> {
  public:
   SoftmaxRecipe(bool three_pass, bool log)
-      : three_pass_(three_pass), log_(log), space_(SoftmaxParams(three_pass, log)) {}
+      : BoundRecipe(SoftmaxInfo(three_pass, log), SearchSpace(SoftmaxParams(three_pass, log))),
+        three_pass_(three_pass),
+        log_(log) {}
 
-  std::string name() const override {
-    if (log_) return three_pass_ ? "log_softmax_two_pass" : "log_softmax_online";
-    return three_pass_ ? "softmax_three_pass" : "softmax_online";
-  }
-  std::string family() const override { return "softmax"; }
-  std::string description() const override {
-    if (log_) {
-      return three_pass_ ? "row max, then the sum of exp (nothing stored), then x - log-sum-exp; "
-                           "vectorised exp"
-                         : "one pass with a running max and rescaled sum per lane, then "
-                           "x - log-sum-exp";
-    }
-    return three_pass_ ? "row max, then exp + sum (stored), then scale; vectorised exp"
-                       : "one pass with a running max and rescaled sum per lane, then exp "
-                         "and scale";
-  }
-  const SearchSpace& space() const override { return space_; }
-
-  bool Applies(const v1::Task& task, std::string_view platform) const override {
-    RowBinding b;
-    return platform == "cpu" &&
-           Hint(task, "pattern") == (log_ ? "row_log_softmax" : "row_softmax") &&
-           BindRows(task, false, &b);
+ protected:
+  bool Bind(const v1::Task& task, RowBinding* b) const override {
+    return Hint(task, "pattern") == (log_ ? "row_log_softmax" : "row_softmax") &&
+           BindRows(task, /*reduction=*/false, b);
   }
 
-  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task,
-                                         const Genome& genome) const override {
-    KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome));
-    RowBinding b;
-    BindRows(task, false, &b);
+  absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome,
+                                      const RowBinding& b) const override {
     KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
     const std::string& exp = StrParam(genome, "exp");
     const bool libm = exp == "libm";
@@ -384,7 +341,7 @@ class SoftmaxRecipe final : public Recipe {
                     "  for (int64_t kevo_r = 0; kevo_r < ", b.rows, "; ++kevo_r) kevo_row(", b.in,
                     " + kevo_r * ", b.cols, ", ", b.out, " + kevo_r * ", b.cols, ", ", b.cols,
                     ");\n}\n");
-    v1::Candidate c = MakeCandidate(std::move(s));
+    v1::Candidate c = CppCandidate(std::move(s));
     if (libm) {
       // glibc declares its vector expf variants only under __FAST_MATH__.
       c.add_extra_flags("-ffast-math");
@@ -568,7 +525,6 @@ class SoftmaxRecipe final : public Recipe {
 
   bool three_pass_;
   bool log_;
-  SearchSpace space_;
 };
 
 }  // namespace
