@@ -1,10 +1,14 @@
-// The native adversarial suite: each candidate under tests/data/adversarial/
-// tries to cheat the worker (a cache across calls, a special-cased timed
-// shape, lowered precision, escaping or outliving its call, interfering with
-// the timer or the baseline that shares its process, ...) and is judged end
-// to end by the real CPU backend (compiler, imported-symbol check, sandbox,
-// kevo-runner-cpu); after each, the same backend must still judge the honest
-// control right. docs/reliability.md's table of the set is generated here.
+// The native adversarial suite: each candidate under
+// tests/data/adversarial/<platform>/ tries to cheat the worker (a cache
+// across calls, a special-cased timed shape, lowered precision, escaping or
+// outliving its call, interfering with the timer or the baseline that shares
+// its process, forging the simulator's time, ...) and is judged end to end by
+// that platform's real backend: cpu/ by the CPU backend (compiler,
+// imported-symbol check, sandbox, kevo-runner-cpu), mtia-sim/ by the mtia-sim
+// backend (the same pieces, kevo-runner-mtia, simulated time). After each,
+// the same backend must still judge the platform's honest control (its
+// `fast` candidate) right. docs/reliability.md's table of the set is
+// generated here.
 //
 // A candidate is a .cc file, or a .ref file naming an existing example
 // (`// source: tasks/...`) so that it is not copied. Its first lines say what
@@ -13,7 +17,9 @@
 //   // expect: STATUS         that EvalStatus, exactly (not OK)
 //   // expect: rejected       any status but OK, where the exact one may vary
 //   // expect: no gain        OK, but no faster than the honest control: its
-//                             trick had no effect
+//                             trick had no effect (on the cpu, within
+//                             kNoGainMargin; on the simulator, whose time is
+//                             deterministic, not at all)
 //   // expect: honest         the control: OK
 //   // message: text          optional: a phrase of the diagnostics' message
 //                             or violation (which defence caught it)
@@ -23,11 +29,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/sandbox/sandbox.h"
@@ -37,6 +45,7 @@
 #include "tests/testing/generated_doc.h"
 #include "tests/testing/process.h"
 #include "worker/backends/cpu/cpu_backend.h"
+#include "worker/backends/mtia_sim/mtia_backend.h"
 
 namespace kevo::worker {
 namespace {
@@ -48,9 +57,18 @@ using ::kevo::testing::SourceDir;
 // is noisy), far below what a working trick gets (10,000x for a skip).
 constexpr double kNoGainMargin = 2.0;
 
+// The platforms, by their folder under tests/data/adversarial/.
+constexpr char kCpu[] = "cpu";
+constexpr char kMtiaSim[] = "mtia-sim";
+
+// How much faster than the honest control a `no gain` attack may be timed on
+// `platform`: simulated time is deterministic (no noise to allow for), so
+// there a trick may not buy a single cycle over the control.
+double NoGainMargin(const std::string& platform) { return platform == kMtiaSim ? 1.0 : kNoGainMargin; }
+
 struct Attack {
   std::string name;      // the file's stem
-  std::string platform;  // the folder: cpu
+  std::string platform;  // the folder: cpu or mtia-sim
   std::string tries;
   std::string expect;
   std::string message;
@@ -103,15 +121,17 @@ std::string Explain(const v1::Evaluation& ev) {
                       " | compiler=", ev.diagnostics().compiler_output().substr(0, 300));
 }
 
-v1::Candidate Cpp(const std::string& source) {
+// The candidate `source` in the language `platform` evaluates.
+v1::Candidate CandidateFor(const std::string& platform, const std::string& source) {
   v1::Candidate c;
-  c.set_language("c++");
+  c.set_language(platform == kMtiaSim ? kMtiaLanguage : "c++");
   c.set_source(source);
   return c;
 }
 
 class AdversarialTest : public ::testing::TestWithParam<Attack> {
  protected:
+  // One backend per platform for the whole suite.
   static void SetUpTestSuite() {
     CpuBackendOptions o;
     o.work_dir = ::kevo::testing::BinDir() + "/../tests/adversarial_test.work";
@@ -121,28 +141,48 @@ class AdversarialTest : public ::testing::TestWithParam<Attack> {
     o.profile_time_cap_s = 0.3;
     o.calibrate = false;        // no roofline figures needed
     o.time_production = false;  // PyTorch adds seconds and checks nothing here
-    auto backend = CreateCpuBackend(o);
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    backend_ = backend->release();
+    auto cpu = CreateCpuBackend(o);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    cpu_ = cpu->release();
+
+    MtiaBackendOptions m;
+    m.work_dir = ::kevo::testing::BinDir() + "/../tests/adversarial_test.mtia.work";
+    m.runner_path = ::kevo::testing::BinDir() + "/kevo-runner-mtia";
+    m.run_timeout = absl::Seconds(5);  // the infinite loop's cost; an honest case takes under a second
+    m.memory_limit_bytes = int64_t{2} << 30;
+    auto mtia = CreateMtiaBackend(m);
+    ASSERT_TRUE(mtia.ok()) << mtia.status();
+    mtia_ = mtia->release();
   }
   static void TearDownTestSuite() {
-    delete backend_;
-    backend_ = nullptr;
+    delete cpu_;
+    delete mtia_;
+    cpu_ = mtia_ = nullptr;
   }
 
-  static v1::Evaluation Eval(const std::string& task_name, const std::string& source) {
+  static v1::Evaluation Eval(const std::string& platform, const std::string& task_name, const std::string& source) {
+    Backend* backend = platform == kMtiaSim ? mtia_ : platform == kCpu ? cpu_ : nullptr;
+    EXPECT_NE(backend, nullptr) << "no backend for platform '" << platform << "'";
     auto task = task::LoadTaskDir(SourceDir() + "/tasks/" + task_name);
     EXPECT_TRUE(task.ok()) << task.status();
-    return task.ok() ? backend_->Evaluate(*task, Cpp(source), nullptr) : v1::Evaluation();
+    return task.ok() && backend != nullptr ? backend->Evaluate(*task, CandidateFor(platform, source), nullptr)
+                                           : v1::Evaluation();
   }
-  // The honest control, judged now (after whatever the last case did).
-  static v1::Evaluation Honest() {
-    return Eval("vector_add", ::kevo::testing::ReadTextFile(SourceDir() + "/tasks/vector_add/examples/fast.cc"));
+  // The platform's honest control (its `fast` candidate), judged now (after
+  // whatever the last case did).
+  static v1::Evaluation Honest(const std::string& platform) {
+    for (const Attack& a : Attacks()) {
+      if (a.platform == platform && a.name == "fast") return Eval(platform, a.task, a.source);
+    }
+    ADD_FAILURE() << "no honest control (fast) under tests/data/adversarial/" << platform;
+    return v1::Evaluation();
   }
 
-  static Backend* backend_;
+  static Backend* cpu_;
+  static Backend* mtia_;
 };
-Backend* AdversarialTest::backend_ = nullptr;
+Backend* AdversarialTest::cpu_ = nullptr;
+Backend* AdversarialTest::mtia_ = nullptr;
 
 TEST_P(AdversarialTest, GetsItsStatusAndLeavesTheWorkerJudgingRight) {
   const Attack& a = GetParam();
@@ -151,7 +191,7 @@ TEST_P(AdversarialTest, GetsItsStatusAndLeavesTheWorkerJudgingRight) {
   if (a.needs == "bubblewrap" && !sandbox::BwrapWorks("/usr/bin/bwrap")) {
     GTEST_SKIP() << "bubblewrap cannot start a container here";
   }
-  const v1::Evaluation ev = Eval(a.task, a.source);
+  const v1::Evaluation ev = Eval(a.platform, a.task, a.source);
   std::cout << a.name << " (" << a.tries << "): " << Explain(ev) << "\n";
   const std::string said = absl::StrCat(ev.diagnostics().message(), " ", ev.diagnostics().violation());
   if (!a.message.empty()) {
@@ -161,7 +201,7 @@ TEST_P(AdversarialTest, GetsItsStatusAndLeavesTheWorkerJudgingRight) {
   // ran (one stopped at compile time, by the compiler or the symbol check,
   // ran nothing); the control itself is timed for the `no gain` bound.
   const bool ran = ev.events_size() > 0 && ev.events(ev.events_size() - 1).stage() != v1::STAGE_COMPILE;
-  const v1::Evaluation honest = ran || a.expect == "no gain" ? Honest() : v1::Evaluation();
+  const v1::Evaluation honest = ran || a.expect == "no gain" ? Honest(a.platform) : v1::Evaluation();
   if (ran) {
     ASSERT_EQ(honest.status(), v1::OK) << "the honest control after " << a.name << ": " << Explain(honest);
     EXPECT_GT(honest.speedup(), 0);
@@ -171,7 +211,7 @@ TEST_P(AdversarialTest, GetsItsStatusAndLeavesTheWorkerJudgingRight) {
     EXPECT_GT(ev.speedup(), 0);
   } else if (a.expect == "no gain") {
     ASSERT_EQ(ev.status(), v1::OK) << Explain(ev);
-    EXPECT_LT(ev.speedup(), kNoGainMargin * honest.speedup())
+    EXPECT_LE(ev.speedup(), NoGainMargin(a.platform) * honest.speedup())
         << "faster than the honest control (" << honest.speedup() << "x): " << Explain(ev);
   } else if (a.expect == "rejected") {
     EXPECT_NE(ev.status(), v1::OK) << Explain(ev);
@@ -187,18 +227,27 @@ TEST_P(AdversarialTest, GetsItsStatusAndLeavesTheWorkerJudgingRight) {
 
 INSTANTIATE_TEST_SUITE_P(Candidates, AdversarialTest, ::testing::ValuesIn(Attacks()),
                          [](const ::testing::TestParamInfo<Attack>& info) {
-                           return absl::StrCat(info.param.platform, "_", info.param.name);
+                           // A test name is letters, digits and '_': mtia-sim -> mtia_sim.
+                           return absl::StrCat(absl::StrReplaceAll(info.param.platform, {{"-", "_"}}), "_",
+                                               info.param.name);
                          });
 
-TEST(AdversarialSetTest, HoldsAnHonestControlAndEveryCaseSaysWhatItMustGet) {
-  int honest = 0;
+TEST(AdversarialSetTest, HoldsAnHonestControlPerPlatformAndEveryCaseSaysWhatItMustGet) {
+  std::map<std::string, int> cases, controls;
   for (const Attack& a : Attacks()) {
     EXPECT_FALSE(a.tries.empty()) << a.name;
     EXPECT_FALSE(a.expect.empty()) << a.name;
-    honest += a.expect == "honest";
+    EXPECT_TRUE(a.platform == kCpu || a.platform == kMtiaSim) << a.platform << "/" << a.name << ": no backend";
+    ++cases[a.platform];
+    if (a.name == "fast") {
+      EXPECT_EQ(a.expect, "honest") << a.platform << "/fast is the control";
+      ++controls[a.platform];
+    }
   }
-  EXPECT_GE(honest, 1);
-  EXPECT_GE(Attacks().size(), 25u);
+  EXPECT_EQ(controls[kCpu], 1);
+  EXPECT_EQ(controls[kMtiaSim], 1);
+  EXPECT_GE(cases[kCpu], 25);
+  EXPECT_GE(cases[kMtiaSim], 9);
 }
 
 // docs/reliability.md's native table: a row per candidate, with the outcome
