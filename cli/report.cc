@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -37,11 +38,16 @@ std::string JobBestLabel(const v1::Job& job, bool short_form) {
 
 namespace {
 
-// What the speedup is over: the nvidia backend names its baseline in the
-// profile map (baseline_kind_*); the CPU's is its -O2 reference.
+// What the speedup is over, as the JSON report names it: "cublas",
+// "cuda_reference", "pytorch_eager", ... (Evaluation.baseline_kind without
+// its prefix, in lower case). Evaluations stored before that field named a
+// GPU baseline in the profile map (baseline_kind_<kind> = 1).
 std::string BaselineKind(const v1::Evaluation& e) {
+  if (e.baseline_kind() != v1::BASELINE_KIND_UNSPECIFIED) {
+    return absl::AsciiStrToLower(absl::StripPrefix(v1::BaselineKind_Name(e.baseline_kind()), "BASELINE_"));
+  }
   for (const auto& [k, v] : e.profile()) {
-    if (k.rfind("baseline_kind_", 0) == 0 && v > 0) return k.substr(14);
+    if (absl::StartsWith(k, "baseline_kind_") && v > 0) return k.substr(14);
   }
   return "reference";
 }
@@ -50,6 +56,7 @@ std::string BaselineLabel(const v1::Evaluation& e) {
   const std::string kind = BaselineKind(e);
   if (kind == "cublas") return "cuBLAS (cublasGemmEx, FP32)";
   if (kind == "cuda_reference") return "the task's CUDA reference";
+  if (kind == "hip_reference") return "the task's HIP reference";
   if (kind == "cpu_reference") return "the C++ reference (-O2) on this worker's CPU";
   if (kind == "pytorch_eager") return "PyTorch eager (the KernelBench problem's Model)";
   return "the reference (-O2)";

@@ -5,6 +5,8 @@
 #include <google/protobuf/message.h>
 #include <openssl/sha.h>
 
+#include "kevo/v1/evaluation.pb.h"
+
 namespace kevo {
 
 std::string Sha256Hex(std::string_view data) {
@@ -30,5 +32,7 @@ std::string DeterministicBytes(const google::protobuf::Message& message) {
   }
   return out;
 }
+
+std::string CandidateHash(const v1::Candidate& candidate) { return Sha256Hex(DeterministicBytes(candidate)); }
 
 }  // namespace kevo

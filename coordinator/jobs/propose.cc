@@ -122,7 +122,7 @@ void JobManager::Pump(Running& r) {
     bool any = false;
     for (proposer::Proposal& p : *proposals) {
       if (r.in_flight >= target || budget_left <= 0) break;
-      std::string hash = SourceHash(p.candidate);
+      std::string hash = CandidateHash(p.candidate);
       if (r.sources.contains(hash)) {
         if (metrics_->duplicates) metrics_->duplicates->Increment();
         continue;

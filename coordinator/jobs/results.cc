@@ -49,10 +49,9 @@ bool JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
   job.set_evaluations_done(job.evaluations_done() + 1);
   // Device timing-slot use over the job's duration (GPU workers report the
   // seconds each evaluation held its GPU's slot).
-  if (auto busy = e.profile().find("gpu_stage_s"); busy != e.profile().end()) {
-    job.set_device_busy_s(job.device_busy_s() + busy->second);
-    auto gpu = e.profile().find("gpu_index");
-    r.devices.insert(absl::StrCat(e.fingerprint().host(), "/", gpu == e.profile().end() ? 0 : gpu->second));
+  if (e.has_device_use()) {
+    job.set_device_busy_s(job.device_busy_s() + e.device_use().stage_s());
+    r.devices.insert(absl::StrCat(e.fingerprint().host(), "/", e.device_use().gpu_index()));
     const double wall_s = static_cast<double>(absl::ToUnixMicros(now_()) - job.created_unix_micros()) * 1e-6;
     if (wall_s > 0) {
       job.set_device_utilisation(

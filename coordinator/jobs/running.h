@@ -17,10 +17,6 @@
 
 namespace kevo::jobs {
 
-// The identity of a kernel's source: two proposals with the same hash are one
-// kernel, evaluated once per job.
-inline std::string SourceHash(const v1::Candidate& c) { return Sha256Hex(DeterministicBytes(c)); }
-
 struct JobManager::Running {
   v1::Job job;
   search::Tree tree;

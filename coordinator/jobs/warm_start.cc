@@ -39,7 +39,7 @@ void JobManager::WarmStart(Running& r) {
     if (!record.ok()) continue;
     std::optional<v1::Candidate> c = CandidateOf(*record);
     if (!c.has_value()) continue;
-    std::string hash = SourceHash(*c);
+    std::string hash = CandidateHash(*c);
     if (r.sources.contains(hash)) continue;
     v1::Node node;
     node.set_proposer("warm-start");

@@ -499,14 +499,21 @@ void Scheduler::OnWorkerMessage(const std::string& worker_id, const v1::WorkerMe
   switch (message.msg_case()) {
     case v1::WorkerMessage::kHeartbeat: {
       int64_t deadline = NowMs() + absl::ToInt64Milliseconds(options_.lease);
-      for (const std::string& running : message.heartbeat().running()) {
-        std::string eval_id = running.substr(0, running.find('/'));
+      auto extend = [&](const std::string& eval_id) {
         auto a = active_.find(eval_id);
         if (a != active_.end() && a->second.record.state() == v1::EVAL_LEASED &&
             a->second.record.lease_worker() == worker_id) {
           a->second.record.set_lease_deadline_unix_ms(deadline);
         }
+      };
+      for (const v1::RunningEvaluation& running : message.heartbeat().running_evaluations()) {
+        extend(running.eval_id());
       }
+      // Workers older than running_evaluations: "eval_id/attempt" text.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+      for (const std::string& running : message.heartbeat().running()) extend(running.substr(0, running.find('/')));
+#pragma GCC diagnostic pop
       break;
     }
     case v1::WorkerMessage::kEvent: {
@@ -566,7 +573,9 @@ void Scheduler::RecordLocked(std::map<std::string, Active>::iterator a, v1::Eval
                              const std::string& worker_id) {
   v1::EvalRecord& r = a->second.record;
   for (auto& [platform, q] : queue_) q.erase(r.sequence());
+  // What the coordinator knows it stamps, whatever the worker said.
   ev.set_eval_id(r.eval_id());
+  ev.set_candidate_hash(r.candidate_hash());
   ev.set_attempt(attempt);
   ev.set_worker_id(worker_id);
   ev.set_created_unix_micros(r.created_unix_micros());
@@ -660,7 +669,7 @@ absl::StatusOr<std::string> Scheduler::Submit(const v1::Task& task, const v1::Ca
   v1::EvalRecord r;
   r.set_eval_id(options.eval_id.empty() ? NewId("e") : options.eval_id);
   r.set_task_hash(Sha256Hex(task_bytes));
-  r.set_candidate_hash(Sha256Hex(cand_bytes));
+  r.set_candidate_hash(Sha256Hex(cand_bytes));  // CandidateHash(candidate), from the bytes stored
   r.set_platform(platform);
   r.set_state(v1::EVAL_QUEUED);
   r.set_job_id(job_id);

@@ -55,7 +55,7 @@ struct Scripted {
   v1::EvalStatus status = v1::OK;
   bool simulated = false;  // Evaluation.deterministic_timing
   const char* compiler = "g++ 12";
-  double gpu_stage_s = 0;  // profile["gpu_stage_s"]: seconds the evaluation held a device
+  double gpu_stage_s = 0;  // device_use.stage_s: seconds the evaluation held a device
 };
 
 class JobHarness : public ::testing::Test {
@@ -150,7 +150,7 @@ class JobHarness : public ::testing::Test {
     e->mutable_fingerprint()->set_device("AMD EPYC");
     e->mutable_fingerprint()->set_compiler(s.compiler);
     e->set_deterministic_timing(s.simulated);
-    if (s.gpu_stage_s > 0) (*e->mutable_profile())["gpu_stage_s"] = s.gpu_stage_s;
+    if (s.gpu_stage_s > 0) e->mutable_device_use()->set_stage_s(s.gpu_stage_s);
     if (s.vs_rival > 0) {
       e->set_speedup_vs_rival(s.vs_rival);
       e->mutable_rival()->set_median_s(1e-3 * s.vs_rival);

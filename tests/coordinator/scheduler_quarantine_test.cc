@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "coordinator/scheduler/scheduler.h"
@@ -268,6 +269,46 @@ TEST_F(SchedulerQuarantineTest, AWorkerSilentForALeaseIsDroppedAndLeasedNothingM
   scheduler_->OnWorkerMessage("w-a", late);
   EXPECT_EQ(Record().state(), v1::EVAL_LEASED) << "the silent worker's late result was recorded";
   EXPECT_THAT(finals_.finals(), IsEmpty());
+}
+
+// A heartbeat that names an evaluation (RunningEvaluation, or the text
+// "eval_id/attempt" older workers send) extends its lease; one that names
+// nothing does not, and the lease lapses.
+TEST_F(SchedulerQuarantineTest, HeartbeatsNamingTheEvaluationKeepItsLease) {
+  SchedulerOptions quick;
+  quick.lease = absl::Milliseconds(400);
+  quick.tick = absl::Milliseconds(20);
+  Restart(quick);
+  Submit();
+  std::vector<std::string> a;
+  Connect("w-a", &a);
+  ASSERT_EQ(a.size(), 1u);
+  v1::WorkerMessage typed;
+  v1::RunningEvaluation* held = typed.mutable_heartbeat()->add_running_evaluations();
+  held->set_eval_id(eval_id_);
+  held->set_attempt(1);
+  v1::WorkerMessage text;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  text.mutable_heartbeat()->add_running(absl::StrCat(eval_id_, "/1"));
+#pragma GCC diagnostic pop
+  v1::WorkerMessage idle;
+  idle.mutable_heartbeat()->set_free_slots(1);
+  for (const v1::WorkerMessage* heartbeat : {&typed, &text}) {
+    for (const absl::Time end = absl::Now() + absl::Milliseconds(1200); absl::Now() < end;) {
+      scheduler_->OnWorkerMessage("w-a", *heartbeat);
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    EXPECT_EQ(Record().attempt(), 1) << (heartbeat == &typed ? "typed" : "text") << " heartbeats did not keep the lease";
+    EXPECT_EQ(Record().state(), v1::EVAL_LEASED);
+  }
+  // Lapsed: queued again, or already leased again (attempt 2).
+  auto lapsed = [&] { return Record().state() != v1::EVAL_LEASED || Record().attempt() >= 2; };
+  for (const absl::Time end = absl::Now() + absl::Seconds(10); !lapsed() && absl::Now() < end;) {
+    scheduler_->OnWorkerMessage("w-a", idle);
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(lapsed()) << "heartbeats naming nothing kept the lease";
 }
 
 TEST_F(SchedulerQuarantineTest, ZeroMaxWorkerLossesNeverQuarantines) {

@@ -639,7 +639,9 @@ TEST(LeaseTest, HeartbeatsWithoutProgressDoNotKeepALease) {
   // Heartbeats claiming the evaluation, for longer than the progress limit.
   for (int i = 0; i < 8; ++i) {
     v1::WorkerMessage hb;
-    hb.mutable_heartbeat()->add_running(absl::StrCat(first->eval_id(), "/", first->attempt()));
+    v1::RunningEvaluation* held = hb.mutable_heartbeat()->add_running_evaluations();
+    held->set_eval_id(first->eval_id());
+    held->set_attempt(first->attempt());
     ASSERT_TRUE(silent.Send(hb));
     absl::SleepFor(absl::Milliseconds(500));
   }

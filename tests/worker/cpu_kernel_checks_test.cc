@@ -222,5 +222,25 @@ TEST(RunnerProtocolTest, ProfileCarriesItsTimedChecksAndPerturbedInputs) {
   EXPECT_TRUE(old->unperturbed_inputs.empty());
 }
 
+// The GPU runners' own observations travel in the same profile (no second
+// file); a profile without its two whole timing series is not a result.
+TEST(RunnerProtocolTest, ProfileCarriesWhatOnlyAGpuRunnerSeesAndNeedsItsSeries) {
+  runner::ProfileReport p;
+  p.escaped_samples_candidate = 3;
+  p.escaped_samples_baseline = 1;
+  p.l2_flush_bytes = int64_t{50} << 20;
+  p.overflowed = "y";
+  auto back = runner::ProfileFromJson(runner::ProfileToJson(p));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->escaped_samples_candidate, 3);
+  EXPECT_EQ(back->escaped_samples_baseline, 1);
+  EXPECT_EQ(back->l2_flush_bytes, int64_t{50} << 20);
+  EXPECT_EQ(back->overflowed, "y");
+  EXPECT_EQ(runner::ProfileFromJson("{}").status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(runner::ProfileFromJson(R"({"candidate":{},"baseline":{}})").status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(runner::ProfileFromJson("[1]").status().code(), absl::StatusCode::kDataLoss);
+}
+
 }  // namespace
 }  // namespace kevo::worker

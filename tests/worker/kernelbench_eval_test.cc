@@ -97,7 +97,7 @@ class KernelBenchEvalTest : public ::testing::Test {
     EXPECT_GT(ev.baseline().median_s(), 0);
     EXPECT_GT(ev.speedup(), 0);
     EXPECT_DOUBLE_EQ(ev.speedup(), ev.baseline().median_s() / ev.timing().median_s());
-    EXPECT_EQ(ev.profile().at("baseline_kind_pytorch_eager"), 1);
+    EXPECT_EQ(ev.baseline_kind(), v1::BASELINE_PYTORCH_EAGER);
     EXPECT_THAT(ev.notes().at("baseline"), HasSubstr("PyTorch eager"));
     EXPECT_THAT(ev.fingerprint().compiler(), HasSubstr("torch "));
     // Every timed call's outputs were checked, on inputs drawn afresh.

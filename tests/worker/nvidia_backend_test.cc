@@ -105,7 +105,7 @@ TEST_F(NvidiaBackendTest, FastSoftmaxPassesAndIsTimed) {
   EXPECT_TRUE(ev.profile().contains("gpu_timing_utilisation"));
   // Timed against its reference.cu: x perturbed before every sample, and
   // the kept timed calls agreed with the baseline on the same inputs.
-  EXPECT_EQ(ev.profile().at("baseline_kind_cuda_reference"), 1);
+  EXPECT_EQ(ev.baseline_kind(), v1::BASELINE_CUDA_REFERENCE);
   EXPECT_EQ(ev.profile().at("perturbed_inputs"), 1);
   EXPECT_EQ(ev.profile().at("timed_checks"), runner::kTimedChecks);
 }
@@ -113,7 +113,7 @@ TEST_F(NvidiaBackendTest, FastSoftmaxPassesAndIsTimed) {
 TEST_F(NvidiaBackendTest, MatmulIsTimedAgainstCublas) {
   v1::Evaluation ev = EvalExample("matmul", "fast.cu");
   ASSERT_EQ(ev.status(), v1::OK) << ev.diagnostics().message();
-  EXPECT_EQ(ev.profile().at("baseline_kind_cublas"), 1);
+  EXPECT_EQ(ev.baseline_kind(), v1::BASELINE_CUBLAS);
   EXPECT_GT(ev.baseline().median_s(), 0);
   EXPECT_EQ(ev.profile().at("perturbed_inputs"), 2);
   EXPECT_EQ(ev.profile().at("timed_checks"), runner::kTimedChecks);

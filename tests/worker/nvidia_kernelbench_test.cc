@@ -92,13 +92,13 @@ class NvidiaKernelBenchTest : public ::testing::Test {
     EXPECT_GT(ev.timing().median_s(), 0);
     EXPECT_GT(ev.baseline().median_s(), 0);
     EXPECT_DOUBLE_EQ(ev.speedup(), ev.baseline().median_s() / ev.timing().median_s());
-    EXPECT_EQ(ev.profile().at("baseline_kind_pytorch_eager"), 1);
+    EXPECT_EQ(ev.baseline_kind(), v1::BASELINE_PYTORCH_EAGER);
     EXPECT_THAT(ev.notes().at("baseline"), HasSubstr("PyTorch eager"));
     EXPECT_THAT(ev.notes().at("baseline"), HasSubstr("cuda:"));
     // Timed on the GPU, under its timing slot, with the L2 flushed.
     EXPECT_GT(ev.profile().at("l2_flush_bytes"), 0);
-    EXPECT_GT(ev.profile().at("gpu_stage_s"), 0);
-    EXPECT_TRUE(ev.profile().contains("gpu_index"));
+    ASSERT_TRUE(ev.has_device_use());
+    EXPECT_GT(ev.device_use().stage_s(), 0);
     // The path's cost, measured on the trusted control process, is what was
     // taken out of the candidate's samples.
     ASSERT_TRUE(ev.profile().contains("path_control_cross_s")) << Explain(ev);
@@ -162,7 +162,7 @@ TEST_F(NvidiaKernelBenchTest, BrokenCandidatesGetTheirStatusesOnTheGpu) {
   // Found before the GPU is taken: the candidate is imported ahead.
   v1::Evaluation syntax = Eval("relu.py", "relu_syntax.py");
   EXPECT_EQ(syntax.status(), v1::COMPILE_ERROR) << Explain(syntax);
-  EXPECT_FALSE(syntax.profile().contains("gpu_stage_s"));
+  EXPECT_FALSE(syntax.has_device_use());
 }
 
 }  // namespace

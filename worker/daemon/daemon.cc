@@ -75,7 +75,7 @@ struct Daemon::Impl {
   // Set when the coordinator refused our credentials; Run returns it.
   absl::Status refused ABSL_GUARDED_BY(mu);
   std::deque<v1::Assignment> queue ABSL_GUARDED_BY(mu);
-  std::vector<std::string> running ABSL_GUARDED_BY(mu);  // "eval/attempt"
+  std::vector<v1::RunningEvaluation> running ABSL_GUARDED_BY(mu);  // the leases held, for heartbeats
   // The live stream and its context; null while disconnected.
   Stream* stream ABSL_GUARDED_BY(mu) = nullptr;
   grpc::ClientContext* context ABSL_GUARDED_BY(mu) = nullptr;
@@ -136,7 +136,9 @@ struct Daemon::Impl {
         if (stopping) return;
         a = std::move(queue.front());
         queue.pop_front();
-        running.push_back(absl::StrCat(a.eval_id(), "/", a.attempt()));
+        v1::RunningEvaluation& held = running.emplace_back();
+        held.set_eval_id(a.eval_id());
+        held.set_attempt(a.attempt());
         busy_gauge->Set(static_cast<double>(running.size()));
       }
       // Every line logged while it runs names the evaluation (the stages'
@@ -158,9 +160,6 @@ struct Daemon::Impl {
       // Never throws, whatever the task or the candidate asks for: one
       // evaluation must not end the process and every other slot's with it.
       v1::Evaluation ev = GuardedEvaluate(*backend, a, hello.platform(), AvailableMemoryBytes(), on_event);
-      ev.set_eval_id(a.eval_id());
-      ev.set_attempt(a.attempt());
-      ev.set_worker_id(hello.worker_id());
       evaluations->Add({{"status", v1::EvalStatus_Name(ev.status())}}).Increment();
       if (auto hit = ev.profile().find("build_cache_hit"); hit != ev.profile().end()) {
         cache_lookups->Add({{"result", hit->second > 0 ? "hit" : "miss"}}).Increment();
@@ -173,8 +172,9 @@ struct Daemon::Impl {
       *m.mutable_result()->mutable_evaluation() = std::move(ev);
       {
         absl::MutexLock l(&mu);
-        std::string key = absl::StrCat(a.eval_id(), "/", a.attempt());
-        std::erase(running, key);
+        std::erase_if(running, [&](const v1::RunningEvaluation& r) {
+          return r.eval_id() == a.eval_id() && r.attempt() == a.attempt();
+        });
         busy_gauge->Set(static_cast<double>(running.size()));
       }
       UpdateBackendGauges();
@@ -190,7 +190,9 @@ struct Daemon::Impl {
     v1::WorkerMessage m;
     *m.mutable_hello() = hello;
     if (!s->Write(m)) {
-      s->Finish();
+      // Refused before our Hello went out (a bad token is refused at once):
+      // the status says so.
+      RefuseIfCredentials(s->Finish());
       return;
     }
     v1::CoordinatorMessage in;
@@ -217,7 +219,7 @@ struct Daemon::Impl {
         v1::WorkerMessage hb;
         {
           absl::MutexLock l(&mu);
-          for (const auto& r : running) hb.mutable_heartbeat()->add_running(r);
+          for (const auto& r : running) *hb.mutable_heartbeat()->add_running_evaluations() = r;
           hb.mutable_heartbeat()->set_free_slots(options.slots - static_cast<int>(running.size()) -
                                                  static_cast<int>(queue.size()));
         }

@@ -54,8 +54,7 @@ v1::Evaluation FailedEvaluation(const v1::Assignment& a, const std::string& plat
   ev.set_task_name(a.task().name());
   ev.set_platform(platform);
   ev.set_created_unix_micros(UnixMicros());
-  ev.set_candidate_hash(Sha256Hex(
-      absl::StrCat(a.candidate().source(), "\n", absl::StrJoin(a.candidate().extra_flags(), "\x1f"))));
+  ev.set_candidate_hash(CandidateHash(a.candidate()));
   ev.set_status(status);
   ev.mutable_diagnostics()->set_message(message);
   if (emit_stage) {

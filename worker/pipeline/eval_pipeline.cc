@@ -109,8 +109,7 @@ void BeginEvaluation(const v1::Task& task, const v1::Candidate& candidate,
   ev->set_task_name(task.name());
   ev->set_platform(platform);
   ev->set_created_unix_micros(UnixMicros());
-  ev->set_candidate_hash(Sha256Hex(
-      absl::StrCat(candidate.source(), "\n", absl::StrJoin(candidate.extra_flags(), "\x1f"))));
+  ev->set_candidate_hash(CandidateHash(candidate));
   ev->set_binding_timed(task.time().name());
   *ev->mutable_fingerprint() = fingerprint;
 }

@@ -377,8 +377,8 @@ bool KernelBenchEvaluator::Judge(EvalRun& run, const std::string& problem, const
   *ev.mutable_timing() = ToTiming(cand);
   *ev.mutable_baseline() = ToTiming(eager);
   ev.set_speedup(eager.median_s / cand.median_s);
+  ev.set_baseline_kind(v1::BASELINE_PYTORCH_EAGER);
   auto& counters = *ev.mutable_profile();
-  counters["baseline_kind_pytorch_eager"] = 1;
   counters["candidate_calls_per_sample"] = static_cast<double>(cand.calls_per_sample);
   counters["baseline_calls_per_sample"] = static_cast<double>(eager.calls_per_sample);
   counters["working_set_bytes"] = r.value("working_set_bytes", 0.0);

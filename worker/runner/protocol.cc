@@ -110,97 +110,36 @@ void Summarise(TimingSeries& series) {
   series.spread = series.median_s > 0 ? (quantile(0.75) - quantile(0.25)) / series.median_s : 0;
 }
 
-namespace {
+// Every field, by its own name. A series and a case need all of theirs; a
+// profile's fields after the two series are left out by runners that check
+// or perturb nothing, or see no GPU, and read as their defaults.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TimingSeries, samples_s, median_s, spread, calls_per_sample)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CaseReport, binding, seed, modified_input, nondet_output, nondet_index,
+                                   overflowed)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProfileReport, candidate, baseline, copies, working_set_bytes,
+                                                elapsed_s, converged, modified_input, timed_checks, perturbed_inputs,
+                                                unperturbed_inputs, counters, escaped_samples_candidate,
+                                                escaped_samples_baseline, l2_flush_bytes, overflowed)
 
-using nlohmann::json;
-
-json SeriesToJson(const TimingSeries& s) {
-  return json{{"samples_s", s.samples_s},
-              {"median_s", s.median_s},
-              {"spread", s.spread},
-              {"calls_per_sample", s.calls_per_sample}};
-}
-
-TimingSeries SeriesFromJson(const json& j) {
-  TimingSeries s;
-  s.samples_s = j.at("samples_s").get<std::vector<double>>();
-  s.median_s = j.at("median_s").get<double>();
-  s.spread = j.at("spread").get<double>();
-  s.calls_per_sample = j.at("calls_per_sample").get<int64_t>();
-  return s;
-}
-
-}  // namespace
-
-std::string CasesToJson(const std::vector<CaseReport>& cases) {
-  json arr = json::array();
-  for (const CaseReport& c : cases) {
-    arr.push_back(json{{"binding", c.binding},
-                       {"seed", c.seed},
-                       {"modified_input", c.modified_input},
-                       {"nondet_output", c.nondet_output},
-                       {"nondet_index", c.nondet_index},
-                       {"overflowed", c.overflowed}});
-  }
-  return json{{"cases", arr}}.dump();
-}
+std::string CasesToJson(const std::vector<CaseReport>& cases) { return nlohmann::json{{"cases", cases}}.dump(); }
 
 absl::StatusOr<std::vector<CaseReport>> CasesFromJson(std::string_view text) {
   try {
-    json j = json::parse(text);
-    std::vector<CaseReport> cases;
-    for (const json& c : j.at("cases")) {
-      CaseReport r;
-      r.binding = c.at("binding").get<std::string>();
-      r.seed = c.at("seed").get<uint64_t>();
-      r.modified_input = c.at("modified_input").get<std::string>();
-      r.nondet_output = c.at("nondet_output").get<std::string>();
-      r.nondet_index = c.at("nondet_index").get<int64_t>();
-      r.overflowed = c.at("overflowed").get<std::string>();
-      cases.push_back(std::move(r));
-    }
-    return cases;
+    return nlohmann::json::parse(text).at("cases").get<std::vector<CaseReport>>();
   } catch (const std::exception& e) {
     return absl::DataLossError(absl::StrCat("runner result is not valid: ", e.what()));
   }
 }
 
-std::string ProfileToJson(const ProfileReport& r) {
-  return json{{"candidate", SeriesToJson(r.candidate)},
-              {"baseline", SeriesToJson(r.baseline)},
-              {"copies", r.copies},
-              {"working_set_bytes", r.working_set_bytes},
-              {"elapsed_s", r.elapsed_s},
-              {"converged", r.converged},
-              {"modified_input", r.modified_input},
-              {"timed_checks", r.timed_checks},
-              {"perturbed_inputs", r.perturbed_inputs},
-              {"unperturbed_inputs", r.unperturbed_inputs},
-              {"counters", r.counters}}
-      .dump();
-}
+std::string ProfileToJson(const ProfileReport& r) { return nlohmann::json(r).dump(); }
 
 absl::StatusOr<ProfileReport> ProfileFromJson(std::string_view text) {
   try {
-    json j = json::parse(text);
-    ProfileReport r;
-    r.candidate = SeriesFromJson(j.at("candidate"));
-    r.baseline = SeriesFromJson(j.at("baseline"));
-    r.copies = j.at("copies").get<int64_t>();
-    r.working_set_bytes = j.at("working_set_bytes").get<int64_t>();
-    r.elapsed_s = j.at("elapsed_s").get<double>();
-    r.converged = j.at("converged").get<bool>();
-    r.modified_input = j.at("modified_input").get<std::string>();
-    if (j.contains("counters")) r.counters = j.at("counters").get<std::map<std::string, double>>();
-    // Absent from runners that check no timed call (and from older ones).
-    if (j.contains("timed_checks")) r.timed_checks = j.at("timed_checks").get<std::vector<int64_t>>();
-    if (j.contains("perturbed_inputs")) {
-      r.perturbed_inputs = j.at("perturbed_inputs").get<std::vector<std::string>>();
+    const nlohmann::json j = nlohmann::json::parse(text);
+    if (!j.is_object() || !j.contains("candidate") || !j.contains("baseline")) {
+      return absl::DataLossError("runner profile result is not valid: it has no candidate and baseline series");
     }
-    if (j.contains("unperturbed_inputs")) {
-      r.unperturbed_inputs = j.at("unperturbed_inputs").get<std::vector<std::string>>();
-    }
-    return r;
+    return j.get<ProfileReport>();
   } catch (const std::exception& e) {
     return absl::DataLossError(absl::StrCat("runner profile result is not valid: ", e.what()));
   }

@@ -175,11 +175,23 @@ struct ProfileReport {
   // cycles, per-unit busy/stall cycles, bytes per memory level, utilisation;
   // the baseline's prefixed "baseline_"). Empty on the CPU.
   std::map<std::string, double> counters;
+  // What only the GPU runners (worker/runner/device) observe; zero or empty
+  // elsewhere: samples whose work outlived the runtime's events (left on a
+  // stream they do not see; caught by the device-wide synchronisation and
+  // timed on the host clock up to it), the L2 flush buffer's size, and the
+  // first tensor whose guard bytes past its end were written while timing.
+  int64_t escaped_samples_candidate = 0;
+  int64_t escaped_samples_baseline = 0;
+  int64_t l2_flush_bytes = 0;
+  std::string overflowed;
 };
 
 // (Median, spread) of `samples` (unsorted); zeros when empty.
 void Summarise(TimingSeries& series);
 
+// The result files' JSON, written and read through the structs above (one
+// form: nlohmann's field-by-field mapping, no hand-written keys). Reading
+// returns DataLoss for text that is not such a result.
 std::string CasesToJson(const std::vector<CaseReport>& cases);
 absl::StatusOr<std::vector<CaseReport>> CasesFromJson(std::string_view json);
 std::string ProfileToJson(const ProfileReport& report);

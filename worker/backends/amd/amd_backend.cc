@@ -212,7 +212,7 @@ bool AmdBackend::GpuStagesFor(EvalRun& run, const HipCompileResult& built) {
   if (const std::string hip_ref = HipReferenceSource(task); !hip_ref.empty()) {
     auto b = BuildTaskReference(builder_, {hip_ref, HipCandidateFlags(options_.targets), *wrapper}, "HIP reference");
     if (!b.ok()) return fail(std::string(b.status().message()));
-    baseline = {"hip_reference", b->library_path, "HIP reference",
+    baseline = {v1::BASELINE_HIP_REFERENCE, b->library_path, "HIP reference",
                 "the task's HIP reference (its reference.hip, else its reference.cu ported to HIP)"};
   }
   return gpu_.stages->Run(run, built.build.library_path, ref->library_path, baseline);

@@ -426,6 +426,7 @@ bool CpuBackend::ProfileStage(CpuEvalRun& run) const {
   *ev.mutable_timing() = ToTiming(profile->candidate);
   *ev.mutable_baseline() = ToTiming(profile->baseline);
   ev.set_speedup(profile->baseline.median_s / profile->candidate.median_s);
+  ev.set_baseline_kind(v1::BASELINE_REFERENCE);
   const Ceilings limits = Limits();
   auto& counters = *ev.mutable_profile();
   counters["copies"] = static_cast<double>(profile->copies);

@@ -371,7 +371,7 @@ bool GpuStages::Run(EvalRun& run, const std::string& candidate_so, const std::st
                     absl::StrCat("cannot generate the timed inputs: ", timed_inputs.status().message()));
   }
   std::optional<CpuReferenceProfile> cpu_ref;
-  if (baseline.kind == "cpu_reference") {
+  if (baseline.kind == v1::BASELINE_CPU_REFERENCE) {
     auto p = CpuReference(task, reference_so, *timed_inputs);
     if (!p.ok()) return run.Fail(v1::STAGE_PROFILE, v1::INFRA_ERROR, std::string(p.status().message()));
     cpu_ref = *std::move(p);
@@ -395,8 +395,9 @@ bool GpuStages::HoldGpu(EvalRun& run, const std::function<bool(Gpu& gpu)>& body)
     gpu.held_since = held_from;
   }
   auto& counters = *run.ev.mutable_profile();
-  counters["gpu_index"] = gpu.info.index;
-  counters["gpu_wait_s"] = absl::ToDoubleSeconds(held_from - wait_start);
+  v1::DeviceUse& use = *run.ev.mutable_device_use();
+  use.set_gpu_index(gpu.info.index);
+  use.set_wait_s(absl::ToDoubleSeconds(held_from - wait_start));
   bool ok = false;
   bool healthy;
   {
@@ -426,7 +427,7 @@ bool GpuStages::HoldGpu(EvalRun& run, const std::function<bool(Gpu& gpu)>& body)
     while (!gpu.busy.empty() && gpu.busy.front().second < released - kUtilisationWindow) gpu.busy.pop_front();
   }
   gpu.slot.Unlock();
-  counters["gpu_stage_s"] = held;
+  use.set_stage_s(held);
   counters["gpu_timing_utilisation"] = TimingUtilisation();
   return ok;
 }
@@ -444,7 +445,7 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
   auto timed_outputs = ResolveTimedOutputs(task);
   if (!timed_outputs.ok()) return fail(v1::INFRA_ERROR, std::string(timed_outputs.status().message()));
   const int64_t timed_output_bytes = timed_outputs->bytes;
-  const bool gpu_baseline = baseline.kind != "cpu_reference";
+  const bool gpu_baseline = baseline.kind != v1::BASELINE_CPU_REFERENCE;
   const std::string baseline_arg = gpu_baseline ? baseline.runner_arg : "none";
   // The runner writes the candidate's outputs after timing, then the GPU
   // baseline's, then per kept timed call the candidate's and the baseline's
@@ -459,7 +460,6 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
   // checks of what it wrote; nullopt when the evaluation has failed.
   struct Measured {
     runner::ProfileReport profile;
-    nlohmann::json gpu;         // gpu.json
     std::string timed_bytes;    // the outputs after timing (and the GPU baseline's)
   };
   auto measure = [&]() -> std::optional<Measured> {
@@ -472,7 +472,7 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
     auto prof = gpu.harness->Run(
         {"profile", "--task=" + scratch + "/task.pb", "--kernel=" + candidate_so,
          "--baseline=" + baseline_arg, "--inputs=" + timed_inputs, "--outputs=" + outputs_path,
-         "--result=" + scratch + "/profile.json", "--gpu_result=" + scratch + "/gpu.json",
+         "--result=" + scratch + "/profile.json",
          "--report=" + scratch + "/report.txt", absl::StrCat("--time_cap_s=", options_.profile_time_cap_s)},
         scratch, options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 30),
         check_bytes + 2 * timed_output_bytes * min_timed_checks);
@@ -484,26 +484,23 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
                                                      task.time().name(), "') ", prof->outcome.message));
     }
     auto prof_json = ReadFileBytes(scratch + "/profile.json");
-    auto gpu_json = ReadFileBytes(scratch + "/gpu.json");
     const auto outputs_size = static_cast<int64_t>(fs::file_size(outputs_path, ec));
     const char* unwritten =
         "the profiler ended without writing its results: the candidate ended the "
         "process (exit?) or wrote into the runner's files";
-    if (!prof_json.ok() || !gpu_json.ok() || ec) return failed(v1::RUNTIME_ERROR, unwritten);
+    if (!prof_json.ok() || ec) return failed(v1::RUNTIME_ERROR, unwritten);
     auto profile = runner::ProfileFromJson(*prof_json);
     if (!profile.ok()) return failed(v1::INFRA_ERROR, std::string(profile.status().message()));
     const auto kept = static_cast<int64_t>(profile->timed_checks.size());
     if (kept > min_timed_checks || outputs_size != check_bytes + 2 * timed_output_bytes * kept) {
       return failed(v1::RUNTIME_ERROR, unwritten);
     }
-    nlohmann::json g = nlohmann::json::parse(*gpu_json, nullptr, /*allow_exceptions=*/false);
-    if (g.is_discarded() || !g.is_object()) return failed(v1::INFRA_ERROR, "gpu.json does not parse");
     if (!profile->modified_input.empty()) {
       return failed(v1::INPUT_MODIFIED, absl::StrCat("input '", profile->modified_input,
                                                    "' changed while timing at binding '",
                                                    task.time().name(), "'"));
     }
-    if (const std::string over = g.value("overflowed", ""); !over.empty()) {
+    if (const std::string& over = profile->overflowed; !over.empty()) {
       return failed(v1::RUNTIME_ERROR, absl::StrCat("wrote past the end of tensor '", over,
                                                   "' at the timed binding '", task.time().name(), "'"));
     }
@@ -539,7 +536,7 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
     if (profile->candidate.median_s <= 0 || base.median_s <= 0) {
       return failed(v1::INFRA_ERROR, "the profiler measured no time");
     }
-    return Measured{*std::move(profile), std::move(g), *std::move(timed_bytes)};
+    return Measured{*std::move(profile), *std::move(timed_bytes)};
   };
   std::optional<Measured> measured = measure();
   if (!measured.has_value()) return false;
@@ -577,12 +574,12 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
       });
   if (!sol.has_value()) return false;
   const runner::ProfileReport* profile = &measured->profile;
-  const nlohmann::json& g = measured->gpu;
   const std::string& want_all = gpu_baseline ? measured->timed_bytes : cpu_ref->outputs;
   const size_t want_offset = gpu_baseline ? static_cast<size_t>(timed_output_bytes) : 0;
   *ev.mutable_timing() = ToTiming(profile->candidate);
   *ev.mutable_baseline() = ToTiming(*base);
   ev.set_speedup(base->median_s / profile->candidate.median_s);
+  ev.set_baseline_kind(baseline.kind);
   auto& counters = *ev.mutable_profile();
   counters["compute_peak_gflops"] = compute_peak;
   counters["compute_peak_datasheet"] = tc_peak > 0 ? 1 : 0;
@@ -603,10 +600,9 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
   counters["bandwidth_limit_gbs"] = bw;
   counters["achieved_gflops"] = sol->implied_gflops;
   counters["converged"] = profile->converged ? 1 : 0;
-  counters["escaped_samples"] = g.value("escaped_samples_candidate", 0.0);
-  counters["baseline_escaped_samples"] = g.value("escaped_samples_baseline", 0.0);
-  counters["l2_flush_bytes"] = g.value("l2_flush_bytes", 0.0);
-  counters[absl::StrCat("baseline_kind_", baseline.kind)] = 1;
+  counters["escaped_samples"] = static_cast<double>(profile->escaped_samples_candidate);
+  counters["baseline_escaped_samples"] = static_cast<double>(profile->escaped_samples_baseline);
+  counters["l2_flush_bytes"] = static_cast<double>(profile->l2_flush_bytes);
   counters["working_set_bytes"] = static_cast<double>(profile->working_set_bytes);
   counters["timed_checks"] = static_cast<double>(profile->timed_checks.size());
   counters["perturbed_inputs"] = static_cast<double>(profile->perturbed_inputs.size());

@@ -16,8 +16,9 @@
 // Validate and profile hold the GPU's timing slot (one per GPU), so while a
 // candidate is timed nothing else runs on that GPU, while other slots compile
 // ahead on the CPU. The gauge kevo_worker_gpu_timing_utilisation is the
-// slots' busy share over the last minute; each evaluation's profile counter
-// gpu_stage_s is the time it held its slot.
+// slots' busy share over the last minute; each evaluation's
+// Evaluation.device_use says which GPU, how long it waited and how long it
+// held the slot.
 //
 // After a device fault (illegal address, ...) or a runner killed at its
 // timeout the GPU is checked with `runner health` before it takes more work;
@@ -108,11 +109,11 @@ absl::StatusOr<GpuProbe> ProbeGpus(const sandbox::Sandbox& sandbox, const GpuVen
 
 // The baseline a candidate is timed against.
 struct GpuBaseline {
-  // "cpu_reference" (the C++ reference timed on this host's CPU by
+  // BASELINE_CPU_REFERENCE (the C++ reference timed on this host's CPU by
   // kevo-runner-cpu), or a GPU baseline the runner times in its process:
-  // "cublas", "cuda_reference", "hip_reference". Counted in the profile map
-  // as baseline_kind_<kind>.
-  std::string kind = "cpu_reference";
+  // BASELINE_CUBLAS, BASELINE_CUDA_REFERENCE, BASELINE_HIP_REFERENCE.
+  // Evaluation.baseline_kind.
+  v1::BaselineKind kind = v1::BASELINE_CPU_REFERENCE;
   // --baseline= for a GPU baseline: a .so, or a name the runner knows.
   std::string runner_arg;
   std::string label;  // "cuBLAS", for the profile event
@@ -163,7 +164,7 @@ class GpuStages {
   // Takes a GPU's timing slot (a free GPU first), health-checks it when an
   // earlier fault left it in doubt, runs `body` on it, checks its health
   // again after a fault, gives the slot back and records the time held
-  // (profile counters gpu_index, gpu_wait_s, gpu_stage_s). Returns body's
+  // (Evaluation.device_use: gpu_index, wait_s, stage_s). Returns body's
   // result, or false after run.Fail() when the GPU is unhealthy. Run() holds
   // its GPU this way; the nvidia backend's KernelBench problems too.
   bool OnGpu(EvalRun& run, const std::function<bool(const GpuInfo& gpu)>& body);

@@ -281,6 +281,7 @@ bool MtiaBackend::ProfileStage(MtiaEvalRun& run) const {
   *ev.mutable_timing() = ToTiming(profile->candidate);
   *ev.mutable_baseline() = ToTiming(profile->baseline);
   ev.set_speedup(profile->baseline.median_s / profile->candidate.median_s);
+  ev.set_baseline_kind(v1::BASELINE_REFERENCE);
   ev.set_deterministic_timing(true);
   auto& counters = *ev.mutable_profile();
   for (const auto& [key, value] : profile->counters) counters[key] = value;

@@ -305,10 +305,10 @@ bool NvidiaBackend::CompileStage(NvEvalRun& run) const {
 
 GpuBaseline NvidiaBackend::BaselineFor(const NvEvalRun& run) {
   if (IsGemmTask(run.task)) {
-    return {"cublas", "cublas", "cuBLAS", "cuBLAS (cublasGemmEx, FP32 compute, no TF32)"};
+    return {v1::BASELINE_CUBLAS, "cublas", "cuBLAS", "cuBLAS (cublasGemmEx, FP32 compute, no TF32)"};
   }
   if (!run.cuda_ref.library_path.empty()) {
-    return {"cuda_reference", run.cuda_ref.library_path, "CUDA reference",
+    return {v1::BASELINE_CUDA_REFERENCE, run.cuda_ref.library_path, "CUDA reference",
             "the task's reference.cu (a naive CUDA port)"};
   }
   return {};

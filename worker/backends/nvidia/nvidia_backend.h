@@ -19,14 +19,14 @@
 // candidate is timed nothing else runs on that GPU, while other slots compile
 // ahead on the CPU: run the daemon with more slots than GPUs. The gauge
 // kevo_worker_gpu_timing_utilisation is the slots' busy share over the last
-// minute; each evaluation's profile counter gpu_stage_s is the time it held
-// its slot (the coordinator sums it over a job: Job.device_utilisation).
+// minute; each evaluation's device_use.stage_s is the time it held its slot
+// (the coordinator sums it over a job: Job.device_utilisation).
 //
 // Baselines, in order: cuBLAS (cublasGemmEx, FP32 compute) for tasks whose
 // hints say pattern=gemm; else the task's CUDA reference (an extra reference
 // of language "cuda", reference.cu in the task folder) when it has one;
 // else the C++ reference's time on this host's CPU (measured by
-// kevo-runner-cpu, labelled baseline_kind_cpu_reference in the profile map).
+// kevo-runner-cpu: Evaluation.baseline_kind BASELINE_CPU_REFERENCE).
 //
 // KernelBench-format tasks (Python ModelNew candidates) go to the
 // KernelBenchEvaluator (worker/pipeline/kernelbench_eval.h) with device

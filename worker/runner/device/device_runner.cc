@@ -380,8 +380,7 @@ PokeAccess DeviceAccess(Frame& f) {
 }
 
 int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel* baseline,
-                const std::string& baseline_kind, const ProfileOptions& opts, int inputs_fd,
-                int outputs_fd, int result_fd, int gpu_result_fd) {
+                const ProfileOptions& opts, int inputs_fd, int outputs_fd, int result_fd) {
   auto params = ClassifyParams(task);
   if (!params.ok()) Fail(kExitInfra, "error", params.status().message());
   ProfileReport report;
@@ -484,7 +483,7 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel* bas
   PoisonOutputs(cand);
   CallAndSync(candidate, cand.args.data());
   if (report.modified_input.empty()) report.modified_input = FirstModifiedInput(cand);
-  std::string overflowed = FirstOverflow(cand);
+  report.overflowed = FirstOverflow(cand);
   WriteOutputs(outputs_fd, cand);
   if (baseline != nullptr) {
     PoisonOutputs(base);
@@ -501,18 +500,11 @@ int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel* bas
     WriteAll(outputs_fd, outputs.data(), outputs.size());
     WriteOutputs(outputs_fd, base);
   });
+  report.escaped_samples_candidate = escaped_cand;
+  report.escaped_samples_baseline = escaped_base;
+  report.l2_flush_bytes = static_cast<int64_t>(sampler.flush_bytes());
   std::string json = ProfileToJson(report);
   WriteAll(result_fd, json.data(), json.size());
-  if (gpu_result_fd >= 0) {
-    nlohmann::json g;
-    g["escaped_samples_candidate"] = escaped_cand;
-    g["escaped_samples_baseline"] = escaped_base;
-    g["l2_flush_bytes"] = sampler.flush_bytes();
-    g["baseline"] = baseline_kind;
-    g["overflowed"] = overflowed;
-    std::string text = g.dump();
-    WriteAll(gpu_result_fd, text.data(), text.size());
-  }
   return kExitOk;
 }
 
@@ -639,7 +631,7 @@ int RunnerMain(Runtime& rt, int argc, char** argv) {
   const v1::Task task = ReadTaskFile(cl.Get("task"));
   const int result_fd = OpenOut(cl.Get("result"));
   const int outputs_fd = OpenOut(cl.Get("outputs"));
-  int inputs_fd = -1, gpu_result_fd = -1;
+  int inputs_fd = -1;
   std::vector<uint64_t> seeds;
   ProfileOptions profile;
   // "none", a name the runtime knows (cuBLAS, ...), or "so": a kernel library.
@@ -658,7 +650,6 @@ int RunnerMain(Runtime& rt, int argc, char** argv) {
       Fail(kExitInfra, "error", "bad --time_cap_s");
     }
     if (cl.Has("inputs")) inputs_fd = OpenIn(cl.Get("inputs"));
-    if (cl.Has("gpu_result")) gpu_result_fd = OpenOut(cl.Get("gpu_result"));
     profile.secret_seed = SeedFromOs();
     baseline_kind = cl.Get("baseline");
     if (baseline_kind != "none" && std::find(named.begin(), named.end(), baseline_kind) == named.end()) {
@@ -684,8 +675,7 @@ int RunnerMain(Runtime& rt, int argc, char** argv) {
   if (cl.mode == "profile" && baseline_kind == "so") baseline = std::make_unique<Kernel>(LoadKernel(baseline_path));
 
   if (cl.mode == "run") return RunMode(task, kernel, seeds, outputs_fd, result_fd);
-  return ProfileMode(task, kernel, baseline.get(), baseline_kind, profile, inputs_fd, outputs_fd,
-                     result_fd, gpu_result_fd);
+  return ProfileMode(task, kernel, baseline.get(), profile, inputs_fd, outputs_fd, result_fd);
 }
 
 }  // namespace kevo::runner::device

@@ -29,7 +29,7 @@
 //           the runtime's events around the call and the whole device
 //           synchronised after it (work a candidate leaves on a stream the
 //           events do not see is caught and timed on the host clock up to the
-//           device-wide synchronisation); --gpu_result=G.json gets what only
+//           device-wide synchronisation); R's profile also holds what only
 //           a GPU runner knows (escaped samples, flush size, overflow).
 //
 // Any runtime error after candidate code has run ends the runner with
