@@ -28,6 +28,7 @@ constexpr size_t kMaxChildren = 8;       // children of a parent shown to the pr
 std::vector<proposer::ParentInfo> JobManager::ParentsFor(const Running& r,
                                                          const std::vector<std::string>& ids) {
   std::vector<proposer::ParentInfo> parents;
+  const bool details = r.proposer->NeedsParentDetails();
   for (const std::string& id : ids) {
     const v1::Node* n = r.tree.Get(id);
     if (n == nullptr) continue;
@@ -37,6 +38,10 @@ std::vector<proposer::ParentInfo> JobManager::ParentsFor(const Running& r,
     if (!n->genome().empty()) {
       auto g = proposer::Genome::FromString(n->genome());
       if (g.ok()) p.genome = *g;
+    }
+    if (!details) {
+      parents.push_back(std::move(p));
+      continue;
     }
     auto record = scheduler_->GetRecord(n->eval_id());
     if (record.ok()) {

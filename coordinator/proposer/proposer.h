@@ -101,6 +101,12 @@ class Proposer {
   // then waits for its next tick instead of counting an empty round.
   virtual bool Pending() const { return false; }
 
+  // False when Propose() reads only the parents' node ids, genomes and
+  // fitness: the job loop then leaves ParentInfo's candidate, evaluation and
+  // children empty instead of reading them from the store for every
+  // proposal (docs/benchmarks.md, "Control plane"). Default: true.
+  virtual bool NeedsParentDetails() const { return true; }
+
   // Called on the job loop when a node made from one of this proposer's
   // proposals is created (state NODE_EVALUATING, `evaluation` null), and when
   // the result of any node of the job is recorded (NODE_DONE, with its

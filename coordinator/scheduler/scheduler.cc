@@ -143,11 +143,13 @@ absl::Status Scheduler::Recover() {
     auto cand = store_->Get(store::Family::kBlobs, r.candidate_hash());
     if (!task.ok()) return task.status();
     if (!cand.ok()) return cand.status();
-    if (!task->has_value() || !a.task.ParseFromString(**task) || !cand->has_value() ||
+    v1::Task parsed;
+    if (!task->has_value() || !parsed.ParseFromString(**task) || !cand->has_value() ||
         !a.candidate.ParseFromString(**cand)) {
       LogError("evaluation ", r.eval_id(), " lost its task or candidate blob; skipping");
       continue;
     }
+    a.task = InternTaskLocked(r.task_hash(), parsed);
     if (!r.rival_hash().empty()) {
       // The rival only decides which kernel the job keeps; without it the
       // evaluation still runs and the job falls back to fitness.
@@ -312,7 +314,7 @@ void Scheduler::LostLocked(std::map<std::string, Active>::iterator a, const std:
   }
   v1::Evaluation ev;
   ev.set_status(v1::QUARANTINED);
-  ev.set_task_name(a->second.task.name());
+  ev.set_task_name(a->second.task->name());
   ev.set_platform(r.platform());
   ev.mutable_diagnostics()->set_message(absl::StrCat(
       "quarantined: ", r.workers_lost(), " workers were lost while running it (the last: ", why,
@@ -410,6 +412,9 @@ void Scheduler::SetTeamWeights(std::function<double(const std::string&)> weight)
 
 void Scheduler::DispatchLocked() {
   if (stopping_) return;
+  // Nothing queued (a fleet that answers faster than its jobs propose): no
+  // walk over the evaluations and workers below.
+  if (std::all_of(queue_.begin(), queue_.end(), [](const auto& q) { return q.second.empty(); })) return;
   // Leases held now, by platform and team (the fair share's state).
   std::map<std::string, std::map<std::string, int>> leased;
   for (const auto& [id, a] : active_) {
@@ -452,7 +457,7 @@ void Scheduler::DispatchLocked() {
       v1::Assignment* as = m.mutable_assignment();
       as->set_eval_id(eval_id);
       as->set_attempt(r.attempt());
-      *as->mutable_task() = a->second.task;
+      *as->mutable_task() = *a->second.task;
       *as->mutable_candidate() = a->second.candidate;
       if (a->second.rival.has_value()) *as->mutable_rival() = *a->second.rival;
       as->set_lease_deadline_unix_ms(r.lease_deadline_unix_ms());
@@ -614,7 +619,7 @@ int Scheduler::WithdrawQueued(const std::string& job_id) {
     auto a = active_.find(id);
     v1::Evaluation ev;
     ev.set_status(v1::CANCELLED);
-    ev.set_task_name(a->second.task.name());
+    ev.set_task_name(a->second.task->name());
     ev.mutable_diagnostics()->set_message("cancelled with its job before a worker took it");
     RecordLocked(a, std::move(ev), a->second.record.attempt(), "");
   }
@@ -658,6 +663,17 @@ absl::Status Scheduler::CheckTimingAvailableLocked(const std::string& platform) 
       "measured timing was required, but the ", compile_only, " connected ", platform,
       " worker(s) are compile-only (no device to run on): they can only compile and rank "
       "candidates statically; drop the timing requirement or connect a worker with a device"));
+}
+
+std::shared_ptr<const v1::Task> Scheduler::InternTaskLocked(const std::string& hash, const v1::Task& task) {
+  std::weak_ptr<const v1::Task>& slot = tasks_[hash];
+  if (auto shared = slot.lock()) return shared;
+  // Drop the entries of tasks no evaluation holds any more (amortised: a
+  // pass per new copy).
+  std::erase_if(tasks_, [](const auto& entry) { return entry.second.expired(); });
+  auto shared = std::make_shared<const v1::Task>(task);
+  tasks_[hash] = shared;
+  return shared;
 }
 
 absl::StatusOr<std::string> Scheduler::Submit(const v1::Task& task, const v1::Candidate& candidate,
@@ -707,7 +723,7 @@ absl::StatusOr<std::string> Scheduler::Submit(const v1::Task& task, const v1::Ca
   if (new_task) tasks_stored_.insert(r.task_hash());
   Active a;
   a.record = r;
-  a.task = task;
+  a.task = InternTaskLocked(r.task_hash(), task);
   a.candidate = candidate;
   a.rival = std::move(options.rival);
   a.queued_ms = NowMs();
@@ -866,7 +882,7 @@ void Scheduler::ExpiryLoop() {
       auto a = active_.find(id);
       v1::Evaluation ev;
       ev.set_status(v1::INFRA_ERROR);
-      ev.set_task_name(a->second.task.name());
+      ev.set_task_name(a->second.task->name());
       ev.mutable_diagnostics()->set_message(absl::StrCat(
           "no worker of platform '", a->second.record.platform(), "' connected within ",
           absl::FormatDuration(options_.queue_timeout), " of the submission (kevo workers lists those connected)"));

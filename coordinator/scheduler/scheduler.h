@@ -195,7 +195,9 @@ class Scheduler {
   };
   struct Active {
     v1::EvalRecord record;
-    v1::Task task;
+    // Shared by every evaluation of the same task (a job's), never copied
+    // per evaluation (InternTaskLocked).
+    std::shared_ptr<const v1::Task> task;
     v1::Candidate candidate;
     std::optional<v1::Candidate> rival;
     int64_t last_progress_ms = 0;  // the lease, or its holder's last stage event
@@ -275,6 +277,11 @@ class Scheduler {
   std::multimap<std::string, EvalListener*> listeners_ ABSL_GUARDED_BY(mu_);
   // Task hashes whose bytes this process has stored (Submit).
   std::set<std::string> tasks_stored_ ABSL_GUARDED_BY(mu_);
+  // The tasks of active evaluations by hash, so that a job's evaluations
+  // share one copy; an entry expires with the last evaluation holding it.
+  std::map<std::string, std::weak_ptr<const v1::Task>> tasks_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const v1::Task> InternTaskLocked(const std::string& hash, const v1::Task& task)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   CompletionHook completion_hook_ ABSL_GUARDED_BY(mu_);
   std::function<double(const std::string&)> team_weight_ ABSL_GUARDED_BY(mu_);
   std::function<absl::Status(const std::string&)> admission_ ABSL_GUARDED_BY(mu_);

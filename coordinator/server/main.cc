@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/numbers.h"
+#include "absl/synchronization/mutex.h"
 #include "common/log.h"
 #include "coordinator/server/coordinator.h"
 
@@ -53,6 +54,11 @@ kevo::coordinator::Coordinator* g_coordinator = nullptr;
 
 int main(int argc, char** argv) {
   kevo::SetLogComponent("coordinator");
+  // Debian's Abseil is built with absl::Mutex's lock-order (deadlock)
+  // detection on, which records every acquisition in a graph: a few percent
+  // of the coordinator's CPU under load (docs/benchmarks.md, "Control
+  // plane"). The tests, which link the same libraries, keep it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   kevo::coordinator::CoordinatorOptions options;
   options.listen = "127.0.0.1:50051";
   for (int i = 1; i < argc; ++i) {

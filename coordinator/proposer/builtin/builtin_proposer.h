@@ -41,6 +41,7 @@ class BuiltinProposer final : public Proposer {
   // on request.platform.
   absl::StatusOr<std::vector<Proposal>> Propose(const ProposeRequest& request) override;
   std::string name() const override { return "builtin"; }
+  bool NeedsParentDetails() const override { return false; }  // genomes only
 
   // The recipes that apply to `task` on `platform`, in AllRecipes() order.
   static std::vector<const Recipe*> ApplicableRecipes(const v1::Task& task,
