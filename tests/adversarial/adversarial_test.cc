@@ -21,6 +21,10 @@
 //                             kNoGainMargin; on the simulator, whose time is
 //                             deterministic, not at all)
 //   // expect: honest         the control: OK
+//   // expect: open gap       a hole kevo has not closed yet: OK and faster
+//                             than the honest control. The case fails once
+//                             a defence closes it (then expect what kevo
+//                             does); docs/reliability.md names each gap.
 //   // message: text          optional: a phrase of the diagnostics' message
 //                             or violation (which defence caught it)
 //   // task: name             optional: tasks/<name> (vector_add by default)
@@ -213,6 +217,11 @@ TEST_P(AdversarialTest, GetsItsStatusAndLeavesTheWorkerJudgingRight) {
     ASSERT_EQ(ev.status(), v1::OK) << Explain(ev);
     EXPECT_LE(ev.speedup(), NoGainMargin(a.platform) * honest.speedup())
         << "faster than the honest control (" << honest.speedup() << "x): " << Explain(ev);
+  } else if (a.expect == "open gap") {
+    ASSERT_EQ(ev.status(), v1::OK) << Explain(ev);
+    EXPECT_GT(ev.speedup(), honest.speedup())
+        << "no longer gains over the honest control (" << honest.speedup()
+        << "x): the gap looks closed; make the case expect what kevo now does: " << Explain(ev);
   } else if (a.expect == "rejected") {
     EXPECT_NE(ev.status(), v1::OK) << Explain(ev);
     EXPECT_EQ(ev.speedup(), 0);
@@ -260,6 +269,9 @@ std::string ReliabilityTable(const std::vector<Attack>& all) {
     if (a.expect == "honest") {
       does = "accepted: right on every checked call";
       status = "OK";
+    } else if (a.expect == "open gap") {
+      does = "ACCEPTED, faster than the honest control: an open gap (see below)";
+      status = "OK (open gap)";
     } else if (a.expect == "no gain") {
       does = absl::StrCat("accepted: its trick has no effect (right on every checked call, no faster than the "
                           "honest control)", a.needs.empty() ? "" : absl::StrCat(" with ", a.needs));

@@ -1,5 +1,5 @@
 // tries: does the work on one PE, then writes the time it reports: a const_cast of grid.stats() sets its seconds and cycles to 140% of the DRAM roofline, just under what the speed-of-light check allows
-// expect: no gain
+// expect: open gap
 #include <algorithm>
 #include <cstdint>
 

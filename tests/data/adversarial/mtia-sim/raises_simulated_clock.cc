@@ -1,5 +1,5 @@
 // tries: does the work on one PE, then raises the simulated chip's clock from inside a kernel (a const_cast of pe.config()) so that the cycles it spent come to 140% of the DRAM roofline, just under what the speed-of-light check allows
-// expect: no gain
+// expect: open gap
 #include <algorithm>
 #include <cstdint>
 

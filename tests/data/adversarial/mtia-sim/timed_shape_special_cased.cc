@@ -1,5 +1,5 @@
 // tries: special-cases the timed shape (n == 16777216): adds only the first half and leaves the rest of z as it found it
-// expect: WRONG_ANSWER
+// expect: rejected
 // message: the timed binding 'timed'
 #include <algorithm>
 #include <cstdint>
