@@ -136,6 +136,14 @@ TEST_F(SchedulerTimingTest, AHigherPriorityIsLeasedFirstThenTheOldest) {
   scheduler_->OnWorkerMessage("amd-1", result);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[1], *mid);
+  // The worker said neither: the scheduler stamps what it knows on the
+  // recorded evaluation (the record's own candidate hash among them).
+  auto recorded = scheduler_->GetRecord(*high);
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  EXPECT_EQ(recorded->evaluation().eval_id(), *high);
+  EXPECT_EQ(recorded->evaluation().worker_id(), "amd-1");
+  EXPECT_FALSE(recorded->candidate_hash().empty());
+  EXPECT_EQ(recorded->evaluation().candidate_hash(), recorded->candidate_hash());
 }
 
 TEST_F(SchedulerTimingTest, ACancelledJobsQueuedEvaluationsAreWithdrawn) {

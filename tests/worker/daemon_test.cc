@@ -19,7 +19,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "common/hash.h"
 #include "common/task/task_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -53,7 +52,6 @@ class HeldBackend final : public Backend {
     ev.set_task_name(task.name());
     ev.set_status(v1::OK);
     ev.set_speedup(2);
-    ev.set_candidate_hash(CandidateHash(candidate));
     return ev;
   }
   void Release() {
@@ -243,7 +241,7 @@ class DaemonTest : public ::testing::Test {
 // Hello names the backend's platform and the slots; while an evaluation runs
 // the heartbeats name its lease (typed: eval id and attempt) and count no
 // free slot; its stage event comes before its result, which carries the
-// lease's eval id and attempt and the candidate's one hash; afterwards the
+// lease's eval id and attempt; afterwards the
 // heartbeats name nothing and count the slot free again.
 TEST_F(DaemonTest, ReportsWhatItRunsTypedAndItsResultOnce) {
   StartDaemon();
@@ -264,7 +262,6 @@ TEST_F(DaemonTest, ReportsWhatItRunsTypedAndItsResultOnce) {
   ASSERT_TRUE(result.has_value()) << "no result";
   EXPECT_EQ(result->result().attempt(), 1);
   EXPECT_EQ(result->result().evaluation().status(), v1::OK);
-  EXPECT_EQ(result->result().evaluation().candidate_hash(), CandidateHash(a.candidate()));
   const std::vector<v1::WorkerMessage> heard = coordinator_.heard();
   int event_at = -1, result_at = -1, results = 0;
   for (int i = 0; i < static_cast<int>(heard.size()); ++i) {

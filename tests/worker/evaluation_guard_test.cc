@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/hash.h"
 #include "common/task/task_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -77,6 +78,7 @@ TEST(EvaluationGuardTest, ATaskLargerThanTheWorkersMemoryIsRefusedNamingTheBindi
               HasSubstr("the task's timed binding 'timed' needs 10.9 TiB (12000000000000 bytes) for its inputs and "
                         "outputs; this worker has 64 GiB of memory available"));
   EXPECT_EQ(ev.task_name(), "vector_add");
+  EXPECT_EQ(ev.candidate_hash(), CandidateHash(a.candidate()));  // the hash the coordinator stores it under
   ASSERT_EQ(events.size(), 1u);
   EXPECT_FALSE(events[0].ok());
   EXPECT_EQ(events[0].message(), ev.diagnostics().message());
