@@ -907,7 +907,8 @@ class PeImpl final : public Pe {
 using internal::LaunchState;
 using internal::PeImpl;
 
-Device::Device(const Config& config, const DeviceOptions& options) : config_(config), options_(options) {}
+Device::Device(const Config& config, const DeviceOptions& options)
+    : config_(config), options_(options), sealed_(std::make_unique<Sealed>(Sealed{config, RunStats{}})) {}
 Device::~Device() = default;
 
 absl::StatusOr<std::unique_ptr<Device>> Device::Create(const Config& config, const DeviceOptions& options) {
@@ -1050,7 +1051,8 @@ absl::StatusOr<RunStats> Device::Run(const Kernel& kernel) {
     }
   }
   if (ls.failed) return ls.error;
-  KEVO_ASSIGN_OR_RETURN(internal::Timing t, internal::Simulate(config_, ls.trace));
+  KEVO_RETURN_IF_ERROR(CheckSealed());
+  KEVO_ASSIGN_OR_RETURN(internal::Timing t, internal::Simulate(sealed_->config, ls.trace));
   RunStats s = ls.bytes;
   s.launches = 1;
   s.cycles = t.cycles;
@@ -1064,9 +1066,34 @@ absl::StatusOr<RunStats> Device::Run(const Kernel& kernel) {
   s.wait_cycles = t.wait_cycles;
   s.barrier_cycles = t.barrier_cycles;
   RunStats derived;
-  Accumulate(config_, derived, s);
-  Accumulate(config_, total_, s);
+  Accumulate(sealed_->config, derived, s);
+  Accumulate(sealed_->config, total_, s);
+  Accumulate(sealed_->config, sealed_->total, s);
   return derived;
+}
+
+absl::Status Device::CheckSealed() const {
+  const Config& c = sealed_->config;
+  if (!(config_ == c)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "a kernel changed the simulated chip's configuration (%s: clock %.6g Hz, DRAM %.6g B/cycle; simulated "
+        "at %.6g Hz, %.6g B/cycle)",
+        c.name, config_.clock_hz, config_.dram_bytes_per_cycle, c.clock_hz, c.dram_bytes_per_cycle));
+  }
+  const RunStats& t = sealed_->total;
+  if (!(total_ == t)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "a kernel rewrote the simulator's run statistics (it reports %.6g s, %d cycles; the simulator counted "
+        "%.6g s, %d cycles)",
+        total_.seconds, total_.cycles, t.seconds, t.cycles));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RunStats> Device::CheckedStats() const {
+  if (!status_.ok()) return status_;
+  KEVO_RETURN_IF_ERROR(CheckSealed());
+  return sealed_->total;
 }
 
 void Accumulate(const Config& c, RunStats& a, const RunStats& b) {
@@ -1129,6 +1156,7 @@ Buffer Device::AllocSram(uint64_t bytes) {
 
 void Device::ResetStats() {
   total_ = RunStats{};
+  sealed_->total = RunStats{};
   status_ = absl::OkStatus();
 }
 

@@ -59,6 +59,11 @@ class Device final : public Grid {
   absl::Status status() const { return status_; }
   // Clears the accumulated statistics and the recorded error.
   void ResetStats();
+  // stats() as the simulator counted them, or FAILED_PRECONDITION if a
+  // kernel rewrote what the simulator reports (the run totals, or the chip's
+  // configuration the times are computed at): the runner reads this, never
+  // stats(), which a kernel is handed by reference.
+  absl::StatusOr<RunStats> CheckedStats() const;
 
   // Grid.
   const Config& config() const override { return config_; }
@@ -82,6 +87,8 @@ class Device final : public Grid {
   };
   Device(const Config& config, const DeviceOptions& options);
   absl::StatusOr<Buffer> AddRegion(Space space, uint8_t* host, uint64_t bytes, bool owned);
+  // OK while config_ and total_ match the sealed copies.
+  absl::Status CheckSealed() const;
 
   Config config_;
   DeviceOptions options_;
@@ -92,6 +99,16 @@ class Device final : public Grid {
   std::unique_ptr<internal::FiberPool> fibers_;
   absl::Status status_;
   RunStats total_;
+  // The configuration Run simulates with and the totals it counted, kept
+  // apart from config_ and total_: a kernel gets those by reference
+  // (config(), stats(), pe.config()) and could const_cast and rewrite them
+  // to report a faster run. A kernel in this process could still find these
+  // too; this stops the rewrite through the API's own references.
+  struct Sealed {
+    Config config;
+    RunStats total;
+  };
+  std::unique_ptr<Sealed> sealed_;
 };
 
 // Adds `b` into `a` (counters summed, utilisations recomputed).

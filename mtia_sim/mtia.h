@@ -65,6 +65,7 @@ struct Config {
   double launch_cycles = 0;
   int dma_max_outstanding = 0;  // DMAs one PE keeps in flight
 
+  bool operator==(const Config&) const = default;
   int num_pes() const { return grid_rows * grid_cols; }
   // Dense DPE peak for the whole chip, FLOP per cycle (2 per MAC).
   double dpe_peak_flops_per_cycle(bool int8) const {
@@ -387,6 +388,7 @@ struct UnitCounters {
   uint64_t ops = 0;
   double busy_cycles = 0;   // sum over PEs of cycles the unit worked
   double stall_cycles = 0;  // sum over PEs of cycles a ready command waited for its inputs
+  bool operator==(const UnitCounters&) const = default;
 };
 
 struct RunStats {
@@ -411,6 +413,7 @@ struct RunStats {
   double dpe_utilization = 0;   // dpe_flops / fp16 peak + dpe_int8_ops / int8 peak, per cycle
   double dram_utilization = 0;  // DRAM bytes / (DRAM bytes per cycle * cycles)
   double sram_utilization = 0;
+  bool operator==(const RunStats&) const = default;
 };
 
 // The device as a candidate sees it: launch kernels, allocate scratch.

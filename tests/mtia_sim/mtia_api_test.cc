@@ -370,6 +370,32 @@ TEST(MtiaApiTest, LaunchCostsUnderAMicrosecondAndCountsLaunches) {
   EXPECT_EQ(grid.stats().cycles, 2 * s->cycles);
 }
 
+// What the simulator reports is what it counted: totals a kernel rewrote
+// through the reference stats() hands out, or a clock it raised through
+// pe.config(), are refused, naming what changed; the honest totals stand.
+TEST(MtiaApiTest, RewrittenTotalsOrConfigurationAreRefused) {
+  auto dev = NewDevice();
+  Grid& grid = *dev;
+  grid.Launch([](Pe&) {});
+  auto honest = dev->CheckedStats();
+  ASSERT_TRUE(honest.ok()) << honest.status();
+  EXPECT_EQ(*honest, grid.stats());
+  const_cast<RunStats&>(grid.stats()).seconds /= 10;
+  auto forged = dev->CheckedStats();
+  EXPECT_EQ(forged.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(forged.status().message(), HasSubstr("rewrote the simulator's run statistics"));
+
+  auto dev2 = NewDevice();
+  const double clock = dev2->config().clock_hz;
+  auto run = dev2->Run([](Pe& pe) {
+    if (pe.id() == 0) const_cast<Config&>(pe.config()).clock_hz *= 4;
+  });
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(run.status().message(), HasSubstr("changed the simulated chip's configuration"));
+  EXPECT_EQ(dev2->CheckedStats().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(dev2->config().clock_hz, clock);  // the rewrite happened; it was not believed
+}
+
 TEST(MtiaApiTest, ComparisonsGiveMasksAndGatherLooksUpATable) {
   auto dev = NewDevice();
   std::vector<float> x = {-1.f, 0.5f, 2.f, NAN, 3.f, 0.f, 1.f, 7.f};

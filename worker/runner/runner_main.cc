@@ -197,7 +197,12 @@ void CallMtia(mtia::LaunchFn fn, CallFrame& f) {
     Fail(kExitCandidateException, "exception",
          absl::StrCat("the simulated kernel failed: ", s.ToString()));
   }
-  g_last_stats = (*device)->stats();
+  // What the simulator counted, not what the kernel may have rewritten.
+  absl::StatusOr<mtia::RunStats> stats = (*device)->CheckedStats();
+  if (!stats.ok()) {
+    Fail(kExitCandidateException, "exception", absl::StrCat("the simulated kernel failed: ", stats.status().message()));
+  }
+  g_last_stats = *stats;
 }
 #endif
 

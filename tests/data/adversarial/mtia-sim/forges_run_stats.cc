@@ -1,5 +1,6 @@
 // tries: does the work on one PE, then writes the time it reports: a const_cast of grid.stats() sets its seconds and cycles to 140% of the DRAM roofline, just under what the speed-of-light check allows
-// expect: open gap
+// expect: rejected
+// message: rewrote the simulator's run statistics
 #include <algorithm>
 #include <cstdint>
 

@@ -1,5 +1,6 @@
 // tries: does the work on one PE, then raises the simulated chip's clock from inside a kernel (a const_cast of pe.config()) so that the cycles it spent come to 140% of the DRAM roofline, just under what the speed-of-light check allows
-// expect: open gap
+// expect: rejected
+// message: changed the simulated chip's configuration
 #include <algorithm>
 #include <cstdint>
 
