@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/job_common.h"
+
 #include "common/grpc_status.h"
 #include "kevo/v1/admin.grpc.pb.h"
 
@@ -35,7 +36,8 @@ int Fail(const std::string& address, const grpc::Status& st) {
 }
 
 void PrintToken(const char* what, const std::string& name, const std::string& token) {
-  std::fprintf(stderr, "%s %s: its token follows, shown only this once; keep it in a file only its "
+  std::fprintf(stderr,
+               "%s %s: its token follows, shown only this once; keep it in a file only its "
                "users can read and pass it as KEVO_TOKEN_FILE (or KEVO_TOKEN)\n",
                what, name.c_str());
   std::printf("%s\n", token.c_str());
@@ -46,8 +48,7 @@ std::string Limit(int n) { return n > 0 ? absl::StrCat(n) : "-"; }
 }  // namespace
 
 int AdminCommand(const std::vector<std::string>& argv) {
-  auto args = ParseArgs(argv, {"coordinator", "weight", "max-running-jobs", "max-evaluations-per-day"},
-                        {"help"});
+  auto args = ParseArgs(argv, {"coordinator", "weight", "max-running-jobs", "max-evaluations-per-day"}, {"help"});
   if (!args.ok() || args->Has("help") || args->positional.size() < 2) {
     if (!args.ok()) std::fprintf(stderr, "kevo admin: %s\n", std::string(args.status().message()).c_str());
     std::fputs(kAdminUsage, args.ok() && args->Has("help") ? stdout : stderr);
@@ -93,13 +94,12 @@ int AdminCommand(const std::vector<std::string>& argv) {
     v1::ListTeamsResponse resp;
     grpc::Status st = stub->ListTeams(&ctx, v1::ListTeamsRequest(), &resp);
     if (!st.ok()) return Fail(address, st);
-    std::printf("%-20s %7s %17s %24s %s\n", "TEAM", "WEIGHT", "MAX RUNNING JOBS", "MAX EVALUATIONS PER DAY",
-                "CREATED");
+    std::printf("%-20s %7s %17s %24s %s\n", "TEAM", "WEIGHT", "MAX RUNNING JOBS", "MAX EVALUATIONS PER DAY", "CREATED");
     for (const auto& t : resp.teams()) {
       std::printf("%-20s %7.2f %17s %24s %s\n", t.name().c_str(), t.weight(), Limit(t.max_running_jobs()).c_str(),
                   Limit(t.max_evaluations_per_day()).c_str(),
-                  absl::FormatTime("%Y-%m-%d %H:%M", absl::FromUnixMicros(t.created_unix_micros()),
-                                   absl::UTCTimeZone()).c_str());
+                  absl::FormatTime("%Y-%m-%d %H:%M", absl::FromUnixMicros(t.created_unix_micros()), absl::UTCTimeZone())
+                      .c_str());
     }
     return 0;
   }
@@ -141,8 +141,8 @@ int AdminCommand(const std::vector<std::string>& argv) {
     v1::RevokeWorkerResponse resp;
     grpc::Status st = stub->RevokeWorker(&ctx, req, &resp);
     if (!st.ok()) return Fail(address, st);
-    std::printf("worker %s revoked (its token %s no longer works; its leases returned to the queue)\n",
-                name.c_str(), resp.token_name().c_str());
+    std::printf("worker %s revoked (its token %s no longer works; its leases returned to the queue)\n", name.c_str(),
+                resp.token_name().c_str());
     return 0;
   }
   std::fprintf(stderr, "kevo admin: unknown command '%s %s'\n%s", noun.c_str(), verb.c_str(), kAdminUsage);

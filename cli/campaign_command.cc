@@ -11,10 +11,6 @@
 #include <set>
 #include <sstream>
 
-#include <google/protobuf/io/tokenizer.h>
-#include <google/protobuf/text_format.h>
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -26,6 +22,10 @@
 #include "cli/flags.h"
 #include "cli/job_common.h"
 #include "cli/report.h"
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+#include <nlohmann/json.hpp>
+
 #include "common/status.h"
 #include "common/task/kernelbench.h"
 #include "common/task/task_loader.h"
@@ -107,8 +107,8 @@ absl::StatusOr<v1::SubmitCampaignRequest> LoadCampaignFile(const std::string& pa
     std::vector<std::string> matches(g.gl_pathv, g.gl_pathv + g.gl_pathc);
     globfree(&g);
     if (rc == GLOB_NOMATCH || matches.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": tasks \"", pattern, "\" matches nothing (in ",
-                                                     base.string(), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": tasks \"", pattern, "\" matches nothing (in ", base.string(), ")"));
     }
     for (const std::string& m : matches) {
       KEVO_ASSIGN_OR_RETURN(std::vector<std::string> tasks, task::FindTaskPaths(m));
@@ -139,12 +139,12 @@ std::string JobsLine(const v1::Campaign& c) {
     auto it = c.jobs_by_state().find(k);
     return it == c.jobs_by_state().end() ? 0 : it->second;
   };
-  return absl::StrFormat("%d jobs: %d done, %d running, %d queued, %d failed, %d cancelled",
-                         c.entries_size(), n("done"), n("running"), n("queued"), n("failed"), n("cancelled"));
+  return absl::StrFormat("%d jobs: %d done, %d running, %d queued, %d failed, %d cancelled", c.entries_size(),
+                         n("done"), n("running"), n("queued"), n("failed"), n("cancelled"));
 }
 
 std::string GainLine(const v1::ModelGain& g) {
-  const std::string baseline = g.baseline() == "production" ? "vs production"
+  const std::string baseline = g.baseline() == "production"  ? "vs production"
                                : g.baseline() == "reference" ? "vs the naive reference (no production kernels here)"
                                : g.baseline() == "mixed"     ? "vs production where measured, else the reference"
                                                              : "nothing measured yet";
@@ -167,9 +167,10 @@ void PrintCampaign(const v1::Campaign& c) {
   std::printf("%-*s  %-8s  %-9s  %5s  %-26s  %12s  %s\n", static_cast<int>(task_w), "TASK", "PLATFORM", "STATE",
               "EVALS", "VS PRODUCTION", "VS REFERENCE", "JOB");
   for (const auto& e : c.entries()) {
-    std::string production = e.best_speedup_vs_production() > 0
-                                 ? absl::StrCat(Ratio(e.best_speedup_vs_production()), " ", e.best_production_yardstick())
-                                 : e.best_speedup_vs_reference() > 0 ? "none measured" : "-";
+    std::string production = e.best_speedup_vs_production() > 0  ? absl::StrCat(Ratio(e.best_speedup_vs_production()),
+                                                                                " ", e.best_production_yardstick())
+                             : e.best_speedup_vs_reference() > 0 ? "none measured"
+                                                                 : "-";
     std::printf("%-*s  %-8s  %-9s  %5d  %-26s  %12s  %s\n", static_cast<int>(task_w), e.task_name().c_str(),
                 e.platform().c_str(), campaigns::EntryStateName(e).c_str(), e.evaluations_done(), production.c_str(),
                 Ratio(e.best_speedup_vs_reference()).c_str(), e.job_id().empty() ? "-" : e.job_id().c_str());
@@ -246,7 +247,8 @@ absl::StatusOr<CampaignReportData> GatherReport(const std::string& address, cons
     nr.set_job_id(e.job_id());
     KEVO_ASSIGN_OR_RETURN(v1::ListNodesResponse nodes, CallCoordinator(address, &v1::JobService::Stub::ListNodes, nr));
     std::vector<v1::Node> list(nodes.nodes().begin(), nodes.nodes().end());
-    std::sort(list.begin(), list.end(), [](const v1::Node& a, const v1::Node& b) { return a.sequence() < b.sequence(); });
+    std::sort(list.begin(), list.end(),
+              [](const v1::Node& a, const v1::Node& b) { return a.sequence() < b.sequence(); });
     data.nodes[e.job_id()] = std::move(list);
     data.jobs[e.job_id()] = *std::move(job);
   }
@@ -308,8 +310,11 @@ absl::Status Export(const std::string& address, const std::string& id, const std
       if (cs.status() != v1::OK) failed.insert(cs.binding());
     }
     for (const v1::Binding& b : timed.validate()) {
-      shapes.push_back({{"binding", b.name()}, {"shape", BindingText(b)}, {"validated", !failed.contains(b.name())},
-                        {"timed", false}, {"use", "production (validated, not timed)"}});
+      shapes.push_back({{"binding", b.name()},
+                        {"shape", BindingText(b)},
+                        {"validated", !failed.contains(b.name())},
+                        {"timed", false},
+                        {"use", "production (validated, not timed)"}});
     }
     const bool wins = vs_production > 1;
     shapes.push_back({{"binding", timed.time().name().empty() ? "timed" : timed.time().name()},
@@ -346,8 +351,8 @@ absl::Status Export(const std::string& address, const std::string& id, const std
     item["speedup_vs_production"] = vs_production;
     item["speedup_vs_reference"] = best.node().speedup_vs_reference();
     if (vs_production > 0 && !wins) {
-      item["why"] = absl::StrFormat("%.2fx of %s at the timed shape: keep the production kernel",
-                                    vs_production, best.node().production_yardstick());
+      item["why"] = absl::StrFormat("%.2fx of %s at the timed shape: keep the production kernel", vs_production,
+                                    best.node().production_yardstick());
     }
     list.push_back(item);
     ++written;
@@ -473,8 +478,8 @@ int CampaignCommand(const std::vector<std::string>& argv) {
     std::printf("%-18s  %-20s  %-10s  %-10s  %s\n", "CAMPAIGN", "NAME", "TEAM", "STATE", "JOBS");
     for (const auto& c : list->campaigns()) {
       std::printf("%-18s  %-20s  %-10s  %-10s  %s\n", c.campaign_id().c_str(), c.spec().name().c_str(),
-                  c.spec().team().empty() ? "-" : c.spec().team().c_str(), campaigns::CampaignStateName(c.state()).c_str(),
-                  JobsLine(c).c_str());
+                  c.spec().team().empty() ? "-" : c.spec().team().c_str(),
+                  campaigns::CampaignStateName(c.state()).c_str(), JobsLine(c).c_str());
     }
     return 0;
   }

@@ -6,8 +6,6 @@
 #include <sstream>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -16,9 +14,11 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
-#include "coordinator/campaigns/campaigns.h"
 #include "cli/report.h"
+#include <nlohmann/json.hpp>
+
 #include "common/status.h"
+#include "coordinator/campaigns/campaigns.h"
 #include "kevo/v1/evaluation.pb.h"
 
 namespace kevo::cli {
@@ -254,12 +254,23 @@ std::string Html(absl::string_view s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -396,7 +407,7 @@ std::string JobsByStateText(const v1::Campaign& c) {
 
 struct Failures {
   std::vector<std::pair<std::string, int64_t>> by_status;  // most first
-  int64_t total = 0;                                      // every status, OK included
+  int64_t total = 0;                                       // every status, OK included
   int64_t ok = 0;
 };
 
@@ -427,8 +438,8 @@ void AppendHeader(const v1::Campaign& c, std::string* out) {
   const v1::CampaignSpec& s = c.spec();
   absl::StrAppend(out, "<header>\n<h1>Campaign ", Html(s.name().empty() ? c.campaign_id() : s.name()), "</h1>\n");
   absl::StrAppend(out, "<p class=\"subtitle\">kevo campaign report: ", c.entries_size(), " task x platform entries, ",
-                  s.tasks_size() > 0 ? absl::StrCat(s.tasks_size(), " task patterns, ") : "",
-                  PlatformsOf(c).size(), " platforms (", Html(absl::StrJoin(PlatformsOf(c), ", ")), ")</p>\n");
+                  s.tasks_size() > 0 ? absl::StrCat(s.tasks_size(), " task patterns, ") : "", PlatformsOf(c).size(),
+                  " platforms (", Html(absl::StrJoin(PlatformsOf(c), ", ")), ")</p>\n");
   absl::StrAppend(out, "<dl class=\"facts\">");
   AppendFact(out, "campaign id", c.campaign_id());
   AppendFact(out, "team", s.team());
@@ -438,8 +449,8 @@ void AppendHeader(const v1::Campaign& c, std::string* out) {
   std::string finished = FormatMicros(c.finished_unix_micros());
   if (!finished.empty() && c.created_unix_micros() > 0 && c.finished_unix_micros() >= c.created_unix_micros()) {
     absl::StrAppend(&finished, " (after ",
-                    absl::FormatDuration(absl::Trunc(absl::Microseconds(c.finished_unix_micros() - c.created_unix_micros()),
-                                                     absl::Seconds(1))),
+                    absl::FormatDuration(absl::Trunc(
+                        absl::Microseconds(c.finished_unix_micros() - c.created_unix_micros()), absl::Seconds(1))),
                     ")");
   }
   AppendFact(out, "finished", finished.empty() ? "not yet" : finished);
@@ -449,8 +460,9 @@ void AppendHeader(const v1::Campaign& c, std::string* out) {
                           s.proposer().empty() ? "builtin" : s.proposer(),
                           s.priority() != 0 ? absl::StrCat(", priority ", s.priority()) : ""));
   absl::StrAppend(out, "</dl>\n");
-  absl::StrAppend(out, "<p class=\"stop\">Stop reason: ",
-                  Html(c.stop_reason().empty() ? "still running" : c.stop_reason()), "</p>\n</header>\n");
+  absl::StrAppend(out,
+                  "<p class=\"stop\">Stop reason: ", Html(c.stop_reason().empty() ? "still running" : c.stop_reason()),
+                  "</p>\n</header>\n");
 }
 
 void AppendGainTables(const v1::Campaign& c, std::string* out) {
@@ -463,7 +475,7 @@ void AppendGainTables(const v1::Campaign& c, std::string* out) {
                     "<th class=\"num\">speedup used</th><th class=\"num\">measured</th><th>vs</th><th>note</th>"
                     "</tr></thead><tbody>\n");
     for (const v1::OperatorGain& o : g.operators()) {
-      std::string vs = o.baseline() == "production" ? YardstickText(o.yardstick())
+      std::string vs = o.baseline() == "production"  ? YardstickText(o.yardstick())
                        : o.baseline() == "reference" ? "the naive reference"
                                                      : "none (no correct kernel)";
       std::string note;
@@ -488,17 +500,18 @@ void AppendEntryTable(const CampaignReportData& data, std::string* out) {
                   "<th class=\"num\">vs reference</th><th class=\"num\">best time</th><th>stop reason</th>"
                   "</tr></thead><tbody>\n");
   for (const v1::CampaignEntry& e : data.campaign.entries()) {
-    std::string vs_production = e.best_speedup_vs_production() > 0 ? Times(e.best_speedup_vs_production())
+    std::string vs_production = e.best_speedup_vs_production() > 0  ? Times(e.best_speedup_vs_production())
                                 : e.best_speedup_vs_reference() > 0 ? "no production baseline"
-                                                                     : "-";
-    absl::StrAppend(
-        out, "<tr><td>", Html(e.task_name()), "</td><td>", Html(e.platform()), "</td><td class=\"nowrap\">",
-        Html(e.job_id().empty() ? "-" : e.job_id()), "</td><td>", campaigns::EntryStateName(e), "</td><td class=\"num\">",
-        e.evaluations_done(), "</td><td class=\"num\">", Html(vs_production), "</td><td class=\"nowrap\">",
-        e.best_speedup_vs_production() > 0 ? YardstickCell(e.best_production_yardstick()) : "-",
-        "</td><td class=\"num\">", e.best_speedup_vs_reference() > 0 ? Times(e.best_speedup_vs_reference()) : "-",
-        "</td><td class=\"num\">", Html(FormatSeconds(e.best_time_s())), "</td><td>",
-        Html(e.stop_reason().empty() ? "-" : e.stop_reason()), "</td></tr>\n");
+                                                                    : "-";
+    absl::StrAppend(out, "<tr><td>", Html(e.task_name()), "</td><td>", Html(e.platform()), "</td><td class=\"nowrap\">",
+                    Html(e.job_id().empty() ? "-" : e.job_id()), "</td><td>", campaigns::EntryStateName(e),
+                    "</td><td class=\"num\">", e.evaluations_done(), "</td><td class=\"num\">", Html(vs_production),
+                    "</td><td class=\"nowrap\">",
+                    e.best_speedup_vs_production() > 0 ? YardstickCell(e.best_production_yardstick()) : "-",
+                    "</td><td class=\"num\">",
+                    e.best_speedup_vs_reference() > 0 ? Times(e.best_speedup_vs_reference()) : "-",
+                    "</td><td class=\"num\">", Html(FormatSeconds(e.best_time_s())), "</td><td>",
+                    Html(e.stop_reason().empty() ? "-" : e.stop_reason()), "</td></tr>\n");
   }
   absl::StrAppend(out, "</tbody></table>\n");
 }
@@ -570,9 +583,8 @@ absl::StatusOr<std::string> RenderCampaignReport(const CampaignReportData& data,
     Trajectory t = nodes == data.nodes.end() ? Trajectory{} : TrajectoryOf(nodes->second);
     if (t.points.empty()) {
       without_trajectory.push_back(absl::StrCat(
-          EntryLabel(e), " (", e.job_id(), t.evaluations > 0 ? absl::StrCat(", ", t.evaluations, " failed evaluations")
-                                                             : ", no evaluations",
-          ")"));
+          EntryLabel(e), " (", e.job_id(),
+          t.evaluations > 0 ? absl::StrCat(", ", t.evaluations, " failed evaluations") : ", no evaluations", ")"));
       continue;
     }
     auto job = data.jobs.find(e.job_id());
@@ -603,8 +615,8 @@ absl::StatusOr<std::string> RenderCampaignReport(const CampaignReportData& data,
   page.reserve(d3.size() + 64 * 1024);
   absl::StrAppend(&page, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>kevo campaign ",
                   Html(c.spec().name().empty() ? c.campaign_id() : c.spec().name()),
-                  "</title>\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<style>",
-                  kStyle, "</style>\n</head>\n<body>\n<main>\n");
+                  "</title>\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<style>", kStyle,
+                  "</style>\n</head>\n<body>\n<main>\n");
   AppendHeader(c, &page);
 
   absl::StrAppend(&page, "<section id=\"speedups\">\n<h2>Per-operator speedups, by platform</h2>\n",

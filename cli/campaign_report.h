@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "kevo/v1/campaign.pb.h"
 #include "kevo/v1/job.pb.h"
 

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+
 #include "common/status.h"
 
 namespace kevo::cli {
@@ -58,8 +59,8 @@ absl::StatusOr<std::unique_ptr<Embedded>> Embedded::Start(const EmbeddedOptions&
   }
   std::string worker = SelfDir() + "/kevo-worker";
   if (access(worker.c_str(), X_OK) != 0) {
-    return absl::NotFoundError(absl::StrCat("kevo-worker not found beside kevo (", worker,
-                                            "); build it with `make build`"));
+    return absl::NotFoundError(
+        absl::StrCat("kevo-worker not found beside kevo (", worker, "); build it with `make build`"));
   }
   coordinator::CoordinatorOptions co;
   co.listen = "127.0.0.1:0";
@@ -73,12 +74,15 @@ absl::StatusOr<std::unique_ptr<Embedded>> Embedded::Start(const EmbeddedOptions&
   std::vector<std::pair<std::string, std::string>> logs;  // platform, log file
   for (const std::string& platform : platforms) {
     std::string log = !options.worker_log.empty() && platforms.size() == 1 ? options.worker_log
-                      : platforms.size() == 1 ? e->db_dir_ + "/worker.log"
+                      : platforms.size() == 1                              ? e->db_dir_ + "/worker.log"
                                               : absl::StrCat(e->db_dir_, "/worker-", platform, ".log");
     std::vector<std::string> args = {worker,
-                                     "--coordinator", e->coordinator_->address(),
-                                     "--platform", platform,
-                                     "--work-dir", absl::StrCat(e->db_dir_, "/work", platforms.size() == 1 ? "" : "-" + platform)};
+                                     "--coordinator",
+                                     e->coordinator_->address(),
+                                     "--platform",
+                                     platform,
+                                     "--work-dir",
+                                     absl::StrCat(e->db_dir_, "/work", platforms.size() == 1 ? "" : "-" + platform)};
     if (options.slots > 0) {
       args.push_back("--slots");
       args.push_back(std::to_string(options.slots));
@@ -114,13 +118,13 @@ absl::StatusOr<std::unique_ptr<Embedded>> Embedded::Start(const EmbeddedOptions&
       if (e->worker_pids_[i] > 0 && waitpid(e->worker_pids_[i], &status, WNOHANG) == e->worker_pids_[i]) {
         e->worker_pids_[i] = -1;
         return absl::UnavailableError(absl::StrCat("the ", logs[i].first,
-                                                   " kevo-worker exited before connecting; its log (",
-                                                   logs[i].second, ") ends:\n", LogTail(logs[i].second)));
+                                                   " kevo-worker exited before connecting; its log (", logs[i].second,
+                                                   ") ends:\n", LogTail(logs[i].second)));
       }
     }
     if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "kevo-worker did not connect within 90s; see its log ", logs.size() == 1 ? logs[0].second : e->db_dir_));
+      return absl::DeadlineExceededError(absl::StrCat("kevo-worker did not connect within 90s; see its log ",
+                                                      logs.size() == 1 ? logs[0].second : e->db_dir_));
     }
     if (absl::Now() > next_note) {
       std::fprintf(stderr, "waiting for the local %s worker%s to calibrate and connect...\n",

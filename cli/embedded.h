@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "coordinator/server/coordinator.h"
 
 namespace kevo::cli {
@@ -18,10 +19,10 @@ struct EmbeddedOptions {
   // One worker for each of these platforms instead of `platform` alone (a
   // campaign's); each logs to <db>/worker-<platform>.log.
   std::vector<std::string> platforms;
-  int slots = 1;  // 0: the worker's default for the platform
-  std::string worker_log;  // where the worker's log lines go; empty: <db>/worker.log
+  int slots = 1;                          // 0: the worker's default for the platform
+  std::string worker_log;                 // where the worker's log lines go; empty: <db>/worker.log
   std::vector<std::string> worker_flags;  // extra kevo-worker flags
-  std::string llm_config;  // LLM endpoints file for the llm proposers; empty: none
+  std::string llm_config;                 // LLM endpoints file for the llm proposers; empty: none
 };
 
 class Embedded {

@@ -1,5 +1,4 @@
 // `kevo eval TASK_DIR CANDIDATE_FILE [--coordinator HOST:PORT] [--json]`.
-#include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,6 +15,8 @@
 #include "cli/flags.h"
 #include "cli/job_common.h"
 #include "cli/report.h"
+#include <grpcpp/grpcpp.h>
+
 #include "common/grpc_status.h"
 #include "common/task/kernelbench.h"
 #include "common/task/task_loader.h"
@@ -61,8 +62,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   ss << in.rdbuf();
   std::string text = ss.str();
   if (const size_t bad = FirstNonTextByte(text); bad != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, " is not a source file: byte ", bad, " is not UTF-8 text (a candidate is the kernel's source code)"));
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a source file: byte ", bad,
+                                                   " is not UTF-8 text (a candidate is the kernel's source code)"));
   }
   return text;
 }
@@ -79,8 +80,8 @@ std::string StageLine(const v1::StageEvent& e) {
   return line;
 }
 
-absl::StatusOr<v1::Evaluation> EvaluateRemote(const std::string& address,
-                                              const v1::EvaluateRequest& request, bool quiet) {
+absl::StatusOr<v1::Evaluation> EvaluateRemote(const std::string& address, const v1::EvaluateRequest& request,
+                                              bool quiet) {
   auto stub = Stub(address);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::hours(1));
@@ -136,10 +137,7 @@ int EvalCommand(const std::vector<std::string>& argv) {
   const bool hip = absl::EndsWith(args->positional[1], ".hip");
   // .py is Python: a KernelBench ModelNew module.
   const bool python = absl::EndsWith(args->positional[1], ".py");
-  request.mutable_candidate()->set_language(cuda     ? "cuda"
-                                            : hip    ? "hip"
-                                            : python ? task::kPythonLanguage
-                                                     : "c++");
+  request.mutable_candidate()->set_language(cuda ? "cuda" : hip ? "hip" : python ? task::kPythonLanguage : "c++");
   request.mutable_candidate()->set_source(*source);
   // --flags, else the flags a kernel file written by kevo names on its first line.
   if (args->Has("flags")) {
@@ -197,27 +195,30 @@ int WorkersCommand(const std::vector<std::string>& argv) {
   if (args->Has("json")) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& w : resp.workers()) {
-      j.push_back({{"worker_id", w.worker_id()}, {"platform", w.platform()},
-                   {"device", w.device()}, {"slots", w.slots()}, {"busy", w.busy()},
-                   {"compile_only", w.compile_only()},
-                   {"targets", std::vector<std::string>(w.targets().begin(), w.targets().end())},
-                   {"mem_bandwidth_gbs", w.mem_bandwidth_gbs()},
-                   {"fp32_peak_gflops", w.fp32_peak_gflops()},
-                   {"languages", std::vector<std::string>(w.languages().begin(), w.languages().end())},
-                   {"capabilities", std::map<std::string, std::string>(w.capabilities().begin(),
-                                                                       w.capabilities().end())}});
+      j.push_back(
+          {{"worker_id", w.worker_id()},
+           {"platform", w.platform()},
+           {"device", w.device()},
+           {"slots", w.slots()},
+           {"busy", w.busy()},
+           {"compile_only", w.compile_only()},
+           {"targets", std::vector<std::string>(w.targets().begin(), w.targets().end())},
+           {"mem_bandwidth_gbs", w.mem_bandwidth_gbs()},
+           {"fp32_peak_gflops", w.fp32_peak_gflops()},
+           {"languages", std::vector<std::string>(w.languages().begin(), w.languages().end())},
+           {"capabilities", std::map<std::string, std::string>(w.capabilities().begin(), w.capabilities().end())}});
     }
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("%-22s %-9s %-5s %-5s %-12s %-14s %-12s %s\n", "WORKER", "PLATFORM", "SLOTS", "BUSY", "MODE",
-              "TARGETS", "LANGUAGES", "DEVICE");
+  std::printf("%-22s %-9s %-5s %-5s %-12s %-14s %-12s %s\n", "WORKER", "PLATFORM", "SLOTS", "BUSY", "MODE", "TARGETS",
+              "LANGUAGES", "DEVICE");
   for (const auto& w : resp.workers()) {
     const std::string targets = w.targets().empty() ? "-" : absl::StrJoin(w.targets(), ",");
     const std::string languages = w.languages().empty() ? "-" : absl::StrJoin(w.languages(), ",");
-    std::printf("%-22s %-9s %-5d %-5d %-12s %-14s %-12s %s\n", w.worker_id().c_str(), w.platform().c_str(),
-                w.slots(), w.busy(), w.compile_only() ? "compile-only" : "full", targets.c_str(),
-                languages.c_str(), w.device().c_str());
+    std::printf("%-22s %-9s %-5d %-5d %-12s %-14s %-12s %s\n", w.worker_id().c_str(), w.platform().c_str(), w.slots(),
+                w.busy(), w.compile_only() ? "compile-only" : "full", targets.c_str(), languages.c_str(),
+                w.device().c_str());
     // What runs KernelBench problems there (or why nothing does).
     const auto& caps = w.capabilities();
     if (auto kb = caps.find("kernelbench"); kb != caps.end()) {

@@ -5,8 +5,7 @@
 
 namespace kevo::cli {
 
-absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
-                                     const std::set<std::string>& value_flags,
+absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args, const std::set<std::string>& value_flags,
                                      const std::set<std::string>& bool_flags) {
   ParsedArgs out;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -43,8 +42,7 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
   return out;
 }
 
-absl::StatusOr<int64_t> ParseIntFlag(const ParsedArgs& args, const std::string& name,
-                                     int64_t fallback) {
+absl::StatusOr<int64_t> ParseIntFlag(const ParsedArgs& args, const std::string& name, int64_t fallback) {
   if (!args.values.contains(name)) return fallback;
   int64_t v = 0;
   if (!absl::SimpleAtoi(args.values.at(name), &v)) {

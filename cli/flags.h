@@ -26,12 +26,10 @@ struct ParsedArgs {
 
 // `value_flags` take a value; `bool_flags` do not. Names without dashes.
 // Returns InvalidArgument naming an unknown flag or a missing value.
-absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
-                                     const std::set<std::string>& value_flags,
+absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args, const std::set<std::string>& value_flags,
                                      const std::set<std::string>& bool_flags);
 
 // Parses an integer flag value; InvalidArgument naming the flag otherwise.
-absl::StatusOr<int64_t> ParseIntFlag(const ParsedArgs& args, const std::string& name,
-                                     int64_t fallback);
+absl::StatusOr<int64_t> ParseIntFlag(const ParsedArgs& args, const std::string& name, int64_t fallback);
 
 }  // namespace kevo::cli

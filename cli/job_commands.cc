@@ -1,5 +1,4 @@
 // Search-job commands: run (embedded), submit, watch, best, jobs, cancel.
-#include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,11 +18,13 @@
 #include "cli/flags.h"
 #include "cli/job_common.h"
 #include "cli/report.h"
+#include <grpcpp/grpcpp.h>
+
 #include "common/grpc_status.h"
 #include "common/rpc/client_channel.h"
+#include "common/status.h"
 #include "common/task/kernelbench.h"
 #include "common/task/task_loader.h"
-#include "common/status.h"
 #include "kevo/v1/job.grpc.pb.h"
 
 namespace kevo::cli {
@@ -47,9 +48,8 @@ std::unique_ptr<v1::JobService::Stub> Stub(const std::string& address) {
 absl::Status CoordinatorError(const std::string& address, const grpc::Status& status) {
   absl::Status s = FromGrpcStatus(status);
   if (s.code() != absl::StatusCode::kUnavailable) return s;
-  return absl::UnavailableError(
-      absl::StrCat("no coordinator answers at ", address, " (", s.message(),
-                   "); start one, or pass --coordinator HOST:PORT"));
+  return absl::UnavailableError(absl::StrCat("no coordinator answers at ", address, " (", s.message(),
+                                             "); start one, or pass --coordinator HOST:PORT"));
 }
 
 void Deadline(grpc::ClientContext* ctx, int seconds) {
@@ -90,15 +90,13 @@ std::string ProgressLine(const v1::Job& job, bool bar) {
     int filled = std::min(width, done * width / budget);
     prefix = absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'), "] ");
   }
-  return absl::StrFormat("%s%d/%d evaluated, %d in flight | best %s | failures: %s | ETA %s",
-                         prefix, done, budget, job.evaluations_in_flight(), JobBestLabel(job),
-                         Failures(job), Eta(job));
+  return absl::StrFormat("%s%d/%d evaluated, %d in flight | best %s | failures: %s | ETA %s", prefix, done, budget,
+                         job.evaluations_in_flight(), JobBestLabel(job), Failures(job), Eta(job));
 }
 
 }  // namespace
 
-absl::StatusOr<v1::Job> WatchJobStream(const std::string& address, const std::string& job_id,
-                                       bool quiet,
+absl::StatusOr<v1::Job> WatchJobStream(const std::string& address, const std::string& job_id, bool quiet,
                                        const std::function<void(const v1::Job&)>& on_event) {
   auto stub = Stub(address);
   grpc::ClientContext ctx;
@@ -161,9 +159,8 @@ absl::StatusOr<v1::JobSpec> SpecFromFlags(const ParsedArgs& args) {
   return spec;
 }
 
-const std::set<std::string> kSpecFlags = {"platform", "budget",      "stall",         "seed",
-                                          "max-wall", "policy",      "proposer",      "target-speedup",
-                                          "max-in-flight"};
+const std::set<std::string> kSpecFlags = {"platform", "budget",   "stall",          "seed",         "max-wall",
+                                          "policy",   "proposer", "target-speedup", "max-in-flight"};
 
 std::set<std::string> With(std::set<std::string> base, std::initializer_list<std::string> more) {
   for (const auto& m : more) base.insert(m);
@@ -264,8 +261,8 @@ constexpr char kRunUsage[] =
     "figures are then over the naive reference).\n";
 
 // `argv` with its one positional argument (the task) replaced by `path`.
-std::vector<std::string> WithTask(const std::vector<std::string>& argv,
-                                  const std::set<std::string>& value_flags, const std::string& path) {
+std::vector<std::string> WithTask(const std::vector<std::string>& argv, const std::set<std::string>& value_flags,
+                                  const std::string& path) {
   std::vector<std::string> out = argv;
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i].rfind("-", 0) != 0) {
@@ -280,12 +277,11 @@ std::vector<std::string> WithTask(const std::vector<std::string>& argv,
 
 // `kevo run DIR` where DIR holds several tasks (a KernelBench level folder):
 // one search per task, in turn, each with the same flags.
-int RunEach(const std::vector<std::string>& argv, const std::set<std::string>& value_flags,
-            const ParsedArgs& args, const std::vector<std::string>& paths) {
+int RunEach(const std::vector<std::string>& argv, const std::set<std::string>& value_flags, const ParsedArgs& args,
+            const std::vector<std::string>& paths) {
   if (args.Has("out")) {
-    return Fail("run", absl::InvalidArgumentError(
-                           "--out names one file; with several tasks each best kernel goes to "
-                           "kevo-out/TASK/"));
+    return Fail("run", absl::InvalidArgumentError("--out names one file; with several tasks each best kernel goes to "
+                                                  "kevo-out/TASK/"));
   }
   int failed = 0, errors = 0;
   for (size_t i = 0; i < paths.size(); ++i) {
@@ -300,7 +296,8 @@ int RunEach(const std::vector<std::string>& argv, const std::set<std::string>& v
 }
 
 int RunCommand(const std::vector<std::string>& argv) {
-  const std::set<std::string> value_flags = With(kSpecFlags, {"db", "out", "slots", "profile-cap", "run-timeout", "llm-config"});
+  const std::set<std::string> value_flags =
+      With(kSpecFlags, {"db", "out", "slots", "profile-cap", "run-timeout", "llm-config"});
   auto args = ParseArgs(argv, value_flags,
                         {"json", "warm-start", "no-skills", "fitness-vs-reference", "no-production", "help"});
   if (!args.ok()) return Fail("run", args.status());
@@ -346,15 +343,13 @@ int RunCommand(const std::vector<std::string>& argv) {
   if (!st.ok()) return Fail("run", FromGrpcStatus(st));
   bool json = args->Has("json");
   std::fprintf(stderr, "job %s: searching %s on %s, budget %d evaluations\n", resp.job_id().c_str(),
-               spec->task().name().c_str(), spec->platform().c_str(),
-               spec->budget().max_evaluations());
+               spec->task().name().c_str(), spec->platform().c_str(), spec->budget().max_evaluations());
   auto job = WatchJobStream(address, resp.job_id(), /*quiet=*/false);
   if (!job.ok()) return Fail("run", job.status());
 
   const bool kernelbench = spec->task().format() == v1::TASK_FORMAT_KERNELBENCH;
   std::string out_path = args->Get(
-      "out", absl::StrCat("kevo-out/", spec->task().name(), "/best",
-                          KernelExtension(spec->task(), spec->platform())));
+      "out", absl::StrCat("kevo-out/", spec->task().name(), "/best", KernelExtension(spec->task(), spec->platform())));
   v1::GetBestResponse best;
   bool have_best = false;
   {
@@ -387,10 +382,10 @@ int RunCommand(const std::vector<std::string>& argv) {
                                      : nlohmann::json(nullptr);
     j["production_yardstick"] = job->best_production_yardstick();
     j["production_time_s"] = job->best_production_time_s();
-    j["speedup_vs_reference"] = static_best ? nlohmann::json(nullptr)
-                                            : nlohmann::json(job->best_speedup_vs_reference() > 0
-                                                                 ? job->best_speedup_vs_reference()
-                                                                 : job->best_speedup());
+    j["speedup_vs_reference"] =
+        static_best ? nlohmann::json(nullptr)
+                    : nlohmann::json(job->best_speedup_vs_reference() > 0 ? job->best_speedup_vs_reference()
+                                                                          : job->best_speedup());
     j["speedup"] = static_best ? nlohmann::json(nullptr) : nlohmann::json(job->best_speedup());
     if (static_best) j["static_score"] = job->best_static_score();
     j["best_time_s"] = job->best_time_s();
@@ -402,7 +397,8 @@ int RunCommand(const std::vector<std::string>& argv) {
     const double vs_median = SpeedupVsMedianBaseline(*job);
     j["median_baseline_time_s"] = job->median_baseline_time_s();
     j["baseline_evaluations"] = job->baseline_evaluations();
-    j["speedup_vs_median_baseline"] = vs_median > 0 && !static_best ? nlohmann::json(vs_median) : nlohmann::json(nullptr);
+    j["speedup_vs_median_baseline"] =
+        vs_median > 0 && !static_best ? nlohmann::json(vs_median) : nlohmann::json(nullptr);
     nlohmann::json by_status = nlohmann::json::object();
     for (const auto& [s, n] : job->by_status()) by_status[s] = n;
     j["evaluations"] = by_status;
@@ -425,8 +421,8 @@ int RunCommand(const std::vector<std::string>& argv) {
     }
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("task          %s (%s, policy %s)\n", spec->task().name().c_str(),
-                spec->platform().c_str(), job->spec().policy().c_str());
+    std::printf("task          %s (%s, policy %s)\n", spec->task().name().c_str(), spec->platform().c_str(),
+                job->spec().policy().c_str());
     const bool mtia = spec->platform() == "mtia-sim";
     if (have_best && best.node().static_fitness()) {
       std::printf("baseline      none (compile-only worker: nothing ran, so nothing was timed)\n");
@@ -434,8 +430,8 @@ int RunCommand(const std::vector<std::string>& argv) {
       // What the baseline was, as the worker that timed the best reported it
       // (cuBLAS, reference.cu or the CPU reference on nvidia, PyTorch eager
       // for KernelBench problems).
-      const std::string what = mtia         ? "the task's naive reference_mtia.cc, simulated time"
-                               : have_best  ? BaselineDescription(best.evaluation())
+      const std::string what = mtia          ? "the task's naive reference_mtia.cc, simulated time"
+                               : have_best   ? BaselineDescription(best.evaluation())
                                : kernelbench ? "PyTorch eager: the problem's Model"
                                              : "the reference compiled -O2";
       std::printf("baseline      %s (%s)\n", FormatSeconds(job->baseline_time_s()).c_str(), what.c_str());
@@ -451,16 +447,15 @@ int RunCommand(const std::vector<std::string>& argv) {
     }
     if (have_best && best.node().static_fitness()) {
       std::printf("best          node %s (%s)\n", best.node().node_id().c_str(),
-                  best.node().genome().empty() ? best.node().mutation().c_str()
-                                               : best.node().genome().c_str());
-      std::printf("static score  %.3f (static: occupancy, spills and LDS from the compiler's "
-                  "report; compile-only worker, nothing validated or timed; not a speedup)\n",
-                  best.node().fitness());
+                  best.node().genome().empty() ? best.node().mutation().c_str() : best.node().genome().c_str());
+      std::printf(
+          "static score  %.3f (static: occupancy, spills and LDS from the compiler's "
+          "report; compile-only worker, nothing validated or timed; not a speedup)\n",
+          best.node().fitness());
     } else if (have_best) {
       std::printf("best          %s (node %s, %s)\n", FormatSeconds(job->best_time_s()).c_str(),
                   best.node().node_id().c_str(),
-                  best.node().genome().empty() ? best.node().mutation().c_str()
-                                               : best.node().genome().c_str());
+                  best.node().genome().empty() ? best.node().mutation().c_str() : best.node().genome().c_str());
       if (!best.node().best_decision().empty()) {
         std::printf("chosen        %s\n", best.node().best_decision().c_str());
       }
@@ -468,14 +463,14 @@ int RunCommand(const std::vector<std::string>& argv) {
         std::printf("production    what users run today, timed beside the best:\n%s",
                     ProductionLines(best.evaluation(), "  ").c_str());
       }
-      const double vs_reference = job->best_speedup_vs_reference() > 0 ? job->best_speedup_vs_reference()
-                                                                       : job->best_speedup();
-      std::printf("speedup       %s\n", SpeedupLine(job->best_speedup_vs_production(),
-                                                     job->best_production_yardstick(), vs_reference)
-                                           .c_str());
+      const double vs_reference =
+          job->best_speedup_vs_reference() > 0 ? job->best_speedup_vs_reference() : job->best_speedup();
+      std::printf(
+          "speedup       %s\n",
+          SpeedupLine(job->best_speedup_vs_production(), job->best_production_yardstick(), vs_reference).c_str());
       if (const double vs_median = SpeedupVsMedianBaseline(*job); vs_median > 0) {
-        std::printf("              (%.2fx against the median reference time, %s over %d evaluations)\n",
-                    vs_median, FormatSeconds(job->median_baseline_time_s()).c_str(), job->baseline_evaluations());
+        std::printf("              (%.2fx against the median reference time, %s over %d evaluations)\n", vs_median,
+                    FormatSeconds(job->median_baseline_time_s()).c_str(), job->baseline_evaluations());
       }
       if (job->fitness_baseline() == "reference" && !job->spec().fitness_vs_reference() &&
           best.evaluation().production_size() > 0) {
@@ -488,11 +483,11 @@ int RunCommand(const std::vector<std::string>& argv) {
       std::printf("best          no correct kernel found\n");
     }
     std::printf("evaluations   %d: %s%s\n", job->evaluations_done(), ByStatus(*job).c_str(),
-                job->retimings() > 0 ? absl::StrFormat("; and %d re-timing%s of new bests, %d disagreeing",
-                                                       job->retimings(), job->retimings() == 1 ? "" : "s",
-                                                       job->retiming_disagreements())
-                                           .c_str()
-                                     : "");
+                job->retimings() > 0
+                    ? absl::StrFormat("; and %d re-timing%s of new bests, %d disagreeing", job->retimings(),
+                                      job->retimings() == 1 ? "" : "s", job->retiming_disagreements())
+                          .c_str()
+                    : "");
     std::printf("stopped       %s\n", job->stop_reason().c_str());
     if (job->device_busy_s() > 0) {
       std::printf("device use    %.1f%% of the GPU timing slots over the job (%.1f s held)\n",
@@ -501,11 +496,11 @@ int RunCommand(const std::vector<std::string>& argv) {
     if (have_best) std::printf("best kernel   %s\n", out_path.c_str());
     if (have_best && !best.node().static_fitness()) {
       // The last line: both yardsticks, the production one first.
-      const double vs_reference = job->best_speedup_vs_reference() > 0 ? job->best_speedup_vs_reference()
-                                                                       : job->best_speedup();
-      std::printf("result        %s: %s\n", spec->task().name().c_str(),
-                  SpeedupLine(job->best_speedup_vs_production(), job->best_production_yardstick(), vs_reference)
-                      .c_str());
+      const double vs_reference =
+          job->best_speedup_vs_reference() > 0 ? job->best_speedup_vs_reference() : job->best_speedup();
+      std::printf(
+          "result        %s: %s\n", spec->task().name().c_str(),
+          SpeedupLine(job->best_speedup_vs_production(), job->best_production_yardstick(), vs_reference).c_str());
     }
   }
   return have_best ? 0 : 3;
@@ -520,7 +515,8 @@ constexpr char kSubmitUsage[] =
     "id; the flags mean what they mean for `kevo run`.\n";
 
 int SubmitCommand(const std::vector<std::string>& argv) {
-  auto args = ParseArgs(argv, With(kSpecFlags, {"coordinator"}), {"warm-start", "no-skills", "fitness-vs-reference", "help"});
+  auto args =
+      ParseArgs(argv, With(kSpecFlags, {"coordinator"}), {"warm-start", "no-skills", "fitness-vs-reference", "help"});
   if (!args.ok()) return Fail("submit", args.status());
   if (args->Has("help")) {
     std::fputs(kSubmitUsage, stdout);
@@ -548,8 +544,8 @@ int WatchCommand(const std::vector<std::string>& argv) {
                             /*quiet=*/false);
   if (!job.ok()) return Fail("watch", job.status());
   std::printf("job %s %s: %s; best %s after %d evaluations\n", job->job_id().c_str(),
-              v1::JobState_Name(job->state()).c_str(), job->stop_reason().c_str(),
-              JobBestLabel(*job).c_str(), job->evaluations_done());
+              v1::JobState_Name(job->state()).c_str(), job->stop_reason().c_str(), JobBestLabel(*job).c_str(),
+              job->evaluations_done());
   return 0;
 }
 
@@ -578,9 +574,10 @@ int BestCommand(const std::vector<std::string>& argv) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     if (resp.node().static_fitness()) {
-      std::printf("node %s (%s): static score %.3f (static, from the compiler's report; not "
-                  "measured)\n",
-                  resp.node().node_id().c_str(), resp.node().genome().c_str(), resp.node().fitness());
+      std::printf(
+          "node %s (%s): static score %.3f (static, from the compiler's report; not "
+          "measured)\n",
+          resp.node().node_id().c_str(), resp.node().genome().c_str(), resp.node().fitness());
     } else {
       const v1::Node& n = resp.node();
       std::printf("node %s (%s): %s, %s\n", n.node_id().c_str(), n.genome().c_str(),
@@ -590,8 +587,10 @@ int BestCommand(const std::vector<std::string>& argv) {
                   FormatSeconds(n.time_s()).c_str());
       std::printf("%s", ProductionLines(resp.evaluation(), "  ").c_str());
     }
-    if (out.empty()) std::printf("%s", resp.candidate().source().c_str());
-    else std::printf("written to %s\n", out.c_str());
+    if (out.empty())
+      std::printf("%s", resp.candidate().source().c_str());
+    else
+      std::printf("written to %s\n", out.c_str());
   }
   return 0;
 }
@@ -617,13 +616,11 @@ int JobsCommand(const std::vector<std::string>& argv) {
   } while (!req.page_token().empty());
   const bool teams = std::any_of(jobs.begin(), jobs.end(), [](const v1::Job& j) { return !j.spec().team().empty(); });
   if (teams) std::printf("%-12s ", "TEAM");
-  std::printf("%-16s %-14s %-9s %-14s %-9s %-8s %s\n", "JOB", "TASK", "PLATFORM", "STATE", "EVALS",
-              "BEST", "REASON");
+  std::printf("%-16s %-14s %-9s %-14s %-9s %-8s %s\n", "JOB", "TASK", "PLATFORM", "STATE", "EVALS", "BEST", "REASON");
   for (const auto& j : jobs) {
     if (teams) std::printf("%-12s ", j.spec().team().empty() ? "-" : j.spec().team().c_str());
-    std::printf("%-16s %-14s %-9s %-14s %4d/%-4d %7s  %s\n", j.job_id().c_str(),
-                j.spec().task().name().c_str(), j.spec().platform().c_str(),
-                v1::JobState_Name(j.state()).c_str(), j.evaluations_done(),
+    std::printf("%-16s %-14s %-9s %-14s %4d/%-4d %7s  %s\n", j.job_id().c_str(), j.spec().task().name().c_str(),
+                j.spec().platform().c_str(), v1::JobState_Name(j.state()).c_str(), j.evaluations_done(),
                 j.spec().budget().max_evaluations(), JobBestLabel(j, /*short_form=*/true).c_str(),
                 j.stop_reason().c_str());
   }

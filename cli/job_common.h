@@ -10,11 +10,11 @@
 #include <variant>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cli/flags.h"
+#include <grpcpp/grpcpp.h>
+
 #include "kevo/v1/job.grpc.pb.h"
 
 namespace kevo::cli {
@@ -40,10 +40,10 @@ void Deadline(grpc::ClientContext* ctx, int seconds = 30);
 // on the coordinator at `address` with the default deadline. Returns its
 // answer, or its error through CoordinatorError.
 template <typename ServiceStub, typename Request, typename Response>
-absl::StatusOr<Response> CallCoordinator(
-    const std::string& address,
-    grpc::Status (ServiceStub::*method)(grpc::ClientContext*, const Request&, Response*),
-    const Request& request) {
+absl::StatusOr<Response> CallCoordinator(const std::string& address,
+                                         grpc::Status (ServiceStub::*method)(grpc::ClientContext*, const Request&,
+                                                                             Response*),
+                                         const Request& request) {
   ServiceStub stub(Channel(address));
   grpc::ClientContext ctx;
   Deadline(&ctx);

@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +18,8 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/job_common.h"
+#include <nlohmann/json.hpp>
+
 #include "common/status.h"
 #include "coordinator/kb/kb.h"
 #include "coordinator/server/knowledge.h"
@@ -49,7 +50,6 @@ constexpr char kSkillsUsage[] =
     "family), best first, at most N (default 20). From the coordinator at ADDR (default\n"
     "127.0.0.1:50051), or with --db from the folder given to `kevo run --db` or\n"
     "kevo-coordinator --db (not while a coordinator runs on it).\n";
-
 
 // A temporary folder removed when this goes out of scope.
 class ScratchDir {
@@ -84,8 +84,8 @@ absl::Status OneSource(const ParsedArgs& args, std::initializer_list<const char*
   if (!args.Has("coordinator")) return absl::OkStatus();
   for (const char* flag : offline) {
     if (args.Has(flag)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--coordinator asks a running coordinator, --", flag, " reads offline: give one"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--coordinator asks a running coordinator, --", flag, " reads offline: give one"));
     }
   }
   return absl::OkStatus();
@@ -130,16 +130,15 @@ int KbSearch(const ParsedArgs& args) {
   if (args.Has("kb") || args.Has("db")) {
     hits = SearchOffline(args, req);
   } else {
-    hits = CallCoordinator(args.Get("coordinator", kDefaultCoordinator),
-                           &v1::JobService::Stub::SearchKnowledge, req);
+    hits = CallCoordinator(args.Get("coordinator", kDefaultCoordinator), &v1::JobService::Stub::SearchKnowledge, req);
   }
   if (!hits.ok()) return Fail("kb search", hits.status());
 
   if (args.Has("json")) {
     nlohmann::json out = nlohmann::json::array();
     for (const v1::KbDocument& d : hits->documents()) {
-      out.push_back({{"id", d.id()}, {"title", d.title()}, {"path", d.path()},
-                     {"score", d.score()}, {"snippet", d.snippet()}});
+      out.push_back(
+          {{"id", d.id()}, {"title", d.title()}, {"path", d.path()}, {"score", d.score()}, {"snippet", d.snippet()}});
     }
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
@@ -150,17 +149,17 @@ int KbSearch(const ParsedArgs& args) {
   }
   for (int i = 0; i < hits->documents_size(); ++i) {
     const v1::KbDocument& d = hits->documents(i);
-    std::printf("%d. %s  (%s, score %.2f)\n   %s\n", i + 1, d.title().c_str(), d.path().c_str(),
-                d.score(), d.snippet().c_str());
+    std::printf("%d. %s  (%s, score %.2f)\n   %s\n", i + 1, d.title().c_str(), d.path().c_str(), d.score(),
+                d.snippet().c_str());
   }
   return 0;
 }
 
 int KbImport(const ParsedArgs& args) {
   if (args.Has("coordinator")) {
-    return Fail("kb import", absl::InvalidArgumentError(
-                                 "a running coordinator imports its --kb folder when it starts; "
-                                 "restart it to re-import (kb import writes into a --db folder)"));
+    return Fail("kb import",
+                absl::InvalidArgumentError("a running coordinator imports its --kb folder when it starts; "
+                                           "restart it to re-import (kb import writes into a --db folder)"));
   }
   if (!args.Has("db")) {
     std::fprintf(stderr, "kevo kb import: --db is required\n%s", kKbUsage);
@@ -172,16 +171,16 @@ int KbImport(const ParsedArgs& args) {
   if (!store.ok()) return Fail("kb import", store.status());
   auto stats = kb::ImportDirectory(store->get(), *dir);
   if (!stats.ok()) return Fail("kb import", stats.status());
-  std::printf("imported %s: %d added, %d updated, %d unchanged, %d removed\n", dir->c_str(),
-              stats->added, stats->updated, stats->unchanged, stats->removed);
+  std::printf("imported %s: %d added, %d updated, %d unchanged, %d removed\n", dir->c_str(), stats->added,
+              stats->updated, stats->unchanged, stats->removed);
   return 0;
 }
 
 }  // namespace
 
 int KbCommand(const std::vector<std::string>& argv) {
-  auto args = ParseArgs(argv, {"platform", "family", "bottleneck", "limit", "kb", "db", "coordinator"},
-                        {"json", "help"});
+  auto args =
+      ParseArgs(argv, {"platform", "family", "bottleneck", "limit", "kb", "db", "coordinator"}, {"json", "help"});
   if (!args.ok()) return Fail("kb", args.status());
   if (args->Has("help") || args->positional.empty()) {
     std::fputs(kKbUsage, args->Has("help") ? stdout : stderr);
@@ -197,8 +196,7 @@ int KbCommand(const std::vector<std::string>& argv) {
 namespace {
 
 // Skill memory offline, from the store in --db.
-absl::StatusOr<v1::ListSkillsResponse> SkillsOffline(const std::string& db,
-                                                     const v1::ListSkillsRequest& req) {
+absl::StatusOr<v1::ListSkillsResponse> SkillsOffline(const std::string& db, const v1::ListSkillsRequest& req) {
   KEVO_ASSIGN_OR_RETURN(auto store, store::Store::Open(StoreDir(db)));
   KEVO_ASSIGN_OR_RETURN(auto skill_store, skills::SkillStore::Create(store.get()));
   return coordinator::ListSkills({.skills = skill_store.get()}, req);
@@ -229,16 +227,17 @@ int SkillsCommand(const std::vector<std::string>& argv) {
   if (args->Has("db")) {
     found = SkillsOffline(args->Get("db"), req);
   } else {
-    found = CallCoordinator(args->Get("coordinator", kDefaultCoordinator),
-                            &v1::JobService::Stub::ListSkills, req);
+    found = CallCoordinator(args->Get("coordinator", kDefaultCoordinator), &v1::JobService::Stub::ListSkills, req);
   }
   if (!found.ok()) return Fail("skills", found.status());
 
   if (args->Has("json")) {
     nlohmann::json out = nlohmann::json::array();
     for (const v1::Skill& s : found->skills()) {
-      out.push_back({{"platform", s.platform()}, {"family", s.family()},
-                     {"transformation", s.transformation()}, {"mean_gain", s.mean_gain()},
+      out.push_back({{"platform", s.platform()},
+                     {"family", s.family()},
+                     {"transformation", s.transformation()},
+                     {"mean_gain", s.mean_gain()},
                      {"evidence_count", s.evidence_count()},
                      {"node_ids", std::vector<std::string>(s.node_ids().begin(), s.node_ids().end())},
                      {"summary", s.summary()}});
@@ -252,8 +251,8 @@ int SkillsCommand(const std::vector<std::string>& argv) {
   }
   std::printf("%-9s %-12s %7s %5s  %s\n", "PLATFORM", "FAMILY", "GAIN", "STEPS", "TRANSFORMATION");
   for (const v1::Skill& s : found->skills()) {
-    std::printf("%-9s %-12s %6.2fx %5d  %s\n", s.platform().c_str(), s.family().c_str(),
-                s.mean_gain(), s.evidence_count(), s.transformation().c_str());
+    std::printf("%-9s %-12s %6.2fx %5d  %s\n", s.platform().c_str(), s.family().c_str(), s.mean_gain(),
+                s.evidence_count(), s.transformation().c_str());
     // The summary says whether the skill seeds new jobs, and why not.
     if (!s.summary().empty()) std::printf("    %s\n", s.summary().c_str());
   }

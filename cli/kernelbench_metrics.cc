@@ -62,15 +62,14 @@ KernelBenchMetrics SummariseKernelBench(const std::vector<KernelBenchProblem>& p
 }
 
 nlohmann::json KernelBenchJson(const KernelBenchMetrics& m) {
-  nlohmann::json j = {
-      {"problems", m.problems},
-      {"correct", m.correct},
-      {"correctness", m.problems > 0 ? static_cast<double>(m.correct) / m.problems : 0.0},
-      {"baseline_problems", {{"eager", m.eager.problems}, {"compile", m.compile.problems}}},
-      {"fast_p", {{"eager", FastPJson(m.eager)}, {"compile", FastPJson(m.compile)}}},
-      {"evaluations", m.evaluations},
-      {"seconds_per_evaluation",
-       m.evaluations > 0 ? nlohmann::json(m.SecondsPerEvaluation()) : nlohmann::json(nullptr)}};
+  nlohmann::json j = {{"problems", m.problems},
+                      {"correct", m.correct},
+                      {"correctness", m.problems > 0 ? static_cast<double>(m.correct) / m.problems : 0.0},
+                      {"baseline_problems", {{"eager", m.eager.problems}, {"compile", m.compile.problems}}},
+                      {"fast_p", {{"eager", FastPJson(m.eager)}, {"compile", FastPJson(m.compile)}}},
+                      {"evaluations", m.evaluations},
+                      {"seconds_per_evaluation",
+                       m.evaluations > 0 ? nlohmann::json(m.SecondsPerEvaluation()) : nlohmann::json(nullptr)}};
   if (m.compile.problems == 0) {
     j["compile_unavailable"] = m.compile_note.empty() ? "no problem was timed against torch.compile" : m.compile_note;
   }
@@ -82,10 +81,10 @@ std::string KernelBenchText(const KernelBenchMetrics& m, bool markdown) {
       "KernelBench: %d problems, %d correct (%.1f%%); fast_p = the fraction of problems whose kernel is correct "
       "and more than p times faster than the baseline",
       m.problems, m.correct, m.problems > 0 ? 100.0 * m.correct / m.problems : 0.0);
-  const std::string seconds =
-      m.evaluations > 0 ? absl::StrFormat("seconds per evaluation: %.2f s (%d evaluations in %.1f s)",
-                                          m.SecondsPerEvaluation(), m.evaluations, m.wall_s)
-                        : std::string("seconds per evaluation: - (nothing evaluated)");
+  const std::string seconds = m.evaluations > 0
+                                  ? absl::StrFormat("seconds per evaluation: %.2f s (%d evaluations in %.1f s)",
+                                                    m.SecondsPerEvaluation(), m.evaluations, m.wall_s)
+                                  : std::string("seconds per evaluation: - (nothing evaluated)");
   const std::string why =
       m.compile.problems > 0 ? ""
                              : (m.compile_note.empty() ? "no problem was timed against torch.compile" : m.compile_note);

@@ -5,14 +5,14 @@
 #include <cstdio>
 #include <filesystem>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/job_common.h"
+#include <nlohmann/json.hpp>
+
 #include "common/status.h"
 #include "coordinator/llm/call_log.h"
 #include "coordinator/store/store.h"
@@ -31,7 +31,6 @@ constexpr char kUsage[] =
 
 int Fail(const absl::Status& s) { return cli::Fail("llm-log", s); }
 
-
 std::string NodesText(const nlohmann::json& call) {
   std::vector<std::string> parts;
   for (const auto& n : call.value("nodes", nlohmann::json::array())) {
@@ -44,17 +43,15 @@ std::string NodesText(const nlohmann::json& call) {
 }
 
 void PrintTable(const std::vector<nlohmann::json>& calls, bool full) {
-  std::printf("%-24s %-12s %-20s %-8s %13s %8s %9s %-14s %s\n", "CALL", "ENDPOINT", "MODEL",
-              "PARENT", "TOKENS in/out", "LATENCY", "COST", "OUTCOME", "NODES");
+  std::printf("%-24s %-12s %-20s %-8s %13s %8s %9s %-14s %s\n", "CALL", "ENDPOINT", "MODEL", "PARENT", "TOKENS in/out",
+              "LATENCY", "COST", "OUTCOME", "NODES");
   for (const auto& c : calls) {
     std::string parent = c.value("parent_id", "");
-    std::printf("%-24s %-12s %-20s %-8s %6lld/%-6lld %7.2fs %8.4f$ %-14s %s\n",
-                c.value("call_id", "?").c_str(), c.value("endpoint", "-").c_str(),
-                c.value("model", "-").c_str(), parent.empty() ? "-" : parent.c_str(),
+    std::printf("%-24s %-12s %-20s %-8s %6lld/%-6lld %7.2fs %8.4f$ %-14s %s\n", c.value("call_id", "?").c_str(),
+                c.value("endpoint", "-").c_str(), c.value("model", "-").c_str(), parent.empty() ? "-" : parent.c_str(),
                 static_cast<long long>(c.value("prompt_tokens", int64_t{0})),
-                static_cast<long long>(c.value("completion_tokens", int64_t{0})),
-                c.value("latency_s", 0.0), c.value("cost_usd", 0.0), c.value("outcome", "?").c_str(),
-                NodesText(c).c_str());
+                static_cast<long long>(c.value("completion_tokens", int64_t{0})), c.value("latency_s", 0.0),
+                c.value("cost_usd", 0.0), c.value("outcome", "?").c_str(), NodesText(c).c_str());
     if (!full) {
       if (c.contains("error")) std::printf("    error: %s\n", c.value("error", "").c_str());
       continue;
@@ -65,16 +62,14 @@ void PrintTable(const std::vector<nlohmann::json>& calls, bool full) {
     for (const auto& m : c.value("prompt", nlohmann::json::array())) {
       std::printf("[%s]\n%s\n", m.value("role", "?").c_str(), m.value("content", "").c_str());
     }
-    std::printf("--- call %s: answer\n%s\n", c.value("call_id", "?").c_str(),
-                c.value("answer", "").c_str());
+    std::printf("--- call %s: answer\n%s\n", c.value("call_id", "?").c_str(), c.value("answer", "").c_str());
     if (c.contains("error")) std::printf("--- error: %s\n", c.value("error", "").c_str());
     std::printf("\n");
   }
 }
 
 // Every call of `job_id` from the coordinator at `address`, a page at a time.
-absl::StatusOr<std::vector<nlohmann::json>> CallsFromCoordinator(const std::string& address,
-                                                                 const std::string& job_id,
+absl::StatusOr<std::vector<nlohmann::json>> CallsFromCoordinator(const std::string& address, const std::string& job_id,
                                                                  bool include_text) {
   v1::ListLlmCallsRequest req;
   req.set_job_id(job_id);
@@ -122,8 +117,8 @@ int LlmLogCommand(const std::vector<std::string>& argv) {
   }
   if (calls->empty()) {
     if (offline) {
-      std::fprintf(stderr, "kevo llm-log: job %s made no LLM calls (or is not in %s)\n",
-                   job_id.c_str(), args->Get("db").c_str());
+      std::fprintf(stderr, "kevo llm-log: job %s made no LLM calls (or is not in %s)\n", job_id.c_str(),
+                   args->Get("db").c_str());
     } else {
       std::fprintf(stderr, "kevo llm-log: job %s made no LLM calls\n", job_id.c_str());
     }

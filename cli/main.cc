@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+
 #include "common/log.h"
 
 namespace {

@@ -12,14 +12,14 @@
 #include <cstdio>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/job_common.h"
+#include <nlohmann/json.hpp>
+
 #include "coordinator/jobs/manager.h"
 #include "coordinator/store/store.h"
 
@@ -55,18 +55,17 @@ nlohmann::json NodeJson(const v1::Node& n) {
           {"rival_node_id", n.rival_node_id()},
           {"speedup_vs_rival", n.speedup_vs_rival()},
           {"best_decision", n.best_decision()},
-          {"retiming",
-           n.retiming().eval_id().empty()
-               ? nlohmann::json(nullptr)
-               : nlohmann::json{{"eval_id", n.retiming().eval_id()},
-                                {"done", n.retiming().done()},
-                                {"status", v1::EvalStatus_Name(n.retiming().status())},
-                                {"rival_node_id", n.retiming().rival_node_id()},
-                                {"first_fitness", n.retiming().first_fitness()},
-                                {"retimed_fitness", n.retiming().retimed_fitness()},
-                                {"disagreement", n.retiming().disagreement()},
-                                {"disagrees", n.retiming().disagrees()},
-                                {"speedup_vs_rival", n.retiming().speedup_vs_rival()}}},
+          {"retiming", n.retiming().eval_id().empty()
+                           ? nlohmann::json(nullptr)
+                           : nlohmann::json{{"eval_id", n.retiming().eval_id()},
+                                            {"done", n.retiming().done()},
+                                            {"status", v1::EvalStatus_Name(n.retiming().status())},
+                                            {"rival_node_id", n.retiming().rival_node_id()},
+                                            {"first_fitness", n.retiming().first_fitness()},
+                                            {"retimed_fitness", n.retiming().retimed_fitness()},
+                                            {"disagreement", n.retiming().disagreement()},
+                                            {"disagrees", n.retiming().disagrees()},
+                                            {"speedup_vs_rival", n.retiming().speedup_vs_rival()}}},
           {"speedup_vs_reference", n.speedup_vs_reference()},
           {"fitness", n.fitness()},
           {"static_fitness", n.static_fitness()},
@@ -86,15 +85,15 @@ void PrintTable(const std::vector<v1::Node>& nodes, const std::string& best_node
   for (const v1::Node& n : nodes) {
     if (n.node_id() == best_node_id) best = &n;
   }
-  std::printf("%4s %-14s %-14s %-18s %11s %11s %9s %11s %9s %8s  %s\n", "SEQ", "NODE", "PARENT", "STATUS",
-              "TIME", "PRODUCTION", "VS PROD", "REFERENCE", "VS REF", "ROOF", "GENOME");
+  std::printf("%4s %-14s %-14s %-18s %11s %11s %9s %11s %9s %8s  %s\n", "SEQ", "NODE", "PARENT", "STATUS", "TIME",
+              "PRODUCTION", "VS PROD", "REFERENCE", "VS REF", "ROOF", "GENOME");
   std::vector<const v1::Node*> all;
   for (const v1::Node& n : nodes) {
     all.push_back(&n);
     const bool evaluated = n.state() == v1::NODE_DONE;
     const std::string status = evaluated ? v1::EvalStatus_Name(n.status()) : v1::NodeState_Name(n.state());
-    const std::string speedup = n.fitness() > 0 ? absl::StrFormat(n.static_fitness() ? "%.3f s" : "%.2fx", n.fitness())
-                                                : "-";
+    const std::string speedup =
+        n.fitness() > 0 ? absl::StrFormat(n.static_fitness() ? "%.3f s" : "%.2fx", n.fitness()) : "-";
     const std::string roof = n.roofline_fraction() > 0 ? absl::StrFormat("%.1f%%", 100 * n.roofline_fraction()) : "-";
     const std::string vs_ref = n.speedup_vs_reference() > 0 ? absl::StrFormat("%.2fx", n.speedup_vs_reference())
                                                             : (n.speedup_vs_production() > 0 ? "-" : speedup);
@@ -127,7 +126,8 @@ void PrintTable(const std::vector<v1::Node>& nodes, const std::string& best_node
     std::printf(
         "\nreference over %zu evaluations: median %s (%s to %s); the best node's was %s, so against the "
         "median reference time it is %.2fx\n",
-        baselines.size(), Seconds(median).c_str(), Seconds(*std::min_element(baselines.begin(), baselines.end())).c_str(),
+        baselines.size(), Seconds(median).c_str(),
+        Seconds(*std::min_element(baselines.begin(), baselines.end())).c_str(),
         Seconds(*std::max_element(baselines.begin(), baselines.end())).c_str(),
         Seconds(best->baseline_time_s()).c_str(), median / best->time_s());
   }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+
 #include "kevo/v1/task.pb.h"
 
 namespace kevo::cli {
@@ -94,8 +95,8 @@ std::string ProductionLines(const v1::Evaluation& e, const std::string& indent) 
     }
     absl::StrAppend(&out, indent,
                     absl::StrFormat("%-15s %s (the candidate %.2fx over it; %s, %s%s)%s\n", p.name(),
-                                    FormatSeconds(p.timing().median_s()), p.speedup(), p.call(),
-                                    p.library(), p.threads() > 0 ? absl::StrCat(", ", p.threads(), " threads") : "",
+                                    FormatSeconds(p.timing().median_s()), p.speedup(), p.call(), p.library(),
+                                    p.threads() > 0 ? absl::StrCat(", ", p.threads(), " threads") : "",
                                     p.name() == e.production_yardstick() ? "  <- yardstick" : ""));
   }
   return out;
@@ -104,8 +105,8 @@ std::string ProductionLines(const v1::Evaluation& e, const std::string& indent) 
 nlohmann::json EvaluationJson(const v1::Evaluation& e) {
   nlohmann::json j;
   // The production figure first: what users run today.
-  j["speedup_vs_production"] = e.speedup_vs_production() > 0 ? nlohmann::json(e.speedup_vs_production())
-                                                             : nlohmann::json(nullptr);
+  j["speedup_vs_production"] =
+      e.speedup_vs_production() > 0 ? nlohmann::json(e.speedup_vs_production()) : nlohmann::json(nullptr);
   j["production_yardstick"] = e.production_yardstick();
   nlohmann::json production = nlohmann::json::array();
   for (const v1::ProductionTiming& p : e.production()) {
@@ -165,10 +166,9 @@ nlohmann::json EvaluationJson(const v1::Evaluation& e) {
                       {"signal", d.signal()},
                       {"violation", d.violation()}};
   const auto& f = e.fingerprint();
-  j["fingerprint"] = {{"host", f.host()},         {"cpu_model", f.cpu_model()},
-                      {"compiler", f.compiler()}, {"flags", f.flags()},
-                      {"os", f.os()},             {"device", f.device()},
-                      {"sandbox", f.sandbox()}};
+  j["fingerprint"] = {
+      {"host", f.host()}, {"cpu_model", f.cpu_model()}, {"compiler", f.compiler()}, {"flags", f.flags()},
+      {"os", f.os()},     {"device", f.device()},       {"sandbox", f.sandbox()}};
   nlohmann::json profile = nlohmann::json::object();
   for (const auto& [k, v] : e.profile()) profile[k] = v;
   j["profile"] = std::move(profile);
@@ -177,10 +177,8 @@ nlohmann::json EvaluationJson(const v1::Evaluation& e) {
   j["notes"] = std::move(notes);
   nlohmann::json events = nlohmann::json::array();
   for (const auto& ev : e.events()) {
-    events.push_back({{"stage", v1::Stage_Name(ev.stage())},
-                      {"ok", ev.ok()},
-                      {"seconds", ev.seconds()},
-                      {"message", ev.message()}});
+    events.push_back(
+        {{"stage", v1::Stage_Name(ev.stage())}, {"ok", ev.ok()}, {"seconds", ev.seconds()}, {"message", ev.message()}});
   }
   j["events"] = std::move(events);
   return j;
@@ -200,15 +198,13 @@ std::string HumanReport(const v1::Evaluation& e) {
   int passed = 0;
   for (const auto& c : e.validation()) passed += c.status() == v1::OK;
   if (e.validation_size() > 0) {
-    absl::StrAppend(&out, "validation    ", passed, "/", e.validation_size(),
-                    " cases passed (seeds x shapes)\n");
+    absl::StrAppend(&out, "validation    ", passed, "/", e.validation_size(), " cases passed (seeds x shapes)\n");
     for (const auto& c : e.validation()) {
       if (c.status() == v1::OK) continue;
-      absl::StrAppend(&out, absl::StrFormat(
-                                "  %-10s seed %-3d %s output %s: max abs err %.3g, max rel err "
-                                "%.3g, first bad index %d %s\n",
-                                c.binding(), c.seed(), v1::EvalStatus_Name(c.status()), c.output(),
-                                c.max_abs_err(), c.max_rel_err(), c.first_bad_index(), c.detail()));
+      absl::StrAppend(&out, absl::StrFormat("  %-10s seed %-3d %s output %s: max abs err %.3g, max rel err "
+                                            "%.3g, first bad index %d %s\n",
+                                            c.binding(), c.seed(), v1::EvalStatus_Name(c.status()), c.output(),
+                                            c.max_abs_err(), c.max_rel_err(), c.first_bad_index(), c.detail()));
     }
   }
   if (e.timing().median_s() > 0) {
@@ -217,12 +213,11 @@ std::string HumanReport(const v1::Evaluation& e) {
       absl::StrAppend(&out, "production    what users run today, timed beside the candidate:\n",
                       ProductionLines(e, "  "));
     }
-    absl::StrAppend(&out, absl::StrFormat("baseline      %s (spread %.1f%%)\n",
-                                          FormatSeconds(e.baseline().median_s()),
+    absl::StrAppend(&out, absl::StrFormat("baseline      %s (spread %.1f%%)\n", FormatSeconds(e.baseline().median_s()),
                                           100 * e.baseline().spread()));
-    absl::StrAppend(&out, absl::StrFormat("candidate     %s (spread %.1f%%, %d samples)\n",
-                                          FormatSeconds(e.timing().median_s()),
-                                          100 * e.timing().spread(), e.timing().samples_s_size()));
+    absl::StrAppend(
+        &out, absl::StrFormat("candidate     %s (spread %.1f%%, %d samples)\n", FormatSeconds(e.timing().median_s()),
+                              100 * e.timing().spread(), e.timing().samples_s_size()));
     if (e.speedup_vs_production() > 0) {
       absl::StrAppend(&out, absl::StrFormat("speedup       %.2fx vs %s (what users run); %.2fx over %s\n",
                                             e.speedup_vs_production(), YardstickLabel(e.production_yardstick()),
@@ -235,14 +230,13 @@ std::string HumanReport(const v1::Evaluation& e) {
       absl::StrAppend(&out, absl::StrFormat("torch.compile %s (the candidate %.2fx over it)\n",
                                             FormatSeconds(it->second), it->second / e.timing().median_s()));
     }
-    absl::StrAppend(&out, absl::StrFormat("roofline      %.1f%% of this worker's measured limits\n",
-                                          100 * e.roofline_fraction()));
+    absl::StrAppend(
+        &out, absl::StrFormat("roofline      %.1f%% of this worker's measured limits\n", 100 * e.roofline_fraction()));
   }
   if (e.compile_only() && e.status() == v1::OK) {
-    absl::StrAppend(&out, absl::StrFormat(
-                              "static score  %.3f (static: occupancy, spills and LDS from the "
-                              "compiler; compile-only worker, not validated, not timed)\n",
-                              e.static_score()));
+    absl::StrAppend(&out, absl::StrFormat("static score  %.3f (static: occupancy, spills and LDS from the "
+                                          "compiler; compile-only worker, not validated, not timed)\n",
+                                          e.static_score()));
   }
   for (const auto& [key, note] : std::map<std::string, std::string>(e.notes().begin(), e.notes().end())) {
     absl::StrAppend(&out, absl::StrFormat("note          %s: %s\n", key, note));

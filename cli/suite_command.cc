@@ -16,8 +16,6 @@
 #include <map>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -31,13 +29,15 @@
 #include "cli/job_common.h"
 #include "cli/kernelbench_metrics.h"
 #include "cli/report.h"
+#include "google/protobuf/util/message_differencer.h"
+#include <nlohmann/json.hpp>
+
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/task/kernelbench.h"
 #include "common/task/task_loader.h"
 #include "coordinator/proposer/builtin/recipe.h"
-#include "google/protobuf/util/message_differencer.h"
 
 namespace kevo::cli {
 namespace {
@@ -131,31 +131,31 @@ double NumberOr0(const nlohmann::json& j, const char* key) {
 
 nlohmann::json RowJson(const SuiteRow& r) {
   nlohmann::json j = {{"task", r.task},
-                       {"family", r.family},
-                       {"op_family", r.op_family},
-                       {"status", r.status},
-                       {"correct", r.correct()},
-                       {"faster", r.faster()},
-                       {"error", r.error},
-                       {"job_id", r.job_id},
-                       {"baseline_time_s", r.baseline_time_s},
-                       {"best_time_s", r.best_time_s},
-                       {"speedup_vs_production", r.speedup_vs_production},
-                       {"production_yardstick", r.production_yardstick},
-                       {"production_time_s", r.production_time_s},
-                       {"production_times_s", r.production_times_s},
-                       {"fitness_baseline", r.fitness_baseline},
-                       {"speedup", r.speedup},
-                       {"speedup_vs_median_baseline", r.speedup_vs_median_baseline},
-                       {"median_baseline_time_s", r.median_baseline_time_s},
-                       {"roofline_fraction", r.roofline_fraction},
-                       {"evaluations", r.evaluations},
-                       {"evaluations_by_status", r.by_status},
-                       {"stop_reason", r.stop_reason},
-                       {"best_genome", r.best_genome},
-                       {"best_kernel_path", r.best_kernel_path},
-                       {"cpu_model", r.cpu_model},
-                       {"wall_s", r.wall_s}};
+                      {"family", r.family},
+                      {"op_family", r.op_family},
+                      {"status", r.status},
+                      {"correct", r.correct()},
+                      {"faster", r.faster()},
+                      {"error", r.error},
+                      {"job_id", r.job_id},
+                      {"baseline_time_s", r.baseline_time_s},
+                      {"best_time_s", r.best_time_s},
+                      {"speedup_vs_production", r.speedup_vs_production},
+                      {"production_yardstick", r.production_yardstick},
+                      {"production_time_s", r.production_time_s},
+                      {"production_times_s", r.production_times_s},
+                      {"fitness_baseline", r.fitness_baseline},
+                      {"speedup", r.speedup},
+                      {"speedup_vs_median_baseline", r.speedup_vs_median_baseline},
+                      {"median_baseline_time_s", r.median_baseline_time_s},
+                      {"roofline_fraction", r.roofline_fraction},
+                      {"evaluations", r.evaluations},
+                      {"evaluations_by_status", r.by_status},
+                      {"stop_reason", r.stop_reason},
+                      {"best_genome", r.best_genome},
+                      {"best_kernel_path", r.best_kernel_path},
+                      {"cpu_model", r.cpu_model},
+                      {"wall_s", r.wall_s}};
   if (r.kernelbench()) {
     const KernelBenchProblem p = r.problem();
     j["speedup_vs_eager"] = NumberOrNull(p.speedup_vs_eager);
@@ -246,17 +246,17 @@ KernelBenchMetrics SummariseKernelBenchRows(const std::map<std::string, SuiteRow
 }
 
 std::string SummaryLine(const Summary& s) {
-  std::string production =
-      s.with_production > 0
-          ? absl::StrFormat("against what users run (PyTorch, OpenBLAS/cuBLAS): %d/%d tasks faster, geomean "
-                            "%.2fx\n",
-                            s.faster_than_production, s.with_production, s.geomean_vs_production)
-          : "against what users run: no task had a usable production baseline\n";
-  return production + absl::StrFormat(
-      "against the naive reference: %d/%d tasks (%.0f%%) ended with a correct kernel faster (%d also against "
-      "their job's median baseline); %d correct, %d with an error",
-      s.faster, s.tasks, s.tasks ? 100.0 * s.faster / s.tasks : 0.0, s.faster_vs_median, s.correct,
-      s.errors);
+  std::string production = s.with_production > 0
+                               ? absl::StrFormat(
+                                     "against what users run (PyTorch, OpenBLAS/cuBLAS): %d/%d tasks faster, geomean "
+                                     "%.2fx\n",
+                                     s.faster_than_production, s.with_production, s.geomean_vs_production)
+                               : "against what users run: no task had a usable production baseline\n";
+  return production +
+         absl::StrFormat(
+             "against the naive reference: %d/%d tasks (%.0f%%) ended with a correct kernel faster (%d also against "
+             "their job's median baseline); %d correct, %d with an error",
+             s.faster, s.tasks, s.tasks ? 100.0 * s.faster / s.tasks : 0.0, s.faster_vs_median, s.correct, s.errors);
 }
 
 std::string CsvField(const std::string& v) {
@@ -294,21 +294,20 @@ std::string Csv(const std::map<std::string, SuiteRow>& rows) {
   for (const auto& [_, r] : rows) {
     absl::StrAppend(
         &out,
-        absl::StrJoin({CsvField(r.task), CsvField(r.family), CsvField(r.op_family), r.status,
-                       std::string(r.correct() ? "true" : "false"),
-                       std::string(r.faster() ? "true" : "false"), CsvField(r.production_yardstick),
-                       absl::StrFormat("%.9g", r.production_time_s),
-                       absl::StrFormat("%.4f", r.speedup_vs_production),
-                       absl::StrFormat("%.9g", r.baseline_time_s),
-                       absl::StrFormat("%.9g", r.best_time_s), absl::StrFormat("%.4f", r.speedup),
-                       absl::StrFormat("%.4f", r.speedup_vs_median_baseline),
-                       absl::StrFormat("%.4f", r.roofline_fraction), absl::StrCat(r.evaluations),
-                       CsvField(r.stop_reason), CsvField(r.best_genome), CsvField(r.error)},
-                      ","),
+        absl::StrJoin(
+            {CsvField(r.task), CsvField(r.family), CsvField(r.op_family), r.status,
+             std::string(r.correct() ? "true" : "false"), std::string(r.faster() ? "true" : "false"),
+             CsvField(r.production_yardstick), absl::StrFormat("%.9g", r.production_time_s),
+             absl::StrFormat("%.4f", r.speedup_vs_production), absl::StrFormat("%.9g", r.baseline_time_s),
+             absl::StrFormat("%.9g", r.best_time_s), absl::StrFormat("%.4f", r.speedup),
+             absl::StrFormat("%.4f", r.speedup_vs_median_baseline), absl::StrFormat("%.4f", r.roofline_fraction),
+             absl::StrCat(r.evaluations), CsvField(r.stop_reason), CsvField(r.best_genome), CsvField(r.error)},
+            ","),
         kernelbench && r.kernelbench()
-            ? absl::StrCat(",", number(r.problem().speedup_vs_eager), ",", number(r.problem().speedup_vs_compile),
-                           ",", number(r.seconds_per_evaluation()))
-            : kernelbench ? ",,," : "",
+            ? absl::StrCat(",", number(r.problem().speedup_vs_eager), ",", number(r.problem().speedup_vs_compile), ",",
+                           number(r.seconds_per_evaluation()))
+        : kernelbench ? ",,,"
+                      : "",
         "\n");
   }
   return out;
@@ -319,9 +318,8 @@ std::string Csv(const std::map<std::string, SuiteRow>& rows) {
 // PyTorch eager and over torch.compile, and seconds per evaluation.
 std::string Table(const std::map<std::string, SuiteRow>& rows, bool markdown) {
   const bool kernelbench = AnyKernelBench(rows);
-  std::vector<std::string> head = {"task",    "family",    "correct", "production", "best",
-                                   "vs prod", "reference", "vs ref",  "vs median",  "% roofline",
-                                   "evals"};
+  std::vector<std::string> head = {"task",      "family", "correct",   "production", "best", "vs prod",
+                                   "reference", "vs ref", "vs median", "% roofline", "evals"};
   if (kernelbench) head.insert(head.end(), {"vs eager", "vs compile", "s/eval"});
   head.push_back("stop reason");
   // Columns 3 up to the stop reason are figures, aligned right.
@@ -329,23 +327,19 @@ std::string Table(const std::map<std::string, SuiteRow>& rows, bool markdown) {
   std::vector<std::vector<std::string>> cells;
   for (const auto& [_, r] : rows) {
     bool timed = r.correct();
-    cells.push_back({r.task, r.family.empty() ? "-" : r.family,
-                     r.status == "ERROR" ? "error" : (r.correct() ? "yes" : "no"),
-                     r.production_time_s > 0
-                         ? absl::StrCat(FormatSeconds(r.production_time_s), " ", r.production_yardstick)
-                         : "-",
-                     timed ? FormatSeconds(r.best_time_s) : "-",
-                     timed && r.speedup_vs_production > 0 ? absl::StrFormat("%.2fx", r.speedup_vs_production) : "-",
-                     FormatSeconds(r.baseline_time_s),
-                     timed ? absl::StrFormat("%.2fx", r.speedup) : "-",
-                     timed && r.speedup_vs_median_baseline > 0 ? absl::StrFormat("%.2fx", r.speedup_vs_median_baseline) : "-",
-                     timed ? absl::StrFormat("%.1f%%", 100 * r.roofline_fraction) : "-",
-                     absl::StrCat(r.evaluations)});
+    cells.push_back(
+        {r.task, r.family.empty() ? "-" : r.family, r.status == "ERROR" ? "error" : (r.correct() ? "yes" : "no"),
+         r.production_time_s > 0 ? absl::StrCat(FormatSeconds(r.production_time_s), " ", r.production_yardstick) : "-",
+         timed ? FormatSeconds(r.best_time_s) : "-",
+         timed && r.speedup_vs_production > 0 ? absl::StrFormat("%.2fx", r.speedup_vs_production) : "-",
+         FormatSeconds(r.baseline_time_s), timed ? absl::StrFormat("%.2fx", r.speedup) : "-",
+         timed && r.speedup_vs_median_baseline > 0 ? absl::StrFormat("%.2fx", r.speedup_vs_median_baseline) : "-",
+         timed ? absl::StrFormat("%.1f%%", 100 * r.roofline_fraction) : "-", absl::StrCat(r.evaluations)});
     if (kernelbench) {
-      cells.back().insert(cells.back().end(),
-                          {KernelBenchSpeedupCell(r, r.speedup), KernelBenchSpeedupCell(r, r.speedup_vs_compile),
-                           r.kernelbench() && r.evaluations > 0 ? absl::StrFormat("%.2f", r.seconds_per_evaluation())
-                                                                : "-"});
+      cells.back().insert(
+          cells.back().end(),
+          {KernelBenchSpeedupCell(r, r.speedup), KernelBenchSpeedupCell(r, r.speedup_vs_compile),
+           r.kernelbench() && r.evaluations > 0 ? absl::StrFormat("%.2f", r.seconds_per_evaluation()) : "-"});
     }
     cells.back().push_back(r.error.empty() ? r.stop_reason : absl::StrCat("error: ", r.error));
   }
@@ -400,8 +394,7 @@ class Progress {
     absl::MutexLock l(&mu_);
     auto it = running_.find(task);
     if (it == running_.end()) return;
-    it->second = {job.evaluations_done(), job.spec().budget().max_evaluations(),
-                  job.best_speedup()};
+    it->second = {job.evaluations_done(), job.spec().budget().max_evaluations(), job.best_speedup()};
     if (tty_) {
       if (absl::Now() - last_draw_ > absl::Milliseconds(200)) Draw();
     } else if (absl::Now() - last_draw_ > absl::Seconds(30)) {
@@ -416,29 +409,24 @@ class Progress {
     ++done_;
     evaluations_finished_ += row.evaluations;
     std::string what =
-        row.status == "ERROR"
-            ? absl::StrCat("error: ", row.error)
-            : row.correct() ? absl::StrFormat("%s; %.2fx vs the naive reference (%s -> %s; %s against the median "
-                                              "reference), %d evaluations, %s",
-                                              row.speedup_vs_production > 0
-                                                  ? absl::StrFormat("%.2fx vs %s (%s)", row.speedup_vs_production,
-                                                                    row.production_yardstick,
-                                                                    FormatSeconds(row.production_time_s))
-                                                  : std::string("no production figure"),
-                                              row.speedup, FormatSeconds(row.baseline_time_s),
-                                              FormatSeconds(row.best_time_s),
-                                              row.speedup_vs_median_baseline > 0
-                                                  ? absl::StrFormat("%.2fx", row.speedup_vs_median_baseline)
-                                                  : "-",
-                                              row.evaluations, row.stop_reason)
-                            : absl::StrCat("no correct kernel, ", row.evaluations,
-                                           " evaluations, ", row.stop_reason);
+        row.status == "ERROR" ? absl::StrCat("error: ", row.error)
+        : row.correct()
+            ? absl::StrFormat(
+                  "%s; %.2fx vs the naive reference (%s -> %s; %s against the median "
+                  "reference), %d evaluations, %s",
+                  row.speedup_vs_production > 0
+                      ? absl::StrFormat("%.2fx vs %s (%s)", row.speedup_vs_production, row.production_yardstick,
+                                        FormatSeconds(row.production_time_s))
+                      : std::string("no production figure"),
+                  row.speedup, FormatSeconds(row.baseline_time_s), FormatSeconds(row.best_time_s),
+                  row.speedup_vs_median_baseline > 0 ? absl::StrFormat("%.2fx", row.speedup_vs_median_baseline) : "-",
+                  row.evaluations, row.stop_reason)
+            : absl::StrCat("no correct kernel, ", row.evaluations, " evaluations, ", row.stop_reason);
     if (row.kernelbench() && row.correct()) {
       absl::StrAppend(&what, "; vs torch.compile ",
                       row.speedup_vs_compile > 0 ? absl::StrFormat("%.2fx", row.speedup_vs_compile) : "n/a");
     }
-    std::fprintf(stderr, "%s[%d/%d] %s: %s\n", tty_ ? "\r\033[K" : "", done_, total_,
-                 row.task.c_str(), what.c_str());
+    std::fprintf(stderr, "%s[%d/%d] %s: %s\n", tty_ ? "\r\033[K" : "", done_, total_, row.task.c_str(), what.c_str());
     Draw();
   }
 
@@ -456,8 +444,8 @@ class Progress {
       evaluations += r.done;
       parts.push_back(absl::StrFormat("%s %d/%d %.2fx", task, r.done, r.budget, r.best));
     }
-    return absl::StrFormat("suite: %d/%d tasks done, %d evaluations%s%s", done_, total_,
-                           evaluations, parts.empty() ? "" : " | ", absl::StrJoin(parts, " | "));
+    return absl::StrFormat("suite: %d/%d tasks done, %d evaluations%s%s", done_, total_, evaluations,
+                           parts.empty() ? "" : " | ", absl::StrJoin(parts, " | "));
   }
 
   void Draw() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -515,8 +503,7 @@ bool SameJob(const v1::JobSpec& job, const v1::JobSpec& base, const v1::Task& ta
 // submit for a task still to do is adopted; one for such a task with another
 // spec (the task file or the flags changed since) is cancelled. Jobs of other
 // tasks are left alone.
-absl::Status AdoptLeftoverJobs(const std::string& address, const v1::JobSpec& base,
-                               std::vector<SuiteTask>& todo) {
+absl::Status AdoptLeftoverJobs(const std::string& address, const v1::JobSpec& base, std::vector<SuiteTask>& todo) {
   auto stub = Stub(address);
   grpc::ClientContext c;
   Deadline(&c);
@@ -551,8 +538,10 @@ absl::Status AdoptLeftoverJobs(const std::string& address, const v1::JobSpec& ba
       if (!cst.ok()) return FromGrpcStatus(cst);
       LogInfo("suite: cancelled job ", job.job_id(), " of ", same_name->key,
               ": left running by an interrupted run with another spec");
-      std::fprintf(stderr, "suite: cancelled job %s of %s: an interrupted run left it running with another "
-                   "spec (the task or the flags changed since)\n", job.job_id().c_str(), same_name->key.c_str());
+      std::fprintf(stderr,
+                   "suite: cancelled job %s of %s: an interrupted run left it running with another "
+                   "spec (the task or the flags changed since)\n",
+                   job.job_id().c_str(), same_name->key.c_str());
     }
   }
   return absl::OkStatus();
@@ -568,8 +557,8 @@ SuiteRow RunTask(const SuiteContext& ctx, const SuiteTask& t) {
   ctx.progress->Started(key, ctx.base.budget().max_evaluations());
   auto finish = [&](SuiteRow& r) -> SuiteRow {
     r.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
-    LogInfo("suite task ", r.task, " ", r.status, " speedup ", r.speedup, " after ", r.evaluations,
-            " evaluations", r.error.empty() ? "" : ": ", r.error);
+    LogInfo("suite task ", r.task, " ", r.status, " speedup ", r.speedup, " after ", r.evaluations, " evaluations",
+            r.error.empty() ? "" : ": ", r.error);
     ctx.progress->Finished(r);
     return r;
   };
@@ -596,8 +585,8 @@ SuiteRow RunTask(const SuiteContext& ctx, const SuiteTask& t) {
     }
     row.job_id = resp.job_id();
   }
-  auto job = WatchJobStream(ctx.address, row.job_id, /*quiet=*/true,
-                            [&](const v1::Job& j) { ctx.progress->Update(key, j); });
+  auto job =
+      WatchJobStream(ctx.address, row.job_id, /*quiet=*/true, [&](const v1::Job& j) { ctx.progress->Update(key, j); });
   if (!job.ok()) {
     row.error = absl::StrCat("watch: ", job.status().message());
     return finish(row);
@@ -707,9 +696,8 @@ int SuiteCommand(const std::vector<std::string>& argv) {
   auto paths = task::FindTaskPaths(root);
   if (!paths.ok()) return Fail("suite", paths.status());
   if (paths->empty()) {
-    return Fail("suite", absl::NotFoundError(absl::StrCat(
-                             "no task (a folder holding ", task::kTaskFileName,
-                             ", or a KernelBench .py problem) under ", root)));
+    return Fail("suite", absl::NotFoundError(absl::StrCat("no task (a folder holding ", task::kTaskFileName,
+                                                          ", or a KernelBench .py problem) under ", root)));
   }
   const std::string out = args->Get("out", "kevo-out/suite/results.json");
   const std::string csv = CsvPath(out);
@@ -738,9 +726,9 @@ int SuiteCommand(const std::vector<std::string>& argv) {
     try {
       in >> old;
     } catch (const nlohmann::json::exception& e) {
-      return Fail("suite", absl::InvalidArgumentError(absl::StrCat(
-                               out, " exists but is not a kevo suite results file (", e.what(),
-                               "); move it away or choose another --out")));
+      return Fail("suite",
+                  absl::InvalidArgumentError(absl::StrCat(out, " exists but is not a kevo suite results file (",
+                                                          e.what(), "); move it away or choose another --out")));
     }
     std::set<std::string> known;
     for (const auto& [key, _] : tasks) known.insert(key);
@@ -754,10 +742,8 @@ int SuiteCommand(const std::vector<std::string>& argv) {
       }
       rows[r.task] = r;
     }
-    std::fprintf(stderr,
-                 "resuming from %s: %zu of %zu tasks already finished, skipped%s\n", out.c_str(),
-                 rows.size(), tasks.size(),
-                 errors ? absl::StrCat("; ", errors, " with an error run again").c_str() : "");
+    std::fprintf(stderr, "resuming from %s: %zu of %zu tasks already finished, skipped%s\n", out.c_str(), rows.size(),
+                 tasks.size(), errors ? absl::StrCat("; ", errors, " with an error run again").c_str() : "");
   }
   // Load what is left first: a suite whose remaining tasks all fail to load
   // needs no worker.
@@ -792,10 +778,9 @@ int SuiteCommand(const std::vector<std::string>& argv) {
       if (absl::Status a = AdoptLeftoverJobs(ctx.address, *base, todo); !a.ok()) return Fail("suite", a);
     }
   }
-  std::fprintf(stderr, "suite: %zu tasks under %s on %s, budget %d evaluations each, %d at a time%s\n",
-               todo.size(), root.c_str(), base->platform().c_str(),
-               base->budget().max_evaluations(), static_cast<int>(*jobs),
-               embedded ? " (embedded)"
+  std::fprintf(stderr, "suite: %zu tasks under %s on %s, budget %d evaluations each, %d at a time%s\n", todo.size(),
+               root.c_str(), base->platform().c_str(), base->budget().max_evaluations(), static_cast<int>(*jobs),
+               embedded              ? " (embedded)"
                : ctx.address.empty() ? ""
                                      : absl::StrCat(" (coordinator ", ctx.address, ")").c_str());
 
@@ -812,8 +797,8 @@ int SuiteCommand(const std::vector<std::string>& argv) {
     j["suite"] = header;
     Summary s = Summarise(rows);
     j["suite"]["updated_unix"] = absl::ToUnixSeconds(absl::Now());
-    j["summary"] = {{"tasks", s.tasks}, {"correct", s.correct}, {"faster", s.faster},
-                    {"faster_vs_median_baseline", s.faster_vs_median},
+    j["summary"] = {{"tasks", s.tasks},   {"correct", s.correct},
+                    {"faster", s.faster}, {"faster_vs_median_baseline", s.faster_vs_median},
                     {"errors", s.errors}, {"total", tasks.size()}};
     if (KernelBenchMetrics kb = SummariseKernelBenchRows(rows); kb.problems > 0) {
       j["kernelbench"] = KernelBenchJson(kb);
@@ -848,14 +833,12 @@ int SuiteCommand(const std::vector<std::string>& argv) {
     absl::MutexLock l(&rows_mu);
     save();
   }
-  std::printf("%s\n%s\n", Table(rows, args->Has("markdown")).c_str(),
-              SummaryLine(Summarise(rows)).c_str());
+  std::printf("%s\n%s\n", Table(rows, args->Has("markdown")).c_str(), SummaryLine(Summarise(rows)).c_str());
   if (KernelBenchMetrics kb = SummariseKernelBenchRows(rows); kb.problems > 0) {
     std::printf("\n%s", KernelBenchText(kb, args->Has("markdown")).c_str());
   }
   if (!write_status.ok()) return Fail("suite", write_status);
-  std::printf("results: %s, %s; best kernels in %s\n", out.c_str(), csv.c_str(),
-              kernels_dir.c_str());
+  std::printf("results: %s, %s; best kernels in %s\n", out.c_str(), csv.c_str(), kernels_dir.c_str());
   Summary s = Summarise(rows);
   return s.correct == s.tasks ? 0 : 3;
 }

@@ -9,8 +9,9 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "common/task/kernelbench.h"
 #include "google/protobuf/text_format.h"
+
+#include "common/task/kernelbench.h"
 
 namespace kevo::cli {
 

@@ -76,10 +76,14 @@ class Parser {
     int64_t v = *lhs;
     while (true) {
       char op = 0;
-      if (Eat('*')) op = '*';
-      else if (Eat('/')) op = '/';
-      else if (Eat('%')) op = '%';
-      else return v;
+      if (Eat('*'))
+        op = '*';
+      else if (Eat('/'))
+        op = '/';
+      else if (Eat('%'))
+        op = '%';
+      else
+        return v;
       auto rhs = Unary();
       if (!rhs.ok()) return rhs;
       if (op == '*') {
@@ -132,8 +136,7 @@ class Parser {
     }
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       size_t start = pos_;
-      while (pos_ < text_.size() &&
-             (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) {
+      while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) {
         ++pos_;
       }
       std::string name(text_.substr(start, pos_ - start));

@@ -2,11 +2,10 @@
 // Header-only; users link gRPC.
 #pragma once
 
-#include <grpcpp/support/status.h>
-
 #include <string>
 
 #include "absl/status/status.h"
+#include <grpcpp/support/status.h>
 
 namespace kevo {
 

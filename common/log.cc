@@ -49,8 +49,8 @@ void LogLine(LogLevel level, std::string_view message) {
   std::string when = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
   const std::string context = log_context == nullptr ? "" : absl::StrCat("[", *log_context, "] ");
   absl::MutexLock l(&log_mu);
-  std::fprintf(stderr, "%s %c %s %s%.*s\n", when.c_str(), kLetters[static_cast<int>(level)],
-               Component().c_str(), context.c_str(), static_cast<int>(message.size()), message.data());
+  std::fprintf(stderr, "%s %c %s %s%.*s\n", when.c_str(), kLetters[static_cast<int>(level)], Component().c_str(),
+               context.c_str(), static_cast<int>(message.size()), message.data());
   std::fflush(stderr);
 }
 

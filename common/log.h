@@ -34,12 +34,20 @@ class ScopedLogContext {
 };
 
 template <typename... Args>
-void LogInfo(const Args&... args) { LogLine(LogLevel::kInfo, absl::StrCat(args...)); }
+void LogInfo(const Args&... args) {
+  LogLine(LogLevel::kInfo, absl::StrCat(args...));
+}
 template <typename... Args>
-void LogWarning(const Args&... args) { LogLine(LogLevel::kWarning, absl::StrCat(args...)); }
+void LogWarning(const Args&... args) {
+  LogLine(LogLevel::kWarning, absl::StrCat(args...));
+}
 template <typename... Args>
-void LogError(const Args&... args) { LogLine(LogLevel::kError, absl::StrCat(args...)); }
+void LogError(const Args&... args) {
+  LogLine(LogLevel::kError, absl::StrCat(args...));
+}
 template <typename... Args>
-void LogDebug(const Args&... args) { LogLine(LogLevel::kDebug, absl::StrCat(args...)); }
+void LogDebug(const Args&... args) {
+  LogLine(LogLevel::kDebug, absl::StrCat(args...));
+}
 
 }  // namespace kevo

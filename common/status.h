@@ -9,10 +9,10 @@
 #define KEVO_CONCAT_(a, b) KEVO_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function when `expr` (an absl::Status) is not OK.
-#define KEVO_RETURN_IF_ERROR(expr)                     \
-  do {                                                 \
-    ::absl::Status kevo_status_ = (expr);              \
-    if (!kevo_status_.ok()) return kevo_status_;       \
+#define KEVO_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::absl::Status kevo_status_ = (expr);        \
+    if (!kevo_status_.ok()) return kevo_status_; \
   } while (0)
 
 // `lhs = value of rexpr` (an absl::StatusOr<T>), or returns its error status.

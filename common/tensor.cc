@@ -31,35 +31,51 @@ size_t DTypeSize(v1::DType dtype) {
   }
 }
 
-bool IsFloat(v1::DType dtype) {
-  return dtype == v1::F32 || dtype == v1::F64 || dtype == v1::F16 || dtype == v1::BF16;
-}
+bool IsFloat(v1::DType dtype) { return dtype == v1::F32 || dtype == v1::F64 || dtype == v1::F16 || dtype == v1::BF16; }
 
 std::string_view CTypeName(v1::DType dtype) {
   switch (dtype) {
-    case v1::F32: return "float";
-    case v1::F64: return "double";
-    case v1::F16: return "_Float16";
-    case v1::BF16: return "uint16_t";
-    case v1::I32: return "int32_t";
-    case v1::I64: return "int64_t";
-    case v1::U8: return "uint8_t";
-    case v1::I8: return "int8_t";
-    default: return "void";
+    case v1::F32:
+      return "float";
+    case v1::F64:
+      return "double";
+    case v1::F16:
+      return "_Float16";
+    case v1::BF16:
+      return "uint16_t";
+    case v1::I32:
+      return "int32_t";
+    case v1::I64:
+      return "int64_t";
+    case v1::U8:
+      return "uint8_t";
+    case v1::I8:
+      return "int8_t";
+    default:
+      return "void";
   }
 }
 
 std::string_view DTypeName(v1::DType dtype) {
   switch (dtype) {
-    case v1::F32: return "f32";
-    case v1::F64: return "f64";
-    case v1::F16: return "f16";
-    case v1::BF16: return "bf16";
-    case v1::I32: return "i32";
-    case v1::I64: return "i64";
-    case v1::U8: return "u8";
-    case v1::I8: return "i8";
-    default: return "unspecified";
+    case v1::F32:
+      return "f32";
+    case v1::F64:
+      return "f64";
+    case v1::F16:
+      return "f16";
+    case v1::BF16:
+      return "bf16";
+    case v1::I32:
+      return "i32";
+    case v1::I64:
+      return "i64";
+    case v1::U8:
+      return "u8";
+    case v1::I8:
+      return "i8";
+    default:
+      return "unspecified";
   }
 }
 
@@ -81,14 +97,12 @@ std::pair<double, double> WorkAtTimedBinding(const v1::Task& task) {
   return {bytes, flops};
 }
 
-absl::StatusOr<std::vector<int64_t>> ResolveShape(const v1::TensorSpec& spec,
-                                                  const SymbolValues& symbols) {
+absl::StatusOr<std::vector<int64_t>> ResolveShape(const v1::TensorSpec& spec, const SymbolValues& symbols) {
   std::vector<int64_t> shape;
   for (const std::string& dim : spec.shape()) {
     auto v = EvalExpr(dim, symbols);
     if (!v.ok()) {
-      return absl::Status(v.status().code(),
-                          absl::StrCat("tensor '", spec.name(), "': ", v.status().message()));
+      return absl::Status(v.status().code(), absl::StrCat("tensor '", spec.name(), "': ", v.status().message()));
     }
     if (*v < 0) {
       return absl::InvalidArgumentError(
@@ -243,15 +257,32 @@ double Unit(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53;
 
 void Store(v1::DType dtype, void* data, int64_t i, double v) {
   switch (dtype) {
-    case v1::F32: static_cast<float*>(data)[i] = static_cast<float>(v); break;
-    case v1::F64: static_cast<double*>(data)[i] = v; break;
-    case v1::F16: static_cast<uint16_t*>(data)[i] = FloatToHalf(static_cast<float>(v)); break;
-    case v1::BF16: static_cast<uint16_t*>(data)[i] = FloatToBf16(static_cast<float>(v)); break;
-    case v1::I32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(v); break;
-    case v1::I64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(v); break;
-    case v1::U8: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(v); break;
-    case v1::I8: static_cast<int8_t*>(data)[i] = static_cast<int8_t>(v); break;
-    default: break;
+    case v1::F32:
+      static_cast<float*>(data)[i] = static_cast<float>(v);
+      break;
+    case v1::F64:
+      static_cast<double*>(data)[i] = v;
+      break;
+    case v1::F16:
+      static_cast<uint16_t*>(data)[i] = FloatToHalf(static_cast<float>(v));
+      break;
+    case v1::BF16:
+      static_cast<uint16_t*>(data)[i] = FloatToBf16(static_cast<float>(v));
+      break;
+    case v1::I32:
+      static_cast<int32_t*>(data)[i] = static_cast<int32_t>(v);
+      break;
+    case v1::I64:
+      static_cast<int64_t*>(data)[i] = static_cast<int64_t>(v);
+      break;
+    case v1::U8:
+      static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(v);
+      break;
+    case v1::I8:
+      static_cast<int8_t*>(data)[i] = static_cast<int8_t>(v);
+      break;
+    default:
+      break;
   }
 }
 
@@ -259,20 +290,29 @@ void Store(v1::DType dtype, void* data, int64_t i, double v) {
 
 double ElementAsDouble(v1::DType dtype, const void* data, int64_t i) {
   switch (dtype) {
-    case v1::F32: return static_cast<const float*>(data)[i];
-    case v1::F64: return static_cast<const double*>(data)[i];
-    case v1::F16: return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
-    case v1::BF16: return Bf16ToFloat(static_cast<const uint16_t*>(data)[i]);
-    case v1::I32: return static_cast<const int32_t*>(data)[i];
-    case v1::I64: return static_cast<double>(static_cast<const int64_t*>(data)[i]);
-    case v1::U8: return static_cast<const uint8_t*>(data)[i];
-    case v1::I8: return static_cast<const int8_t*>(data)[i];
-    default: return 0;
+    case v1::F32:
+      return static_cast<const float*>(data)[i];
+    case v1::F64:
+      return static_cast<const double*>(data)[i];
+    case v1::F16:
+      return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
+    case v1::BF16:
+      return Bf16ToFloat(static_cast<const uint16_t*>(data)[i]);
+    case v1::I32:
+      return static_cast<const int32_t*>(data)[i];
+    case v1::I64:
+      return static_cast<double>(static_cast<const int64_t*>(data)[i]);
+    case v1::U8:
+      return static_cast<const uint8_t*>(data)[i];
+    case v1::I8:
+      return static_cast<const int8_t*>(data)[i];
+    default:
+      return 0;
   }
 }
 
-void FillTensor(const v1::TensorSpec& spec, const std::vector<int64_t>& shape, uint64_t seed,
-                void* data, const SymbolValues* symbols) {
+void FillTensor(const v1::TensorSpec& spec, const std::vector<int64_t>& shape, uint64_t seed, void* data,
+                const SymbolValues* symbols) {
   const int64_t n = NumElements(shape);
   const uint64_t stream = TensorStream(spec.name());
   const v1::Distribution& d = spec.distribution();
@@ -290,8 +330,10 @@ void FillTensor(const v1::TensorSpec& spec, const std::vector<int64_t>& shape, u
     uint64_t span = static_cast<uint64_t>(hi - lo) + 1;
     for (int64_t i = 0; i < n; ++i) {
       int64_t v = lo + static_cast<int64_t>(RngBits(seed, stream, i) % span);
-      if (dtype == v1::I64) static_cast<int64_t*>(data)[i] = v;
-      else Store(dtype, data, i, static_cast<double>(v));
+      if (dtype == v1::I64)
+        static_cast<int64_t*>(data)[i] = v;
+      else
+        Store(dtype, data, i, static_cast<double>(v));
     }
     return;
   }
@@ -326,9 +368,15 @@ void PoisonTensor(v1::DType dtype, int64_t count, void* data) {
   }
   for (int64_t i = 0; i < count; ++i) {
     switch (dtype) {
-      case v1::F32: static_cast<float*>(data)[i] = std::numeric_limits<float>::quiet_NaN(); break;
-      case v1::F64: static_cast<double*>(data)[i] = std::numeric_limits<double>::quiet_NaN(); break;
-      default: static_cast<uint16_t*>(data)[i] = dtype == v1::F16 ? 0x7E00 : 0x7FC0; break;
+      case v1::F32:
+        static_cast<float*>(data)[i] = std::numeric_limits<float>::quiet_NaN();
+        break;
+      case v1::F64:
+        static_cast<double*>(data)[i] = std::numeric_limits<double>::quiet_NaN();
+        break;
+      default:
+        static_cast<uint16_t*>(data)[i] = dtype == v1::F16 ? 0x7E00 : 0x7FC0;
+        break;
     }
   }
 }
@@ -338,16 +386,19 @@ Tolerances ToleranceFor(const v1::Task& task, v1::DType dtype) {
     if (t.dtype() == dtype) return {t.atol(), t.rtol()};
   }
   switch (dtype) {
-    case v1::F32: return {1e-4, 1e-4};
-    case v1::F64: return {1e-9, 1e-9};
+    case v1::F32:
+      return {1e-4, 1e-4};
+    case v1::F64:
+      return {1e-9, 1e-9};
     case v1::F16:
-    case v1::BF16: return {1e-2, 1e-2};
-    default: return {0, 0};
+    case v1::BF16:
+      return {1e-2, 1e-2};
+    default:
+      return {0, 0};
   }
 }
 
-CompareResult CompareTensors(v1::DType dtype, const void* got, const void* want, int64_t count,
-                             Tolerances tol) {
+CompareResult CompareTensors(v1::DType dtype, const void* got, const void* want, int64_t count, Tolerances tol) {
   CompareResult r;
   const bool is_float = IsFloat(dtype);
   for (int64_t i = 0; i < count; ++i) {
@@ -412,13 +463,12 @@ absl::StatusOr<std::string> RenderSignature(const v1::Task& task) {
     for (const auto& t : task.outputs()) check(t);
     for (const auto& b : task.validate()) is_symbol |= b.values().contains(p);
     if (!is_symbol) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "signature parameter '", p, "' names no input, output or shape symbol"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("signature parameter '", p, "' names no input, output or shape symbol"));
     }
     params.push_back(absl::StrCat("int64_t ", p));
   }
-  return absl::StrCat("extern \"C\" void ", task.signature().function(), "(",
-                      absl::StrJoin(params, ", "), ");");
+  return absl::StrCat("extern \"C\" void ", task.signature().function(), "(", absl::StrJoin(params, ", "), ");");
 }
 
 }  // namespace kevo

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "common/expr.h"
 #include "kevo/v1/task.pb.h"
 
@@ -27,8 +28,7 @@ SymbolValues BindingValues(const v1::Binding& binding);
 // The task's declared bytes moved and flops at its timed binding ({bytes,
 // flops}; 0 for one not given or not evaluable).
 std::pair<double, double> WorkAtTimedBinding(const v1::Task& task);
-absl::StatusOr<std::vector<int64_t>> ResolveShape(const v1::TensorSpec& spec,
-                                                  const SymbolValues& symbols);
+absl::StatusOr<std::vector<int64_t>> ResolveShape(const v1::TensorSpec& spec, const SymbolValues& symbols);
 // The product of `shape` (1 for a scalar). Wraps on overflow: use it only on
 // shapes a checked path (CheckedNumElements, TensorBytes, a validated task)
 // has already accepted.
@@ -55,8 +55,8 @@ uint64_t TensorStream(std::string_view name);
 // `symbols` (the binding's values) resolve an int_range's low_expr/high_expr;
 // without them, or when an expression does not evaluate (the loader rejects
 // such tasks), the constant bounds are used.
-void FillTensor(const v1::TensorSpec& spec, const std::vector<int64_t>& shape, uint64_t seed,
-                void* data, const SymbolValues* symbols = nullptr);
+void FillTensor(const v1::TensorSpec& spec, const std::vector<int64_t>& shape, uint64_t seed, void* data,
+                const SymbolValues* symbols = nullptr);
 // Fills a float tensor with quiet NaNs, an integer one with a 0x5A pattern.
 void PoisonTensor(v1::DType dtype, int64_t count, void* data);
 
@@ -84,8 +84,7 @@ struct CompareResult {
 };
 // Compares `count` values: floats pass when |got - want| <= atol + rtol*|want|
 // (and NaN where want is NaN); integers must be equal.
-CompareResult CompareTensors(v1::DType dtype, const void* got, const void* want, int64_t count,
-                             Tolerances tol);
+CompareResult CompareTensors(v1::DType dtype, const void* got, const void* want, int64_t count, Tolerances tol);
 
 // The C declaration a candidate must export, e.g.
 // extern "C" void softmax(const float* x, float* y, int64_t rows, int64_t cols);

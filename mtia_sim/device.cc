@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+
 #include "common/status.h"
 #include "mtia_sim/fiber.h"
 #include "mtia_sim/numerics.h"
@@ -131,8 +132,14 @@ struct LaunchState {
 class PeImpl final : public Pe {
  public:
   PeImpl(Device* dev, LaunchState* ls, FiberPool* fibers, int id)
-      : dev_(dev), c_(dev->config()), ls_(ls), fibers_(fibers), id_(id), row_(id / c_.grid_cols),
-        col_(id % c_.grid_cols), ops_(ls->trace.pes[id]) {}
+      : dev_(dev),
+        c_(dev->config()),
+        ls_(ls),
+        fibers_(fibers),
+        id_(id),
+        row_(id / c_.grid_cols),
+        col_(id % c_.grid_cols),
+        ops_(ls->trace.pes[id]) {}
 
   int id() const override { return id_; }
   int row() const override { return row_; }
@@ -218,14 +225,13 @@ class PeImpl final : public Pe {
             "MatMul: the Dot Product Engine takes a and b both fp16, both bf16 or both int8");
     }
     if (c.dtype != (int8 ? DType::kI32 : DType::kF32)) {
-      Throw(ErrorCode::kInvalidArgument,
-            int8 ? "MatMul: int8 inputs accumulate into an int32 tile c" : "MatMul: fp16/bf16 inputs accumulate "
-                                                                           "into an fp32 tile c");
+      Throw(ErrorCode::kInvalidArgument, int8 ? "MatMul: int8 inputs accumulate into an int32 tile c"
+                                              : "MatMul: fp16/bf16 inputs accumulate "
+                                                "into an fp32 tile c");
     }
     if (a.cols != b.rows || c.rows != a.rows || c.cols != b.cols) {
-      Throw(ErrorCode::kInvalidArgument,
-            absl::StrFormat("MatMul: shapes do not chain: c %dx%d = a %dx%d * b %dx%d", c.rows, c.cols, a.rows,
-                            a.cols, b.rows, b.cols));
+      Throw(ErrorCode::kInvalidArgument, absl::StrFormat("MatMul: shapes do not chain: c %dx%d = a %dx%d * b %dx%d",
+                                                         c.rows, c.cols, a.rows, a.cols, b.rows, b.cols));
     }
     const int64_t m = a.rows, k = a.cols, n = b.cols;
     if (dev_->options().compute_values) {
@@ -294,8 +300,7 @@ class PeImpl final : public Pe {
     if (dev_->options().compute_values) {
       std::vector<float> x = LoadTile(a), vv = LoadTile(v), out(x.size());
       for (int64_t r = 0; r < a.rows; ++r)
-        for (int64_t cc = 0; cc < a.cols; ++cc)
-          out[r * a.cols + cc] = ApplyBinary(op, x[r * a.cols + cc], vv[r]);
+        for (int64_t cc = 0; cc < a.cols; ++cc) out[r * a.cols + cc] = ApplyBinary(op, x[r * a.cols + cc], vv[r]);
       StoreTile(dst, out.data());
     }
     return Simd(dst, {a, v}, op == BinaryOp::kDiv ? 3 : 1);
@@ -312,8 +317,7 @@ class PeImpl final : public Pe {
     if (dev_->options().compute_values) {
       std::vector<float> x = LoadTile(a), vv = LoadTile(v), out(x.size());
       for (int64_t r = 0; r < a.rows; ++r)
-        for (int64_t cc = 0; cc < a.cols; ++cc)
-          out[r * a.cols + cc] = ApplyBinary(op, x[r * a.cols + cc], vv[cc]);
+        for (int64_t cc = 0; cc < a.cols; ++cc) out[r * a.cols + cc] = ApplyBinary(op, x[r * a.cols + cc], vv[cc]);
       StoreTile(dst, out.data());
     }
     return Simd(dst, {a, v}, op == BinaryOp::kDiv ? 3 : 1);
@@ -436,14 +440,13 @@ class PeImpl final : public Pe {
     Message m = std::move(box.front());
     box.pop_front();
     if (m.rows != dst.rows || m.cols != dst.cols) {
-      Throw(ErrorCode::kInvalidArgument,
-            absl::StrFormat("ReceiveFromNeighbour: PE %d sent a %dx%d tile, dst is %dx%d", peer, m.rows, m.cols,
-                            dst.rows, dst.cols));
+      Throw(ErrorCode::kInvalidArgument, absl::StrFormat("ReceiveFromNeighbour: PE %d sent a %dx%d tile, dst is %dx%d",
+                                                         peer, m.rows, m.cols, dst.rows, dst.cols));
     }
     if (dev_->options().compute_values) {
       std::vector<float> out = combine == Combine::kReplace ? std::move(m.values) : LoadTile(dst);
       if (combine != Combine::kReplace) {
-        ReduceOp op = combine == Combine::kSum ? ReduceOp::kSum
+        ReduceOp op = combine == Combine::kSum   ? ReduceOp::kSum
                       : combine == Combine::kMax ? ReduceOp::kMax
                                                  : ReduceOp::kMin;
         for (size_t i = 0; i < out.size(); ++i) out[i] = Combine2(op, out[i], m.values[i]);
@@ -466,9 +469,8 @@ class PeImpl final : public Pe {
     TilePtr(src, "Transpose src");
     TilePtr(dst, "Transpose dst");
     if (dst.rows != src.cols || dst.cols != src.rows || dst.dtype != src.dtype) {
-      Throw(ErrorCode::kInvalidArgument,
-            absl::StrFormat("Transpose: dst must be %dx%d of the same dtype, got %dx%d", src.cols, src.rows,
-                            dst.rows, dst.cols));
+      Throw(ErrorCode::kInvalidArgument, absl::StrFormat("Transpose: dst must be %dx%d of the same dtype, got %dx%d",
+                                                         src.cols, src.rows, dst.rows, dst.cols));
     }
     if (dev_->options().compute_values) {
       const uint64_t es = SizeOf(src.dtype);
@@ -478,7 +480,8 @@ class PeImpl final : public Pe {
       for (int64_t r = 0; r < src.rows; ++r)
         for (int64_t cc = 0; cc < src.cols; ++cc)
           std::memcpy(&tmp[(cc * src.rows + r) * es], s + (r * src.stride + cc) * es, es);
-      for (int64_t r = 0; r < dst.rows; ++r) std::memcpy(d + r * dst.stride * es, &tmp[r * dst.cols * es], dst.cols * es);
+      for (int64_t r = 0; r < dst.rows; ++r)
+        std::memcpy(d + r * dst.stride * es, &tmp[r * dst.cols * es], dst.cols * es);
     }
     return Mlu(dst, src);
   }
@@ -497,8 +500,10 @@ class PeImpl final : public Pe {
       uint8_t* s = TilePtr(src, "");
       uint8_t* d = TilePtr(dst, "");
       std::vector<uint8_t> tmp(src.elements() * es);
-      for (int64_t r = 0; r < src.rows; ++r) std::memcpy(&tmp[r * src.cols * es], s + r * src.stride * es, src.cols * es);
-      for (int64_t r = 0; r < dst.rows; ++r) std::memcpy(d + r * dst.stride * es, &tmp[r * dst.cols * es], dst.cols * es);
+      for (int64_t r = 0; r < src.rows; ++r)
+        std::memcpy(&tmp[r * src.cols * es], s + r * src.stride * es, src.cols * es);
+      for (int64_t r = 0; r < dst.rows; ++r)
+        std::memcpy(d + r * dst.stride * es, &tmp[r * dst.cols * es], dst.cols * es);
     }
     return Mlu(dst, src);
   }
@@ -580,9 +585,8 @@ class PeImpl final : public Pe {
     if (d == Direction::kEast) ++cc;
     if (d == Direction::kWest) --cc;
     if (r < 0 || r >= c_.grid_rows || cc < 0 || cc >= c_.grid_cols) {
-      Throw(ErrorCode::kOutOfRange,
-            absl::StrFormat("no %s neighbour: PE (%d, %d) is outside the %dx%d grid", DirectionName(d), r, cc,
-                            c_.grid_rows, c_.grid_cols));
+      Throw(ErrorCode::kOutOfRange, absl::StrFormat("no %s neighbour: PE (%d, %d) is outside the %dx%d grid",
+                                                    DirectionName(d), r, cc, c_.grid_rows, c_.grid_cols));
     }
     return r * c_.grid_cols + cc;
   }
@@ -620,8 +624,8 @@ class PeImpl final : public Pe {
     TilePtr(dst, what);
     TilePtr(src, what);
     if (dst.rows != src.rows || dst.cols != src.cols) {
-      Throw(ErrorCode::kInvalidArgument, absl::StrFormat("%s: shapes differ: dst %dx%d, operand %dx%d", what,
-                                                         dst.rows, dst.cols, src.rows, src.cols));
+      Throw(ErrorCode::kInvalidArgument, absl::StrFormat("%s: shapes differ: dst %dx%d, operand %dx%d", what, dst.rows,
+                                                         dst.cols, src.rows, src.cols));
     }
   }
 
@@ -713,8 +717,8 @@ class PeImpl final : public Pe {
     ls_->bytes.local_bytes += static_cast<uint64_t>(bytes);
     std::vector<Buffer> reads;
     for (const Tile& t : srcs) reads.push_back(t.buffer);
-    return Compute(Unit::kSimd, std::max(passes * std::ceil(n / Lanes(all)), bytes / c_.local_bytes_per_cycle),
-                   reads, {}, {dst.buffer});
+    return Compute(Unit::kSimd, std::max(passes * std::ceil(n / Lanes(all)), bytes / c_.local_bytes_per_cycle), reads,
+                   {}, {dst.buffer});
   }
 
   Token Re(const Tile& dst, const Tile& src, bool accumulate) {
@@ -808,8 +812,8 @@ class PeImpl final : public Pe {
                             what, pitch, kDmaAlignment));
     }
     if (rows > 1 && pitch < row_bytes) {
-      Throw(ErrorCode::kInvalidArgument, absl::StrFormat("DMA %s pitch %d is smaller than the row (%d bytes)", what,
-                                                         pitch, row_bytes));
+      Throw(ErrorCode::kInvalidArgument,
+            absl::StrFormat("DMA %s pitch %d is smaller than the row (%d bytes)", what, pitch, row_bytes));
     }
     uint64_t extent = rows == 0 ? 0 : (rows - 1) * pitch + row_bytes;
     if (extent > b.size) {
@@ -858,8 +862,8 @@ class PeImpl final : public Pe {
       BroadcastKey key{*group, *group == Group::kRow ? row_ : col_, seq++};
       auto it = ls_->broadcasts.find(key);
       if (it == ls_->broadcasts.end()) {
-        BroadcastInfo info{static_cast<int>(ls_->trace.broadcasts.size()), src.address, rows, row_bytes, src_pitch,
-                           src.space};
+        BroadcastInfo info{
+            static_cast<int>(ls_->trace.broadcasts.size()), src.address, rows, row_bytes, src_pitch, src.space};
         ls_->trace.broadcasts.emplace_back();
         it = ls_->broadcasts.emplace(key, info).first;
       } else {
@@ -951,9 +955,9 @@ absl::StatusOr<Buffer> Device::NewDram(uint64_t bytes) { return AddRegion(Space:
 absl::StatusOr<Buffer> Device::NewSram(uint64_t bytes) {
   uint64_t need = (bytes + 4095) / 4096 * 4096;
   if (need > config_.lls_bytes - sram_used_) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "LLS scratchpad overflow: %d bytes requested, %d of %d free on %s", bytes, config_.lls_bytes - sram_used_,
-        config_.lls_bytes, config_.name));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("LLS scratchpad overflow: %d bytes requested, %d of %d free on %s", bytes,
+                        config_.lls_bytes - sram_used_, config_.lls_bytes, config_.name));
   }
   sram_used_ += need;
   return AddRegion(Space::kSram, nullptr, bytes, true);
@@ -1015,8 +1019,8 @@ absl::StatusOr<RunStats> Device::Run(const Kernel& kernel) {
     int max_barriers = 0;
     for (int i = 0; i < n; ++i) max_barriers = std::max(max_barriers, ls.pes[i]->barriers());
     for (int i : stuck) waiting.push_back(absl::StrCat(i));
-    std::string why = absl::StrCat(
-        "deadlock: PEs {", absl::StrJoin(waiting, ","), "} wait for a barrier or neighbour data that never comes");
+    std::string why = absl::StrCat("deadlock: PEs {", absl::StrJoin(waiting, ","),
+                                   "} wait for a barrier or neighbour data that never comes");
     for (int i = 0; i < n; ++i) {
       if (std::find(stuck.begin(), stuck.end(), i) == stuck.end() && ls.pes[i]->barriers() < max_barriers) {
         absl::StrAppend(&why, "; PE ", i, " returned after ", ls.pes[i]->barriers(),
@@ -1099,8 +1103,8 @@ absl::StatusOr<RunStats> Device::CheckedStats() const {
 void Accumulate(const Config& c, RunStats& a, const RunStats& b) {
   a.launches += b.launches;
   a.cycles += b.cycles;
-  for (auto [x, y] : {std::pair{&a.dma, &b.dma}, {&a.dpe, &b.dpe}, {&a.simd, &b.simd}, {&a.re, &b.re},
-                      {&a.mlu, &b.mlu}}) {
+  for (auto [x, y] :
+       {std::pair{&a.dma, &b.dma}, {&a.dpe, &b.dpe}, {&a.simd, &b.simd}, {&a.re, &b.re}, {&a.mlu, &b.mlu}}) {
     x->ops += y->ops;
     x->busy_cycles += y->busy_cycles;
     x->stall_cycles += y->stall_cycles;
@@ -1123,8 +1127,8 @@ void Accumulate(const Config& c, RunStats& a, const RunStats& b) {
   a.seconds = cyc / c.clock_hz;
   if (cyc > 0) {
     a.pe_utilization = a.pe_busy_cycles / (c.num_pes() * cyc);
-    a.dpe_utilization = (a.dpe_flops / c.dpe_peak_flops_per_cycle(false) +
-                         a.dpe_int8_ops / c.dpe_peak_flops_per_cycle(true)) / cyc;
+    a.dpe_utilization =
+        (a.dpe_flops / c.dpe_peak_flops_per_cycle(false) + a.dpe_int8_ops / c.dpe_peak_flops_per_cycle(true)) / cyc;
     a.dram_utilization = (a.dram_read_bytes + a.dram_write_bytes) / (c.dram_bytes_per_cycle * cyc);
     a.sram_utilization = (a.sram_read_bytes + a.sram_write_bytes) / (c.sram_bytes_per_cycle * cyc);
   }

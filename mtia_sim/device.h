@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+
 #include "mtia_sim/mtia.h"
 
 namespace kevo::mtia {

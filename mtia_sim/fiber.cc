@@ -19,8 +19,7 @@ FiberPool::FiberPool(int count, size_t stack_bytes) : stack_bytes_(stack_bytes) 
   for (int i = 0; i < count; ++i) {
     auto f = std::make_unique<Fiber>();
     // MAP_NORESERVE: only the pages a kernel touches cost memory.
-    f->stack = mmap(nullptr, stack_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                    -1, 0);
+    f->stack = mmap(nullptr, stack_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (f->stack == MAP_FAILED) std::abort();  // out of address space: nothing sensible to do
     fibers_.push_back(std::move(f));
   }
@@ -48,8 +47,8 @@ void FiberPool::Resume(int i) {
     f.ctx.uc_stack.ss_size = stack_bytes_;
     f.ctx.uc_link = &main_;
     auto p = reinterpret_cast<uintptr_t>(this);
-    makecontext(&f.ctx, reinterpret_cast<void (*)()>(&FiberPool::Trampoline), 2,
-                static_cast<unsigned>(p & 0xFFFFFFFFu), static_cast<unsigned>(p >> 32));
+    makecontext(&f.ctx, reinterpret_cast<void (*)()>(&FiberPool::Trampoline), 2, static_cast<unsigned>(p & 0xFFFFFFFFu),
+                static_cast<unsigned>(p >> 32));
   }
   f.can_resume = nullptr;
   swapcontext(&main_, &f.ctx);

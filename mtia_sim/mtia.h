@@ -52,14 +52,14 @@ struct Config {
   // Shared memories, whole chip, bytes per cycle (split between active DMAs).
   double sram_bytes_per_cycle = 0;
   double dram_bytes_per_cycle = 0;
-  double pe_port_bytes_per_cycle = 0;  // one PE's Fabric-Interface port
+  double pe_port_bytes_per_cycle = 0;    // one PE's Fabric-Interface port
   double neighbour_bytes_per_cycle = 0;  // reduction network, PE to PE
   // Latencies and overheads, cycles.
   double dram_latency = 0;
   double sram_latency = 0;
   double neighbour_latency = 0;
-  double unit_op_overhead = 0;  // fixed cost of each DPE/SIMD/RE/MLU command
-  double dma_issue_cycles = 0;  // scalar core cost to program one DMA
+  double unit_op_overhead = 0;      // fixed cost of each DPE/SIMD/RE/MLU command
+  double dma_issue_cycles = 0;      // scalar core cost to program one DMA
   double compute_issue_cycles = 0;  // vector core cost to issue one unit command
   double barrier_cycles = 0;
   double launch_cycles = 0;
@@ -111,15 +111,15 @@ inline Config Mtia1Config() {
   c.clock_hz = 0.8e9;
   c.local_memory_bytes = 128 * 1024;
   c.lls_bytes = 64ull << 20;
-  c.dpe_macs_per_cycle_f16 = 500;   // 51.2 TFLOPS / 64 PEs / 0.8 GHz / 2
-  c.dpe_macs_per_cycle_i8 = 1000;   // 102.4 TOPS
-  c.simd_lanes_f32 = 8;             // 0.8 TFLOPS FP32 vector
-  c.simd_lanes_f16 = 16;            // 1.6 TFLOPS FP16
-  c.simd_lanes_i8 = 32;             // 3.2 TOPS INT8
+  c.dpe_macs_per_cycle_f16 = 500;  // 51.2 TFLOPS / 64 PEs / 0.8 GHz / 2
+  c.dpe_macs_per_cycle_i8 = 1000;  // 102.4 TOPS
+  c.simd_lanes_f32 = 8;            // 0.8 TFLOPS FP32 vector
+  c.simd_lanes_f16 = 16;           // 1.6 TFLOPS FP16
+  c.simd_lanes_i8 = 32;            // 3.2 TOPS INT8
   c.re_elements_per_cycle = 16;
-  c.local_bytes_per_cycle = 500;    // 0.4 TB/s / 0.8 GHz
-  c.sram_bytes_per_cycle = 1000;    // 0.8 TB/s / 0.8 GHz
-  c.dram_bytes_per_cycle = 220;     // 176 GB/s / 0.8 GHz
+  c.local_bytes_per_cycle = 500;  // 0.4 TB/s / 0.8 GHz
+  c.sram_bytes_per_cycle = 1000;  // 0.8 TB/s / 0.8 GHz
+  c.dram_bytes_per_cycle = 220;   // 176 GB/s / 0.8 GHz
   c.pe_port_bytes_per_cycle = 64;
   c.dram_latency = 250;
   c.sram_latency = 60;
@@ -154,12 +154,12 @@ inline Config Mtia300Config() {
   c.dpe_macs_per_cycle_i8 = 5000;
   // modelled: SIMD / Special Function Unit, RE, MLU and neighbour link keep
   // 2i's per-cycle rates (Meta gives no vector figures).
-  c.local_bytes_per_cycle = 1024;   // modelled: 1.9 TB/s per PE, feeds the DPE at kt = 32
-  c.sram_bytes_per_cycle = 6000;    // modelled: 11.25 TB/s, ~1.8x HBM (SRAM not public)
+  c.local_bytes_per_cycle = 1024;             // modelled: 1.9 TB/s per PE, feeds the DPE at kt = 32
+  c.sram_bytes_per_cycle = 6000;              // modelled: 11.25 TB/s, ~1.8x HBM (SRAM not public)
   c.dram_bytes_per_cycle = 6.1e12 / 1.875e9;  // public: 6.1 TB/s HBM (3,253 B/cycle)
-  c.pe_port_bytes_per_cycle = 256;  // modelled: 2x 2i's, with the per-PE DPE 2.4x 2i's
-  c.dram_latency = 550;             // modelled: ~0.29 us, 2i's 400 cycles in time
-  c.launch_cycles = 970;            // modelled: ~0.52 us, 2i's 700 cycles in time
+  c.pe_port_bytes_per_cycle = 256;            // modelled: 2x 2i's, with the per-PE DPE 2.4x 2i's
+  c.dram_latency = 550;                       // modelled: ~0.29 us, 2i's 400 cycles in time
+  c.launch_cycles = 970;                      // modelled: ~0.52 us, 2i's 700 cycles in time
   return c;
 }
 
@@ -302,7 +302,7 @@ class Pe {
  public:
   virtual ~Pe() = default;
 
-  virtual int id() const = 0;   // row * grid cols + col
+  virtual int id() const = 0;  // row * grid cols + col
   virtual int row() const = 0;
   virtual int col() const = 0;
   virtual const Config& config() const = 0;
@@ -397,15 +397,15 @@ struct RunStats {
   double seconds = 0;   // cycles / clock
   UnitCounters dma, dpe, simd, re, mlu;
   double dma_contention_cycles = 0;  // DMA time beyond the PE port's rate (shared bandwidth)
-  double wait_cycles = 0;     // sum over PEs of cycles the cores sat in Wait/Sync
-  double barrier_cycles = 0;  // sum over PEs of cycles spent waiting in Barrier
+  double wait_cycles = 0;            // sum over PEs of cycles the cores sat in Wait/Sync
+  double barrier_cycles = 0;         // sum over PEs of cycles spent waiting in Barrier
   uint64_t dram_read_bytes = 0, dram_write_bytes = 0;
   uint64_t sram_read_bytes = 0, sram_write_bytes = 0;
-  uint64_t local_bytes = 0;       // read + written in local memory by units and DMA
-  uint64_t neighbour_bytes = 0;   // over the reduction network
+  uint64_t local_bytes = 0;            // read + written in local memory by units and DMA
+  uint64_t neighbour_bytes = 0;        // over the reduction network
   uint64_t broadcast_saved_bytes = 0;  // shared-memory reads a broadcast avoided
-  uint64_t dpe_flops = 0;     // fp16/bf16 (2 per MAC)
-  uint64_t dpe_int8_ops = 0;  // int8 (2 per MAC)
+  uint64_t dpe_flops = 0;              // fp16/bf16 (2 per MAC)
+  uint64_t dpe_int8_ops = 0;           // int8 (2 per MAC)
   uint64_t simd_elements = 0;
   double pe_busy_cycles = 0;  // sum over PEs of cycles any compute unit worked
   // Derived (filled by the simulator):

@@ -21,7 +21,7 @@ constexpr int kFirstPort = 2;
 struct OpState {
   double issue = 0;  // when the command reached its unit's queue
   double start = -1;
-  double end = -1;   // < 0: not known yet
+  double end = -1;  // < 0: not known yet
 };
 
 struct PeState {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "mtia_sim/mtia.h"
 
 namespace kevo::mtia::internal {
@@ -23,12 +24,12 @@ enum class Unit : uint8_t { kDma, kDpe, kSimd, kRe, kMlu, kNone };
 inline constexpr int kNumUnits = 5;
 
 enum class OpKind : uint8_t {
-  kTransfer,   // DMA (unit kDma): latency, then a flow over shared resources
-  kCompute,    // fixed duration on a unit
-  kRecv,       // fixed duration on the RE once the sender's kSend has finished
-  kWait,       // stalls both cores until deps have finished, then `cycles` more (a scalar read)
-  kSync,       // stalls both cores until every earlier command has finished
-  kBarrier,    // kSync, then a join of all PEs
+  kTransfer,  // DMA (unit kDma): latency, then a flow over shared resources
+  kCompute,   // fixed duration on a unit
+  kRecv,      // fixed duration on the RE once the sender's kSend has finished
+  kWait,      // stalls both cores until deps have finished, then `cycles` more (a scalar read)
+  kSync,      // stalls both cores until every earlier command has finished
+  kBarrier,   // kSync, then a join of all PEs
 };
 
 // Shared resources a transfer's flow uses (bit mask); PE ports are implied by
@@ -41,9 +42,9 @@ struct TraceOp {
   Unit unit = Unit::kNone;
   double cycles = 0;  // kCompute / kRecv duration
   // kTransfer:
-  double bytes = 0;     // bytes crossing the shared resources (32-byte granules)
+  double bytes = 0;  // bytes crossing the shared resources (32-byte granules)
   double latency = 0;
-  uint8_t memories = 0;  // kUsesDram | kUsesSram
+  uint8_t memories = 0;    // kUsesDram | kUsesSram
   int32_t broadcast = -1;  // index into Trace::broadcasts, or -1
   // kRecv: the sender's op.
   int32_t remote_pe = -1;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+
 #include "kevo/v1/evaluation.pb.h"
 #include "kevo/v1/task.pb.h"
 #include "kevo/v1/worker.pb.h"
@@ -33,8 +34,7 @@ class Backend {
   // `on_event` as each stage ends. Candidate faults are reported in the
   // returned Evaluation's status and diagnostics; the worker's own failures
   // as INFRA_ERROR. Never throws. Thread-safe: slots call it concurrently.
-  virtual v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate,
-                                  const EventSink& on_event) = 0;
+  virtual v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate, const EventSink& on_event) = 0;
 
   // As Evaluate, and where the backend times production baselines, also
   // times `rival` (the job's best so far) in that same loop, on the same

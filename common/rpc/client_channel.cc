@@ -1,7 +1,5 @@
 #include "common/rpc/client_channel.h"
 
-#include <grpcpp/support/client_interceptor.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include <grpcpp/support/client_interceptor.h>
+
 #include "common/status.h"
 
 namespace kevo::rpc {
@@ -26,8 +26,7 @@ class BearerInterceptor final : public grpc::experimental::Interceptor {
  public:
   explicit BearerInterceptor(const std::string* header) : header_(header) {}
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
-    if (methods->QueryInterceptionHookPoint(
-            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+    if (methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
       methods->GetSendInitialMetadata()->insert({"authorization", *header_});
     }
     methods->Proceed();
@@ -86,8 +85,7 @@ absl::StatusOr<ClientCredentials> CredentialsFromEnvironment(const std::string& 
   return c;
 }
 
-std::shared_ptr<grpc::Channel> ClientChannel(const std::string& address,
-                                             const ClientCredentials& credentials,
+std::shared_ptr<grpc::Channel> ClientChannel(const std::string& address, const ClientCredentials& credentials,
                                              const grpc::ChannelArguments& args) {
   std::shared_ptr<grpc::ChannelCredentials> channel_credentials;
   grpc::ChannelArguments channel_args = args;
@@ -105,8 +103,8 @@ std::shared_ptr<grpc::Channel> ClientChannel(const std::string& address,
   if (!credentials.token.empty()) {
     interceptors.push_back(std::make_unique<BearerInterceptorFactory>(credentials.token));
   }
-  return grpc::experimental::CreateCustomChannelWithInterceptors(address, channel_credentials,
-                                                                 channel_args, std::move(interceptors));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(address, channel_credentials, channel_args,
+                                                                 std::move(interceptors));
 }
 
 }  // namespace kevo::rpc

@@ -3,18 +3,17 @@
 // token is (docs/security.md).
 #pragma once
 
-#include <grpcpp/grpcpp.h>
-
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include <grpcpp/grpcpp.h>
 
 namespace kevo::rpc {
 
 struct ClientCredentials {
-  std::string token;        // empty: calls carry no authorization
-  std::string tls_ca_pem;   // empty: plaintext
+  std::string token;            // empty: calls carry no authorization
+  std::string tls_ca_pem;       // empty: plaintext
   std::string tls_server_name;  // overrides the name checked in the certificate
 };
 
@@ -28,8 +27,7 @@ absl::StatusOr<ClientCredentials> CredentialsFromEnvironment(const std::string& 
                                                              const std::string& tls_ca_file = "");
 
 // A channel to `address` with `credentials`.
-std::shared_ptr<grpc::Channel> ClientChannel(const std::string& address,
-                                             const ClientCredentials& credentials,
+std::shared_ptr<grpc::Channel> ClientChannel(const std::string& address, const ClientCredentials& credentials,
                                              const grpc::ChannelArguments& args = {});
 
 // The contents of `path` with surrounding whitespace removed; InvalidArgument

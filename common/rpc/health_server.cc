@@ -1,9 +1,8 @@
 #include "common/rpc/health_server.h"
 
+#include "absl/strings/str_cat.h"
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/health_check_service_interface.h>
-
-#include "absl/strings/str_cat.h"
 
 namespace kevo::rpc {
 

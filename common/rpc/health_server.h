@@ -7,9 +7,8 @@
 #include <memory>
 #include <string>
 
-#include <grpcpp/grpcpp.h>
-
 #include "absl/status/statusor.h"
+#include <grpcpp/grpcpp.h>
 
 namespace kevo::rpc {
 

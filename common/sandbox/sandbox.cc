@@ -1,10 +1,10 @@
 #include "common/sandbox/sandbox.h"
 
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
-#include <linux/close_range.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+
 #include "common/log.h"
 
 namespace kevo::sandbox {
@@ -78,8 +79,7 @@ bool Drain(int fd, std::string& out, size_t cap, bool& truncated) {
 
 class ProcessSandbox final : public Sandbox {
  public:
-  ProcessSandbox(bool use_bwrap, std::string bwrap_path)
-      : use_bwrap_(use_bwrap), bwrap_path_(std::move(bwrap_path)) {}
+  ProcessSandbox(bool use_bwrap, std::string bwrap_path) : use_bwrap_(use_bwrap), bwrap_path_(std::move(bwrap_path)) {}
 
   absl::StatusOr<Result> Run(const Command& command) const override;
   std::string Description() const override { return use_bwrap_ ? "bwrap+rlimits" : "rlimits"; }
@@ -92,10 +92,8 @@ class ProcessSandbox final : public Sandbox {
   const std::string bwrap_path_;
 };
 
-std::vector<std::string> BwrapPrefix(const std::string& bwrap_path,
-                                     const std::vector<std::string>& writable_dirs,
-                                     const std::string& cwd,
-                                     const std::vector<std::string>& visible_paths = {}) {
+std::vector<std::string> BwrapPrefix(const std::string& bwrap_path, const std::vector<std::string>& writable_dirs,
+                                     const std::string& cwd, const std::vector<std::string>& visible_paths = {}) {
   std::vector<std::string> argv = {bwrap_path};
   if (visible_paths.empty()) argv.insert(argv.end(), {"--ro-bind", "/", "/"});
   argv.insert(argv.end(), {"--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"});
@@ -109,8 +107,7 @@ std::vector<std::string> BwrapPrefix(const std::string& bwrap_path,
   for (const std::string& dir : writable_dirs) {
     argv.insert(argv.end(), {"--bind", dir, dir});
   }
-  argv.insert(argv.end(), {"--unshare-net", "--unshare-pid", "--unshare-ipc", "--die-with-parent",
-                           "--new-session"});
+  argv.insert(argv.end(), {"--unshare-net", "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"});
   if (!cwd.empty()) argv.insert(argv.end(), {"--chdir", cwd});
   argv.push_back("--");
   return argv;
@@ -270,8 +267,7 @@ absl::StatusOr<Result> ProcessSandbox::Run(const Command& command) const {
     int timeout_ms = 50;  // without a pidfd we poll for the child's exit
     if (!exited && pidfd >= 0) {
       timeout_ms = command.limits.wall_timeout > absl::ZeroDuration()
-                       ? static_cast<int>(std::min<int64_t>(
-                             absl::ToInt64Milliseconds(deadline - now) + 1, 60000))
+                       ? static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(deadline - now) + 1, 60000))
                        : 60000;
     }
     if (exited) timeout_ms = 200;  // output left in the pipes after exit
@@ -281,11 +277,9 @@ absl::StatusOr<Result> ProcessSandbox::Run(const Command& command) const {
     for (int i = 0; i < n; ++i) {
       if (fds[i].revents == 0) continue;
       if (fds[i].fd == out_pipe.fds[0]) {
-        out_open = Drain(out_pipe.fds[0], result.stdout_data, command.output_cap_bytes,
-                         result.output_truncated);
+        out_open = Drain(out_pipe.fds[0], result.stdout_data, command.output_cap_bytes, result.output_truncated);
       } else if (fds[i].fd == err_pipe.fds[0]) {
-        err_open = Drain(err_pipe.fds[0], result.stderr_data, command.output_cap_bytes,
-                         result.output_truncated);
+        err_open = Drain(err_pipe.fds[0], result.stderr_data, command.output_cap_bytes, result.output_truncated);
       }
     }
   }
@@ -297,8 +291,7 @@ absl::StatusOr<Result> ProcessSandbox::Run(const Command& command) const {
   if (read(exec_pipe.fds[0], report, sizeof(report)) == sizeof(report)) {
     static constexpr const char* kStages[] = {"", "redirect", "setrlimit", "chdir", "exec"};
     return absl::InternalError(absl::StrCat("sandbox: cannot start ", argv_strings[0], ": ",
-                                            report[0] >= 1 && report[0] <= 4 ? kStages[report[0]] : "?",
-                                            ": ",
+                                            report[0] >= 1 && report[0] <= 4 ? kStages[report[0]] : "?", ": ",
                                             ErrnoText(report[1])));
   }
   if (WIFSIGNALED(status)) {
@@ -361,9 +354,9 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Create(const SandboxOptions& o
       break;
     case SandboxOptions::Bwrap::kAlways:
       if (!BwrapWorks(options.bwrap_path)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "bubblewrap (", options.bwrap_path,
-            ") cannot start a container on this host; install it or allow user namespaces"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("bubblewrap (", options.bwrap_path,
+                         ") cannot start a container on this host; install it or allow user namespaces"));
       }
       use_bwrap = true;
       break;

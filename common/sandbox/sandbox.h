@@ -56,8 +56,8 @@ struct Command {
 };
 
 struct Result {
-  int exit_code = -1;    // valid when term_signal == 0 and !timed_out
-  int term_signal = 0;   // the signal that ended the command, if any
+  int exit_code = -1;      // valid when term_signal == 0 and !timed_out
+  int term_signal = 0;     // the signal that ended the command, if any
   bool timed_out = false;  // killed by us at the wall-clock timeout
   absl::Duration wall_time;
   int64_t peak_rss_bytes = 0;  // of the largest process of the tree

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+
 #include "common/status.h"
 #include "common/task/task_loader.h"
 
@@ -63,10 +64,10 @@ bool LooksLikeKernelBench(std::string_view source) { return MissingDefinitions(s
 absl::StatusOr<v1::Task> KernelBenchTask(const std::string& path, const std::string& source) {
   const std::vector<std::string> missing = MissingDefinitions(source);
   if (!missing.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": not a KernelBench problem: it defines no ", absl::StrJoin(missing, ", no "),
-        " (a problem defines class Model(nn.Module), get_inputs() and get_init_inputs(), each "
-        "at the start of a line)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a KernelBench problem: it defines no ", absl::StrJoin(missing, ", no "),
+                     " (a problem defines class Model(nn.Module), get_inputs() and get_init_inputs(), each "
+                     "at the start of a line)"));
   }
   v1::Task task;
   const fs::path p(path);
@@ -92,9 +93,7 @@ absl::StatusOr<v1::Task> LoadKernelBenchFile(const std::string& path) {
 }
 
 absl::Status ValidateKernelBenchTask(const v1::Task& task) {
-  auto error = [](const std::string& what) {
-    return absl::InvalidArgumentError(absl::StrCat("task: ", what));
-  };
+  auto error = [](const std::string& what) { return absl::InvalidArgumentError(absl::StrCat("task: ", what)); };
   if (task.format() != v1::TASK_FORMAT_KERNELBENCH) return error("format is not KernelBench");
   if (task.name().empty()) return error("field 'name' is missing");
   if (task.reference().language() != kPythonLanguage) {

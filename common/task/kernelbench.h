@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+
 #include "common/task/task_loader.h"
 #include "kevo/v1/task.pb.h"
 

@@ -12,14 +12,15 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/match.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/io/tokenizer.h"
+
 #include "common/expr.h"
 #include "common/status.h"
 #include "common/tensor.h"
-#include "google/protobuf/descriptor.h"
-#include "google/protobuf/io/tokenizer.h"
 
 namespace kevo::task {
 namespace {
@@ -33,8 +34,7 @@ using google::protobuf::TextFormat;
 // usually consequences of the first).
 class FirstErrorCollector final : public google::protobuf::io::ErrorCollector {
  public:
-  void AddError(int line, google::protobuf::io::ColumnNumber column,
-                const std::string& message) override {
+  void AddError(int line, google::protobuf::io::ColumnNumber column, const std::string& message) override {
     if (has_error_) return;
     has_error_ = true;
     line_ = line;
@@ -145,8 +145,7 @@ absl::StatusOr<std::string> ReadFile(const fs::path& path, const std::string& wh
     return absl::NotFoundError(absl::StrCat(what, " '", path.string(), "' does not exist"));
   }
   if (!fs::is_regular_file(path, ec)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(what, " '", path.string(), "' is not a regular file"));
+    return absl::FailedPreconditionError(absl::StrCat(what, " '", path.string(), "' is not a regular file"));
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::UnknownError(absl::StrCat("cannot open ", what, " '", path.string(), "'"));
@@ -223,8 +222,7 @@ class Reporter {
 
 const std::vector<std::string>& KnownOpFamilies() {
   static const auto* families = new std::vector<std::string>{
-      "elementwise", "reduction", "softmax", "norm",   "matmul",
-      "conv",        "loss",      "preprocessing", "sparse", "fusion"};
+      "elementwise", "reduction", "softmax", "norm", "matmul", "conv", "loss", "preprocessing", "sparse", "fusion"};
   return *families;
 }
 
@@ -274,18 +272,16 @@ absl::Status ValidateTask(const v1::Task& task, const TaskSource& source, const 
   if (task.name().empty()) return r.Error({}, "field 'name' is missing: every task needs a name");
   const auto& families = KnownOpFamilies();
   if (task.op_family().empty()) {
-    return r.Error({}, absl::StrCat("field 'op_family' is missing; expected one of ",
-                                    absl::StrJoin(families, ", ")));
+    return r.Error({}, absl::StrCat("field 'op_family' is missing; expected one of ", absl::StrJoin(families, ", ")));
   }
   if (std::find(families.begin(), families.end(), task.op_family()) == families.end()) {
-    return r.Error({{"op_family"}}, absl::StrCat("unknown op_family '", task.op_family(),
-                                                 "'; expected one of ", absl::StrJoin(families, ", ")));
+    return r.Error({{"op_family"}}, absl::StrCat("unknown op_family '", task.op_family(), "'; expected one of ",
+                                                 absl::StrJoin(families, ", ")));
   }
   if (!task.has_signature()) return r.Error({}, "field 'signature' is missing");
   if (!IsCIdentifier(task.signature().function())) {
     return r.Error({{"signature"}, {"function"}},
-                   absl::StrCat("signature function '", task.signature().function(),
-                                "' is not a valid C identifier"));
+                   absl::StrCat("signature function '", task.signature().function(), "' is not a valid C identifier"));
   }
 
   // Tensors: names, dtypes, shapes. Collect the symbols the shapes use.
@@ -299,26 +295,22 @@ absl::Status ValidateTask(const v1::Task& task, const TaskSource& source, const 
       const v1::TensorSpec& t = tensors[i];
       if (!IsCIdentifier(t.name())) {
         return r.Error({{kind, i}, {"name"}},
-                       absl::StrCat(kind, "[", i, "]: tensor name '", t.name(),
-                                    "' is not a valid C identifier"));
+                       absl::StrCat(kind, "[", i, "]: tensor name '", t.name(), "' is not a valid C identifier"));
       }
       if (!tensor_names.insert(t.name()).second) {
-        return r.Error({{kind, i}, {"name"}},
-                       absl::StrCat("tensor name '", t.name(), "' is used twice"));
+        return r.Error({{kind, i}, {"name"}}, absl::StrCat("tensor name '", t.name(), "' is used twice"));
       }
       if (t.dtype() == v1::DTYPE_UNSPECIFIED) {
         return r.Error({{kind, i}}, absl::StrCat("tensor '", t.name(), "' has no dtype"));
       }
       if (t.shape_size() == 0) {
-        return r.Error({{kind, i}},
-                       absl::StrCat("tensor '", t.name(), "' has no shape (give at least one dimension)"));
+        return r.Error({{kind, i}}, absl::StrCat("tensor '", t.name(), "' has no shape (give at least one dimension)"));
       }
       for (int j = 0; j < t.shape_size(); ++j) {
         auto syms = ExprSymbols(t.shape(j));
         if (!syms.ok()) {
-          return r.Error({{kind, i}, {"shape", j}},
-                         absl::StrCat("tensor '", t.name(), "' dimension ", j, ": bad shape ",
-                                      syms.status().message()));
+          return r.Error({{kind, i}, {"shape", j}}, absl::StrCat("tensor '", t.name(), "' dimension ", j,
+                                                                 ": bad shape ", syms.status().message()));
         }
         for (const std::string& s : *syms) shape_symbols.emplace(s, t.name());
       }
@@ -328,8 +320,7 @@ absl::Status ValidateTask(const v1::Task& task, const TaskSource& source, const 
                        absl::StrCat("output '", t.name(), "' has a distribution; only inputs do"));
       }
       auto bad_range = [&](const std::string& what) {
-        return r.Error({{kind, i}, {"distribution"}},
-                       absl::StrCat("tensor '", t.name(), "': ", what));
+        return r.Error({{kind, i}, {"distribution"}}, absl::StrCat("tensor '", t.name(), "': ", what));
       };
       if (d.has_uniform() && !(d.uniform().low() < d.uniform().high())) {
         return bad_range("uniform distribution needs low < high");
@@ -350,10 +341,10 @@ absl::Status ValidateTask(const v1::Task& task, const TaskSource& source, const 
   // when the signature, bytes_moved or flops uses it.
   std::set<std::string> formula_symbols;
   for (const auto& [field, expr] :
-       {std::pair<const char*, const std::string*>{"bytes_moved", &task.bytes_moved()},
-        {"flops", &task.flops()}}) {
+       {std::pair<const char*, const std::string*>{"bytes_moved", &task.bytes_moved()}, {"flops", &task.flops()}}) {
     if (expr->empty()) {
-      return r.Error({}, absl::StrCat("field '", field, "' is missing: give an expression over the "
+      return r.Error({}, absl::StrCat("field '", field,
+                                      "' is missing: give an expression over the "
                                       "shape symbols (used for the roofline)"));
     }
     auto syms = ExprSymbols(*expr);
@@ -369,34 +360,31 @@ absl::Status ValidateTask(const v1::Task& task, const TaskSource& source, const 
   for (int i = 0; i < task.signature().params_size(); ++i) {
     const std::string& p = task.signature().params(i);
     if (!params.insert(p).second) {
-      return r.Error({{"signature"}, {"params", i}},
-                     absl::StrCat("signature parameter '", p, "' appears twice"));
+      return r.Error({{"signature"}, {"params", i}}, absl::StrCat("signature parameter '", p, "' appears twice"));
     }
     if (tensor_names.count(p) > 0) continue;
     if (shape_symbols.count(p) == 0) {
       return r.Error({{"signature"}, {"params", i}},
-                     absl::StrCat("signature parameter '", p,
-                                  "' names no input, output or shape symbol"));
+                     absl::StrCat("signature parameter '", p, "' names no input, output or shape symbol"));
     }
   }
   for (const std::string& name : tensor_names) {
     if (params.count(name) == 0) {
-      return r.Error({{"signature"}},
-                     absl::StrCat("tensor '", name, "' is not a signature parameter; the "
-                                  "candidate could not see it"));
+      return r.Error({{"signature"}}, absl::StrCat("tensor '", name,
+                                                   "' is not a signature parameter; the "
+                                                   "candidate could not see it"));
     }
   }
   auto rendered = RenderSignature(task);
   if (!rendered.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(r.PrefixFor({{"signature"}}), rendered.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(r.PrefixFor({{"signature"}}), rendered.status().message()));
   }
 
   // Bindings.
   if (task.validate_size() < 2) {
-    return r.Error({{"validate", 0}},
-                   absl::StrCat("needs at least two validate bindings (one of them odd-sized), "
-                                "found ", task.validate_size()));
+    return r.Error({{"validate", 0}}, absl::StrCat("needs at least two validate bindings (one of them odd-sized), "
+                                                   "found ",
+                                                   task.validate_size()));
   }
   if (!task.has_time()) {
     return r.Error({}, "field 'time' is missing: give the binding to time");
@@ -416,20 +404,18 @@ absl::Status ValidateTask(const v1::Task& task, const TaskSource& source, const 
     }
     for (const std::string& sym : formula_symbols) {
       if (!b.values().contains(sym)) {
-        return r.Error({step}, absl::StrCat(label, " gives no value for symbol '", sym,
-                                            "' (used by bytes_moved or flops)"));
+        return r.Error({step},
+                       absl::StrCat(label, " gives no value for symbol '", sym, "' (used by bytes_moved or flops)"));
       }
     }
     std::vector<std::pair<std::string, int64_t>> sorted(b.values().begin(), b.values().end());
     std::sort(sorted.begin(), sorted.end());
     for (const auto& [sym, value] : sorted) {
       if (known_symbols.count(sym) == 0) {
-        return r.Error({step}, absl::StrCat(label, " sets '", sym,
-                                            "', which no shape, bytes_moved or flops uses"));
+        return r.Error({step}, absl::StrCat(label, " sets '", sym, "', which no shape, bytes_moved or flops uses"));
       }
       if (value <= 0) {
-        return r.Error({step}, absl::StrCat(label, " sets '", sym, "' to ", value,
-                                            "; symbol values must be positive"));
+        return r.Error({step}, absl::StrCat(label, " sets '", sym, "' to ", value, "; symbol values must be positive"));
       }
     }
     const SymbolValues values = BindingValues(b);
@@ -443,18 +429,17 @@ absl::Status ValidateTask(const v1::Task& task, const TaskSource& source, const 
           return r.Error({step}, absl::StrCat(label, ": ", bytes.status().message()));
         }
         if (*bytes > limits.max_tensor_bytes) {
-          return r.Error({step}, absl::StrCat(label, ": tensor '", t.name(), "' is ", FormatBytes(*bytes), " (",
-                                              *bytes, " bytes of ", std::string(DTypeName(t.dtype())),
-                                              "), above the limit of ", FormatBytes(limits.max_tensor_bytes),
-                                              " per tensor"));
+          return r.Error({step}, absl::StrCat(label, ": tensor '", t.name(), "' is ", FormatBytes(*bytes), " (", *bytes,
+                                              " bytes of ", std::string(DTypeName(t.dtype())), "), above the limit of ",
+                                              FormatBytes(limits.max_tensor_bytes), " per tensor"));
         }
         if (__builtin_add_overflow(total_bytes, *bytes, &total_bytes) || total_bytes > limits.max_binding_bytes) {
-          return r.Error({step}, absl::StrCat(label, ": its tensors, up to and including '", t.name(), "', are ",
-                                              total_bytes < 0 ? std::string("more bytes than int64 holds")
-                                                              : absl::StrCat(FormatBytes(total_bytes), " (",
-                                                                             total_bytes, " bytes)"),
-                                              ", above the limit of ", FormatBytes(limits.max_binding_bytes),
-                                              " per binding"));
+          return r.Error(
+              {step},
+              absl::StrCat(label, ": its tensors, up to and including '", t.name(), "', are ",
+                           total_bytes < 0 ? std::string("more bytes than int64 holds")
+                                           : absl::StrCat(FormatBytes(total_bytes), " (", total_bytes, " bytes)"),
+                           ", above the limit of ", FormatBytes(limits.max_binding_bytes), " per binding"));
         }
       }
     }
@@ -468,20 +453,19 @@ absl::Status ValidateTask(const v1::Task& task, const TaskSource& source, const 
         auto v = EvalExpr(*expr, values);
         if (!v.ok()) {
           return r.Error({{"inputs", i}, {"distribution"}},
-                         absl::StrCat("tensor '", task.inputs(i).name(), "': int_range bound '", *expr,
-                                      "' under ", label, ": ", v.status().message()));
+                         absl::StrCat("tensor '", task.inputs(i).name(), "': int_range bound '", *expr, "' under ",
+                                      label, ": ", v.status().message()));
         }
         *bound = *v;
       }
       if (lo > hi) {
         return r.Error({{"inputs", i}, {"distribution"}},
-                       absl::StrCat("tensor '", task.inputs(i).name(), "': int_range under ", label, " is [", lo,
-                                    ", ", hi, "]; it needs low <= high"));
+                       absl::StrCat("tensor '", task.inputs(i).name(), "': int_range under ", label, " is [", lo, ", ",
+                                    hi, "]; it needs low <= high"));
       }
     }
     for (const auto& [field, expr] :
-         {std::pair<const char*, const std::string*>{"bytes_moved", &task.bytes_moved()},
-          {"flops", &task.flops()}}) {
+         {std::pair<const char*, const std::string*>{"bytes_moved", &task.bytes_moved()}, {"flops", &task.flops()}}) {
       auto v = EvalExpr(*expr, values);
       if (!v.ok()) {
         return r.Error({{field}}, absl::StrCat(field, " under ", label, ": ", v.status().message()));
@@ -495,15 +479,12 @@ absl::Status ValidateTask(const v1::Task& task, const TaskSource& source, const 
   for (int k = 0; k < task.validate_size(); ++k) {
     const v1::Binding& b = task.validate(k);
     if (b.name().empty()) {
-      return r.Error({{"validate", k}},
-                     absl::StrCat("validate binding ", k, " has no name (reports use it)"));
+      return r.Error({{"validate", k}}, absl::StrCat("validate binding ", k, " has no name (reports use it)"));
     }
     if (!binding_names.insert(b.name()).second) {
-      return r.Error({{"validate", k}},
-                     absl::StrCat("validate binding name '", b.name(), "' is used twice"));
+      return r.Error({{"validate", k}}, absl::StrCat("validate binding name '", b.name(), "' is used twice"));
     }
-    KEVO_RETURN_IF_ERROR(
-        check_binding(b, {"validate", k}, absl::StrCat("validate binding '", b.name(), "'")));
+    KEVO_RETURN_IF_ERROR(check_binding(b, {"validate", k}, absl::StrCat("validate binding '", b.name(), "'")));
     for (const auto& [sym, value] : b.values()) any_odd |= (value % 2) != 0;
   }
   if (!any_odd) {
@@ -517,20 +498,19 @@ absl::Status ValidateTask(const v1::Task& task, const TaskSource& source, const 
     const v1::PlatformBinding& pb = task.time_on(k);
     const auto& known = KnownPlatforms();
     if (std::find(known.begin(), known.end(), pb.platform()) == known.end()) {
-      return r.Error({{"time_on", k}},
-                     absl::StrCat("time_on ", k, " names platform '", pb.platform(),
-                                  "'; known platforms: ", absl::StrJoin(known, ", ")));
+      return r.Error({{"time_on", k}}, absl::StrCat("time_on ", k, " names platform '", pb.platform(),
+                                                    "'; known platforms: ", absl::StrJoin(known, ", ")));
     }
     if (!timed_platforms.insert(pb.platform()).second) {
       return r.Error({{"time_on", k}}, absl::StrCat("time_on names platform '", pb.platform(),
                                                     "' twice; give one timed binding per platform"));
     }
     if (!pb.has_binding() || pb.binding().name().empty()) {
-      return r.Error({{"time_on", k}}, absl::StrCat("time_on '", pb.platform(),
-                                                    "' has no binding with a name (reports use it)"));
+      return r.Error({{"time_on", k}},
+                     absl::StrCat("time_on '", pb.platform(), "' has no binding with a name (reports use it)"));
     }
-    KEVO_RETURN_IF_ERROR(check_binding(pb.binding(), {"time_on", k},
-                                       absl::StrCat("time_on '", pb.platform(), "' binding")));
+    KEVO_RETURN_IF_ERROR(
+        check_binding(pb.binding(), {"time_on", k}, absl::StrCat("time_on '", pb.platform(), "' binding")));
   }
 
   // Production baselines (docs/task-format.md): what a user runs today.
@@ -545,10 +525,9 @@ absl::Status ValidateTask(const v1::Task& task, const TaskSource& source, const 
     const v1::ProductionBaseline& p = task.production(k);
     const auto& known = KnownPlatforms();
     if (!p.platform().empty() && std::find(known.begin(), known.end(), p.platform()) == known.end()) {
-      return r.Error({{"production", k}},
-                     absl::StrCat("production ", k, " names platform '", p.platform(),
-                                  "'; known platforms: ", absl::StrJoin(known, ", "),
-                                  " (or none, for every platform)"));
+      return r.Error({{"production", k}}, absl::StrCat("production ", k, " names platform '", p.platform(),
+                                                       "'; known platforms: ", absl::StrJoin(known, ", "),
+                                                       " (or none, for every platform)"));
     }
     if (!production_platforms.insert(p.platform()).second) {
       return r.Error({{"production", k}},
@@ -556,8 +535,7 @@ absl::Status ValidateTask(const v1::Task& task, const TaskSource& source, const 
                                   p.platform().empty() ? "every platform" : "platform '" + p.platform() + "'"));
     }
     if (p.torch().empty() && p.vendor().empty()) {
-      return r.Error({{"production", k}},
-                     "a production entry needs a 'torch' expression or a 'vendor' call (or both)");
+      return r.Error({{"production", k}}, "a production entry needs a 'torch' expression or a 'vendor' call (or both)");
     }
     if (!p.vendor().empty() && !absl::StartsWith(p.vendor(), "gemm(") && !absl::StartsWith(p.vendor(), "gemv(")) {
       return r.Error({{"production", k}, {"vendor"}},
@@ -572,16 +550,15 @@ absl::Status ValidateTask(const v1::Task& task, const TaskSource& source, const 
 
   // Seeds, reference, tolerances.
   if (task.seeds() != 0 && task.seeds() < kDefaultSeeds) {
-    return r.Error({{"seeds"}}, absl::StrCat("seeds is ", task.seeds(), "; it must be at least ",
-                                             kDefaultSeeds, " (or unset for ", kDefaultSeeds, ")"));
+    return r.Error({{"seeds"}}, absl::StrCat("seeds is ", task.seeds(), "; it must be at least ", kDefaultSeeds,
+                                             " (or unset for ", kDefaultSeeds, ")"));
   }
   if (!task.has_reference()) {
     return r.Error({}, "field 'reference' is missing: name the C++ reference file");
   }
   if (task.reference().language() != "c++") {
-    return r.Error({{"reference"}, {"language"}},
-                   absl::StrCat("reference language '", task.reference().language(),
-                                "' is not supported; native tasks use \"c++\""));
+    return r.Error({{"reference"}, {"language"}}, absl::StrCat("reference language '", task.reference().language(),
+                                                               "' is not supported; native tasks use \"c++\""));
   }
   const std::string& file = task.reference().file();
   if (file.empty()) return r.Error({{"reference"}}, "reference has no 'file'");
@@ -589,9 +566,9 @@ absl::Status ValidateTask(const v1::Task& task, const TaskSource& source, const 
   bool escapes = file_path.is_absolute();
   for (const auto& part : file_path) escapes |= part == "..";
   if (escapes) {
-    return r.Error({{"reference"}, {"file"}},
-                   absl::StrCat("reference file '", file, "' must be relative to the task folder "
-                                "and stay inside it"));
+    return r.Error({{"reference"}, {"file"}}, absl::StrCat("reference file '", file,
+                                                           "' must be relative to the task folder "
+                                                           "and stay inside it"));
   }
   std::set<int> tolerance_dtypes;
   for (int i = 0; i < task.tolerances_size(); ++i) {
@@ -600,20 +577,16 @@ absl::Status ValidateTask(const v1::Task& task, const TaskSource& source, const 
       return r.Error({{"tolerances", i}}, "tolerance has no dtype");
     }
     if (!IsFloat(t.dtype())) {
-      return r.Error({{"tolerances", i}},
-                     absl::StrCat("tolerance for ", std::string(DTypeName(t.dtype())),
-                                  ": integers are always compared exactly"));
+      return r.Error({{"tolerances", i}}, absl::StrCat("tolerance for ", std::string(DTypeName(t.dtype())),
+                                                       ": integers are always compared exactly"));
     }
     if (!tolerance_dtypes.insert(t.dtype()).second) {
-      return r.Error({{"tolerances", i}}, absl::StrCat("two tolerances for ",
-                                                       std::string(DTypeName(t.dtype()))));
+      return r.Error({{"tolerances", i}}, absl::StrCat("two tolerances for ", std::string(DTypeName(t.dtype()))));
     }
-    if (!(t.atol() >= 0) || !(t.rtol() >= 0) || !std::isfinite(t.atol()) ||
-        !std::isfinite(t.rtol())) {
-      return r.Error({{"tolerances", i}},
-                     absl::StrCat("tolerance for ", std::string(DTypeName(t.dtype())),
-                                  " must have finite, non-negative atol and rtol (got ", t.atol(),
-                                  ", ", t.rtol(), ")"));
+    if (!(t.atol() >= 0) || !(t.rtol() >= 0) || !std::isfinite(t.atol()) || !std::isfinite(t.rtol())) {
+      return r.Error({{"tolerances", i}}, absl::StrCat("tolerance for ", std::string(DTypeName(t.dtype())),
+                                                       " must have finite, non-negative atol and rtol (got ", t.atol(),
+                                                       ", ", t.rtol(), ")"));
     }
   }
   return absl::OkStatus();
@@ -634,16 +607,15 @@ absl::Status LoadExtraReferences(const fs::path& folder, v1::Task* task, const R
     const fs::path rel(file);
     for (const auto& part : rel) {
       if (rel.is_absolute() || part == "..") {
-        return r.Error({{"extra_references", i}, {"file"}},
-                       absl::StrCat("extra reference file '", file,
-                                    "' must be relative to the task folder and stay inside it"));
+        return r.Error(
+            {{"extra_references", i}, {"file"}},
+            absl::StrCat("extra reference file '", file, "' must be relative to the task folder and stay inside it"));
       }
     }
     auto source = ReadFile(folder / rel, "extra reference file");
     if (!source.ok()) {
       return absl::Status(source.status().code(),
-                          absl::StrCat(r.PrefixFor({{"extra_references", i}, {"file"}}),
-                                       source.status().message()));
+                          absl::StrCat(r.PrefixFor({{"extra_references", i}, {"file"}}), source.status().message()));
     }
     ref->set_source(*std::move(source));
     has_mtia |= ref->language() == kMtiaReferenceLanguage;
@@ -690,8 +662,7 @@ absl::StatusOr<v1::Task> LoadTaskDir(const std::string& dir) {
   if (!source.ok()) {
     const Reporter r(TaskSource{path, &tree});
     return absl::Status(source.status().code(),
-                        absl::StrCat(r.PrefixFor({{"reference"}, {"file"}}),
-                                     source.status().message()));
+                        absl::StrCat(r.PrefixFor({{"reference"}, {"file"}}), source.status().message()));
   }
   task.mutable_reference()->set_source(*std::move(source));
   KEVO_RETURN_IF_ERROR(LoadExtraReferences(folder, &task, Reporter(TaskSource{path, &tree})));

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "google/protobuf/text_format.h"
+
 #include "kevo/v1/task.pb.h"
 
 namespace kevo::task {
@@ -94,8 +95,7 @@ void ApplyTaskDefaults(v1::Task* task);
 // InvalidArgument for the first problem found, prefixed by source.path and
 // the line/column when `source` knows them; a size problem names the binding,
 // the tensor and the size.
-absl::Status ValidateTask(const v1::Task& task, const TaskSource& source = {},
-                          const TaskLimits& limits = {});
+absl::Status ValidateTask(const v1::Task& task, const TaskSource& source = {}, const TaskLimits& limits = {});
 
 // The task folders under `root`, sorted: `root` itself when it holds
 // task.textproto, else every folder below it that does (task folders are not

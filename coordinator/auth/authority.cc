@@ -1,7 +1,6 @@
 #include "coordinator/auth/authority.h"
 
 #include <fcntl.h>
-#include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +17,8 @@
 #include "absl/strings/strip.h"
 #include "absl/time/civil_time.h"
 #include "absl/time/clock.h"
+#include <openssl/rand.h>
+
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -32,15 +33,14 @@ constexpr int kMaxNameLength = 63;
 int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
 
 absl::Status CheckName(const std::string& what, const std::string& name) {
-  bool ok = !name.empty() && name.size() <= kMaxNameLength &&
-            (absl::ascii_islower(name[0]) || absl::ascii_isdigit(name[0]));
+  bool ok =
+      !name.empty() && name.size() <= kMaxNameLength && (absl::ascii_islower(name[0]) || absl::ascii_isdigit(name[0]));
   for (char c : name) {
     ok = ok && (absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-' || c == '_');
   }
   if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(what, " name '", name,
-                   "' is not valid: 1 to 63 of a-z, 0-9, '-' and '_', starting with a letter or digit"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, " name '", name, "' is not valid: 1 to 63 of a-z, 0-9, '-' and '_', starting with a letter or digit"));
 }
 
 }  // namespace
@@ -57,7 +57,8 @@ std::string NewToken() {
     LogError("RAND_bytes failed: no token can be made");
     std::abort();
   }
-  return absl::StrCat("kevo_", absl::WebSafeBase64Escape(std::string(reinterpret_cast<const char*>(bytes), sizeof(bytes))));
+  return absl::StrCat("kevo_",
+                      absl::WebSafeBase64Escape(std::string(reinterpret_cast<const char*>(bytes), sizeof(bytes))));
 }
 
 absl::StatusOr<std::string> BearerToken(absl::string_view header) {
@@ -133,16 +134,14 @@ absl::StatusOr<bool> Authority::EnsureAdminToken(const std::string& path) {
     ss << in.rdbuf();
     const std::string token(absl::StripAsciiWhitespace(ss.str()));
     if (token.size() < 24) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the admin token in ", path, " is shorter than 24 characters"));
+      return absl::InvalidArgumentError(absl::StrCat("the admin token in ", path, " is shorter than 24 characters"));
     }
     const std::string hash = Sha256Hex(token);
     absl::MutexLock l(&mu_);
     auto it = tokens_.find(hash);
     if (it != tokens_.end()) {
       if (it->second.revoked() || it->second.kind() != v1::TOKEN_ADMIN) {
-        return absl::PermissionDeniedError(
-            absl::StrCat("the token in ", path, " is not a live admin token"));
+        return absl::PermissionDeniedError(absl::StrCat("the token in ", path, " is not a live admin token"));
       }
       return false;
     }
@@ -150,8 +149,8 @@ absl::StatusOr<bool> Authority::EnsureAdminToken(const std::string& path) {
     r.set_kind(v1::TOKEN_ADMIN);
     r.set_name("admin");
     r.set_created_unix_micros(NowMicros());
-    KEVO_RETURN_IF_ERROR(store_->Put(store::Family::kAuth, absl::StrCat(kTokenPrefix, hash),
-                                     r.SerializeAsString(), /*sync=*/true));
+    KEVO_RETURN_IF_ERROR(
+        store_->Put(store::Family::kAuth, absl::StrCat(kTokenPrefix, hash), r.SerializeAsString(), /*sync=*/true));
     tokens_[hash] = r;
     return false;
   }
@@ -225,8 +224,7 @@ absl::StatusOr<v1::Team> Authority::GetTeam(const std::string& name) const {
   return it->second;
 }
 
-absl::StatusOr<int> Authority::RevokeTeamLocked(const std::string& name, const std::string& why,
-                                                store::Batch* batch) {
+absl::StatusOr<int> Authority::RevokeTeamLocked(const std::string& name, const std::string& why, store::Batch* batch) {
   if (!teams_.count(name)) return absl::NotFoundError(absl::StrCat("no team ", name));
   int n = 0;
   for (const auto& [hash, r] : tokens_) {
@@ -302,10 +300,10 @@ absl::Status Authority::QuotaErrorLocked(const v1::Team& team) const {
   const absl::Time now = absl::Now();
   const absl::CivilDay tomorrow = absl::ToCivilDay(now, absl::UTCTimeZone()) + 1;
   const absl::Duration left = absl::FromCivil(tomorrow, absl::UTCTimeZone()) - now;
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "team ", team.name(), " has used its ", team.max_evaluations_per_day(),
-      " evaluations for today (max_evaluations_per_day); the quota resets at 00:00 UTC, in ",
-      absl::FormatDuration(absl::Trunc(left, absl::Minutes(1)))));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("team ", team.name(), " has used its ", team.max_evaluations_per_day(),
+                   " evaluations for today (max_evaluations_per_day); the quota resets at 00:00 UTC, in ",
+                   absl::FormatDuration(absl::Trunc(left, absl::Minutes(1)))));
 }
 
 absl::Status Authority::CheckEvaluationQuota(const std::string& name) const {
@@ -355,8 +353,8 @@ absl::Status Authority::RevokeToken(const std::string& token_hash, const std::st
   r.set_revoked(true);
   r.set_revoked_unix_micros(NowMicros());
   r.set_revoked_why(why);
-  KEVO_RETURN_IF_ERROR(store_->Put(store::Family::kAuth, absl::StrCat(kTokenPrefix, token_hash),
-                                   r.SerializeAsString(), /*sync=*/true));
+  KEVO_RETURN_IF_ERROR(
+      store_->Put(store::Family::kAuth, absl::StrCat(kTokenPrefix, token_hash), r.SerializeAsString(), /*sync=*/true));
   it->second = r;
   LogInfo("token ", r.name().empty() ? r.team() : r.name(), " revoked: ", why);
   return absl::OkStatus();

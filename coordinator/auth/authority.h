@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+
 #include "coordinator/store/store.h"
 #include "kevo/v1/admin.pb.h"
 
@@ -86,8 +87,8 @@ class Authority {
   // `batch` and returns the token's text.
   absl::StatusOr<std::string> IssueLocked(v1::TokenRecord* record, store::Batch* batch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<int> RevokeTeamLocked(const std::string& name, const std::string& why,
-                                       store::Batch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<int> RevokeTeamLocked(const std::string& name, const std::string& why, store::Batch* batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   store::Store* const store_;
   mutable absl::Mutex mu_;

@@ -5,13 +5,13 @@
 #include <random>
 #include <set>
 
-#include <prometheus/gauge.h>
-#include <prometheus/registry.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -28,8 +28,7 @@ std::string NewCampaignId() {
   static absl::Mutex mu(absl::kConstInit);
   static std::mt19937_64* rng = new std::mt19937_64(std::random_device{}());
   absl::MutexLock l(&mu);
-  return absl::StrFormat("c-%x-%04x", absl::ToUnixSeconds(absl::Now()),
-                         static_cast<uint32_t>((*rng)() & 0xFFFF));
+  return absl::StrFormat("c-%x-%04x", absl::ToUnixSeconds(absl::Now()), static_cast<uint32_t>((*rng)() & 0xFFFF));
 }
 
 std::string EntryJobId(const std::string& campaign_id, int index) {
@@ -37,9 +36,7 @@ std::string EntryJobId(const std::string& campaign_id, int index) {
 }
 
 bool Launched(const v1::CampaignEntry& e) { return e.job_state() != v1::JOB_STATE_UNSPECIFIED; }
-bool Ended(const v1::CampaignEntry& e) {
-  return e.skipped() || (Launched(e) && e.job_state() != v1::JOB_RUNNING);
-}
+bool Ended(const v1::CampaignEntry& e) { return e.skipped() || (Launched(e) && e.job_state() != v1::JOB_RUNNING); }
 
 // Copies what the campaign shows of a job into its entry; true if it changed.
 bool Refresh(v1::CampaignEntry& e, const v1::Job& job) {
@@ -149,9 +146,7 @@ std::vector<v1::ModelGain> ThroughputGains(const v1::Campaign& campaign) {
     }
     g.set_covered_share(covered);
     g.set_throughput_gain(1.0 / (time + std::max(0.0, 1.0 - covered)) - 1.0);
-    g.set_baseline(baselines.empty()           ? "none"
-                   : baselines.size() > 1      ? "mixed"
-                                               : *baselines.begin());
+    g.set_baseline(baselines.empty() ? "none" : baselines.size() > 1 ? "mixed" : *baselines.begin());
     gains.push_back(std::move(g));
   }
   return gains;
@@ -159,21 +154,30 @@ std::vector<v1::ModelGain> ThroughputGains(const v1::Campaign& campaign) {
 
 std::string CampaignStateName(v1::CampaignState state) {
   switch (state) {
-    case v1::CAMPAIGN_RUNNING: return "running";
-    case v1::CAMPAIGN_DONE: return "done";
-    case v1::CAMPAIGN_CANCELLED: return "cancelled";
-    default: return "unknown";
+    case v1::CAMPAIGN_RUNNING:
+      return "running";
+    case v1::CAMPAIGN_DONE:
+      return "done";
+    case v1::CAMPAIGN_CANCELLED:
+      return "cancelled";
+    default:
+      return "unknown";
   }
 }
 
 std::string EntryStateName(const v1::CampaignEntry& entry) {
   if (entry.skipped()) return "skipped";
   switch (entry.job_state()) {
-    case v1::JOB_RUNNING: return "running";
-    case v1::JOB_DONE: return "done";
-    case v1::JOB_FAILED: return "failed";
-    case v1::JOB_CANCELLED: return "cancelled";
-    default: return "queued";
+    case v1::JOB_RUNNING:
+      return "running";
+    case v1::JOB_DONE:
+      return "done";
+    case v1::JOB_FAILED:
+      return "failed";
+    case v1::JOB_CANCELLED:
+      return "cancelled";
+    default:
+      return "queued";
   }
 }
 
@@ -195,13 +199,15 @@ struct CampaignManager::Metrics {
     if (r == nullptr) return;
     gain = &prometheus::BuildGauge()
                 .Name("kevo_coordinator_campaign_throughput_gain_ratio")
-                .Help("A campaign's model throughput gain (0.25: +25%) on a platform from its "
-                      "operators' best speedups, by campaign name, model and platform")
+                .Help(
+                    "A campaign's model throughput gain (0.25: +25%) on a platform from its "
+                    "operators' best speedups, by campaign name, model and platform")
                 .Register(*r);
     jobs = &prometheus::BuildGauge()
                 .Name("kevo_coordinator_campaign_jobs")
-                .Help("A campaign's jobs by state (queued, running, done, failed, cancelled), by "
-                      "campaign name")
+                .Help(
+                    "A campaign's jobs by state (queued, running, done, failed, cancelled), by "
+                    "campaign name")
                 .Register(*r);
     campaigns = &prometheus::BuildGauge()
                      .Name("kevo_coordinator_campaigns")
@@ -223,21 +229,21 @@ CampaignManager::~CampaignManager() { Stop(); }
 
 absl::Status CampaignManager::Recover() {
   std::vector<v1::Campaign> loaded;
-  KEVO_RETURN_IF_ERROR(store_->Scan(store::Family::kCampaigns, "campaign/",
-                                    [&](std::string_view key, std::string_view value) {
-                                      v1::Campaign c;
-                                      if (c.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-                                        loaded.push_back(std::move(c));
-                                      } else {
-                                        LogError("campaign record ", std::string(key), " is unreadable; skipped");
-                                      }
-                                      return true;
-                                    }));
+  KEVO_RETURN_IF_ERROR(
+      store_->Scan(store::Family::kCampaigns, "campaign/", [&](std::string_view key, std::string_view value) {
+        v1::Campaign c;
+        if (c.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+          loaded.push_back(std::move(c));
+        } else {
+          LogError("campaign record ", std::string(key), " is unreadable; skipped");
+        }
+        return true;
+      }));
   absl::MutexLock l(&mu_);
   for (v1::Campaign& c : loaded) {
     if (c.state() == v1::CAMPAIGN_RUNNING) {
-      LogInfo("recovered campaign ", c.campaign_id(), " (", c.spec().name(), "): ",
-              JobsByState(c)["done"], " of ", c.entries_size(), " jobs done");
+      LogInfo("recovered campaign ", c.campaign_id(), " (", c.spec().name(), "): ", JobsByState(c)["done"], " of ",
+              c.entries_size(), " jobs done");
     }
     ExportLocked(c);
     campaigns_[c.campaign_id()] = std::move(c);
@@ -259,12 +265,11 @@ void CampaignManager::Stop() {
 }
 
 absl::Status CampaignManager::Persist(const v1::Campaign& campaign) {
-  return store_->Put(store::Family::kCampaigns, CampaignKey(campaign.campaign_id()),
-                     campaign.SerializeAsString(), /*sync=*/true);
+  return store_->Put(store::Family::kCampaigns, CampaignKey(campaign.campaign_id()), campaign.SerializeAsString(),
+                     /*sync=*/true);
 }
 
-absl::StatusOr<std::string> CampaignManager::Submit(v1::CampaignSpec spec,
-                                                    const std::vector<v1::CampaignTask>& tasks,
+absl::StatusOr<std::string> CampaignManager::Submit(v1::CampaignSpec spec, const std::vector<v1::CampaignTask>& tasks,
                                                     const std::string& team) {
   KEVO_RETURN_IF_ERROR(ValidateCampaign(spec, tasks, task_limits_));
   if (!team.empty()) spec.set_team(team);
@@ -299,8 +304,8 @@ absl::StatusOr<std::string> CampaignManager::Submit(v1::CampaignSpec spec,
   batch.Put(store::Family::kCampaigns, CampaignKey(c.campaign_id()), c.SerializeAsString());
   KEVO_RETURN_IF_ERROR(store_->Write(batch, /*sync=*/true));
   LogInfo("campaign ", c.campaign_id(), " submitted: name=", spec.name(), " team=", spec.team(),
-          " tasks=", tasks.size(), " platforms=", absl::StrJoin(spec.platforms(), ","),
-          " jobs=", c.entries_size(), " priority=", spec.priority());
+          " tasks=", tasks.size(), " platforms=", absl::StrJoin(spec.platforms(), ","), " jobs=", c.entries_size(),
+          " priority=", spec.priority());
   absl::MutexLock l(&mu_);
   ExportLocked(c);
   campaigns_[c.campaign_id()] = c;
@@ -379,13 +384,11 @@ absl::Status CampaignManager::LaunchLocked(v1::Campaign& c, int index) {
     // The job could not start (its spec was refused): the entry fails alone.
     e.set_job_state(v1::JOB_FAILED);
     e.set_stop_reason(absl::StrCat("not started: ", submitted.status().message()));
-    LogWarning("campaign ", c.campaign_id(), ": ", e.task_name(), " on ", e.platform(), ": ",
-               e.stop_reason());
+    LogWarning("campaign ", c.campaign_id(), ": ", e.task_name(), " on ", e.platform(), ": ", e.stop_reason());
     return absl::OkStatus();
   }
   e.set_job_state(v1::JOB_RUNNING);
-  LogInfo("campaign ", c.campaign_id(), ": launched job ", job_id, " (", e.task_name(), " on ",
-          e.platform(), ")");
+  LogInfo("campaign ", c.campaign_id(), ": launched job ", job_id, " (", e.task_name(), " on ", e.platform(), ")");
   return absl::OkStatus();
 }
 
@@ -400,9 +403,8 @@ bool CampaignManager::RefreshRunningLocked(v1::Campaign& c) {
 
 bool CampaignManager::StepLocked(v1::Campaign& c) {
   bool changed = RefreshRunningLocked(c);
-  int running = static_cast<int>(std::count_if(c.entries().begin(), c.entries().end(), [](const auto& e) {
-    return e.job_state() == v1::JOB_RUNNING;
-  }));
+  int running = static_cast<int>(std::count_if(c.entries().begin(), c.entries().end(),
+                                               [](const auto& e) { return e.job_state() == v1::JOB_RUNNING; }));
   const int parallel = c.spec().max_parallel_jobs() > 0 ? c.spec().max_parallel_jobs() : kDefaultParallelJobs;
   for (int i = 0; i < c.entries_size() && running < parallel; ++i) {
     if (Launched(c.entries(i)) || c.entries(i).skipped()) continue;
@@ -438,15 +440,15 @@ bool CampaignManager::StepLocked(v1::Campaign& c) {
     c.set_state(v1::CAMPAIGN_DONE);
     c.set_finished_unix_micros(absl::ToUnixMicros(absl::Now()));
     const auto n = JobsByState(c);
-    c.set_stop_reason(absl::StrCat(n.at("done"), " jobs done, ", n.at("failed"), " failed, ",
-                                   n.at("cancelled"), " cancelled"));
+    c.set_stop_reason(
+        absl::StrCat(n.at("done"), " jobs done, ", n.at("failed"), " failed, ", n.at("cancelled"), " cancelled"));
     std::vector<std::string> gains;
     for (const v1::ModelGain& g : c.gains()) {
-      gains.push_back(absl::StrFormat("%s on %s %+.1f%% (vs %s)", g.model(), g.platform(),
-                                      100 * g.throughput_gain(), g.baseline()));
+      gains.push_back(absl::StrFormat("%s on %s %+.1f%% (vs %s)", g.model(), g.platform(), 100 * g.throughput_gain(),
+                                      g.baseline()));
     }
-    LogInfo("campaign ", c.campaign_id(), " done: ", c.stop_reason(),
-            gains.empty() ? "" : "; throughput ", absl::StrJoin(gains, ", "));
+    LogInfo("campaign ", c.campaign_id(), " done: ", c.stop_reason(), gains.empty() ? "" : "; throughput ",
+            absl::StrJoin(gains, ", "));
     changed = true;
   }
   return changed;
@@ -463,7 +465,8 @@ void CampaignManager::ExportLocked(const v1::Campaign& c) {
     metrics_->jobs->Add({{"campaign", name}, {"state", state}}).Set(n);
   }
   std::map<std::string, int> states = {{"running", 0}, {"done", 0}, {"cancelled", 0}};
-  for (const auto& [id, other] : campaigns_) ++states[CampaignStateName(id == c.campaign_id() ? c.state() : other.state())];
+  for (const auto& [id, other] : campaigns_)
+    ++states[CampaignStateName(id == c.campaign_id() ? c.state() : other.state())];
   if (!campaigns_.contains(c.campaign_id())) ++states[CampaignStateName(c.state())];
   for (const auto& [state, n] : states) metrics_->campaigns->Add({{"state", state}}).Set(n);
 }

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+
 #include "common/task/task_loader.h"
 #include "coordinator/jobs/manager.h"
 #include "coordinator/store/store.h"

@@ -25,10 +25,10 @@ std::string ToolchainOf(const v1::Evaluation& e) {
 SideBySide SideBySideOf(const v1::Job& job, const std::string& rival_node_id, const v1::Evaluation& e) {
   const std::string& best = job.best_node_id();
   if (e.speedup_vs_rival() > 0 && rival_node_id == best) return {e.speedup_vs_rival(), ""};
-  return {0, rival_node_id.empty()           ? "no rival was timed beside it"
-             : rival_node_id != best         ? absl::StrCat("its rival ", rival_node_id, " is no longer the best")
-             : !e.rival_error().empty()      ? absl::StrCat("its rival was not timed: ", e.rival_error())
-                                             : "its rival was not timed"};
+  return {0, rival_node_id.empty()      ? "no rival was timed beside it"
+             : rival_node_id != best    ? absl::StrCat("its rival ", rival_node_id, " is no longer the best")
+             : !e.rival_error().empty() ? absl::StrCat("its rival was not timed: ", e.rival_error())
+                                        : "its rival was not timed"};
 }
 
 bool BecomesBest(const v1::Job& job, v1::Node& node, const SideBySide& side_by_side, const std::string& toolchain,
@@ -40,14 +40,14 @@ bool BecomesBest(const v1::Job& job, v1::Node& node, const SideBySide& side_by_s
   const std::string& best = job.best_node_id();
   if (side_by_side.speedup > 0) {
     const bool faster = side_by_side.speedup > 1;
-    node.set_best_decision(absl::StrFormat("%s than %s side by side (%.3fx)", faster ? "faster" : "slower",
-                                           best, side_by_side.speedup));
+    node.set_best_decision(
+        absl::StrFormat("%s than %s side by side (%.3fx)", faster ? "faster" : "slower", best, side_by_side.speedup));
     return faster;
   }
   const bool higher = node.fitness() > job.best_speedup();
   if (!toolchain.empty() && !best_toolchain.empty() && toolchain != best_toolchain) {
-    node.set_best_decision(absl::StrFormat("not compared with %s: measured with %s, %s with %s (%s)", best,
-                                           toolchain, best, best_toolchain, side_by_side.why_not));
+    node.set_best_decision(absl::StrFormat("not compared with %s: measured with %s, %s with %s (%s)", best, toolchain,
+                                           best, best_toolchain, side_by_side.why_not));
     return false;
   }
   node.set_best_decision(absl::StrFormat("fitness %.3f %s %s's %.3f (%s)", node.fitness(),

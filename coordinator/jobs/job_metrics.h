@@ -45,34 +45,48 @@ struct JobManager::Metrics {
 
   explicit Metrics(prometheus::Registry* r) {
     if (r == nullptr) return;
-    submitted = &prometheus::BuildCounter().Name("kevo_coordinator_jobs_submitted_total")
-                     .Help("Search jobs submitted").Register(*r).Add({});
-    nodes = &prometheus::BuildCounter().Name("kevo_coordinator_nodes_total")
-                 .Help("Tree nodes created (candidates sent for evaluation)").Register(*r).Add({});
-    duplicates = &prometheus::BuildCounter().Name("kevo_coordinator_duplicate_proposals_total")
+    submitted = &prometheus::BuildCounter()
+                     .Name("kevo_coordinator_jobs_submitted_total")
+                     .Help("Search jobs submitted")
+                     .Register(*r)
+                     .Add({});
+    nodes = &prometheus::BuildCounter()
+                 .Name("kevo_coordinator_nodes_total")
+                 .Help("Tree nodes created (candidates sent for evaluation)")
+                 .Register(*r)
+                 .Add({});
+    duplicates = &prometheus::BuildCounter()
+                      .Name("kevo_coordinator_duplicate_proposals_total")
                       .Help("Proposals dropped because the job had evaluated the same source")
-                      .Register(*r).Add({});
-    running = &prometheus::BuildGauge().Name("kevo_coordinator_jobs_running")
-                   .Help("Jobs running").Register(*r).Add({});
-    task_best = &prometheus::BuildGauge().Name("kevo_coordinator_task_best_speedup_ratio")
-                     .Help("Best speedup of the latest job on each task and platform, over the "
-                           "production baseline (baseline=\"production\") and over the naive "
-                           "reference (baseline=\"reference\")")
+                      .Register(*r)
+                      .Add({});
+    running = &prometheus::BuildGauge().Name("kevo_coordinator_jobs_running").Help("Jobs running").Register(*r).Add({});
+    task_best = &prometheus::BuildGauge()
+                     .Name("kevo_coordinator_task_best_speedup_ratio")
+                     .Help(
+                         "Best speedup of the latest job on each task and platform, over the "
+                         "production baseline (baseline=\"production\") and over the naive "
+                         "reference (baseline=\"reference\")")
                      .Register(*r);
-    family_best = &prometheus::BuildGauge().Name("kevo_coordinator_family_best_speedup_ratio")
-                       .Help("Geometric mean, over the tasks of an op family, of the latest job's best "
-                             "speedup on each, by team (empty without --auth), family, platform and "
-                             "baseline (production or reference)")
+    family_best = &prometheus::BuildGauge()
+                       .Name("kevo_coordinator_family_best_speedup_ratio")
+                       .Help(
+                           "Geometric mean, over the tasks of an op family, of the latest job's best "
+                           "speedup on each, by team (empty without --auth), family, platform and "
+                           "baseline (production or reference)")
                        .Register(*r);
-    jobs_by_state = &prometheus::BuildGauge().Name("kevo_coordinator_jobs")
+    jobs_by_state = &prometheus::BuildGauge()
+                         .Name("kevo_coordinator_jobs")
                          .Help("Jobs the coordinator holds, by state (running, done, cancelled, failed)")
                          .Register(*r);
     for (const char* state : {"running", "done", "cancelled", "failed"}) jobs_by_state->Add({{"state", state}});
-    retimings = &prometheus::BuildCounter().Name("kevo_coordinator_retimings_total")
-                     .Help("Re-timings of would-be best nodes, by platform and outcome: agreed, disagreed "
-                           "(the two figures more than 1.25x apart; the lower stands), failed (the kernel "
-                           "failed its re-timing and is not the best), not_retimed (the worker's failure or "
-                           "the job's cancellation: the node's own figure stands)")
+    retimings = &prometheus::BuildCounter()
+                     .Name("kevo_coordinator_retimings_total")
+                     .Help(
+                         "Re-timings of would-be best nodes, by platform and outcome: agreed, disagreed "
+                         "(the two figures more than 1.25x apart; the lower stands), failed (the kernel "
+                         "failed its re-timing and is not the best), not_retimed (the worker's failure or "
+                         "the job's cancellation: the node's own figure stands)")
                      .Register(*r);
   }
 
@@ -80,16 +94,20 @@ struct JobManager::Metrics {
     if (retimings != nullptr) retimings->Add({{"platform", platform}, {"outcome", outcome}}).Increment();
   }
 
-
   void CountState(std::optional<v1::JobState> before, v1::JobState after) {
     if (jobs_by_state == nullptr || before == after) return;
     auto name = [](v1::JobState st) {
       switch (st) {
-        case v1::JOB_RUNNING: return "running";
-        case v1::JOB_DONE: return "done";
-        case v1::JOB_CANCELLED: return "cancelled";
-        case v1::JOB_FAILED: return "failed";
-        default: return "running";
+        case v1::JOB_RUNNING:
+          return "running";
+        case v1::JOB_DONE:
+          return "done";
+        case v1::JOB_CANCELLED:
+          return "cancelled";
+        case v1::JOB_FAILED:
+          return "failed";
+        default:
+          return "running";
       }
     };
     if (before.has_value()) jobs_by_state->Add({{"state", name(*before)}}).Set(--state_counts[*before]);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -27,14 +28,13 @@ std::string NewJobId() {
   static absl::Mutex mu(absl::kConstInit);
   static std::mt19937_64* rng = new std::mt19937_64(std::random_device{}());
   absl::MutexLock l(&mu);
-  return absl::StrFormat("j-%x-%04x", absl::ToUnixSeconds(absl::Now()),
-                         static_cast<uint32_t>((*rng)() & 0xFFFF));
+  return absl::StrFormat("j-%x-%04x", absl::ToUnixSeconds(absl::Now()), static_cast<uint32_t>((*rng)() & 0xFFFF));
 }
 
 }  // namespace
 
-JobManager::JobManager(store::Store* store, scheduler::Scheduler* scheduler,
-                       ProposerFactory proposers, std::shared_ptr<prometheus::Registry> registry)
+JobManager::JobManager(store::Store* store, scheduler::Scheduler* scheduler, ProposerFactory proposers,
+                       std::shared_ptr<prometheus::Registry> registry)
     : store_(store),
       scheduler_(scheduler),
       proposers_(std::move(proposers)),
@@ -95,9 +95,7 @@ void JobManager::Loop(Shard& shard) {
     std::deque<Work> batch;
     {
       absl::MutexLock l(&mu_);
-      auto ready = [this, &shard]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !shard.work.empty();
-      };
+      auto ready = [this, &shard]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !shard.work.empty(); };
       mu_.AwaitWithTimeout(absl::Condition(&ready), std::max(absl::ZeroDuration(), next_tick - absl::Now()));
       if (stopping_) return;
       batch.swap(shard.work);
@@ -127,8 +125,7 @@ void JobManager::FailJob(const v1::Job& job, const std::string& why) {
 
 void JobManager::SetSnapshotLocked(const v1::Job& job) {
   auto it = jobs_.find(job.job_id());
-  metrics_->CountState(it == jobs_.end() ? std::nullopt : std::optional<v1::JobState>(it->second.state()),
-                       job.state());
+  metrics_->CountState(it == jobs_.end() ? std::nullopt : std::optional<v1::JobState>(it->second.state()), job.state());
   jobs_[job.job_id()] = job;
 }
 
@@ -223,9 +220,8 @@ absl::StatusOr<std::string> JobManager::Submit(v1::JobSpec spec, const std::stri
     SetSnapshotLocked(job);
   }
   if (metrics_->submitted) metrics_->submitted->Increment();
-  LogInfo("job ", job.job_id(), " submitted: task=", spec.task().name(), " platform=",
-          spec.platform(), " budget=", spec.budget().max_evaluations(), " policy=", spec.policy(),
-          " proposer=", spec.proposer());
+  LogInfo("job ", job.job_id(), " submitted: task=", spec.task().name(), " platform=", spec.platform(),
+          " budget=", spec.budget().max_evaluations(), " policy=", spec.policy(), " proposer=", spec.proposer());
   Post(job.job_id(), [this, job] {
     auto r = LoadRunning(job);
     if (!r.ok()) {
@@ -269,14 +265,14 @@ absl::StatusOr<std::unique_ptr<JobManager::Running>> JobManager::LoadRunning(con
 
 absl::Status JobManager::Recover() {
   std::vector<v1::Job> jobs;
-  KEVO_RETURN_IF_ERROR(store_->Scan(store::Family::kJobs, store::keys::kJobPrefix,
-                                    [&](std::string_view, std::string_view value) {
-                                      v1::Job j;
-                                      if (j.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-                                        jobs.push_back(std::move(j));
-                                      }
-                                      return true;
-                                    }));
+  KEVO_RETURN_IF_ERROR(
+      store_->Scan(store::Family::kJobs, store::keys::kJobPrefix, [&](std::string_view, std::string_view value) {
+        v1::Job j;
+        if (j.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+          jobs.push_back(std::move(j));
+        }
+        return true;
+      }));
   for (const v1::Job& job : jobs) {
     {
       absl::MutexLock l(&mu_);
@@ -310,8 +306,8 @@ absl::Status JobManager::Recover() {
         LogError("job ", job.job_id(), " evaluation ", eval_id, ": ", record.status().ToString());
       }
     }
-    LogInfo("recovered job ", job.job_id(), ": ", running.tree.size(), " nodes, ",
-            running.job.evaluations_done(), " evaluated, ", running.in_flight, " in flight");
+    LogInfo("recovered job ", job.job_id(), ": ", running.tree.size(), " nodes, ", running.job.evaluations_done(),
+            " evaluated, ", running.in_flight, " in flight");
   }
   if (metrics_->running) metrics_->running->Set(static_cast<double>(running_count_));
   scheduler_->SetCompletionHook([this](const v1::EvalRecord& record) {
@@ -344,8 +340,7 @@ std::vector<v1::Job> JobManager::List() {
 absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& job_id) {
   KEVO_ASSIGN_OR_RETURN(v1::Job job, Get(job_id));
   if (job.state() != v1::JOB_RUNNING) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("job ", job_id, " is already ", v1::JobState_Name(job.state())));
+    return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " is already ", v1::JobState_Name(job.state())));
   }
   Post(job_id, [this, job_id] {
     auto it = ShardOf(job_id).running.find(job_id);
@@ -374,8 +369,7 @@ absl::StatusOr<v1::GetBestResponse> JobManager::GetBest(const std::string& job_i
     return absl::NotFoundError(absl::StrCat("job ", job_id, " has no correct kernel yet"));
   }
   v1::GetBestResponse resp;
-  KEVO_ASSIGN_OR_RETURN(auto value,
-                        store_->Get(store::Family::kNodes, store::keys::Node(job_id, job.best_node_id())));
+  KEVO_ASSIGN_OR_RETURN(auto value, store_->Get(store::Family::kNodes, store::keys::Node(job_id, job.best_node_id())));
   if (!value.has_value() || !resp.mutable_node()->ParseFromString(*value)) {
     return absl::DataLossError(absl::StrCat("job ", job_id, ": best node record missing"));
   }

@@ -36,11 +36,12 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+
+#include "coordinator/jobs/statistics.h"
 #include "coordinator/proposer/proposer.h"
 #include "coordinator/scheduler/scheduler.h"
 #include "coordinator/search/policy.h"
 #include "coordinator/search/tree.h"
-#include "coordinator/jobs/statistics.h"
 #include "coordinator/store/store.h"
 #include "kevo/v1/job.pb.h"
 
@@ -52,8 +53,7 @@ namespace kevo::jobs {
 
 // Creates the proposer a job names ("builtin", "llm"). InvalidArgument for
 // an unknown or unconfigured one.
-using ProposerFactory =
-    std::function<absl::StatusOr<std::unique_ptr<proposer::Proposer>>(const v1::JobSpec&)>;
+using ProposerFactory = std::function<absl::StatusOr<std::unique_ptr<proposer::Proposer>>(const v1::JobSpec&)>;
 
 // Receives a job's events; OnEnd is the last call. Called on the job loop
 // thread with the manager's lock held: must be quick (e.g. queue a gRPC
@@ -135,7 +135,7 @@ class JobManager {
   void Loop(Shard& shard);
   // The running job `job_id`, or null; only on that job's loop.
   Running* FindRunning(const std::string& job_id);
-  void PumpAll(Shard& shard);  // its loop
+  void PumpAll(Shard& shard);                           // its loop
   void OnEvaluationDone(const v1::EvalRecord& record);  // job loop
   // Applies a finished evaluation of `job` with ApplyResult or
   // ApplyRetiming, whichever it is; true when done or nothing to do, false
@@ -169,7 +169,7 @@ class JobManager {
   void CountBaseline(Running& job, const v1::Node* before, const v1::Node& after);
   // Stops the job when a budget or target says so (job loop).
   void CheckStop(Running& job);
-  void Pump(Running& job);  // job loop: keep the job's slots busy
+  void Pump(Running& job);         // job loop: keep the job's slots busy
   void MaybeFinish(Running& job);  // job loop
   std::string StopReason(const Running& job) const;
   // Marks `job` FAILED with `why` as its stop reason, stored and listed.
@@ -185,14 +185,12 @@ class JobManager {
   // refusing, they wait for the loop's next pass (its loop).
   void PublishSynced(Shard& shard);
   void ObserveBest(const v1::Job& job);
-  std::vector<proposer::ParentInfo> ParentsFor(const Running& job,
-                                               const std::vector<std::string>& ids);
+  std::vector<proposer::ParentInfo> ParentsFor(const Running& job, const std::vector<std::string>& ids);
   absl::StatusOr<std::unique_ptr<Running>> LoadRunning(const v1::Job& job);
   void WarmStart(Running& job);
   // Numbers, stores and queues `node` (filled in by the caller with its
   // parents and provenance) with `candidate`, the job's best as its rival.
-  absl::Status SubmitNode(Running& job, v1::Node& node, const v1::Candidate& candidate,
-                          const std::string& source_hash);
+  absl::Status SubmitNode(Running& job, v1::Node& node, const v1::Candidate& candidate, const std::string& source_hash);
   // The job's best kernel, to time beside the next candidates; none while
   // nothing was measured or when its blob cannot be read.
   std::optional<v1::Candidate> BestCandidate(Running& job);

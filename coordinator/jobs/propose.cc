@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+
 #include "common/log.h"
 #include "common/status.h"
 #include "coordinator/jobs/best.h"
@@ -18,15 +19,14 @@
 namespace kevo::jobs {
 namespace {
 
-constexpr int kMaxEmptyRounds = 40;     // proposals that were all duplicates
-constexpr int kMaxOverask = 64;         // at most this many times the free slots
+constexpr int kMaxEmptyRounds = 40;  // proposals that were all duplicates
+constexpr int kMaxOverask = 64;      // at most this many times the free slots
 constexpr int kMaxProposerErrors = 20;
-constexpr size_t kMaxChildren = 8;       // children of a parent shown to the proposer
+constexpr size_t kMaxChildren = 8;  // children of a parent shown to the proposer
 
 }  // namespace
 
-std::vector<proposer::ParentInfo> JobManager::ParentsFor(const Running& r,
-                                                         const std::vector<std::string>& ids) {
+std::vector<proposer::ParentInfo> JobManager::ParentsFor(const Running& r, const std::vector<std::string>& ids) {
   std::vector<proposer::ParentInfo> parents;
   const bool details = r.proposer->NeedsParentDetails();
   for (const std::string& id : ids) {
@@ -90,8 +90,7 @@ void JobManager::Pump(Running& r) {
   }
   const v1::JobSpec& spec = r.job.spec();
   int target = spec.max_in_flight() > 0 ? spec.max_in_flight()
-                                        : std::max(1, scheduler_->SlotsFor(spec.platform(),
-                                                                           spec.require_timing()));
+                                        : std::max(1, scheduler_->SlotsFor(spec.platform(), spec.require_timing()));
   for (int round = 0; !r.stopping && round < 16 && r.in_flight < target; ++round) {
     int budget_left = spec.budget().max_evaluations() - r.job.evaluations_done() - r.in_flight;
     if (budget_left <= 0) break;
@@ -113,8 +112,7 @@ void JobManager::Pump(Running& r) {
     req.job_id = r.job.job_id();
     auto proposals = r.proposer->Propose(req);
     if (!proposals.ok()) {
-      LogWarning("job ", r.job.job_id(), ": proposer ", r.proposer->name(), ": ",
-                 proposals.status().ToString());
+      LogWarning("job ", r.job.job_id(), ": proposer ", r.proposer->name(), ": ", proposals.status().ToString());
       if (++r.proposer_errors >= kMaxProposerErrors) {
         r.stopping = true;
         r.job.set_stop_reason(absl::StrCat("proposer failed: ", proposals.status().message()));
@@ -253,7 +251,8 @@ std::string JobManager::BestToolchain(Running& r) {
   r.best_toolchain_node = job.best_node_id();
   r.best_toolchain.clear();
   if (const v1::Node* best = r.tree.Get(job.best_node_id()); best != nullptr) {
-    if (auto record = scheduler_->GetRecord(best->eval_id()); record.ok()) r.best_toolchain = ToolchainOf(record->evaluation());
+    if (auto record = scheduler_->GetRecord(best->eval_id()); record.ok())
+      r.best_toolchain = ToolchainOf(record->evaluation());
   }
   return r.best_toolchain;
 }

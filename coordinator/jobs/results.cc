@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+
 #include "common/log.h"
 #include "common/status.h"
 #include "coordinator/jobs/best.h"
@@ -54,8 +55,7 @@ bool JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
     r.devices.insert(absl::StrCat(e.fingerprint().host(), "/", e.device_use().gpu_index()));
     const double wall_s = static_cast<double>(absl::ToUnixMicros(now_()) - job.created_unix_micros()) * 1e-6;
     if (wall_s > 0) {
-      job.set_device_utilisation(
-          std::min(1.0, job.device_busy_s() / (wall_s * static_cast<double>(r.devices.size()))));
+      job.set_device_utilisation(std::min(1.0, job.device_busy_s() / (wall_s * static_cast<double>(r.devices.size()))));
     }
   }
   (*job.mutable_by_status())[v1::EvalStatus_Name(e.status())] += 1;
@@ -65,8 +65,9 @@ bool JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
   // A would-be best is evaluated once more before it becomes the best
   // (ApplyRetiming); the job's best stays as it is meanwhile. A simulator's
   // time would come out the same.
-  const bool new_best = !node.static_fitness() && node.fitness() > 0 &&
-                        BecomesBest(job, node, SideBySideOf(job, node.rival_node_id(), e), ToolchainOf(e), BestToolchain(r));
+  const bool new_best =
+      !node.static_fitness() && node.fitness() > 0 &&
+      BecomesBest(job, node, SideBySideOf(job, node.rival_node_id(), e), ToolchainOf(e), BestToolchain(r));
   bool retiming = false;
   if (new_best && !e.deterministic_timing()) {
     ++r.in_flight;  // the re-timing takes the evaluation's place
@@ -76,8 +77,8 @@ bool JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
     if (!retiming && started.code() != absl::StatusCode::kFailedPrecondition &&
         started.code() != absl::StatusCode::kResourceExhausted && started.code() != absl::StatusCode::kNotFound) {
       // The store refused the write (a full disk): retried like any result.
-      return Unstored(r, job_before, in_flight_before, baselines_before, absl::StrCat("node ", node.node_id(), ": its result and re-timing are"),
-                      started);
+      return Unstored(r, job_before, in_flight_before, baselines_before,
+                      absl::StrCat("node ", node.node_id(), ": its result and re-timing are"), started);
     }
     if (!retiming) {
       // No worker can time it, the team's quota is spent, or its kernel
@@ -99,14 +100,15 @@ bool JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
   job.set_evaluations_in_flight(r.in_flight);
   if (!retiming) {
     if (absl::Status s = WriteResult(r, node); !s.ok()) {
-      return Unstored(r, job_before, in_flight_before, baselines_before, absl::StrCat("node ", node.node_id(), ": its result is"), s);
+      return Unstored(r, job_before, in_flight_before, baselines_before,
+                      absl::StrCat("node ", node.node_id(), ": its result is"), s);
     }
   }
   r.tree.Upsert(node);
   r.proposer->Observe(node, &e);
   LogInfo("job ", job.job_id(), " node ", node.node_id(), " ", v1::EvalStatus_Name(e.status()),
-          " fitness=", absl::StrFormat("%.2f", node.fitness()), " [", node.mutation(), "] (",
-          job.evaluations_done(), "/", job.spec().budget().max_evaluations(), ", best ", BestLabel(job), ")",
+          " fitness=", absl::StrFormat("%.2f", node.fitness()), " [", node.mutation(), "] (", job.evaluations_done(),
+          "/", job.spec().budget().max_evaluations(), ", best ", BestLabel(job), ")",
           retiming ? absl::StrCat("; ", node.best_decision(), ": re-timing it (", node.retiming().eval_id(),
                                   ") before it becomes the best")
                    : "");
@@ -127,8 +129,8 @@ bool JobManager::Unstored(Running& r, const v1::Job& job_before, int in_flight_b
                           const std::vector<double>& baselines_before, const std::string& what,
                           const absl::Status& why) {
   if (!r.said_unstored) {
-    LogError("job ", r.job.job_id(), " ", what, " not stored yet (retried every second; the job waits): ",
-             why.ToString());
+    LogError("job ", r.job.job_id(), " ", what,
+             " not stored yet (retried every second; the job waits): ", why.ToString());
     r.said_unstored = true;
   }
   r.job = job_before;
@@ -210,8 +212,7 @@ bool JobManager::ApplyRetiming(Running& r, v1::Node node, const v1::Evaluation& 
   SideBySide side_by_side = SideBySideOf(job, retiming.rival_node_id(), e);
   retiming.set_speedup_vs_rival(e.status() == v1::OK ? e.speedup_vs_rival() : 0.0);
   if (first.speedup > 0) {
-    side_by_side.speedup =
-        side_by_side.speedup > 0 ? std::min(first.speedup, side_by_side.speedup) : first.speedup;
+    side_by_side.speedup = side_by_side.speedup > 0 ? std::min(first.speedup, side_by_side.speedup) : first.speedup;
   }
   std::string verdict;
   const char* outcome;
@@ -235,22 +236,23 @@ bool JobManager::ApplyRetiming(Running& r, v1::Node node, const v1::Evaluation& 
     verdict = "not re-timed (its re-timing measured no fitness on the job's yardstick): its own figure stands";
   } else if (NotTheKernels(e.status())) {
     outcome = "not_retimed";
-    verdict = absl::StrCat("not re-timed (", v1::EvalStatus_Name(e.status()), ": ",
-                           e.diagnostics().message(), "): its own figure stands");
+    verdict = absl::StrCat("not re-timed (", v1::EvalStatus_Name(e.status()), ": ", e.diagnostics().message(),
+                           "): its own figure stands");
   } else {
     // A kernel that fails when evaluated again measured nothing the second
     // time: the lower figure is none, and it is not the best.
     outcome = "failed";
-    verdict = absl::StrCat("its re-timing failed (", v1::EvalStatus_Name(e.status()), ": ",
-                           e.diagnostics().message(), ")");
+    verdict =
+        absl::StrCat("its re-timing failed (", v1::EvalStatus_Name(e.status()), ": ", e.diagnostics().message(), ")");
     node.set_fitness(0);
   }
   const std::string first_decision = node.best_decision();
   if (node.fitness() > 0) {
     const bool best = BecomesBest(job, node, side_by_side, ToolchainOf(e), BestToolchain(r));
-    node.set_best_decision(node.best_decision() == first_decision
-                               ? absl::StrCat(first_decision, "; ", verdict)
-                               : absl::StrCat(first_decision, "; ", verdict, "; decided again: ", node.best_decision()));
+    node.set_best_decision(
+        node.best_decision() == first_decision
+            ? absl::StrCat(first_decision, "; ", verdict)
+            : absl::StrCat(first_decision, "; ", verdict, "; decided again: ", node.best_decision()));
     if (best) InstallBest(job, node);
   } else {
     node.set_best_decision(absl::StrCat(first_decision, "; ", verdict));
@@ -259,7 +261,8 @@ bool JobManager::ApplyRetiming(Running& r, v1::Node node, const v1::Evaluation& 
   CountBaseline(r, &node_before, node);  // the node's baseline may be the re-timing's now
   job.set_evaluations_in_flight(r.in_flight);
   if (absl::Status s = WriteResult(r, node); !s.ok()) {
-    return Unstored(r, job_before, in_flight_before, baselines_before, absl::StrCat("node ", node.node_id(), ": its re-timing is"), s);
+    return Unstored(r, job_before, in_flight_before, baselines_before,
+                    absl::StrCat("node ", node.node_id(), ": its re-timing is"), s);
   }
   if (metrics_) metrics_->CountRetiming(platform, outcome);
   r.tree.Upsert(node);
@@ -282,8 +285,7 @@ std::string JobManager::StopReason(const Running& r) const {
   if (b.max_evaluations() > 0 && job.evaluations_done() >= b.max_evaluations()) {
     return "evaluation budget spent";
   }
-  if (b.max_wall_seconds() > 0 &&
-      absl::ToDoubleSeconds(now_() - r.started) >= b.max_wall_seconds()) {
+  if (b.max_wall_seconds() > 0 && absl::ToDoubleSeconds(now_() - r.started) >= b.max_wall_seconds()) {
     return "wall-time budget spent";
   }
   if (b.stall_evaluations() > 0 && (job.best_speedup() > 0 || job.best_static_score() > 0) &&
@@ -327,9 +329,8 @@ void JobManager::MaybeFinish(Running& r) {
     Publish(r, nullptr);
     return;
   }
-  LogInfo("job ", job.job_id(), " ", v1::JobState_Name(job.state()), ": ", job.stop_reason(),
-          "; best ", BestLabel(job), " (node ", job.best_node_id(),
-          ") after ", job.evaluations_done(), " evaluations");
+  LogInfo("job ", job.job_id(), " ", v1::JobState_Name(job.state()), ": ", job.stop_reason(), "; best ", BestLabel(job),
+          " (node ", job.best_node_id(), ") after ", job.evaluations_done(), " evaluations");
   if (learning_.on_end) {
     std::vector<v1::Node> nodes;
     for (const auto& [node_id, n] : r.tree.nodes()) nodes.push_back(n);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+
 #include "common/hash.h"
 #include "coordinator/jobs/manager.h"
 
@@ -35,7 +36,7 @@ struct JobManager::Running {
   // seed returns the same first seed each time), back to 1 after a new one.
   int overask = 1;
   int proposer_errors = 0;
-  absl::Time started;  // the job's creation, on the manager's clock
+  absl::Time started;             // the job's creation, on the manager's clock
   std::set<std::string> devices;  // host/GPU pairs that timed this job's candidates
   // The best node's kernel (BestCandidate), read once per best.
   std::string best_candidate_node;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+
 #include "common/status.h"
 #include "coordinator/store/keys.h"
 
@@ -10,14 +11,14 @@ namespace kevo::jobs {
 
 absl::StatusOr<std::vector<v1::Node>> ReadNodes(store::Store& store, const std::string& job_id) {
   std::vector<v1::Node> nodes;
-  KEVO_RETURN_IF_ERROR(store.Scan(store::Family::kNodes, store::keys::NodePrefix(job_id),
-                                  [&](std::string_view, std::string_view value) {
-                                    v1::Node n;
-                                    if (n.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-                                      nodes.push_back(std::move(n));
-                                    }
-                                    return true;
-                                  }));
+  KEVO_RETURN_IF_ERROR(
+      store.Scan(store::Family::kNodes, store::keys::NodePrefix(job_id), [&](std::string_view, std::string_view value) {
+        v1::Node n;
+        if (n.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+          nodes.push_back(std::move(n));
+        }
+        return true;
+      }));
   return nodes;
 }
 

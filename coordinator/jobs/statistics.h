@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "coordinator/store/store.h"
 #include "kevo/v1/job.pb.h"
 

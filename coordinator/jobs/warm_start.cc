@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+
 #include "common/log.h"
 #include "common/status.h"
 #include "coordinator/jobs/best.h"
@@ -18,14 +19,13 @@ namespace kevo::jobs {
 
 void JobManager::WarmStart(Running& r) {
   std::vector<std::pair<std::string, std::string>> earlier;  // job id, node id
-  absl::Status s = store_->Scan(
-      store::Family::kJobs,
-      store::keys::BestPrefix(r.job.task_hash(), r.job.spec().platform()),
-      [&](std::string_view key, std::string_view value) {
-        std::string k(key);
-        earlier.emplace_back(k.substr(k.rfind('/') + 1), std::string(value));
-        return true;
-      });
+  absl::Status s =
+      store_->Scan(store::Family::kJobs, store::keys::BestPrefix(r.job.task_hash(), r.job.spec().platform()),
+                   [&](std::string_view key, std::string_view value) {
+                     std::string k(key);
+                     earlier.emplace_back(k.substr(k.rfind('/') + 1), std::string(value));
+                     return true;
+                   });
   if (!s.ok()) return;
   // The most recent three jobs' best nodes.
   std::reverse(earlier.begin(), earlier.end());

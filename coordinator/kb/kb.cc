@@ -1,8 +1,5 @@
 #include "coordinator/kb/kb.h"
 
-#include <prometheus/counter.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
 #include <xapian.h>
 
 #include <algorithm>
@@ -10,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -22,6 +18,11 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include <nlohmann/json.hpp>
+#include <prometheus/counter.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -39,13 +40,12 @@ constexpr char kPlatformTerm[] = "XP";
 constexpr char kFamilyTerm[] = "XF";
 constexpr char kBottleneckTerm[] = "XB";
 constexpr char kAny[] = "any";
-absl::Status CheckFilter(const char* what, const std::string& value,
-                         const std::vector<std::string>& known) {
+absl::Status CheckFilter(const char* what, const std::string& value, const std::vector<std::string>& known) {
   if (value.empty() || std::find(known.begin(), known.end(), value) != known.end()) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown ", what, " '", value,
-                                                 "' (known: ", absl::StrJoin(known, ", "), ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown ", what, " '", value, "' (known: ", absl::StrJoin(known, ", "), ")"));
 }
 
 // A title word counts as much as this many body words.
@@ -72,10 +72,14 @@ struct Stored {
   std::vector<std::string> platforms, families, bottlenecks, sources;
 
   std::string Serialize() const {
-    return nlohmann::json{{"path", path},           {"title", title},
-                          {"text", text},           {"hash", hash},
-                          {"platforms", platforms}, {"families", families},
-                          {"bottlenecks", bottlenecks}, {"sources", sources}}
+    return nlohmann::json{{"path", path},
+                          {"title", title},
+                          {"text", text},
+                          {"hash", hash},
+                          {"platforms", platforms},
+                          {"families", families},
+                          {"bottlenecks", bottlenecks},
+                          {"sources", sources}}
         .dump();
   }
   static absl::StatusOr<Stored> Parse(std::string_view value) {
@@ -145,8 +149,8 @@ absl::StatusOr<Stored> ParseDocument(const std::string& rel_path, const std::str
     for (absl::string_view line : absl::StrSplit(body.substr(0, end), '\n', absl::SkipWhitespace())) {
       const size_t colon = line.find(':');
       if (colon == absl::string_view::npos) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "kb document ", rel_path, ": front matter line '", line, "' is not 'key: value'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("kb document ", rel_path, ": front matter line '", line, "' is not 'key: value'"));
       }
       const std::string key = absl::AsciiStrToLower(absl::StripAsciiWhitespace(line.substr(0, colon)));
       const absl::string_view value = line.substr(colon + 1);
@@ -161,9 +165,8 @@ absl::StatusOr<Stored> ParseDocument(const std::string& rel_path, const std::str
       } else if (key == "sources" || key == "source") {
         d.sources = ParseSources(value);
       } else {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "kb document ", rel_path, ": unknown front matter key '", key,
-            "' (known: title, platforms, families, bottlenecks, sources)"));
+        return absl::InvalidArgumentError(absl::StrCat("kb document ", rel_path, ": unknown front matter key '", key,
+                                                       "' (known: title, platforms, families, bottlenecks, sources)"));
       }
     }
     body = body.substr(end + 5);
@@ -227,8 +230,7 @@ std::string WithIdentifierParts(absl::string_view text) {
         if (!parts.back().empty()) parts.emplace_back();
         continue;
       }
-      if (k > 0 && absl::ascii_isupper(c) && absl::ascii_islower(word[k - 1]) &&
-          !parts.back().empty()) {
+      if (k > 0 && absl::ascii_isupper(c) && absl::ascii_islower(word[k - 1]) && !parts.back().empty()) {
         parts.emplace_back();
       }
       parts.back().push_back(c);
@@ -262,8 +264,7 @@ void AddFilterTerms(Xapian::Document& doc, const char* prefix, const std::vector
 // (prefix+value OR prefix+any), or MatchAll when `value` is empty.
 Xapian::Query FilterQuery(const char* prefix, const std::string& value) {
   if (value.empty()) return Xapian::Query::MatchAll;
-  return Xapian::Query(Xapian::Query::OP_OR,
-                       Xapian::Query(absl::StrCat(prefix, absl::AsciiStrToLower(value))),
+  return Xapian::Query(Xapian::Query::OP_OR, Xapian::Query(absl::StrCat(prefix, absl::AsciiStrToLower(value))),
                        Xapian::Query(absl::StrCat(prefix, kAny)));
 }
 
@@ -282,13 +283,17 @@ std::string FirstParagraph(const std::string& text) {
 
 class XapianKnowledgeBase final : public KnowledgeBase {
  public:
-  explicit XapianKnowledgeBase(prometheus::Registry* registry)
-      : db_(std::string(), Xapian::DB_BACKEND_INMEMORY) {
+  explicit XapianKnowledgeBase(prometheus::Registry* registry) : db_(std::string(), Xapian::DB_BACKEND_INMEMORY) {
     if (registry == nullptr) return;
-    searches_ = &prometheus::BuildCounter().Name("kevo_kb_searches_total")
-                     .Help("Knowledge-base searches").Register(*registry).Add({});
-    latency_ = &prometheus::BuildHistogram().Name("kevo_kb_search_seconds")
-                    .Help("Knowledge-base search latency").Register(*registry)
+    searches_ = &prometheus::BuildCounter()
+                     .Name("kevo_kb_searches_total")
+                     .Help("Knowledge-base searches")
+                     .Register(*registry)
+                     .Add({});
+    latency_ = &prometheus::BuildHistogram()
+                    .Name("kevo_kb_search_seconds")
+                    .Help("Knowledge-base search latency")
+                    .Register(*registry)
                     .Add({}, prometheus::Histogram::BucketBoundaries{1e-4, 1e-3, 1e-2, 0.1, 1});
   }
 
@@ -315,8 +320,7 @@ class XapianKnowledgeBase final : public KnowledgeBase {
 
   absl::StatusOr<std::vector<KbDoc>> Search(const KbQuery& q) const override {
     if (absl::StripAsciiWhitespace(q.text).empty() && absl::StripAsciiWhitespace(q.context).empty() &&
-        q.platform.empty() && q.family.empty() &&
-        q.bottleneck.empty()) {
+        q.platform.empty() && q.family.empty() && q.bottleneck.empty()) {
       return absl::InvalidArgumentError("kb search: the query has no text and no filter");
     }
     KEVO_RETURN_IF_ERROR(CheckFilter("platform", q.platform, task::KnownPlatforms()));
@@ -331,18 +335,15 @@ class XapianKnowledgeBase final : public KnowledgeBase {
       parser.set_default_op(Xapian::Query::OP_OR);
       const bool has_text = !absl::StripAsciiWhitespace(q.text).empty();
       const bool has_context = !absl::StripAsciiWhitespace(q.context).empty();
-      Xapian::Query text = has_text ? parser.parse_query(WithIdentifierParts(q.text), 0)
-                                    : Xapian::Query();
+      Xapian::Query text = has_text ? parser.parse_query(WithIdentifierParts(q.text), 0) : Xapian::Query();
       if (has_context) {
         text = Xapian::Query(Xapian::Query::OP_OR, text,
                              Xapian::Query(Xapian::Query::OP_SCALE_WEIGHT,
-                                           parser.parse_query(WithIdentifierParts(q.context), 0),
-                                           kContextWeight));
+                                           parser.parse_query(WithIdentifierParts(q.context), 0), kContextWeight));
       }
       if (!has_text && !has_context) text = Xapian::Query::MatchAll;
       Xapian::Query filter(Xapian::Query::OP_AND,
-                           Xapian::Query(Xapian::Query::OP_AND,
-                                         FilterQuery(kPlatformTerm, q.platform),
+                           Xapian::Query(Xapian::Query::OP_AND, FilterQuery(kPlatformTerm, q.platform),
                                          FilterQuery(kFamilyTerm, q.family)),
                            FilterQuery(kBottleneckTerm, q.bottleneck));
       Xapian::Enquire enquire(db_);
@@ -357,19 +358,16 @@ class XapianKnowledgeBase final : public KnowledgeBase {
       for (auto it = mset.begin(); it != mset.end(); ++it) {
         const Stored& s = docs_.at(std::stoul(it.get_document().get_data()));
         KbDoc doc = ToKbDoc(s);
-        doc.score = (best > 0 ? it.get_weight() / best : 0) +
-                    kPlatformBoost * LabelSpecificity(s.platforms, q.platform) +
-                    kLabelBoost * (LabelSpecificity(s.bottlenecks, q.bottleneck) +
-                                   LabelSpecificity(s.families, family));
+        doc.score =
+            (best > 0 ? it.get_weight() / best : 0) + kPlatformBoost * LabelSpecificity(s.platforms, q.platform) +
+            kLabelBoost * (LabelSpecificity(s.bottlenecks, q.bottleneck) + LabelSpecificity(s.families, family));
         out.push_back(std::move(doc));
       }
       // Ties (equal scores) keep Xapian's order.
-      std::stable_sort(out.begin(), out.end(),
-                       [](const KbDoc& a, const KbDoc& b) { return a.score > b.score; });
+      std::stable_sort(out.begin(), out.end(), [](const KbDoc& a, const KbDoc& b) { return a.score > b.score; });
       if (out.size() > static_cast<size_t>(std::max(1, q.limit))) out.resize(std::max(1, q.limit));
     } catch (const Xapian::Error& e) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("kb search '", q.text, "': ", e.get_type(), ": ", e.get_msg()));
+      return absl::InvalidArgumentError(absl::StrCat("kb search '", q.text, "': ", e.get_type(), ": ", e.get_msg()));
     }
     if (searches_ != nullptr) searches_->Increment();
     if (latency_ != nullptr) latency_->Observe(absl::ToDoubleSeconds(absl::Now() - start));
@@ -389,8 +387,8 @@ class XapianKnowledgeBase final : public KnowledgeBase {
 // The filter values a query may name (the LLM proposer's bottleneck labels);
 // anything else is a typo that would match nothing.
 const std::vector<std::string>& KnownBottlenecks() {
-  static const auto* known = new std::vector<std::string>{
-      "memory", "compute", "latency", "compile", "wrong-answer", "nan", "crash", "timeout"};
+  static const auto* known = new std::vector<std::string>{"memory",       "compute", "latency", "compile",
+                                                          "wrong-answer", "nan",     "crash",   "timeout"};
   return *known;
 }
 
@@ -407,18 +405,16 @@ absl::StatusOr<ImportStats> ImportDirectory(store::Store* store, const std::stri
     return absl::NotFoundError(absl::StrCat("kb folder ", dir, " does not exist"));
   }
   std::map<std::string, std::string> stored_hash;  // path -> hash
-  KEVO_RETURN_IF_ERROR(store->Scan(store::Family::kKb, kDocPrefix,
-                                   [&](std::string_view key, std::string_view value) {
-                                     auto s = Stored::Parse(value);
-                                     stored_hash[std::string(key.substr(4))] = s.ok() ? s->hash : "";
-                                     return true;
-                                   }));
+  KEVO_RETURN_IF_ERROR(store->Scan(store::Family::kKb, kDocPrefix, [&](std::string_view key, std::string_view value) {
+    auto s = Stored::Parse(value);
+    stored_hash[std::string(key.substr(4))] = s.ok() ? s->hash : "";
+    return true;
+  }));
   ImportStats stats;
   store::Batch batch;
   std::set<std::string> seen;
   std::vector<fs::path> files;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
-       it.increment(ec)) {
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it); it.increment(ec)) {
     if (it->is_regular_file() && it->path().extension() == ".md") files.push_back(it->path());
   }
   if (ec) return absl::InternalError(absl::StrCat("kb: listing ", dir, ": ", ec.message()));
@@ -445,13 +441,12 @@ absl::StatusOr<ImportStats> ImportDirectory(store::Store* store, const std::stri
     ++stats.removed;
   }
   if (!batch.ops().empty()) KEVO_RETURN_IF_ERROR(store->Write(batch, /*sync=*/true));
-  LogInfo("kb: imported ", dir, ": ", stats.added, " added, ", stats.updated, " updated, ",
-          stats.unchanged, " unchanged, ", stats.removed, " removed");
+  LogInfo("kb: imported ", dir, ": ", stats.added, " added, ", stats.updated, " updated, ", stats.unchanged,
+          " unchanged, ", stats.removed, " removed");
   return stats;
 }
 
-absl::StatusOr<std::unique_ptr<KnowledgeBase>> OpenKnowledgeBase(store::Store* store,
-                                                                 prometheus::Registry* registry) {
+absl::StatusOr<std::unique_ptr<KnowledgeBase>> OpenKnowledgeBase(store::Store* store, prometheus::Registry* registry) {
   std::unique_ptr<XapianKnowledgeBase> kb;
   try {
     kb = std::make_unique<XapianKnowledgeBase>(registry);
@@ -459,16 +454,15 @@ absl::StatusOr<std::unique_ptr<KnowledgeBase>> OpenKnowledgeBase(store::Store* s
     return absl::InternalError(absl::StrCat("kb: cannot create the index: ", e.get_msg()));
   }
   absl::Status add = absl::OkStatus();
-  KEVO_RETURN_IF_ERROR(store->Scan(store::Family::kKb, kDocPrefix,
-                                   [&](std::string_view key, std::string_view value) {
-                                     auto s = Stored::Parse(value);
-                                     if (!s.ok()) {
-                                       LogWarning("kb: ", std::string(key), ": ", s.status().message());
-                                       return true;
-                                     }
-                                     add = kb->Add(*s);
-                                     return add.ok();
-                                   }));
+  KEVO_RETURN_IF_ERROR(store->Scan(store::Family::kKb, kDocPrefix, [&](std::string_view key, std::string_view value) {
+    auto s = Stored::Parse(value);
+    if (!s.ok()) {
+      LogWarning("kb: ", std::string(key), ": ", s.status().message());
+      return true;
+    }
+    add = kb->Add(*s);
+    return add.ok();
+  }));
   KEVO_RETURN_IF_ERROR(add);
   return std::unique_ptr<KnowledgeBase>(std::move(kb));
 }
@@ -488,8 +482,7 @@ absl::StatusOr<std::string> DefaultKbDir() {
   for (const std::string& c : candidates) {
     if (fs::is_directory(c, ec)) return fs::weakly_canonical(c, ec).string();
   }
-  return absl::NotFoundError(
-      "no knowledge-base folder found: set KEVO_KB_DIR to the project's docs/kb");
+  return absl::NotFoundError("no knowledge-base folder found: set KEVO_KB_DIR to the project's docs/kb");
 }
 
 }  // namespace kevo::kb

@@ -30,7 +30,7 @@ struct KbDoc {
   // The front matter's filters (lower case; empty = any) and the public
   // sources the document was written from ("sources: a; b", split on ';').
   std::vector<std::string> platforms, families, bottlenecks, sources;
-  double score = 0;   // retrieval score (higher is better); 0 outside Search
+  double score = 0;  // retrieval score (higher is better); 0 outside Search
 };
 
 // The bottleneck labels a query and a document's front matter may name
@@ -38,13 +38,13 @@ struct KbDoc {
 const std::vector<std::string>& KnownBottlenecks();
 
 struct KbQuery {
-  std::string text;        // free text: the kernel's op, what its evaluation said, ...
+  std::string text;  // free text: the kernel's op, what its evaluation said, ...
   // Free text that weighs less than `text` (a fraction of it, see kb.cc):
   // background such as the task's description, whose words ("float32 vector
   // of length n") say little about which document helps.
   std::string context;
-  std::string platform;    // cpu | nvidia | amd | mtia-sim; empty = any
-  std::string family;      // op family (task.family), e.g. "softmax"; empty = any
+  std::string platform;  // cpu | nvidia | amd | mtia-sim; empty = any
+  std::string family;    // op family (task.family), e.g. "softmax"; empty = any
   // memory | compute | latency | compile | wrong-answer | nan | crash | timeout
   // (the LLM proposer's labels for an evaluation); empty = any.
   std::string bottleneck;
@@ -92,8 +92,8 @@ absl::StatusOr<ImportStats> ImportDirectory(store::Store* store, const std::stri
 // search returns nothing). Registers kevo_kb_* metrics in `registry` when it
 // is not null (it must outlive the knowledge base). Internal for a Xapian
 // error.
-absl::StatusOr<std::unique_ptr<KnowledgeBase>> OpenKnowledgeBase(
-    store::Store* store, prometheus::Registry* registry = nullptr);
+absl::StatusOr<std::unique_ptr<KnowledgeBase>> OpenKnowledgeBase(store::Store* store,
+                                                                 prometheus::Registry* registry = nullptr);
 
 // The document's first paragraph that is not a heading or a table, on one
 // line, shortened to about 160 characters (for listings).

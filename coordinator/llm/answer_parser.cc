@@ -13,14 +13,13 @@ std::string NormaliseLanguage(std::string_view info) {
     info.remove_prefix(1);
   }
   size_t end = 0;
-  while (end < info.size() && !absl::ascii_isspace(static_cast<unsigned char>(info[end])) &&
-         info[end] != '{' && info[end] != ',') {
+  while (end < info.size() && !absl::ascii_isspace(static_cast<unsigned char>(info[end])) && info[end] != '{' &&
+         info[end] != ',') {
     ++end;
   }
   std::string lang = absl::AsciiStrToLower(std::string(info.substr(0, end)));
   if (!lang.empty() && lang[0] == '.') lang.erase(0, 1);
-  if (lang == "c++" || lang == "cxx" || lang == "cc" || lang == "hpp" || lang == "h" ||
-      lang == "cplusplus") {
+  if (lang == "c++" || lang == "cxx" || lang == "cc" || lang == "hpp" || lang == "h" || lang == "cplusplus") {
     return "cpp";
   }
   if (lang == "cu") return "cuda";
@@ -55,10 +54,14 @@ bool Blank(std::string_view text) {
 
 const char* AnswerOutcomeName(AnswerOutcome outcome) {
   switch (outcome) {
-    case AnswerOutcome::kOk: return "ok";
-    case AnswerOutcome::kEmpty: return "empty";
-    case AnswerOutcome::kNoCode: return "no_code";
-    case AnswerOutcome::kUnterminated: return "unterminated";
+    case AnswerOutcome::kOk:
+      return "ok";
+    case AnswerOutcome::kEmpty:
+      return "empty";
+    case AnswerOutcome::kNoCode:
+      return "no_code";
+    case AnswerOutcome::kUnterminated:
+      return "unterminated";
   }
   return "unknown";
 }
@@ -129,8 +132,7 @@ ExtractedCode ClassifyAnswer(std::string_view answer, const std::vector<std::str
   return result;
 }
 
-absl::StatusOr<std::vector<CodeBlock>> ExtractCode(std::string_view answer,
-                                                   const std::vector<std::string>& languages) {
+absl::StatusOr<std::vector<CodeBlock>> ExtractCode(std::string_view answer, const std::vector<std::string>& languages) {
   ExtractedCode extracted = ClassifyAnswer(answer, languages);
   switch (extracted.outcome) {
     case AnswerOutcome::kOk:
@@ -140,13 +142,12 @@ absl::StatusOr<std::vector<CodeBlock>> ExtractCode(std::string_view answer,
     case AnswerOutcome::kNoCode: {
       std::string wanted;
       for (const std::string& l : languages) absl::StrAppend(&wanted, wanted.empty() ? "" : ", ", l);
-      return absl::NotFoundError(absl::StrCat(
-          "no_code: the answer (", answer.size(), " bytes) has no fenced code block",
-          wanted.empty() ? "" : absl::StrCat(" in ", wanted), " with code in it"));
+      return absl::NotFoundError(absl::StrCat("no_code: the answer (", answer.size(),
+                                              " bytes) has no fenced code block",
+                                              wanted.empty() ? "" : absl::StrCat(" in ", wanted), " with code in it"));
     }
     case AnswerOutcome::kUnterminated:
-      return absl::NotFoundError(
-          "unterminated: the answer ended inside its code block (raise max_tokens?)");
+      return absl::NotFoundError("unterminated: the answer ended inside its code block (raise max_tokens?)");
   }
   return absl::InternalError("unknown answer outcome");
 }

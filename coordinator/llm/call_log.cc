@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+
 #include "common/log.h"
 #include "coordinator/store/store.h"
 
@@ -20,8 +21,7 @@ std::string CallKey(const std::string& job_id, const std::string& call_id) {
 
 std::string NewCallId() {
   static std::atomic<uint32_t> counter{0};
-  return absl::StrFormat("c%016d-%04x", absl::ToUnixMicros(absl::Now()),
-                         counter.fetch_add(1) & 0xFFFF);
+  return absl::StrFormat("c%016d-%04x", absl::ToUnixMicros(absl::Now()), counter.fetch_add(1) & 0xFFFF);
 }
 
 absl::Status PutCall(store::Store* store, const nlohmann::json& record, bool sync) {
@@ -35,8 +35,7 @@ absl::Status PutCall(store::Store* store, const nlohmann::json& record, bool syn
                     record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), sync);
 }
 
-absl::StatusOr<nlohmann::json> GetCall(store::Store* store, const std::string& job_id,
-                                       const std::string& call_id) {
+absl::StatusOr<nlohmann::json> GetCall(store::Store* store, const std::string& job_id, const std::string& call_id) {
   auto value = store->Get(store::Family::kLlmCalls, CallKey(job_id, call_id));
   if (!value.ok()) return value.status();
   if (!value->has_value()) {
@@ -54,10 +53,8 @@ absl::StatusOr<std::vector<nlohmann::json>> ListCalls(store::Store* store, const
   return ListCallsAfter(store, job_id, "", std::numeric_limits<size_t>::max(), &more);
 }
 
-absl::StatusOr<std::vector<nlohmann::json>> ListCallsAfter(store::Store* store,
-                                                           const std::string& job_id,
-                                                           const std::string& after_call_id,
-                                                           size_t limit, bool* more) {
+absl::StatusOr<std::vector<nlohmann::json>> ListCallsAfter(store::Store* store, const std::string& job_id,
+                                                           const std::string& after_call_id, size_t limit, bool* more) {
   std::vector<nlohmann::json> calls;
   *more = false;
   const std::string after = after_call_id.empty() ? "" : CallKey(job_id, after_call_id);

@@ -17,9 +17,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/status/statusor.h"
+#include <nlohmann/json.hpp>
 
 namespace kevo::store {
 class Store;
@@ -35,8 +34,7 @@ std::string NewCallId();
 absl::Status PutCall(store::Store* store, const nlohmann::json& record, bool sync);
 
 // The record of one call; NotFound when absent, DataLoss when unreadable.
-absl::StatusOr<nlohmann::json> GetCall(store::Store* store, const std::string& job_id,
-                                       const std::string& call_id);
+absl::StatusOr<nlohmann::json> GetCall(store::Store* store, const std::string& job_id, const std::string& call_id);
 
 // Every call of `job_id`, oldest first. Unreadable records are skipped (and
 // logged). Returns the store's error.
@@ -45,9 +43,7 @@ absl::StatusOr<std::vector<nlohmann::json>> ListCalls(store::Store* store, const
 // One page of ListCalls: at most `limit` (> 0) calls of `job_id` whose call
 // id sorts after `after_call_id` (empty: from the first), oldest first.
 // `*more` is set when calls remain past the page. Returns the store's error.
-absl::StatusOr<std::vector<nlohmann::json>> ListCallsAfter(store::Store* store,
-                                                           const std::string& job_id,
-                                                           const std::string& after_call_id,
-                                                           size_t limit, bool* more);
+absl::StatusOr<std::vector<nlohmann::json>> ListCallsAfter(store::Store* store, const std::string& job_id,
+                                                           const std::string& after_call_id, size_t limit, bool* more);
 
 }  // namespace kevo::llm

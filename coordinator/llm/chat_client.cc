@@ -14,6 +14,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+
 #include "common/log.h"
 #include "coordinator/llm/http.h"
 #include "coordinator/llm/metrics.h"
@@ -26,23 +27,22 @@ namespace {
 // the value.
 absl::StatusOr<std::string> LoadApiKey(const EndpointConfig& config) {
   if (!config.api_key_env.empty() && !config.api_key_file.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "endpoint ", config.name, ": set api_key_env or api_key_file, not both"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("endpoint ", config.name, ": set api_key_env or api_key_file, not both"));
   }
   std::string key;
   if (!config.api_key_env.empty()) {
     const char* value = std::getenv(config.api_key_env.c_str());
     if (value == nullptr) {
-      return absl::NotFoundError(absl::StrCat("endpoint ", config.name,
-                                              ": environment variable ", config.api_key_env,
+      return absl::NotFoundError(absl::StrCat("endpoint ", config.name, ": environment variable ", config.api_key_env,
                                               " (api_key_env) is not set"));
     }
     key = value;
   } else if (!config.api_key_file.empty()) {
     std::ifstream in(config.api_key_file, std::ios::binary);
     if (!in) {
-      return absl::NotFoundError(absl::StrCat("endpoint ", config.name, ": cannot read api_key_file ",
-                                              config.api_key_file));
+      return absl::NotFoundError(
+          absl::StrCat("endpoint ", config.name, ": cannot read api_key_file ", config.api_key_file));
     }
     std::stringstream buffer;
     buffer << in.rdbuf();
@@ -51,25 +51,22 @@ absl::StatusOr<std::string> LoadApiKey(const EndpointConfig& config) {
     return std::string();
   }
   key = std::string(absl::StripAsciiWhitespace(key));
-  const std::string source = config.api_key_env.empty()
-                                 ? absl::StrCat("api_key_file ", config.api_key_file)
-                                 : absl::StrCat("environment variable ", config.api_key_env);
+  const std::string source = config.api_key_env.empty() ? absl::StrCat("api_key_file ", config.api_key_file)
+                                                        : absl::StrCat("environment variable ", config.api_key_env);
   if (key.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("endpoint ", config.name, ": ", source, " is empty"));
+    return absl::FailedPreconditionError(absl::StrCat("endpoint ", config.name, ": ", source, " is empty"));
   }
   for (char c : key) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "endpoint ", config.name, ": the key in ", source, " contains control characters"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("endpoint ", config.name, ": the key in ", source, " contains control characters"));
     }
   }
   return key;
 }
 
 bool Retryable(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kUnavailable ||
-         status.code() == absl::StatusCode::kDeadlineExceeded;
+  return status.code() == absl::StatusCode::kUnavailable || status.code() == absl::StatusCode::kDeadlineExceeded;
 }
 
 class ChatClientImpl final : public ChatClient {
@@ -79,18 +76,15 @@ class ChatClientImpl final : public ChatClient {
         url_(std::move(url)),
         api_key_(std::move(api_key)),
         metrics_(options.registry),
-        sleep_(options.sleep ? std::move(options.sleep)
-                             : [](absl::Duration d) { absl::SleepFor(d); }),
-        rng_(options.jitter_seed != 0 ? options.jitter_seed
-                                      : static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()))) {}
+        sleep_(options.sleep ? std::move(options.sleep) : [](absl::Duration d) { absl::SleepFor(d); }),
+        rng_(options.jitter_seed != 0 ? options.jitter_seed : static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()))) {}
 
   absl::StatusOr<ChatResponse> Complete(const ChatRequest& request) override {
     {
       absl::MutexLock l(&mu_);
       mu_.Await(absl::Condition(
-          +[](ChatClientImpl* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) {
-            return self->in_flight_ < self->config_.max_concurrency;
-          },
+          +[](ChatClientImpl* self)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) { return self->in_flight_ < self->config_.max_concurrency; },
           this));
       ++in_flight_;
     }
@@ -109,8 +103,7 @@ class ChatClientImpl final : public ChatClient {
     }
     metrics_.RecordRequest(config_.name, result.status());
     if (result.ok()) {
-      metrics_.RecordTokens(config_.name, result->usage.prompt_tokens,
-                            result->usage.completion_tokens);
+      metrics_.RecordTokens(config_.name, result->usage.prompt_tokens, result->usage.completion_tokens);
       metrics_.RecordCost(config_.name, result->cost_usd);
     }
     return result;
@@ -126,15 +119,14 @@ class ChatClientImpl final : public ChatClient {
  private:
   // One attempt's verdict.
   struct Attempt {
-    absl::Status status;             // OK, or the error to return / retry on
+    absl::Status status;  // OK, or the error to return / retry on
     std::optional<absl::Duration> retry_after;
     int http_status = 0;
   };
 
   absl::StatusOr<ChatResponse> CompleteWithRetries(const ChatRequest& request) {
     HttpRequest http;
-    http.target = absl::StrCat(url_.path, config_.api == Api::kAnthropic ? "/messages"
-                                                                         : "/chat/completions");
+    http.target = absl::StrCat(url_.path, config_.api == Api::kAnthropic ? "/messages" : "/chat/completions");
     http.headers.emplace_back("Content-Type", "application/json");
     http.headers.emplace_back("Accept", config_.stream ? "text/event-stream" : "application/json");
     if (config_.api == Api::kAnthropic) {
@@ -181,11 +173,9 @@ class ChatClientImpl final : public ChatClient {
       sleep_(delay);
     }
     const std::string last_http =
-        last.http_status != 0 ? absl::StrCat("last HTTP status ", last.http_status)
-                              : std::string("no HTTP status");
-    const std::string message =
-        absl::StrCat("endpoint ", config_.name, ": gave up after ", max_attempts, " attempts (",
-                     max_attempts - 1, " retries); ", last_http, ": ", last.status.message());
+        last.http_status != 0 ? absl::StrCat("last HTTP status ", last.http_status) : std::string("no HTTP status");
+    const std::string message = absl::StrCat("endpoint ", config_.name, ": gave up after ", max_attempts, " attempts (",
+                                             max_attempts - 1, " retries); ", last_http, ": ", last.status.message());
     if (last.status.code() == absl::StatusCode::kDeadlineExceeded) {
       return Redacted(absl::DeadlineExceededError(message));
     }
@@ -200,16 +190,14 @@ class ChatClientImpl final : public ChatClient {
     const bool success = result.got_headers && result.status >= 200 && result.status < 300;
     // A body that broke off after the headers is judged by its status below;
     // anything earlier (timeouts, connect failures) is returned as is.
-    if (!result.error.ok() &&
-        (!result.got_headers || result.error.code() != absl::StatusCode::kDataLoss)) {
+    if (!result.error.ok() && (!result.got_headers || result.error.code() != absl::StatusCode::kDataLoss)) {
       verdict.status = result.error;  // timeouts, connect failures: retried
       return verdict;
     }
     if (success) {
       response->raw = result.body;
-      absl::Status parsed = config_.stream && IsEventStream(result)
-                                ? ParseStream(config_.api, result.body, response)
-                                : ParseAnswer(config_.api, result.body, response);
+      absl::Status parsed = config_.stream && IsEventStream(result) ? ParseStream(config_.api, result.body, response)
+                                                                    : ParseAnswer(config_.api, result.body, response);
       if (parsed.ok() && !result.error.ok()) parsed = result.error;  // body cut after a whole answer
       if (!parsed.ok()) {
         verdict.status = WithContext(parsed);
@@ -231,8 +219,8 @@ class ChatClientImpl final : public ChatClient {
       verdict.status = absl::UnavailableError(what);
       verdict.retry_after = RetryAfter(result);
     } else if (result.status == 401) {
-      verdict.status = absl::UnauthenticatedError(
-          absl::StrCat(what, " (check the endpoint's api_key_env / api_key_file)"));
+      verdict.status =
+          absl::UnauthenticatedError(absl::StrCat(what, " (check the endpoint's api_key_env / api_key_file)"));
     } else if (result.status == 403) {
       verdict.status = absl::PermissionDeniedError(what);
     } else {
@@ -243,8 +231,7 @@ class ChatClientImpl final : public ChatClient {
 
   static bool IsEventStream(const HttpResult& result) {
     auto it = result.headers.find("content-type");
-    return it != result.headers.end() &&
-           it->second.find("text/event-stream") != std::string::npos;
+    return it != result.headers.end() && it->second.find("text/event-stream") != std::string::npos;
   }
 
   // Retry-After in seconds (integer or decimal), capped at max_retry_after.
@@ -252,8 +239,7 @@ class ChatClientImpl final : public ChatClient {
     auto it = result.headers.find("retry-after");
     if (it == result.headers.end()) return std::nullopt;
     double seconds = 0;
-    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(it->second), &seconds) || seconds < 0 ||
-        !std::isfinite(seconds)) {
+    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(it->second), &seconds) || seconds < 0 || !std::isfinite(seconds)) {
       return std::nullopt;  // an HTTP-date: fall back to the backoff
     }
     return std::min(absl::Seconds(seconds), config_.max_retry_after);
@@ -277,8 +263,7 @@ class ChatClientImpl final : public ChatClient {
 
   absl::Status WithContext(const absl::Status& status) const {
     absl::Status out(status.code(), absl::StrCat("endpoint ", config_.name, ": ", status.message()));
-    status.ForEachPayload(
-        [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+    status.ForEachPayload([&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
     return out;
   }
 
@@ -320,29 +305,23 @@ double CostUsd(const EndpointConfig& config, const Usage& usage) {
          static_cast<double>(usage.completion_tokens) * config.price_out_per_mtok / 1e6;
 }
 
-absl::StatusOr<std::unique_ptr<ChatClient>> ChatClient::Create(const EndpointConfig& config,
-                                                               ClientOptions options) {
+absl::StatusOr<std::unique_ptr<ChatClient>> ChatClient::Create(const EndpointConfig& config, ClientOptions options) {
   if (config.name.empty()) return absl::InvalidArgumentError("endpoint has no name");
   if (config.model.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("endpoint ", config.name, " has no model"));
   }
   absl::StatusOr<Url> url = ParseUrl(config.base_url);
   if (!url.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("endpoint ", config.name, ": ", url.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat("endpoint ", config.name, ": ", url.status().message()));
   }
   if (config.max_concurrency < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("endpoint ", config.name, ": max_concurrency must be at least 1"));
+    return absl::InvalidArgumentError(absl::StrCat("endpoint ", config.name, ": max_concurrency must be at least 1"));
   }
   if (config.max_retries < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("endpoint ", config.name, ": max_retries must not be negative"));
+    return absl::InvalidArgumentError(absl::StrCat("endpoint ", config.name, ": max_retries must not be negative"));
   }
-  if (config.timeouts.connect <= absl::ZeroDuration() ||
-      config.timeouts.total <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("endpoint ", config.name, ": timeouts must be positive"));
+  if (config.timeouts.connect <= absl::ZeroDuration() || config.timeouts.total <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("endpoint ", config.name, ": timeouts must be positive"));
   }
   if (config.price_in_per_mtok < 0 || config.price_out_per_mtok < 0 || config.weight < 0) {
     return absl::InvalidArgumentError(
@@ -352,11 +331,9 @@ absl::StatusOr<std::unique_ptr<ChatClient>> ChatClient::Create(const EndpointCon
   if (!key.ok()) return key.status();
   if (url->tls == false && !key->empty() && url->host != "127.0.0.1" && url->host != "localhost" &&
       url->host != "::1") {
-    LogWarning("llm endpoint=", config.name,
-               " sends its API key over plain http to ", url->host, "; use https");
+    LogWarning("llm endpoint=", config.name, " sends its API key over plain http to ", url->host, "; use https");
   }
-  return std::unique_ptr<ChatClient>(
-      new ChatClientImpl(config, *std::move(url), *std::move(key), std::move(options)));
+  return std::unique_ptr<ChatClient>(new ChatClientImpl(config, *std::move(url), *std::move(key), std::move(options)));
 }
 
 }  // namespace kevo::llm

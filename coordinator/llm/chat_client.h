@@ -43,25 +43,25 @@ struct Timeouts {
 // One endpoint (a server + a model). Loaded from the --llm-config file
 // (LoadLlmConfig in config.h) or built in code.
 struct EndpointConfig {
-  std::string name;        // label for metrics, logs and the selector; unique
-  std::string base_url;    // "http://127.0.0.1:8000/v1", "https://api.openai.com/v1"
-  std::string model;       // sent as "model"
+  std::string name;      // label for metrics, logs and the selector; unique
+  std::string base_url;  // "http://127.0.0.1:8000/v1", "https://api.openai.com/v1"
+  std::string model;     // sent as "model"
   Api api = Api::kOpenAi;
   // At most one of these; neither means no Authorization header (local servers).
   std::string api_key_env;   // name of an environment variable holding the key
   std::string api_key_file;  // path of a file holding the key (trailing newline ignored)
   bool stream = false;       // use server-sent events
   Timeouts timeouts;
-  int max_retries = 4;       // retries after the first attempt
+  int max_retries = 4;  // retries after the first attempt
   absl::Duration initial_backoff = absl::Milliseconds(500);
   absl::Duration max_backoff = absl::Seconds(30);
   absl::Duration max_retry_after = absl::Seconds(120);  // Retry-After is capped here
-  int max_concurrency = 4;   // requests in flight at once through this client
-  double price_in_per_mtok = 0;   // USD per 1M prompt tokens
-  double price_out_per_mtok = 0;  // USD per 1M completion tokens
-  double weight = 1;         // prior share for the EndpointSelector; 0 disables
-  std::string ca_file;       // extra PEM CA bundle for https (system CAs are always used)
-  int max_tokens = 0;        // default max_tokens when the request sets none; 0: server default
+  int max_concurrency = 4;                              // requests in flight at once through this client
+  double price_in_per_mtok = 0;                         // USD per 1M prompt tokens
+  double price_out_per_mtok = 0;                        // USD per 1M completion tokens
+  double weight = 1;                                    // prior share for the EndpointSelector; 0 disables
+  std::string ca_file;                                  // extra PEM CA bundle for https (system CAs are always used)
+  int max_tokens = 0;  // default max_tokens when the request sets none; 0: server default
 };
 
 struct ChatMessage {
@@ -71,7 +71,7 @@ struct ChatMessage {
 
 struct ChatRequest {
   std::vector<ChatMessage> messages;
-  int max_tokens = 0;                  // 0: the endpoint's default
+  int max_tokens = 0;  // 0: the endpoint's default
   std::optional<double> temperature;
   std::optional<double> top_p;
   std::optional<int64_t> seed;
@@ -93,10 +93,10 @@ struct ChatResponse {
   std::string content;        // the assistant's answer (any echo of the API key redacted)
   std::string finish_reason;  // "stop", "length", ... ("" if the server sent none)
   Usage usage;
-  double cost_usd = 0;        // from usage and the endpoint's prices
-  int attempts = 0;           // 1 + retries
+  double cost_usd = 0;  // from usage and the endpoint's prices
+  int attempts = 0;     // 1 + retries
   int http_status = 0;
-  absl::Duration latency;     // of the successful attempt
+  absl::Duration latency;  // of the successful attempt
   // The response body (JSON or the SSE text), the key replaced where it
   // appears whole: in SSE text an echoed key may be split across chunks, so
   // store `content`, never `raw`.
@@ -105,9 +105,9 @@ struct ChatResponse {
 
 // Totals over the life of one client. Thread-safe snapshot.
 struct UsageTotals {
-  int64_t requests = 0;       // Complete() calls that returned OK
-  int64_t failures = 0;       // Complete() calls that returned an error
-  int64_t attempts = 0;       // HTTP attempts, retries included
+  int64_t requests = 0;  // Complete() calls that returned OK
+  int64_t failures = 0;  // Complete() calls that returned an error
+  int64_t attempts = 0;  // HTTP attempts, retries included
   int64_t retries = 0;
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
@@ -119,7 +119,7 @@ struct ClientOptions {
   std::shared_ptr<prometheus::Registry> registry;  // may be null: no metrics
   // Called between attempts with the chosen delay. Default: absl::SleepFor.
   std::function<void(absl::Duration)> sleep;
-  uint64_t jitter_seed = 0;   // 0: seeded from the clock
+  uint64_t jitter_seed = 0;  // 0: seeded from the clock
 };
 
 // Payload key under which DataLoss errors carry what was received before the
@@ -151,8 +151,7 @@ class ChatClient {
   // Validates `config` (InvalidArgument: bad URL, missing name/model, ...;
   // NotFound / FailedPrecondition: the key's variable or file is missing or
   // empty) and loads the API key. Connects to nothing.
-  static absl::StatusOr<std::unique_ptr<ChatClient>> Create(const EndpointConfig& config,
-                                                            ClientOptions options = {});
+  static absl::StatusOr<std::unique_ptr<ChatClient>> Create(const EndpointConfig& config, ClientOptions options = {});
 };
 
 // Cost in USD of `usage` at the endpoint's prices.

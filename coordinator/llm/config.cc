@@ -51,8 +51,16 @@ Setter DurationKey(absl::Duration EndpointConfig::*field, absl::Duration unit) {
 
 const std::map<std::string, Setter>& Keys() {
   static const auto* keys = new std::map<std::string, Setter>{
-      {"base_url", [](const std::string& v, EndpointConfig& e) { e.base_url = v; return absl::OkStatus(); }},
-      {"model", [](const std::string& v, EndpointConfig& e) { e.model = v; return absl::OkStatus(); }},
+      {"base_url",
+       [](const std::string& v, EndpointConfig& e) {
+         e.base_url = v;
+         return absl::OkStatus();
+       }},
+      {"model",
+       [](const std::string& v, EndpointConfig& e) {
+         e.model = v;
+         return absl::OkStatus();
+       }},
       {"api",
        [](const std::string& v, EndpointConfig& e) {
          if (v == "openai") {
@@ -78,7 +86,11 @@ const std::map<std::string, Setter>& Keys() {
          e.api_key_env.clear();
          return absl::OkStatus();
        }},
-      {"ca_file", [](const std::string& v, EndpointConfig& e) { e.ca_file = v; return absl::OkStatus(); }},
+      {"ca_file",
+       [](const std::string& v, EndpointConfig& e) {
+         e.ca_file = v;
+         return absl::OkStatus();
+       }},
       {"stream",
        [](const std::string& v, EndpointConfig& e) {
          if (v == "true" || v == "yes" || v == "1") {
@@ -93,8 +105,10 @@ const std::map<std::string, Setter>& Keys() {
       {"max_retries", [](const std::string& v, EndpointConfig& e) { return ParseInt(v, 0, &e.max_retries); }},
       {"max_concurrency", [](const std::string& v, EndpointConfig& e) { return ParseInt(v, 1, &e.max_concurrency); }},
       {"max_tokens", [](const std::string& v, EndpointConfig& e) { return ParseInt(v, 0, &e.max_tokens); }},
-      {"price_in_per_mtok", [](const std::string& v, EndpointConfig& e) { return ParseDouble(v, 0, &e.price_in_per_mtok); }},
-      {"price_out_per_mtok", [](const std::string& v, EndpointConfig& e) { return ParseDouble(v, 0, &e.price_out_per_mtok); }},
+      {"price_in_per_mtok",
+       [](const std::string& v, EndpointConfig& e) { return ParseDouble(v, 0, &e.price_in_per_mtok); }},
+      {"price_out_per_mtok",
+       [](const std::string& v, EndpointConfig& e) { return ParseDouble(v, 0, &e.price_out_per_mtok); }},
       {"weight", [](const std::string& v, EndpointConfig& e) { return ParseDouble(v, 0, &e.weight); }},
       {"initial_backoff_ms", DurationKey(&EndpointConfig::initial_backoff, absl::Milliseconds(1))},
       {"max_backoff_s", DurationKey(&EndpointConfig::max_backoff, absl::Seconds(1))},
@@ -125,8 +139,7 @@ std::string KnownKeys() {
 
 }  // namespace
 
-absl::StatusOr<std::vector<EndpointConfig>> ParseLlmConfig(const std::string& text,
-                                                           const std::string& path) {
+absl::StatusOr<std::vector<EndpointConfig>> ParseLlmConfig(const std::string& text, const std::string& path) {
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   auto error = [&](int line, const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat(path, ":", line, ": ", what));
@@ -156,16 +169,14 @@ absl::StatusOr<std::vector<EndpointConfig>> ParseLlmConfig(const std::string& te
         continue;
       }
       if (header.rfind("endpoint", 0) != 0) {
-        return error(line_no, absl::StrCat("unknown section [", header,
-                                           "]; expected [defaults] or [endpoint NAME]"));
+        return error(line_no, absl::StrCat("unknown section [", header, "]; expected [defaults] or [endpoint NAME]"));
       }
       std::string name(absl::StripAsciiWhitespace(header.substr(8)));
       if (name.empty()) return error(line_no, "[endpoint] needs a name: [endpoint NAME]");
       for (char c : name) {
-        if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' &&
-            c != '.') {
-          return error(line_no, absl::StrCat("endpoint name \"", name,
-                                             "\" may use only letters, digits, '-', '_' and '.'"));
+        if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+          return error(line_no,
+                       absl::StrCat("endpoint name \"", name, "\" may use only letters, digits, '-', '_' and '.'"));
         }
       }
       if (!names.insert(name).second) {
@@ -194,11 +205,13 @@ absl::StatusOr<std::vector<EndpointConfig>> ParseLlmConfig(const std::string& te
     }
     if (key == "api_key" || key == "key" || key == "token") {
       // Never echo the value: it is probably a secret.
-      return error(line_no, "API keys do not go in the config file; set api_key_env (an "
-                            "environment variable's name) or api_key_file (a file's path)");
+      return error(line_no,
+                   "API keys do not go in the config file; set api_key_env (an "
+                   "environment variable's name) or api_key_file (a file's path)");
     }
     if (!in_defaults && endpoints.empty()) {
-      return error(line_no, absl::StrCat("key \"", key, "\" outside a section; start with "
+      return error(line_no, absl::StrCat("key \"", key,
+                                         "\" outside a section; start with "
                                          "[endpoint NAME] or [defaults]"));
     }
     if (!section_keys.insert(key).second) {
@@ -220,14 +233,12 @@ absl::StatusOr<std::vector<EndpointConfig>> ParseLlmConfig(const std::string& te
       set = it->second(value, target);
     }
     if (!set.ok()) return error(line_no, absl::StrCat(key, ": ", set.message()));
-    if ((key == "api_key_file" || key == "ca_file") && !value.empty() &&
-        std::filesystem::path(value).is_relative()) {
+    if ((key == "api_key_file" || key == "ca_file") && !value.empty() && std::filesystem::path(value).is_relative()) {
       (key == "ca_file" ? target.ca_file : target.api_key_file) = (dir / value).string();
     }
   }
   if (endpoints.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": no [endpoint NAME] section; see docs/llm.md"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": no [endpoint NAME] section; see docs/llm.md"));
   }
   for (size_t i = 0; i < endpoints.size(); ++i) {
     const EndpointConfig& e = endpoints[i];

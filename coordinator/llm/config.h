@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "coordinator/llm/chat_client.h"
 
 namespace kevo::llm {
@@ -42,7 +43,6 @@ absl::StatusOr<std::vector<EndpointConfig>> LoadLlmConfig(const std::string& pat
 
 // The same for text already in memory; `path` is only used in messages and
 // to resolve relative paths.
-absl::StatusOr<std::vector<EndpointConfig>> ParseLlmConfig(const std::string& text,
-                                                           const std::string& path);
+absl::StatusOr<std::vector<EndpointConfig>> ParseLlmConfig(const std::string& text, const std::string& path);
 
 }  // namespace kevo::llm

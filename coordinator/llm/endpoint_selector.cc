@@ -8,8 +8,8 @@
 
 namespace kevo::llm {
 
-absl::StatusOr<std::unique_ptr<EndpointSelector>> EndpointSelector::Create(
-    const std::vector<EndpointConfig>& endpoints, SelectorOptions options) {
+absl::StatusOr<std::unique_ptr<EndpointSelector>> EndpointSelector::Create(const std::vector<EndpointConfig>& endpoints,
+                                                                           SelectorOptions options) {
   if (endpoints.empty()) return absl::InvalidArgumentError("no LLM endpoints to select from");
   std::set<std::string> names;
   std::vector<EndpointStats> arms;
@@ -20,8 +20,7 @@ absl::StatusOr<std::unique_ptr<EndpointSelector>> EndpointSelector::Create(
       return absl::InvalidArgumentError(absl::StrCat("duplicate LLM endpoint name ", e.name));
     }
     if (e.weight < 0 || !std::isfinite(e.weight)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("LLM endpoint ", e.name, " has a negative weight"));
+      return absl::InvalidArgumentError(absl::StrCat("LLM endpoint ", e.name, " has a negative weight"));
     }
     any_enabled |= e.weight > 0;
     EndpointStats arm;
@@ -37,9 +36,8 @@ EndpointSelector::EndpointSelector(std::vector<EndpointStats> arms, SelectorOpti
     : options_(options), arms_(std::move(arms)), rng_(options.seed) {}
 
 double EndpointSelector::Mean(const EndpointStats& arm) const {
-  return options_.objective == SelectorOptions::Objective::kGainPerKiloToken
-             ? arm.gain_per_ktok()
-             : arm.gain_per_call();
+  return options_.objective == SelectorOptions::Objective::kGainPerKiloToken ? arm.gain_per_ktok()
+                                                                             : arm.gain_per_call();
 }
 
 std::string EndpointSelector::Select() {
@@ -95,8 +93,7 @@ std::string EndpointSelector::Select() {
   return arms_[best].name;
 }
 
-absl::Status EndpointSelector::RecordOutcome(const std::string& endpoint, double fitness_gain,
-                                             int64_t tokens) {
+absl::Status EndpointSelector::RecordOutcome(const std::string& endpoint, double fitness_gain, int64_t tokens) {
   absl::MutexLock l(&mu_);
   for (EndpointStats& arm : arms_) {
     if (arm.name != endpoint) continue;
@@ -104,10 +101,9 @@ absl::Status EndpointSelector::RecordOutcome(const std::string& endpoint, double
     ++arm.calls;
     arm.total_gain += gain;
     arm.total_tokens += std::max<int64_t>(0, tokens);
-    const double reward =
-        options_.objective == SelectorOptions::Objective::kGainPerKiloToken
-            ? (tokens > 0 ? gain * 1000.0 / static_cast<double>(tokens) : 0.0)
-            : gain;
+    const double reward = options_.objective == SelectorOptions::Objective::kGainPerKiloToken
+                              ? (tokens > 0 ? gain * 1000.0 / static_cast<double>(tokens) : 0.0)
+                              : gain;
     max_reward_ = std::max(max_reward_, reward);
     return absl::OkStatus();
   }

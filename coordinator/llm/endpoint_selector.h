@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+
 #include "coordinator/llm/chat_client.h"
 
 namespace kevo::llm {
@@ -50,8 +51,8 @@ class EndpointSelector {
  public:
   // InvalidArgument: no endpoints, a duplicate or empty name, a negative
   // weight, or every weight 0.
-  static absl::StatusOr<std::unique_ptr<EndpointSelector>> Create(
-      const std::vector<EndpointConfig>& endpoints, SelectorOptions options = {});
+  static absl::StatusOr<std::unique_ptr<EndpointSelector>> Create(const std::vector<EndpointConfig>& endpoints,
+                                                                  SelectorOptions options = {});
 
   // The name of the endpoint to call next.
   std::string Select();

@@ -1,12 +1,18 @@
 #include "coordinator/llm/http.h"
 
-#include <utility>  // first: Boost 1.74 asio under GCC 12
-
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <exception>
 #include <optional>
+#include <utility>  // first: Boost 1.74 asio under GCC 12
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -15,13 +21,6 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-#include <openssl/ssl.h>
-#include <openssl/x509.h>
-#include <openssl/x509v3.h>
-
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
 
 namespace kevo::llm {
 namespace {
@@ -50,18 +49,15 @@ error_code Await(asio::io_context& ioc, Start&& start) {
   return result;
 }
 
-bool IsTimeout(const error_code& ec) {
-  return ec == beast::error::timeout || ec == asio::error::timed_out;
-}
+bool IsTimeout(const error_code& ec) { return ec == beast::error::timeout || ec == asio::error::timed_out; }
 
 std::string Where(const Url& url) { return absl::StrCat(url.host, ":", url.port); }
 
 // Writes the request and reads the response through `stream` (plain or TLS),
 // whose lowest layer is `tcp`. Fills `result`.
 template <typename Stream>
-void Exchange(asio::io_context& ioc, Stream& stream, beast::tcp_stream& tcp, const Url& url,
-              const HttpRequest& request, absl::Time deadline, absl::Duration total,
-              HttpResult& result) {
+void Exchange(asio::io_context& ioc, Stream& stream, beast::tcp_stream& tcp, const Url& url, const HttpRequest& request,
+              absl::Time deadline, absl::Duration total, HttpResult& result) {
   http::request<http::string_body> req;
   req.method(http::string_to_verb(request.method));
   req.target(request.target);
@@ -74,16 +70,16 @@ void Exchange(asio::io_context& ioc, Stream& stream, beast::tcp_stream& tcp, con
   req.prepare_payload();
 
   auto timeout_status = [&] {
-    return absl::DeadlineExceededError(absl::StrCat("request to ", Where(url), " timed out after ",
-                                                    absl::FormatDuration(total)));
+    return absl::DeadlineExceededError(
+        absl::StrCat("request to ", Where(url), " timed out after ", absl::FormatDuration(total)));
   };
 
   tcp.expires_at(ToSteady(deadline));
   error_code ec = Await(ioc, [&](auto handler) { http::async_write(stream, req, handler); });
   if (ec) {
-    result.error = IsTimeout(ec) ? timeout_status()
-                                 : absl::UnavailableError(absl::StrCat(
-                                       "sending to ", Where(url), " failed: ", ec.message()));
+    result.error = IsTimeout(ec)
+                       ? timeout_status()
+                       : absl::UnavailableError(absl::StrCat("sending to ", Where(url), " failed: ", ec.message()));
     return;
   }
 
@@ -93,16 +89,15 @@ void Exchange(asio::io_context& ioc, Stream& stream, beast::tcp_stream& tcp, con
   tcp.expires_at(ToSteady(deadline));
   ec = Await(ioc, [&](auto handler) { http::async_read_header(stream, buffer, parser, handler); });
   if (ec) {
-    result.error = IsTimeout(ec) ? timeout_status()
-                                 : absl::UnavailableError(absl::StrCat(
-                                       "no response from ", Where(url), ": ", ec.message()));
+    result.error = IsTimeout(ec)
+                       ? timeout_status()
+                       : absl::UnavailableError(absl::StrCat("no response from ", Where(url), ": ", ec.message()));
     return;
   }
   result.got_headers = true;
   result.status = static_cast<int>(parser.get().result_int());
   for (const auto& field : parser.get()) {
-    result.headers[absl::AsciiStrToLower(std::string(field.name_string()))] =
-        std::string(field.value());
+    result.headers[absl::AsciiStrToLower(std::string(field.name_string()))] = std::string(field.value());
   }
   // Read the body piece by piece so that whatever arrived survives an error.
   while (!parser.is_done()) {
@@ -115,9 +110,8 @@ void Exchange(asio::io_context& ioc, Stream& stream, beast::tcp_stream& tcp, con
   if (IsTimeout(ec)) {
     result.error = timeout_status();
   } else {
-    result.error = absl::DataLossError(absl::StrCat("response body from ", Where(url),
-                                                    " broke off after ", result.body.size(),
-                                                    " bytes: ", ec.message()));
+    result.error = absl::DataLossError(absl::StrCat("response body from ", Where(url), " broke off after ",
+                                                    result.body.size(), " bytes: ", ec.message()));
   }
 }
 
@@ -127,9 +121,8 @@ HttpResult SendImpl(const Url& url, const HttpRequest& request, const HttpOption
   const absl::Time deadline = start + options.total_timeout;
   const absl::Time connect_deadline = std::min(deadline, start + options.connect_timeout);
   auto connect_timeout = [&] {
-    return absl::DeadlineExceededError(absl::StrCat("connecting to ", Where(url),
-                                                    " timed out after ",
-                                                    absl::FormatDuration(options.connect_timeout)));
+    return absl::DeadlineExceededError(
+        absl::StrCat("connecting to ", Where(url), " timed out after ", absl::FormatDuration(options.connect_timeout)));
   };
 
   asio::io_context ioc;
@@ -138,12 +131,11 @@ HttpResult SendImpl(const Url& url, const HttpRequest& request, const HttpOption
   error_code resolve_ec;
   tcp::resolver::results_type endpoints;
   bool resolved = false;
-  resolver.async_resolve(url.host, url.port,
-                         [&](error_code ec, tcp::resolver::results_type r) {
-                           resolve_ec = ec;
-                           endpoints = std::move(r);
-                           resolved = true;
-                         });
+  resolver.async_resolve(url.host, url.port, [&](error_code ec, tcp::resolver::results_type r) {
+    resolve_ec = ec;
+    endpoints = std::move(r);
+    resolved = true;
+  });
   ioc.run_until(ToSteady(connect_deadline));
   if (!resolved) {
     resolver.cancel();
@@ -153,8 +145,7 @@ HttpResult SendImpl(const Url& url, const HttpRequest& request, const HttpOption
     return result;
   }
   if (resolve_ec) {
-    result.error = absl::UnavailableError(
-        absl::StrCat("cannot resolve ", url.host, ": ", resolve_ec.message()));
+    result.error = absl::UnavailableError(absl::StrCat("cannot resolve ", url.host, ": ", resolve_ec.message()));
     return result;
   }
 
@@ -162,9 +153,9 @@ HttpResult SendImpl(const Url& url, const HttpRequest& request, const HttpOption
     tcp.expires_at(ToSteady(connect_deadline));
     error_code ec = Await(ioc, [&](auto handler) { tcp.async_connect(endpoints, handler); });
     if (!ec) return true;
-    result.error = IsTimeout(ec) ? connect_timeout()
-                                 : absl::UnavailableError(absl::StrCat(
-                                       "cannot connect to ", Where(url), ": ", ec.message()));
+    result.error = IsTimeout(ec)
+                       ? connect_timeout()
+                       : absl::UnavailableError(absl::StrCat("cannot connect to ", Where(url), ": ", ec.message()));
     return false;
   };
 
@@ -183,8 +174,8 @@ HttpResult SendImpl(const Url& url, const HttpRequest& request, const HttpOption
     error_code ec;
     ctx.load_verify_file(options.ca_file, ec);
     if (ec) {
-      result.error = absl::FailedPreconditionError(
-          absl::StrCat("cannot load CA file ", options.ca_file, ": ", ec.message()));
+      result.error =
+          absl::FailedPreconditionError(absl::StrCat("cannot load CA file ", options.ca_file, ": ", ec.message()));
       return result;
     }
   }
@@ -210,21 +201,17 @@ HttpResult SendImpl(const Url& url, const HttpRequest& request, const HttpOption
   beast::tcp_stream& tcp = beast::get_lowest_layer(stream);
   if (!connect(tcp)) return result;
   tcp.expires_at(ToSteady(connect_deadline));
-  error_code ec = Await(ioc, [&](auto handler) {
-    stream.async_handshake(ssl::stream_base::client, handler);
-  });
+  error_code ec = Await(ioc, [&](auto handler) { stream.async_handshake(ssl::stream_base::client, handler); });
   if (ec) {
     const long verify = SSL_get_verify_result(stream.native_handle());
     if (IsTimeout(ec)) {
       result.error = connect_timeout();
     } else if (verify != X509_V_OK) {
-      result.error = absl::FailedPreconditionError(absl::StrCat(
-          "TLS certificate of ", Where(url), " did not verify: ",
-          X509_verify_cert_error_string(verify),
-          " (add the issuing CA with ca_file if the server uses a private CA)"));
+      result.error = absl::FailedPreconditionError(
+          absl::StrCat("TLS certificate of ", Where(url), " did not verify: ", X509_verify_cert_error_string(verify),
+                       " (add the issuing CA with ca_file if the server uses a private CA)"));
     } else {
-      result.error = absl::UnavailableError(
-          absl::StrCat("TLS handshake with ", Where(url), " failed: ", ec.message()));
+      result.error = absl::UnavailableError(absl::StrCat("TLS handshake with ", Where(url), " failed: ", ec.message()));
     }
     return result;
   }
@@ -247,16 +234,15 @@ absl::StatusOr<Url> ParseUrl(const std::string& text) {
     url.tls = true;
     rest = text.substr(8);
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("URL \"", text, "\" must start with http:// or https://"));
+    return absl::InvalidArgumentError(absl::StrCat("URL \"", text, "\" must start with http:// or https://"));
   }
   const size_t slash = rest.find('/');
   std::string authority = rest.substr(0, slash);
   url.path = slash == std::string::npos ? "" : rest.substr(slash);
   while (!url.path.empty() && url.path.back() == '/') url.path.pop_back();
   if (authority.find('@') != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "URL \"", text, "\": credentials in URLs are not supported (use api_key_env)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("URL \"", text, "\": credentials in URLs are not supported (use api_key_env)"));
   }
   std::string port;
   if (!authority.empty() && authority[0] == '[') {
@@ -285,8 +271,7 @@ absl::StatusOr<Url> ParseUrl(const std::string& text) {
   } else {
     int value = 0;
     if (!absl::SimpleAtoi(port, &value) || value <= 0 || value > 65535) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("URL \"", text, "\" has a bad port \"", port, "\""));
+      return absl::InvalidArgumentError(absl::StrCat("URL \"", text, "\" has a bad port \"", port, "\""));
     }
     url.port = port;
   }
@@ -298,8 +283,7 @@ HttpResult SendHttp(const Url& url, const HttpRequest& request, const HttpOption
     return SendImpl(url, request, options);
   } catch (const std::exception& e) {
     HttpResult result;
-    result.error = absl::UnavailableError(
-        absl::StrCat("HTTP request to ", Where(url), " failed: ", e.what()));
+    result.error = absl::UnavailableError(absl::StrCat("HTTP request to ", Where(url), " failed: ", e.what()));
     return result;
   }
 }

@@ -17,8 +17,8 @@ namespace kevo::llm {
 struct Url {
   bool tls = false;
   std::string host;
-  std::string port;   // "80" / "443" when the URL names none
-  std::string path;   // without a trailing '/', "" for the root
+  std::string port;  // "80" / "443" when the URL names none
+  std::string path;  // without a trailing '/', "" for the root
 };
 
 // Parses "http[s]://host[:port][/path]" (IPv6 hosts in brackets). InvalidArgument

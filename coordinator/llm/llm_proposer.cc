@@ -6,13 +6,13 @@
 #include <thread>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include <nlohmann/json.hpp>
+
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -144,9 +144,8 @@ class LlmProposer final : public proposer::Proposer {
 
 class ServiceImpl final : public LlmService, public std::enable_shared_from_this<ServiceImpl> {
  public:
-  ServiceImpl(std::map<std::string, std::unique_ptr<ChatClient>> clients,
-              std::unique_ptr<EndpointSelector> selector, store::Store* store,
-              const kb::KnowledgeBase* kb, const skills::SkillStore* skills,
+  ServiceImpl(std::map<std::string, std::unique_ptr<ChatClient>> clients, std::unique_ptr<EndpointSelector> selector,
+              store::Store* store, const kb::KnowledgeBase* kb, const skills::SkillStore* skills,
               std::shared_ptr<prometheus::Registry> registry, LlmProposerOptions options)
       : clients_(std::move(clients)),
         selector_(std::move(selector)),
@@ -196,9 +195,8 @@ class ServiceImpl final : public LlmService, public std::enable_shared_from_this
       return;
     }
     // Run by a call thread, or cancelled by Shutdown() when never started.
-    queue_.push_back([this, inbox, shared_spec](bool run) {
-      Deliver(*inbox, run ? Run(*shared_spec) : CancelledResult());
-    });
+    queue_.push_back(
+        [this, inbox, shared_spec](bool run) { Deliver(*inbox, run ? Run(*shared_spec) : CancelledResult()); });
   }
 
   // Reports a finished call's yield to the selector and the metrics.
@@ -288,9 +286,9 @@ CallResult ServiceImpl::Run(const CallSpec& spec) {
   }
   rec["bottleneck"] = bottleneck;
   if (kb_ != nullptr && options_.kb_documents > 0) {
-    auto docs = kb_->Search(KnowledgeQuery(
-        spec.task, spec.platform, bottleneck,
-        spec.parent ? spec.parent->evaluation.diagnostics().message() : "", options_.kb_documents));
+    auto docs = kb_->Search(KnowledgeQuery(spec.task, spec.platform, bottleneck,
+                                           spec.parent ? spec.parent->evaluation.diagnostics().message() : "",
+                                           options_.kb_documents));
     if (docs.ok()) {
       in.documents = *std::move(docs);
     } else {
@@ -390,15 +388,14 @@ CallResult ServiceImpl::Run(const CallSpec& spec) {
   metrics_.RecordCall(result.endpoint, AnswerOutcomeName(outcome), seconds);
   store_record(AnswerOutcomeName(outcome));
   if (result.proposals.empty()) {
-    result.status = absl::NotFoundError(absl::StrCat("LLM call ", result.call_id, " (endpoint ",
-                                                     result.endpoint, "): the answer held no usable ",
-                                                     language, " code (", AnswerOutcomeName(outcome),
-                                                     "); stored for `kevo llm-log`"));
+    result.status = absl::NotFoundError(absl::StrCat("LLM call ", result.call_id, " (endpoint ", result.endpoint,
+                                                     "): the answer held no usable ", language, " code (",
+                                                     AnswerOutcomeName(outcome), "); stored for `kevo llm-log`"));
     RecordYield(result.endpoint, 0, result.tokens);
   }
-  LogInfo("llm call ", result.call_id, " job ", spec.job_id, " endpoint=", result.endpoint,
-          " tokens=", result.tokens, " latency=", absl::StrFormat("%.2fs", seconds), " outcome=",
-          AnswerOutcomeName(outcome), " candidates=", result.proposals.size());
+  LogInfo("llm call ", result.call_id, " job ", spec.job_id, " endpoint=", result.endpoint, " tokens=", result.tokens,
+          " latency=", absl::StrFormat("%.2fs", seconds), " outcome=", AnswerOutcomeName(outcome),
+          " candidates=", result.proposals.size());
   return result;
 }
 
@@ -524,8 +521,7 @@ void LlmProposer::Observe(const v1::Node& node, const v1::Evaluation* evaluation
     offers_.erase(node.source_hash());
     handed_out_.erase(std::remove_if(handed_out_.begin(), handed_out_.end(),
                                      [&](const Proposal& p) {
-                                       return Sha256Hex(DeterministicBytes(p.candidate)) ==
-                                              node.source_hash();
+                                       return Sha256Hex(DeterministicBytes(p.candidate)) == node.source_hash();
                                      }),
                       handed_out_.end());
     auto c = calls_.find(call_id);
@@ -561,11 +557,11 @@ void LlmProposer::Finish(const std::string& call_id, Call& call) {
   json nodes = json::array();
   for (const NodeResult& n : call.nodes) {
     best = std::max(best, n.fitness);
-    nodes.push_back({{"node_id", n.node_id},
-                     {"source_hash", n.source_hash},
-                     {"status", n.status == v1::EVAL_STATUS_UNSPECIFIED ? "NOT_EVALUATED"
-                                                                         : v1::EvalStatus_Name(n.status)},
-                     {"fitness", n.fitness}});
+    nodes.push_back(
+        {{"node_id", n.node_id},
+         {"source_hash", n.source_hash},
+         {"status", n.status == v1::EVAL_STATUS_UNSPECIFIED ? "NOT_EVALUATED" : v1::EvalStatus_Name(n.status)},
+         {"fitness", n.fitness}});
   }
   const double gain = std::max(0.0, best - call.parent_fitness);
   service_->RecordYield(call.endpoint, gain, call.tokens);
@@ -650,9 +646,8 @@ std::unique_ptr<proposer::Proposer> MakeMixedProposer(std::unique_ptr<proposer::
 }
 
 absl::StatusOr<std::shared_ptr<LlmService>> LlmService::CreateWithClients(
-    std::vector<std::unique_ptr<ChatClient>> clients, store::Store* store,
-    const kb::KnowledgeBase* kb, const skills::SkillStore* skills,
-    std::shared_ptr<prometheus::Registry> registry, LlmProposerOptions options) {
+    std::vector<std::unique_ptr<ChatClient>> clients, store::Store* store, const kb::KnowledgeBase* kb,
+    const skills::SkillStore* skills, std::shared_ptr<prometheus::Registry> registry, LlmProposerOptions options) {
   if (store == nullptr) return absl::InvalidArgumentError("the LLM proposer needs a store");
   std::vector<EndpointConfig> configs;
   std::map<std::string, std::unique_ptr<ChatClient>> by_name;
@@ -664,14 +659,15 @@ absl::StatusOr<std::shared_ptr<LlmService>> LlmService::CreateWithClients(
   if (options.max_calls_per_job < 1) {
     return absl::InvalidArgumentError("max_calls_per_job must be at least 1");
   }
-  return std::shared_ptr<LlmService>(std::make_shared<ServiceImpl>(
-      std::move(by_name), std::move(selector), store, kb, skills, std::move(registry), std::move(options)));
+  return std::shared_ptr<LlmService>(std::make_shared<ServiceImpl>(std::move(by_name), std::move(selector), store, kb,
+                                                                   skills, std::move(registry), std::move(options)));
 }
 
-absl::StatusOr<std::shared_ptr<LlmService>> LlmService::Create(
-    const std::vector<EndpointConfig>& endpoints, store::Store* store, const kb::KnowledgeBase* kb,
-    const skills::SkillStore* skills, std::shared_ptr<prometheus::Registry> registry,
-    LlmProposerOptions options) {
+absl::StatusOr<std::shared_ptr<LlmService>> LlmService::Create(const std::vector<EndpointConfig>& endpoints,
+                                                               store::Store* store, const kb::KnowledgeBase* kb,
+                                                               const skills::SkillStore* skills,
+                                                               std::shared_ptr<prometheus::Registry> registry,
+                                                               LlmProposerOptions options) {
   std::vector<std::unique_ptr<ChatClient>> clients;
   for (const EndpointConfig& e : endpoints) {
     ClientOptions co;

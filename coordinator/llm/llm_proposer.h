@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "coordinator/llm/answer_parser.h"
 #include "coordinator/llm/chat_client.h"
 #include "coordinator/llm/endpoint_selector.h"
@@ -51,10 +52,10 @@ struct LlmProposerOptions {
   int kb_documents = 4;         // retrieved per prompt
   int skills = 6;               // per prompt
   PromptOptions prompt;
-  int max_tokens = 0;           // answer limit; 0: the endpoint's default
+  int max_tokens = 0;  // answer limit; 0: the endpoint's default
   std::optional<double> temperature = 0.7;
   SelectorOptions selector;
-  int threads = 0;              // call threads; 0: the endpoints' max_concurrency summed, at most 16
+  int threads = 0;  // call threads; 0: the endpoints' max_concurrency summed, at most 16
 };
 
 class LlmService {
@@ -64,16 +65,18 @@ class LlmService {
   // (InvalidArgument: no endpoint enabled). `store` must outlive the service;
   // `kb` and `skills` may be null (prompts then go without them) and must
   // outlive it too. `registry` may be null (no metrics).
-  static absl::StatusOr<std::shared_ptr<LlmService>> Create(
-      const std::vector<EndpointConfig>& endpoints, store::Store* store,
-      const kb::KnowledgeBase* kb, const skills::SkillStore* skills,
-      std::shared_ptr<prometheus::Registry> registry, LlmProposerOptions options = {});
+  static absl::StatusOr<std::shared_ptr<LlmService>> Create(const std::vector<EndpointConfig>& endpoints,
+                                                            store::Store* store, const kb::KnowledgeBase* kb,
+                                                            const skills::SkillStore* skills,
+                                                            std::shared_ptr<prometheus::Registry> registry,
+                                                            LlmProposerOptions options = {});
   // The same with clients already made (tests inject them); their names are
   // the endpoints' names.
-  static absl::StatusOr<std::shared_ptr<LlmService>> CreateWithClients(
-      std::vector<std::unique_ptr<ChatClient>> clients, store::Store* store,
-      const kb::KnowledgeBase* kb, const skills::SkillStore* skills,
-      std::shared_ptr<prometheus::Registry> registry, LlmProposerOptions options = {});
+  static absl::StatusOr<std::shared_ptr<LlmService>> CreateWithClients(std::vector<std::unique_ptr<ChatClient>> clients,
+                                                                       store::Store* store, const kb::KnowledgeBase* kb,
+                                                                       const skills::SkillStore* skills,
+                                                                       std::shared_ptr<prometheus::Registry> registry,
+                                                                       LlmProposerOptions options = {});
 
   virtual ~LlmService() = default;
 
@@ -95,7 +98,7 @@ std::unique_ptr<proposer::Proposer> MakeMixedProposer(std::unique_ptr<proposer::
 
 // A candidate found in an answer.
 struct AnswerCandidate {
-  std::string label;   // the `Transformation:` line before its block; "" when none
+  std::string label;  // the `Transformation:` line before its block; "" when none
   std::string source;
 };
 // The usable candidates of `answer` for `platform`, in order, with the

@@ -1,11 +1,10 @@
 #include "coordinator/llm/metrics.h"
 
+#include "absl/strings/ascii.h"
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
-
-#include "absl/strings/ascii.h"
 
 namespace kevo::llm {
 
@@ -14,8 +13,7 @@ namespace kevo::llm {
 // metric for the same labels, so every client sharing a registry shares the
 // series. LLM calls take seconds; the lookups cost nothing in comparison.
 
-LlmMetrics::LlmMetrics(std::shared_ptr<prometheus::Registry> registry)
-    : registry_(std::move(registry)) {}
+LlmMetrics::LlmMetrics(std::shared_ptr<prometheus::Registry> registry) : registry_(std::move(registry)) {}
 
 void LlmMetrics::RecordRequest(const std::string& endpoint, const absl::Status& outcome) {
   if (!registry_) return;
@@ -44,8 +42,7 @@ void LlmMetrics::RecordTokens(const std::string& endpoint, int64_t prompt, int64
                      .Help("LLM tokens by kind (prompt, completion)")
                      .Register(*registry_);
   family.Add({{"endpoint", endpoint}, {"kind", "prompt"}}).Increment(static_cast<double>(prompt));
-  family.Add({{"endpoint", endpoint}, {"kind", "completion"}})
-      .Increment(static_cast<double>(completion));
+  family.Add({{"endpoint", endpoint}, {"kind", "completion"}}).Increment(static_cast<double>(completion));
 }
 
 void LlmMetrics::RecordCost(const std::string& endpoint, double usd) {
@@ -79,8 +76,7 @@ void LlmMetrics::RecordAnswer(const std::string& endpoint, const std::string& ou
       .Increment();
 }
 
-void LlmMetrics::RecordCall(const std::string& endpoint, const std::string& outcome,
-                            double seconds) {
+void LlmMetrics::RecordCall(const std::string& endpoint, const std::string& outcome, double seconds) {
   if (!registry_) return;
   prometheus::BuildCounter()
       .Name("kevo_llm_calls_total")

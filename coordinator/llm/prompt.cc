@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+
 #include "common/expr.h"
 #include "common/task/task_loader.h"
 #include "common/tensor.h"
@@ -18,7 +19,7 @@ namespace {
 
 // Drop ranks: kind * kKindStride + position within the kind.
 constexpr int kKindStride = 1000;
-constexpr size_t kMaxDocBytes = 6000;       // one knowledge-base document
+constexpr size_t kMaxDocBytes = 6000;  // one knowledge-base document
 constexpr size_t kMaxReferenceBytes = 16000;
 constexpr int kMaxCompilerRestLines = 200;
 constexpr int kMaxFailingCases = 3;
@@ -97,8 +98,7 @@ std::string Fenced(const std::string& fence, const std::string& code) {
 
 std::string Clip(const std::string& text, size_t max_bytes) {
   if (text.size() <= max_bytes) return text;
-  return absl::StrCat(text.substr(0, max_bytes), "\n[... ", text.size() - max_bytes,
-                      " more bytes cut]\n");
+  return absl::StrCat(text.substr(0, max_bytes), "\n[... ", text.size() - max_bytes, " more bytes cut]\n");
 }
 
 std::string BindingText(const v1::Binding& b) {
@@ -108,8 +108,7 @@ std::string BindingText(const v1::Binding& b) {
 }
 
 std::string TensorText(const v1::TensorSpec& t) {
-  return absl::StrCat(t.name(), ": ", std::string(DTypeName(t.dtype())), "[", absl::StrJoin(t.shape(), ", "),
-                      "]");
+  return absl::StrCat(t.name(), ": ", std::string(DTypeName(t.dtype())), "[", absl::StrJoin(t.shape(), ", "), "]");
 }
 
 std::string FormatTime(double seconds) {
@@ -120,8 +119,8 @@ std::string FormatTime(double seconds) {
 }
 
 std::string TaskText(const v1::Task& task, const std::string& signature) {
-  std::string out = absl::StrCat("## Task: ", task.name(), " (op family ", task.op_family(), ")\n",
-                                 task.description(), "\n\nSignature: ", signature, "\n");
+  std::string out = absl::StrCat("## Task: ", task.name(), " (op family ", task.op_family(), ")\n", task.description(),
+                                 "\n\nSignature: ", signature, "\n");
   std::vector<std::string> ins, outs, validate;
   for (const auto& t : task.inputs()) ins.push_back(TensorText(t));
   for (const auto& t : task.outputs()) outs.push_back(TensorText(t));
@@ -137,9 +136,8 @@ std::string TaskText(const v1::Task& task, const std::string& signature) {
   if (!tolerances.empty()) absl::StrAppend(&out, "Tolerances: ", absl::StrJoin(tolerances, "; "), "\n");
   auto [bytes, flops] = WorkAtTimedBinding(task);
   if (bytes > 0 || flops > 0) {
-    absl::StrAppend(&out, absl::StrFormat(
-                              "Work per call at the timed shape: %.0f bytes moved (%s), %.0f flops (%s)\n",
-                              bytes, task.bytes_moved(), flops, task.flops()));
+    absl::StrAppend(&out, absl::StrFormat("Work per call at the timed shape: %.0f bytes moved (%s), %.0f flops (%s)\n",
+                                          bytes, task.bytes_moved(), flops, task.flops()));
   }
   return out;
 }
@@ -154,11 +152,9 @@ const v1::Reference* PlatformReference(const v1::Task& task, const std::string& 
 }
 
 std::string CaseText(const v1::CaseResult& c) {
-  std::string out = absl::StrCat("- ", c.binding(), " seed ", c.seed(), ": ",
-                                 v1::EvalStatus_Name(c.status()));
+  std::string out = absl::StrCat("- ", c.binding(), " seed ", c.seed(), ": ", v1::EvalStatus_Name(c.status()));
   if (!c.output().empty()) absl::StrAppend(&out, ", output ", c.output());
-  absl::StrAppend(&out, absl::StrFormat(", max abs error %g, max rel error %g", c.max_abs_err(),
-                                        c.max_rel_err()));
+  absl::StrAppend(&out, absl::StrFormat(", max abs error %g, max rel error %g", c.max_abs_err(), c.max_rel_err()));
   if (c.first_bad_index() >= 0) absl::StrAppend(&out, ", first bad index ", c.first_bad_index());
   if (!c.detail().empty()) absl::StrAppend(&out, " (", c.detail(), ")");
   return out + "\n";
@@ -182,11 +178,10 @@ std::pair<std::string, std::string> SplitCompilerOutput(const std::string& text,
   return {head.empty() ? "" : absl::StrCat(absl::StrJoin(head, "\n"), "\n"), rest_text};
 }
 
-std::string FeedbackText(const v1::Task& task, const proposer::ParentInfo& parent,
-                         const std::string& compiler_head, bool compiler_cut) {
+std::string FeedbackText(const v1::Task& task, const proposer::ParentInfo& parent, const std::string& compiler_head,
+                         bool compiler_cut) {
   const v1::Evaluation& e = parent.evaluation;
-  std::string out = absl::StrCat("## What its evaluation said\nStatus: ",
-                                 v1::EvalStatus_Name(e.status()), "\n");
+  std::string out = absl::StrCat("## What its evaluation said\nStatus: ", v1::EvalStatus_Name(e.status()), "\n");
   if (!e.diagnostics().message().empty()) {
     absl::StrAppend(&out, "Message: ", e.diagnostics().message(), "\n");
   }
@@ -194,8 +189,7 @@ std::string FeedbackText(const v1::Task& task, const proposer::ParentInfo& paren
     absl::StrAppend(&out, "Forbidden symbol or system call: ", e.diagnostics().violation(), "\n");
   }
   if (!compiler_head.empty()) {
-    absl::StrAppend(&out, "Compiler output", compiler_cut ? " (first lines)" : "", ":\n```\n",
-                    compiler_head, "```\n");
+    absl::StrAppend(&out, "Compiler output", compiler_cut ? " (first lines)" : "", ":\n```\n", compiler_head, "```\n");
   }
   int failing = 0, total_failing = 0;
   std::string cases;
@@ -205,14 +199,12 @@ std::string FeedbackText(const v1::Task& task, const proposer::ParentInfo& paren
     if (failing++ < kMaxFailingCases) cases += CaseText(c);
   }
   if (total_failing > 0) {
-    absl::StrAppend(&out, "Failing validation cases (", total_failing, " of ",
-                    e.validation_size(), "):\n", cases);
+    absl::StrAppend(&out, "Failing validation cases (", total_failing, " of ", e.validation_size(), "):\n", cases);
   }
   if (e.status() == v1::OK) {
     absl::StrAppend(&out, "Time: ", FormatTime(e.timing().median_s()), " median (spread ",
                     absl::StrFormat("%.1f%%", 100 * e.timing().spread()), "); baseline ",
-                    FormatTime(e.baseline().median_s()), "; speedup ",
-                    absl::StrFormat("%.2fx", e.speedup()), "; ",
+                    FormatTime(e.baseline().median_s()), "; speedup ", absl::StrFormat("%.2fx", e.speedup()), "; ",
                     absl::StrFormat("%.1f%%", 100 * e.roofline_fraction()),
                     " of the roofline (bytes over bandwidth, flops over peak)\n");
   }
@@ -243,9 +235,9 @@ std::string SiblingText(const proposer::ChildInfo& c) {
 }
 
 std::string SkillText(const skills::Skill& s) {
-  std::string out = absl::StrFormat("- %s (%s, %s): x%.2f mean gain over %d improving step%s",
-                                    s.transformation, s.platform, s.family, s.mean_gain,
-                                    s.evidence_count, s.evidence_count == 1 ? "" : "s");
+  std::string out =
+      absl::StrFormat("- %s (%s, %s): x%.2f mean gain over %d improving step%s", s.transformation, s.platform, s.family,
+                      s.mean_gain, s.evidence_count, s.evidence_count == 1 ? "" : "s");
   if (!s.summary.empty()) absl::StrAppend(&out, " - ", s.summary);
   return out + "\n";
 }
@@ -275,8 +267,8 @@ std::string Assemble(const std::vector<Piece>& pieces) {
 }  // namespace
 
 const std::vector<std::string>& TrimOrder() {
-  static const auto* order = new std::vector<std::string>{
-      "profile", "kb", "skills", "siblings", "reference", "compiler_rest"};
+  static const auto* order =
+      new std::vector<std::string>{"profile", "kb", "skills", "siblings", "reference", "compiler_rest"};
   return *order;
 }
 
@@ -284,8 +276,7 @@ absl::StatusOr<std::string> CandidateLanguage(const std::string& platform) {
   auto it = Platforms().find(platform);
   if (it == Platforms().end()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the LLM proposer knows no platform '", platform,
-                     "' (known: cpu, nvidia, mtia-sim, amd)"));
+        absl::StrCat("the LLM proposer knows no platform '", platform, "' (known: cpu, nvidia, mtia-sim, amd)"));
   }
   return it->second.language;
 }
@@ -338,8 +329,8 @@ std::string BottleneckLabel(const v1::Task& task, const v1::Evaluation& e) {
   return flops < 8 * bytes ? "memory" : "compute";
 }
 
-kb::KbQuery KnowledgeQuery(const v1::Task& task, const std::string& platform,
-                           const std::string& bottleneck, const std::string& diagnostics, int limit) {
+kb::KbQuery KnowledgeQuery(const v1::Task& task, const std::string& platform, const std::string& bottleneck,
+                           const std::string& diagnostics, int limit) {
   kb::KbQuery q;
   q.text = absl::StrCat(task.name(), " ", task.op_family(), " ", bottleneck);
   if (!diagnostics.empty()) absl::StrAppend(&q.text, " ", diagnostics);
@@ -367,13 +358,13 @@ absl::StatusOr<Prompt> BuildPrompt(const PromptInputs& in, const PromptOptions& 
   const int candidates = std::max(1, in.candidates);
 
   // ---- The system message: never trimmed.
-  std::string system = absl::StrCat(
-      "You are an expert performance engineer who writes compute kernels for ", platform.description,
-      ". You improve one kernel for one task. kevo compiles every candidate you write, validates "
-      "it against the reference on several shapes (odd sizes included) and seeds, with outputs "
-      "pre-filled with NaN and inputs hashed before and after the call, times the correct ones "
-      "against the baseline, and keeps the fastest.\n\n"
-      "Constraints (a candidate that breaks one is rejected):\n");
+  std::string system =
+      absl::StrCat("You are an expert performance engineer who writes compute kernels for ", platform.description,
+                   ". You improve one kernel for one task. kevo compiles every candidate you write, validates "
+                   "it against the reference on several shapes (odd sizes included) and seeds, with outputs "
+                   "pre-filled with NaN and inputs hashed before and after the call, times the correct ones "
+                   "against the baseline, and keeps the fastest.\n\n"
+                   "Constraints (a candidate that breaks one is rejected):\n");
   if (mtia) {
     absl::StrAppend(&system,
                     "1. Export exactly `extern \"C\" void kevo_mtia_launch(kevo::mtia::Grid& grid, "
@@ -388,11 +379,10 @@ absl::StatusOr<Prompt> BuildPrompt(const PromptInputs& in, const PromptOptions& 
       "Eigen, PyTorch): write the computation yourself.\n"
       "3. Never modify the inputs, keep no state between calls, do no I/O and no system calls.\n"
       "4. Outputs must match the reference within the task's tolerances on every validated shape.\n",
-      absl::StrFormat(
-          "5. Answer format: %d candidate%s, each a line `Transformation: <a few words on what you "
-          "changed>` followed by one fenced block ```%s holding the complete source file "
-          "(includes and all). No other code blocks; keep the prose short.\n\n",
-          candidates, candidates == 1 ? "" : "s", platform.fence),
+      absl::StrFormat("5. Answer format: %d candidate%s, each a line `Transformation: <a few words on what you "
+                      "changed>` followed by one fenced block ```%s holding the complete source file "
+                      "(includes and all). No other code blocks; keep the prose short.\n\n",
+                      candidates, candidates == 1 ? "" : "s", platform.fence),
       platform.instructions, "\n");
 
   // ---- The user message: parts, some optional.
@@ -444,8 +434,7 @@ absl::StatusOr<Prompt> BuildPrompt(const PromptInputs& in, const PromptOptions& 
     const int n = static_cast<int>(parent->children.size());
     for (int i = 0; i < n; ++i) {  // oldest first, dropped first
       add(absl::StrCat("sibling:", parent->children[i].node_id), SiblingText(parent->children[i]),
-          DropRank("siblings", i),
-          "## Already tried from this kernel (do not repeat these)\n");
+          DropRank("siblings", i), "## Already tried from this kernel (do not repeat these)\n");
     }
   }
 
@@ -459,8 +448,7 @@ absl::StatusOr<Prompt> BuildPrompt(const PromptInputs& in, const PromptOptions& 
   const int skill_n = static_cast<int>(in.skills.size());
   for (int i = 0; i < skill_n; ++i) {
     add(absl::StrCat("skill:", in.skills[i].transformation), SkillText(in.skills[i]),
-        DropRank("skills", skill_n - 1 - i),
-        "## What raised fitness in earlier jobs (skills)\n");
+        DropRank("skills", skill_n - 1 - i), "## What raised fitness in earlier jobs (skills)\n");
   }
   add("request",
       absl::StrFormat("## Your answer\nWrite %d improved candidate%s for the %s platform, as the "
@@ -483,10 +471,10 @@ absl::StatusOr<Prompt> BuildPrompt(const PromptInputs& in, const PromptOptions& 
       if (victim == nullptr || p.part.drop_rank < victim->part.drop_rank) victim = &p;
     }
     if (victim == nullptr) {
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "task %s: the prompt's mandatory parts need about %d tokens, over the budget of %d "
-          "(raise the prompt token budget)",
-          task.name(), tokens, options.token_budget));
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("task %s: the prompt's mandatory parts need about %d tokens, over the budget of %d "
+                          "(raise the prompt token budget)",
+                          task.name(), tokens, options.token_budget));
     }
     victim->included = false;
     prompt.dropped.push_back(victim->part.name);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "coordinator/kb/kb.h"
 #include "coordinator/llm/chat_client.h"
 #include "coordinator/proposer/proposer.h"
@@ -28,11 +29,11 @@ namespace kevo::llm {
 
 struct PromptInputs {
   const v1::Task* task = nullptr;
-  std::string platform;                         // cpu | nvidia | mtia-sim | amd
+  std::string platform;                          // cpu | nvidia | mtia-sim | amd
   const proposer::ParentInfo* parent = nullptr;  // null: first generation (improve the reference)
-  std::vector<kb::KbDoc> documents;             // retrieved, best first
-  std::vector<skills::Skill> skills;            // best first
-  int candidates = 2;                           // how many candidates to ask for
+  std::vector<kb::KbDoc> documents;              // retrieved, best first
+  std::vector<skills::Skill> skills;             // best first
+  int candidates = 2;                            // how many candidates to ask for
 };
 
 struct PromptOptions {
@@ -42,7 +43,7 @@ struct PromptOptions {
 
 // One named piece of the prompt, as built.
 struct PromptPart {
-  std::string name;   // "task", "parent", "feedback", "kb:hardware/cpu/simd", ...
+  std::string name;  // "task", "parent", "feedback", "kb:hardware/cpu/simd", ...
   std::string text;
   int drop_rank = 0;  // 0: mandatory; otherwise dropped in increasing rank order
 };
@@ -84,7 +85,7 @@ std::string BottleneckLabel(const v1::Task& task, const v1::Evaluation& evaluati
 // context (it weighs less), and the platform, op family and bottleneck as
 // filters. kb_retrieval_test measures
 // retrieval with exactly these queries.
-kb::KbQuery KnowledgeQuery(const v1::Task& task, const std::string& platform,
-                           const std::string& bottleneck, const std::string& diagnostics, int limit);
+kb::KbQuery KnowledgeQuery(const v1::Task& task, const std::string& platform, const std::string& bottleneck,
+                           const std::string& diagnostics, int limit);
 
 }  // namespace kevo::llm

@@ -4,11 +4,11 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include <nlohmann/json.hpp>
+
 #include "common/status.h"
 
 namespace kevo::llm {
@@ -139,8 +139,7 @@ void TakeAnswerUsage(const json& answer, UsageKeys keys, ChatResponse* response)
 // The answer's text and finish reason, from its first choice's message.
 absl::Status TakeOpenAiAnswer(const json& j, std::string_view body, ChatResponse* response) {
   auto choices = j.find("choices");
-  if (choices == j.end() || !choices->is_array() || choices->empty() ||
-      !(*choices)[0].is_object()) {
+  if (choices == j.end() || !choices->is_array() || choices->empty() || !(*choices)[0].is_object()) {
     return DataLoss("answer has no choices", body);
   }
   const json& choice = (*choices)[0];
@@ -181,14 +180,12 @@ struct StreamState {
 
 // Parses the current event's data as JSON into `*j`. DataLoss, with what
 // arrived so far, when the stream broke off inside it or it is malformed.
-absl::Status ParseEventJson(const std::string& data, const StreamState& state,
-                            const ChatResponse& response, json* j) {
+absl::Status ParseEventJson(const std::string& data, const StreamState& state, const ChatResponse& response, json* j) {
   try {
     *j = json::parse(data);
   } catch (const std::exception& e) {
     return DataLoss(state.cut ? absl::StrCat("stream broke off inside event ", state.event)
-                              : absl::StrCat("malformed JSON in stream event ", state.event,
-                                             ": ", e.what()),
+                              : absl::StrCat("malformed JSON in stream event ", state.event, ": ", e.what()),
                     response.content);
   }
   return absl::OkStatus();
@@ -213,8 +210,7 @@ absl::Status TakeOpenAiEvent(const SseEvent& event, StreamState* state, ChatResp
   json j;
   KEVO_RETURN_IF_ERROR(ParseEventJson(event.data, *state, *response, &j));
   if (!j.is_object()) {
-    return DataLoss(absl::StrCat("stream event ", state->event, " is not a JSON object"),
-                    response->content);
+    return DataLoss(absl::StrCat("stream event ", state->event, " is not a JSON object"), response->content);
   }
   if (j.contains("error")) return ErrorEvent(event.data);
   TakeModel(j, response);
@@ -237,8 +233,7 @@ absl::Status TakeOpenAiEvent(const SseEvent& event, StreamState* state, ChatResp
   return absl::OkStatus();
 }
 
-absl::Status TakeAnthropicEvent(const SseEvent& event, StreamState* state,
-                                ChatResponse* response) {
+absl::Status TakeAnthropicEvent(const SseEvent& event, StreamState* state, ChatResponse* response) {
   json j;
   KEVO_RETURN_IF_ERROR(ParseEventJson(event.data, *state, *response, &j));
   if (!j.is_object()) return absl::OkStatus();
@@ -275,8 +270,7 @@ using TakeEvent = absl::Status (*)(const SseEvent&, StreamState*, ChatResponse*)
 // The loop both APIs' streams share: hands each event to `take` until it sees
 // the terminator (named `terminator` in the error when it never comes); then,
 // without usage in the stream, counts one completion token per content chunk.
-absl::Status ParseEvents(std::string_view body, TakeEvent take, const char* terminator,
-                         ChatResponse* response) {
+absl::Status ParseEvents(std::string_view body, TakeEvent take, const char* terminator, ChatResponse* response) {
   StreamState state;
   bool incomplete_tail = false;
   const std::vector<SseEvent> events = SplitSse(body, &incomplete_tail);
@@ -286,8 +280,7 @@ absl::Status ParseEvents(std::string_view body, TakeEvent take, const char* term
     KEVO_RETURN_IF_ERROR(take(events[i], &state, response));
   }
   if (!state.done) {
-    return DataLoss(absl::StrCat("stream ended without ", terminator, " after ", state.chunks,
-                                 " content chunks"),
+    return DataLoss(absl::StrCat("stream ended without ", terminator, " after ", state.chunks, " content chunks"),
                     response->content);
   }
   if (!state.have_usage) response->usage.completion_tokens = state.chunks;
@@ -297,8 +290,7 @@ absl::Status ParseEvents(std::string_view body, TakeEvent take, const char* term
 
 }  // namespace
 
-std::string BuildRequestBody(const EndpointConfig& config, const ChatRequest& request,
-                             bool stream) {
+std::string BuildRequestBody(const EndpointConfig& config, const ChatRequest& request, bool stream) {
   json body;
   body["model"] = config.model;
   const int max_tokens = request.max_tokens > 0 ? request.max_tokens : config.max_tokens;
@@ -340,22 +332,19 @@ absl::Status ParseAnswer(Api api, std::string_view body, ChatResponse* response)
     json j = json::parse(body.begin(), body.end());
     if (!j.is_object()) return DataLoss("answer is not a JSON object", body);
     const bool anthropic = api == Api::kAnthropic;
-    KEVO_RETURN_IF_ERROR(anthropic ? TakeAnthropicAnswer(j, body, response)
-                                   : TakeOpenAiAnswer(j, body, response));
+    KEVO_RETURN_IF_ERROR(anthropic ? TakeAnthropicAnswer(j, body, response) : TakeOpenAiAnswer(j, body, response));
     TakeModel(j, response);
     TakeAnswerUsage(j, anthropic ? kAnthropicUsage : kOpenAiUsage, response);
     return absl::OkStatus();
   } catch (const std::exception& e) {
-    return DataLoss(absl::StrCat("malformed JSON answer (", body.size(), " bytes): ", e.what()),
-                    body);
+    return DataLoss(absl::StrCat("malformed JSON answer (", body.size(), " bytes): ", e.what()), body);
   }
 }
 
 absl::Status ParseStream(Api api, std::string_view body, ChatResponse* response) {
   try {
-    return api == Api::kAnthropic
-               ? ParseEvents(body, TakeAnthropicEvent, "message_stop", response)
-               : ParseEvents(body, TakeOpenAiEvent, "[DONE]", response);
+    return api == Api::kAnthropic ? ParseEvents(body, TakeAnthropicEvent, "message_stop", response)
+                                  : ParseEvents(body, TakeOpenAiEvent, "[DONE]", response);
   } catch (const std::exception& e) {
     return DataLoss(absl::StrCat("malformed stream: ", e.what()), response->content);
   }

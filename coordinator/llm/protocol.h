@@ -7,13 +7,13 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+
 #include "coordinator/llm/chat_client.h"
 
 namespace kevo::llm {
 
 // The JSON body for `request` to `config`'s endpoint.
-std::string BuildRequestBody(const EndpointConfig& config, const ChatRequest& request,
-                             bool stream);
+std::string BuildRequestBody(const EndpointConfig& config, const ChatRequest& request, bool stream);
 
 // Parses a complete (non-streamed) answer into `response` (content, model,
 // finish_reason, usage; usage.estimated when the server sent none). DataLoss

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+
 #include "common/status.h"
 
 namespace kevo::proposer {
@@ -49,8 +50,7 @@ absl::StatusOr<std::string> Unescape(const std::string& s, const std::string& wh
     int hi = i + 2 < s.size() ? HexDigit(s[i + 1]) : -1;
     int lo = i + 2 < s.size() ? HexDigit(s[i + 2]) : -1;
     if (i + 2 >= s.size() || hi < 0 || lo < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("genome '", whole, "': bad escape in '", s, "'"));
+      return absl::InvalidArgumentError(absl::StrCat("genome '", whole, "': bad escape in '", s, "'"));
     }
     out += static_cast<char>(hi * 16 + lo);
     i += 2;
@@ -76,10 +76,8 @@ std::string Genome::ToString() const {
 absl::StatusOr<Genome> Genome::FromString(const std::string& text) {
   size_t open = text.find('{');
   if (open == std::string::npos || text.empty() || text.back() != '}' ||
-      text.find('{', open + 1) != std::string::npos ||
-      text.find('}') != text.size() - 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("genome '", text, "': want recipe{key=value,...}"));
+      text.find('{', open + 1) != std::string::npos || text.find('}') != text.size() - 1) {
+    return absl::InvalidArgumentError(absl::StrCat("genome '", text, "': want recipe{key=value,...}"));
   }
   Genome genome;
   KEVO_ASSIGN_OR_RETURN(genome.recipe, Unescape(text.substr(0, open), text));
@@ -95,14 +93,12 @@ absl::StatusOr<Genome> Genome::FromString(const std::string& text) {
     std::string item = body.substr(start, comma - start);
     size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("genome '", text, "': parameter '", item, "' is not key=value"));
+      return absl::InvalidArgumentError(absl::StrCat("genome '", text, "': parameter '", item, "' is not key=value"));
     }
     KEVO_ASSIGN_OR_RETURN(std::string key, Unescape(item.substr(0, eq), text));
     KEVO_ASSIGN_OR_RETURN(std::string value, Unescape(item.substr(eq + 1), text));
     if (!genome.params.emplace(key, value).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("genome '", text, "': parameter '", key, "' given twice"));
+      return absl::InvalidArgumentError(absl::StrCat("genome '", text, "': parameter '", key, "' given twice"));
     }
     start = comma + 1;
   }

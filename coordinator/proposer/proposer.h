@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "kevo/v1/evaluation.pb.h"
 #include "kevo/v1/job.pb.h"
 #include "kevo/v1/task.pb.h"
@@ -43,31 +44,31 @@ std::vector<std::string> SkillSeedKeys(const std::string& mutation);
 // parent and how its evaluation ended (the siblings of the next proposals).
 struct ChildInfo {
   std::string node_id;
-  std::string proposer;         // "builtin", "llm:<model>", ...
+  std::string proposer;  // "builtin", "llm:<model>", ...
   std::string mutation;
   v1::EvalStatus status = v1::EVAL_STATUS_UNSPECIFIED;  // unspecified: still evaluating
   double fitness = 0;
-  std::string message;          // the evaluation's one-line diagnostic, if any
+  std::string message;  // the evaluation's one-line diagnostic, if any
 };
 
 // A parent as the proposer sees it.
 struct ParentInfo {
   std::string node_id;
-  Genome genome;                // empty recipe when the parent was not built-in
+  Genome genome;  // empty recipe when the parent was not built-in
   v1::Candidate candidate;
-  v1::Evaluation evaluation;    // may be empty when not yet evaluated
-  double fitness = 0;           // baseline median / candidate median; 0 when failed
+  v1::Evaluation evaluation;        // may be empty when not yet evaluated
+  double fitness = 0;               // baseline median / candidate median; 0 when failed
   std::vector<ChildInfo> children;  // its most recent children (at most 8), oldest first
 };
 
 struct ProposeRequest {
   const v1::Task* task = nullptr;
-  std::string platform;         // cpu | nvidia | amd | mtia-sim
+  std::string platform;  // cpu | nvidia | amd | mtia-sim
   // Empty: propose the first generation (seeds). One: mutate it. Two: the
   // first may be crossed with the second.
   std::vector<ParentInfo> parents;
-  int count = 1;                // how many proposals are wanted (at most)
-  uint64_t seed = 0;            // for the proposer's random choices
+  int count = 1;      // how many proposals are wanted (at most)
+  uint64_t seed = 0;  // for the proposer's random choices
   // Priors from skill memory (coordinator/skills), each a weight (> 1
   // favours it): "<recipe name>" for a recipe, "param:<name>=<value>" for a
   // parameter value, "genome:<Genome::ToString()>" for a whole point to seed.
@@ -75,15 +76,15 @@ struct ProposeRequest {
   // False when the job's spec says no_skills: the proposer must not use skill
   // memory at all (the LLM proposer leaves skills out of its prompts).
   bool use_skills = true;
-  std::string job_id;           // the job asking (for proposers that keep per-job records)
+  std::string job_id;  // the job asking (for proposers that keep per-job records)
 };
 
 struct Proposal {
   v1::Candidate candidate;
   Genome genome;
-  std::string mutation;         // "seed", "param:tile_m 32->64", "variant:a->b", "crossover"
+  std::string mutation;  // "seed", "param:tile_m 32->64", "variant:a->b", "crossover"
   std::vector<std::string> parent_ids;
-  std::string proposer;         // "builtin", "llm:<model>"
+  std::string proposer;  // "builtin", "llm:<model>"
 };
 
 class Proposer {

@@ -1,16 +1,16 @@
 #include "coordinator/scheduler/scheduler.h"
 
-#include <prometheus/counter.h>
-#include <prometheus/gauge.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
-
 #include <algorithm>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -26,7 +26,6 @@ std::string NewId(std::string_view prefix) {
   return absl::StrFormat("%s-%x-%08x", std::string(prefix), absl::ToUnixSeconds(absl::Now()),
                          static_cast<uint32_t>((*rng)()));
 }
-
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
@@ -80,8 +79,9 @@ struct Scheduler::Metrics {
                    .Add({});
     lost = &prometheus::BuildCounter()
                 .Name("kevo_coordinator_workers_lost_total")
-                .Help("Leases whose worker was lost mid-evaluation (its stream ended, or it never came back "
-                      "after a coordinator restart); at the limit the evaluation is quarantined")
+                .Help(
+                    "Leases whose worker was lost mid-evaluation (its stream ended, or it never came back "
+                    "after a coordinator restart); at the limit the evaluation is quarantined")
                 .Register(*r)
                 .Add({});
     workers = &prometheus::BuildGauge()
@@ -110,8 +110,7 @@ struct Scheduler::Metrics {
   }
 };
 
-Scheduler::Scheduler(store::Store* store, SchedulerOptions options,
-                     std::shared_ptr<prometheus::Registry> registry)
+Scheduler::Scheduler(store::Store* store, SchedulerOptions options, std::shared_ptr<prometheus::Registry> registry)
     : store_(store),
       options_(options),
       registry_(std::move(registry)),
@@ -122,18 +121,18 @@ Scheduler::~Scheduler() { Stop(); }
 absl::Status Scheduler::Recover() {
   std::vector<v1::EvalRecord> pending;
   int64_t max_sequence = 0;
-  absl::Status s = store_->Scan(store::Family::kEvals, store::keys::kEvalPrefix,
-                                [&](std::string_view, std::string_view value) {
-                                  v1::EvalRecord r;
-                                  if (!r.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-                                    return true;
-                                  }
-                                  max_sequence = std::max(max_sequence, r.sequence());
-                                  if (r.state() == v1::EVAL_QUEUED || r.state() == v1::EVAL_LEASED) {
-                                    pending.push_back(std::move(r));
-                                  }
-                                  return true;
-                                });
+  absl::Status s =
+      store_->Scan(store::Family::kEvals, store::keys::kEvalPrefix, [&](std::string_view, std::string_view value) {
+        v1::EvalRecord r;
+        if (!r.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+          return true;
+        }
+        max_sequence = std::max(max_sequence, r.sequence());
+        if (r.state() == v1::EVAL_QUEUED || r.state() == v1::EVAL_LEASED) {
+          pending.push_back(std::move(r));
+        }
+        return true;
+      });
   if (!s.ok()) return s;
   absl::MutexLock l(&mu_);
   next_sequence_ = max_sequence + 1;
@@ -173,8 +172,7 @@ absl::Status Scheduler::Recover() {
     std::string id = r.eval_id();
     active_[id] = std::move(a);
     LogInfo("recovered evaluation ", id,
-            was_leased ? absl::StrCat(" (leased to ", r.lease_worker(), "; awaiting it)")
-                       : std::string(" (queued)"));
+            was_leased ? absl::StrCat(" (leased to ", r.lease_worker(), "; awaiting it)") : std::string(" (queued)"));
   }
   if (metrics_->queued) metrics_->queued->Set(static_cast<double>(active_.size()));
   return absl::OkStatus();
@@ -217,8 +215,8 @@ void Scheduler::FlushWrites() {
       }
       absl::Status s = store_->Write(batch, sync);
       if (!s.ok()) {
-        LogError("persist ", writes.size(), " evaluation record(s), the first ", writes.front().record.eval_id(),
-                 ": ", s.ToString());
+        LogError("persist ", writes.size(), " evaluation record(s), the first ", writes.front().record.eval_id(), ": ",
+                 s.ToString());
       }
       absl::MutexLock l(&mu_);
       for (const PendingWrite& p : writes) {
@@ -256,13 +254,11 @@ std::string Scheduler::AddWorker(const v1::Hello& hello, SendFn send, std::funct
   }
   workers_[id] = std::move(w);
   if (metrics_->workers) metrics_->workers->Set(static_cast<double>(workers_.size()));
-  LogInfo("worker connected id=", id, " platform=", hello.platform(), " device=\"",
-          hello.device(), "\" slots=", hello.slots(),
-          hello.compile_only() ? " compile-only" : "");
+  LogInfo("worker connected id=", id, " platform=", hello.platform(), " device=\"", hello.device(),
+          "\" slots=", hello.slots(), hello.compile_only() ? " compile-only" : "");
   v1::CoordinatorMessage welcome;
   welcome.mutable_welcome()->set_worker_id(id);
-  welcome.mutable_welcome()->set_lease_seconds(
-      static_cast<int32_t>(absl::ToInt64Seconds(options_.lease)));
+  welcome.mutable_welcome()->set_lease_seconds(static_cast<int32_t>(absl::ToInt64Seconds(options_.lease)));
   welcome.mutable_welcome()->set_heartbeat_seconds(
       std::max<int32_t>(1, static_cast<int32_t>(absl::ToInt64Seconds(options_.heartbeat))));
   workers_[id].send(welcome);
@@ -307,8 +303,8 @@ void Scheduler::LostLocked(std::map<std::string, Active>::iterator a, const std:
   const int limit = options_.max_worker_losses;
   if (limit <= 0 || r.workers_lost() < limit) {
     // Persisted with the requeue, so a coordinator restart keeps the count.
-    RequeueLocked(a->second, absl::StrCat(why, " (", r.workers_lost(), " worker",
-                                          r.workers_lost() == 1 ? "" : "s", " lost while running it",
+    RequeueLocked(a->second, absl::StrCat(why, " (", r.workers_lost(), " worker", r.workers_lost() == 1 ? "" : "s",
+                                          " lost while running it",
                                           limit > 0 ? absl::StrCat("; quarantined at ", limit) : "", ")"));
     return;
   }
@@ -316,10 +312,10 @@ void Scheduler::LostLocked(std::map<std::string, Active>::iterator a, const std:
   ev.set_status(v1::QUARANTINED);
   ev.set_task_name(a->second.task->name());
   ev.set_platform(r.platform());
-  ev.mutable_diagnostics()->set_message(absl::StrCat(
-      "quarantined: ", r.workers_lost(), " workers were lost while running it (the last: ", why,
-      "); it is not requeued, so that it cannot take down more workers. Look at what the task "
-      "asks for and what the candidate does, in the logs of the workers it was leased to"));
+  ev.mutable_diagnostics()->set_message(
+      absl::StrCat("quarantined: ", r.workers_lost(), " workers were lost while running it (the last: ", why,
+                   "); it is not requeued, so that it cannot take down more workers. Look at what the task "
+                   "asks for and what the candidate does, in the logs of the workers it was leased to"));
   LogWarning("evaluation ", r.eval_id(), " attempt=", r.attempt(), ": ", ev.diagnostics().message());
   const int attempt = r.attempt();
   RecordLocked(a, std::move(ev), attempt, "");
@@ -361,9 +357,8 @@ void Scheduler::RequeueLocked(Active& active, const std::string& why) {
   pending_writes_.back().stage = std::move(ev);  // told once written
 }
 
-std::map<int64_t, std::string>::iterator Scheduler::PickLocked(
-    std::map<int64_t, std::string>& queue, const Worker& w,
-    const std::map<std::string, int>& leased_by_team) {
+std::map<int64_t, std::string>::iterator Scheduler::PickLocked(std::map<int64_t, std::string>& queue, const Worker& w,
+                                                               const std::map<std::string, int>& leased_by_team) {
   // Weighted max-min fair share by progressive filling: the next slot goes to
   // the team with the fewest leases per unit of weight on this platform; in a
   // team, the highest priority (a campaign's) first, then the oldest.
@@ -552,8 +547,8 @@ void Scheduler::OnResultLocked(const std::string& worker_id, const v1::EvalResul
   if (a == active_.end()) {
     // Already recorded, or never issued: idempotent drop.
     if (metrics_->duplicates) metrics_->duplicates->Increment();
-    LogInfo("drop result for ", result.eval_id(), " attempt=", result.attempt(), " from ",
-            worker_id, " (already recorded or unknown)");
+    LogInfo("drop result for ", result.eval_id(), " attempt=", result.attempt(), " from ", worker_id,
+            " (already recorded or unknown)");
     DispatchLocked();
     return;
   }
@@ -595,14 +590,13 @@ void Scheduler::RecordLocked(std::map<std::string, Active>::iterator a, v1::Eval
   // listeners hear it (FlushWrites).
   PersistLocked(r, /*sync=*/r.job_id().empty());
   pending_writes_.back().final = ev;
-  LogInfo("recorded evaluation ", r.eval_id(), " attempt=", attempt, " status=",
-          v1::EvalStatus_Name(ev.status()), " speedup=", ev.speedup(), " worker=", worker_id);
+  LogInfo("recorded evaluation ", r.eval_id(), " attempt=", attempt, " status=", v1::EvalStatus_Name(ev.status()),
+          " speedup=", ev.speedup(), " worker=", worker_id);
   if (metrics_->results) {
     metrics_->results
         ->Add({{"status", v1::EvalStatus_Name(ev.status())}, {"platform", r.platform()}, {"team", r.team()}})
         .Increment();
-    metrics_->latency->Observe(
-        static_cast<double>(ev.finished_unix_micros() - r.created_unix_micros()) / 1e6);
+    metrics_->latency->Observe(static_cast<double>(ev.finished_unix_micros() - r.created_unix_micros()) / 1e6);
   }
   if (completion_hook_) completion_hook_(r);
   active_.erase(a);
@@ -659,10 +653,10 @@ absl::Status Scheduler::CheckTimingAvailableLocked(const std::string& platform) 
     ++compile_only;
   }
   if (compile_only == 0) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "measured timing was required, but the ", compile_only, " connected ", platform,
-      " worker(s) are compile-only (no device to run on): they can only compile and rank "
-      "candidates statically; drop the timing requirement or connect a worker with a device"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("measured timing was required, but the ", compile_only, " connected ", platform,
+                   " worker(s) are compile-only (no device to run on): they can only compile and rank "
+                   "candidates statically; drop the timing requirement or connect a worker with a device"));
 }
 
 std::shared_ptr<const v1::Task> Scheduler::InternTaskLocked(const std::string& hash, const v1::Task& task) {
@@ -677,8 +671,7 @@ std::shared_ptr<const v1::Task> Scheduler::InternTaskLocked(const std::string& h
 }
 
 absl::StatusOr<std::string> Scheduler::Submit(const v1::Task& task, const v1::Candidate& candidate,
-                                              const std::string& platform,
-                                              SubmitOptions options) {
+                                              const std::string& platform, SubmitOptions options) {
   const std::string& job_id = options.job_id;
   std::string task_bytes = DeterministicBytes(task);
   std::string cand_bytes = DeterministicBytes(candidate);

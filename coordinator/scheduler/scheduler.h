@@ -43,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+
 #include "coordinator/store/store.h"
 #include "kevo/v1/job.pb.h"
 #include "kevo/v1/store.pb.h"
@@ -85,8 +86,7 @@ class Scheduler {
   using CompletionHook = std::function<void(const v1::EvalRecord&)>;
 
   // `store` must outlive the scheduler. `registry` may be null.
-  Scheduler(store::Store* store, SchedulerOptions options,
-            std::shared_ptr<prometheus::Registry> registry);
+  Scheduler(store::Store* store, SchedulerOptions options, std::shared_ptr<prometheus::Registry> registry);
   ~Scheduler();
 
   // Reloads queued and leased evaluations from the store; leased ones return
@@ -141,8 +141,8 @@ class Scheduler {
   // store's error if it cannot persist, and FailedPrecondition for an
   // evaluation that requires timing while every connected worker of
   // `platform` is compile-only.
-  absl::StatusOr<std::string> Submit(const v1::Task& task, const v1::Candidate& candidate,
-                                     const std::string& platform, SubmitOptions options);
+  absl::StatusOr<std::string> Submit(const v1::Task& task, const v1::Candidate& candidate, const std::string& platform,
+                                     SubmitOptions options);
   // Ends the evaluations of `job_id` that no worker has taken yet as
   // CANCELLED (their listeners and the completion hook see them as any
   // result); leased ones run to the end. Returns how many.
@@ -218,8 +218,7 @@ class Scheduler {
                                                       const std::map<std::string, int>& leased_by_team)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double TeamWeightLocked(const std::string& team) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckTimingAvailableLocked(const std::string& platform)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckTimingAvailableLocked(const std::string& platform) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequeueLocked(Active& active, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `w` said nothing for too long: requeues its leases (not counted as
   // losses), leases it nothing more and ends its stream.
@@ -227,10 +226,8 @@ class Scheduler {
   // The evaluation's lease holder was lost (`why`, e.g. "worker w-1
   // disconnected mid-evaluation"): counts it, then requeues
   // the evaluation, or records it as QUARANTINED at max_worker_losses.
-  void LostLocked(std::map<std::string, Active>::iterator a, const std::string& why)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnResultLocked(const std::string& worker_id, const v1::EvalResult& result)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LostLocked(std::map<std::string, Active>::iterator a, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnResultLocked(const std::string& worker_id, const v1::EvalResult& result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues `record` to be written by FlushWrites; with `sync`, that write is
   // synced (one without survives the coordinator's process, kill -9, but not
   // the host's power).

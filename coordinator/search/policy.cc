@@ -99,8 +99,7 @@ class UctPolicy final : public Policy {
         const v1::Node* n = tree.Get(c);
         if (n == nullptr || n->state() != v1::NODE_DONE || n->fitness() <= 0 || !tree.SubtreeOpen(c)) continue;
         int nc = std::max(1, tree.SubtreeEvaluations(c));
-        double score = tree.SubtreeBest(c) / norm +
-                       kExplore * std::sqrt(std::log(static_cast<double>(visits)) / nc) +
+        double score = tree.SubtreeBest(c) / norm + kExplore * std::sqrt(std::log(static_cast<double>(visits)) / nc) +
                        1e-9 * Uniform(rng);
         if (score > pick_score) pick_score = score, pick = c;
       }
@@ -187,8 +186,7 @@ absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(const std::string& name) {
   if (n == "greedy") return std::unique_ptr<Policy>(new GreedyPolicy());
   if (n == "uct") return std::unique_ptr<Policy>(new UctPolicy());
   if (n == "evolution") return std::unique_ptr<Policy>(new EvolutionPolicy());
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown search policy '", n, "' (known: greedy, uct, evolution)"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown search policy '", n, "' (known: greedy, uct, evolution)"));
 }
 
 }  // namespace kevo::search

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "coordinator/search/tree.h"
 
 namespace kevo::search {

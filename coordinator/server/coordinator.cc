@@ -1,16 +1,5 @@
 #include "coordinator/server/coordinator.h"
 
-#include "common/rpc/health_server.h"
-
-#include <grpcpp/health_check_service_interface.h>
-
-#include <grpcpp/grpcpp.h>
-#include <prometheus/counter.h>
-#include <prometheus/exposer.h>
-#include <prometheus/gauge.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
-
 #include <sys/statvfs.h>
 
 #include <algorithm>
@@ -19,9 +8,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
 #include "common/log.h"
-#include "common/status.h"
 #include "common/rpc/client_channel.h"
+#include "common/rpc/health_server.h"
+#include "common/status.h"
 #include "coordinator/auth/authority.h"
 #include "coordinator/kb/kb.h"
 #include "coordinator/llm/config.h"
@@ -44,16 +42,15 @@ jobs::ProposerFactory MakeProposerFactory(std::shared_ptr<llm::LlmService> llm) 
     }
     if (name == "llm" || name == "llm+builtin") {
       if (llm == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "proposer '", name, "' needs LLM endpoints: start the coordinator (or kevo run) with "
-            "--llm-config FILE (see docs/llm.md)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("proposer '", name,
+                         "' needs LLM endpoints: start the coordinator (or kevo run) with "
+                         "--llm-config FILE (see docs/llm.md)"));
       }
       if (name == "llm") return llm->NewProposer();
-      return llm::MakeMixedProposer(llm->NewProposer(),
-                                    std::make_unique<proposer::BuiltinProposer>());
+      return llm::MakeMixedProposer(llm->NewProposer(), std::make_unique<proposer::BuiltinProposer>());
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown proposer '", name, "' (known: builtin, llm, llm+builtin)"));
+    return absl::InvalidArgumentError(absl::StrCat("unknown proposer '", name, "' (known: builtin, llm, llm+builtin)"));
   };
 }
 
@@ -64,10 +61,10 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const
   }
   if (options.tls_cert.empty()) {
     if (!IsLoopbackAddress(options.listen) && !options.insecure_plaintext) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "refusing plaintext gRPC on ", options.listen,
-          ", which is not a loopback address: pass --tls-cert and --tls-key (docs/security.md), "
-          "or --insecure-plaintext on a network you trust"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("refusing plaintext gRPC on ", options.listen,
+                       ", which is not a loopback address: pass --tls-cert and --tls-key (docs/security.md), "
+                       "or --insecure-plaintext on a network you trust"));
     }
     if (!IsLoopbackAddress(options.listen)) {
       LogWarning("serving plaintext gRPC on ", options.listen, " (--insecure-plaintext)");
@@ -91,8 +88,7 @@ class CoordinatorImpl final : public Coordinator {
     std::error_code ec;
     std::filesystem::create_directories(options.db_dir, ec);
     if (ec) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cannot create --db folder ", options.db_dir, ": ", ec.message()));
+      return absl::InvalidArgumentError(absl::StrCat("cannot create --db folder ", options.db_dir, ": ", ec.message()));
     }
     KEVO_ASSIGN_OR_RETURN(store_, store::Store::Open(options.db_dir, options.store));
     registry_ = std::make_shared<prometheus::Registry>();
@@ -102,8 +98,7 @@ class CoordinatorImpl final : public Coordinator {
       try {
         exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_listen);
       } catch (const std::exception& e) {
-        return absl::UnavailableError(
-            absl::StrCat("cannot serve metrics on ", options.metrics_listen, ": ", e.what()));
+        return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", options.metrics_listen, ": ", e.what()));
       }
       exposer_->RegisterCollectable(registry_);
       auto ports = exposer_->GetListeningPorts();
@@ -112,8 +107,8 @@ class CoordinatorImpl final : public Coordinator {
     KEVO_RETURN_IF_ERROR(OpenKnowledge(options));
     if (!options.llm_config.empty()) {
       KEVO_ASSIGN_OR_RETURN(auto endpoints, llm::LoadLlmConfig(options.llm_config));
-      KEVO_ASSIGN_OR_RETURN(llm_, llm::LlmService::Create(endpoints, store_.get(), kb_.get(),
-                                                          skills_.get(), registry_));
+      KEVO_ASSIGN_OR_RETURN(llm_,
+                            llm::LlmService::Create(endpoints, store_.get(), kb_.get(), skills_.get(), registry_));
     }
     KEVO_ASSIGN_OR_RETURN(auto credentials, ServerCredentials(options));
     if (!options.auth && !IsLoopbackAddress(options.listen)) {
@@ -138,8 +133,7 @@ class CoordinatorImpl final : public Coordinator {
       scheduler_->SetAdmission([authority](const std::string& team) { return authority->ChargeEvaluation(team); });
     }
     KEVO_RETURN_IF_ERROR(scheduler_->Recover());
-    jobs_ = std::make_unique<jobs::JobManager>(store_.get(), scheduler_.get(),
-                                               MakeProposerFactory(llm_), registry_);
+    jobs_ = std::make_unique<jobs::JobManager>(store_.get(), scheduler_.get(), MakeProposerFactory(llm_), registry_);
     jobs_->SetLearningHooks(MakeLearningHooks());
     KEVO_RETURN_IF_ERROR(jobs_->Recover());
     {
@@ -147,8 +141,8 @@ class CoordinatorImpl final : public Coordinator {
       jobs::JobManager* jobs = jobs_.get();
       campaigns_ = std::make_unique<campaigns::CampaignManager>(
           store_.get(), jobs_.get(),
-          [authority, jobs](const std::string& team) { return TeamAdmission(authority, jobs, team); },
-          registry_, options.task_limits);
+          [authority, jobs](const std::string& team) { return TeamAdmission(authority, jobs, team); }, registry_,
+          options.task_limits);
     }
     KEVO_RETURN_IF_ERROR(campaigns_->Recover());
     scheduler_->Start();
@@ -160,12 +154,11 @@ class CoordinatorImpl final : public Coordinator {
     knowledge.store = store_.get();
     knowledge.kb = kb_.get();
     knowledge.skills = skills_.get();
-    job_service_ = std::make_unique<JobServiceImpl>(scheduler_.get(), jobs_.get(), knowledge,
-                                                    registry_.get(), authority_.get(), options.task_limits);
+    job_service_ = std::make_unique<JobServiceImpl>(scheduler_.get(), jobs_.get(), knowledge, registry_.get(),
+                                                    authority_.get(), options.task_limits);
     campaign_service_ = std::make_unique<CampaignServiceImpl>(campaigns_.get(), authority_.get());
     if (authority_ != nullptr) {
-      admin_service_ = std::make_unique<AdminServiceImpl>(authority_.get(), scheduler_.get(),
-                                                          worker_service_.get());
+      admin_service_ = std::make_unique<AdminServiceImpl>(authority_.get(), scheduler_.get(), worker_service_.get());
     }
     // grpc.health.v1.Health on the same port (overall status ""): SERVING
     // from here until Shutdown, for load balancers and Kubernetes probes.
@@ -250,13 +243,13 @@ class CoordinatorImpl final : public Coordinator {
     const prometheus::Histogram::BucketBoundaries buckets{1e-5, 1e-4, 1e-3, 0.005, 0.02, 0.1, 0.5, 2};
     prometheus::Histogram* synced = &writes.Add({{"sync", "true"}}, buckets);
     prometheus::Histogram* unsynced = &writes.Add({{"sync", "false"}}, buckets);
-    store_->SetWriteObserver([synced, unsynced](bool sync, double seconds) {
-      (sync ? synced : unsynced)->Observe(seconds);
-    });
+    store_->SetWriteObserver(
+        [synced, unsynced](bool sync, double seconds) { (sync ? synced : unsynced)->Observe(seconds); });
     prometheus::Counter* refused = &prometheus::BuildCounter()
                                         .Name("kevo_coordinator_db_writes_refused_total")
-                                        .Help("Writes the store refused without writing: the disk below "
-                                              "--db-reserve-mb, or refused since a write failed")
+                                        .Help(
+                                            "Writes the store refused without writing: the disk below "
+                                            "--db-reserve-mb, or refused since a write failed")
                                         .Register(*registry_)
                                         .Add({});
     store_->SetRefusalObserver([refused] { refused->Increment(); });
@@ -292,8 +285,10 @@ class CoordinatorImpl final : public Coordinator {
     std::string dir = options.kb_dir;
     if (dir.empty()) {
       auto found = kb::DefaultKbDir();
-      if (found.ok()) dir = *found;
-      else LogWarning("knowledge base: ", found.status().message());
+      if (found.ok())
+        dir = *found;
+      else
+        LogWarning("knowledge base: ", found.status().message());
     }
     if (!dir.empty()) {
       auto stats = kb::ImportDirectory(store_.get(), dir);
@@ -341,7 +336,7 @@ class CoordinatorImpl final : public Coordinator {
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<CampaignServiceImpl> campaign_service_;
-  std::unique_ptr<rpc::HealthServer> health_;  // --health-listen only
+  std::unique_ptr<rpc::HealthServer> health_;        // --health-listen only
   std::unique_ptr<AdminServiceImpl> admin_service_;  // with --auth only
   std::unique_ptr<grpc::Server> server_;
   std::string address_;

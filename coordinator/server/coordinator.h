@@ -8,16 +8,17 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+
 #include "common/task/task_loader.h"
 #include "coordinator/scheduler/scheduler.h"
 
 namespace kevo::coordinator {
 
 struct CoordinatorOptions {
-  std::string listen = "127.0.0.1:0";  // host:port; port 0 picks a free one
-  std::string db_dir;                  // RocksDB folder (created if missing)
+  std::string listen = "127.0.0.1:0";                             // host:port; port 0 picks a free one
+  std::string db_dir;                                             // RocksDB folder (created if missing)
   store::StoreOptions store{.reserve_bytes = int64_t{64} << 20};  // --db-reserve-mb
-  std::string metrics_listen;          // host:port for /metrics; empty = none
+  std::string metrics_listen;                                     // host:port for /metrics; empty = none
   // The LLM endpoints file (docs/llm.md) that enables the llm and
   // llm+builtin proposers; empty: builtin only.
   std::string llm_config;

@@ -1,9 +1,9 @@
 #include "coordinator/server/knowledge.h"
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include <nlohmann/json.hpp>
+
 #include "common/status.h"
 #include "coordinator/llm/call_log.h"
 
@@ -24,8 +24,7 @@ constexpr int kMaxSkills = 1000;
 absl::StatusOr<int> Limit(const char* field, int requested, int fallback, int max) {
   if (requested < 0 || requested > max) {
     return absl::InvalidArgumentError(
-        absl::StrCat(field, " must be between 0 (the default, ", fallback, ") and ", max, "; got ",
-                     requested));
+        absl::StrCat(field, " must be between 0 (the default, ", fallback, ") and ", max, "; got ", requested));
   }
   return requested == 0 ? fallback : requested;
 }
@@ -37,14 +36,13 @@ absl::StatusOr<v1::ListLlmCallsResponse> ListLlmCalls(const KnowledgeSources& so
   if (request.job_id().empty()) {
     return absl::InvalidArgumentError("ListLlmCallsRequest.job_id is empty");
   }
-  KEVO_ASSIGN_OR_RETURN(int page_size, Limit("ListLlmCallsRequest.page_size", request.page_size(),
-                                             kDefaultCallsPage, kMaxCallsPage));
+  KEVO_ASSIGN_OR_RETURN(int page_size,
+                        Limit("ListLlmCallsRequest.page_size", request.page_size(), kDefaultCallsPage, kMaxCallsPage));
   // A token is the last call id of the previous page; a '/' would reach
   // into another job's keys.
   if (absl::StrContains(request.page_token(), '/')) {
     return absl::InvalidArgumentError(
-        absl::StrCat("ListLlmCallsRequest.page_token '", request.page_token(),
-                     "' is not one this server handed out"));
+        absl::StrCat("ListLlmCallsRequest.page_token '", request.page_token(), "' is not one this server handed out"));
   }
   KEVO_RETURN_IF_ERROR(sources.jobs->Get(request.job_id()).status());
   bool more = false;
@@ -75,11 +73,11 @@ absl::StatusOr<v1::ListLlmCallsResponse> ListLlmCalls(const KnowledgeSources& so
   return out;
 }
 
-absl::StatusOr<v1::SearchKnowledgeResponse> SearchKnowledge(
-    const KnowledgeSources& sources, const v1::SearchKnowledgeRequest& request) {
+absl::StatusOr<v1::SearchKnowledgeResponse> SearchKnowledge(const KnowledgeSources& sources,
+                                                            const v1::SearchKnowledgeRequest& request) {
   if (sources.kb == nullptr) return absl::UnavailableError("this coordinator has no knowledge base");
-  KEVO_ASSIGN_OR_RETURN(int limit, Limit("SearchKnowledgeRequest.limit", request.limit(),
-                                         kDefaultDocuments, kMaxDocuments));
+  KEVO_ASSIGN_OR_RETURN(int limit,
+                        Limit("SearchKnowledgeRequest.limit", request.limit(), kDefaultDocuments, kMaxDocuments));
   kb::KbQuery q;
   q.text = request.query();
   q.platform = request.platform();
@@ -95,8 +93,7 @@ absl::StatusOr<v1::SearchKnowledgeResponse> SearchKnowledge(
 absl::StatusOr<v1::ListSkillsResponse> ListSkills(const KnowledgeSources& sources,
                                                   const v1::ListSkillsRequest& request) {
   if (sources.skills == nullptr) return absl::UnavailableError("this coordinator has no skill memory");
-  KEVO_ASSIGN_OR_RETURN(int limit, Limit("ListSkillsRequest.limit", request.limit(),
-                                         kDefaultSkills, kMaxSkills));
+  KEVO_ASSIGN_OR_RETURN(int limit, Limit("ListSkillsRequest.limit", request.limit(), kDefaultSkills, kMaxSkills));
   KEVO_ASSIGN_OR_RETURN(std::vector<skills::Skill> found,
                         sources.skills->SkillsFor(request.platform(), request.family(), limit));
   v1::ListSkillsResponse out;

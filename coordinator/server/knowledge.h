@@ -7,6 +7,7 @@
 #pragma once
 
 #include "absl/status/statusor.h"
+
 #include "coordinator/jobs/manager.h"
 #include "coordinator/kb/kb.h"
 #include "coordinator/skills/skills.h"
@@ -18,8 +19,8 @@ namespace kevo::coordinator {
 // What the knowledge RPCs read. All must outlive the calls; a null kb or
 // skills answers Unavailable.
 struct KnowledgeSources {
-  store::Store* store = nullptr;              // the llm_calls family
-  jobs::JobManager* jobs = nullptr;           // which jobs exist
+  store::Store* store = nullptr;     // the llm_calls family
+  jobs::JobManager* jobs = nullptr;  // which jobs exist
   const kb::KnowledgeBase* kb = nullptr;
   const skills::SkillStore* skills = nullptr;
 };
@@ -35,8 +36,8 @@ absl::StatusOr<v1::ListLlmCallsResponse> ListLlmCalls(const KnowledgeSources& so
 // Ranked knowledge-base documents. InvalidArgument for a limit outside
 // [0, 100] and as kb::KnowledgeBase::Search (no text and no filter, an
 // unknown platform or bottleneck).
-absl::StatusOr<v1::SearchKnowledgeResponse> SearchKnowledge(
-    const KnowledgeSources& sources, const v1::SearchKnowledgeRequest& request);
+absl::StatusOr<v1::SearchKnowledgeResponse> SearchKnowledge(const KnowledgeSources& sources,
+                                                            const v1::SearchKnowledgeRequest& request);
 
 // Skills, best first. InvalidArgument for a limit outside [0, 1000].
 absl::StatusOr<v1::ListSkillsResponse> ListSkills(const KnowledgeSources& sources,

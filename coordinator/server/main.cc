@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
+
 #include "common/log.h"
 #include "coordinator/server/coordinator.h"
 
@@ -70,8 +71,10 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (arg == "--listen") options.listen = value("--listen");
-    else if (arg == "--db") options.db_dir = value("--db");
+    if (arg == "--listen")
+      options.listen = value("--listen");
+    else if (arg == "--db")
+      options.db_dir = value("--db");
     else if (arg == "--db-reserve-mb") {
       const std::string v = value("--db-reserve-mb");
       int64_t mb = 0;
@@ -85,8 +88,7 @@ int main(int argc, char** argv) {
         return 2;
       }
       options.store.reserve_bytes = mb << 20;
-    }
-    else if (arg == "--fault-db-write-delay-ms") {
+    } else if (arg == "--fault-db-write-delay-ms") {
       const std::string v = value("--fault-db-write-delay-ms");
       int64_t ms = 0;
       if (!absl::SimpleAtoi(v, &ms) || ms < 0) {
@@ -95,24 +97,31 @@ int main(int argc, char** argv) {
         return 2;
       }
       options.store.write_delay = absl::Milliseconds(ms);
-    }
-    else if (arg == "--metrics") options.metrics_listen = value("--metrics");
-    else if (arg == "--llm-config") options.llm_config = value("--llm-config");
-    else if (arg == "--kb") options.kb_dir = value("--kb");
-    else if (arg == "--auth") options.auth = true;
-    else if (arg == "--admin-token-file") options.admin_token_file = value("--admin-token-file");
-    else if (arg == "--tls-cert") options.tls_cert = value("--tls-cert");
-    else if (arg == "--tls-key") options.tls_key = value("--tls-key");
-    else if (arg == "--insecure-plaintext") options.insecure_plaintext = true;
-    else if (arg == "--health-listen") options.health_listen = value("--health-listen");
-    else if (arg == "--lease-seconds") options.scheduler.lease = absl::Seconds(std::stoi(value("--lease-seconds")));
+    } else if (arg == "--metrics")
+      options.metrics_listen = value("--metrics");
+    else if (arg == "--llm-config")
+      options.llm_config = value("--llm-config");
+    else if (arg == "--kb")
+      options.kb_dir = value("--kb");
+    else if (arg == "--auth")
+      options.auth = true;
+    else if (arg == "--admin-token-file")
+      options.admin_token_file = value("--admin-token-file");
+    else if (arg == "--tls-cert")
+      options.tls_cert = value("--tls-cert");
+    else if (arg == "--tls-key")
+      options.tls_key = value("--tls-key");
+    else if (arg == "--insecure-plaintext")
+      options.insecure_plaintext = true;
+    else if (arg == "--health-listen")
+      options.health_listen = value("--health-listen");
+    else if (arg == "--lease-seconds")
+      options.scheduler.lease = absl::Seconds(std::stoi(value("--lease-seconds")));
     else if (arg == "--queue-timeout-seconds") {
       options.scheduler.queue_timeout = absl::Seconds(std::stoi(value("--queue-timeout-seconds")));
-    }
-    else if (arg == "--lease-progress-seconds") {
+    } else if (arg == "--lease-progress-seconds") {
       options.scheduler.max_silence = absl::Seconds(std::stoi(value("--lease-progress-seconds")));
-    }
-    else if (arg == "--max-tensor-bytes" || arg == "--max-binding-bytes") {
+    } else if (arg == "--max-tensor-bytes" || arg == "--max-binding-bytes") {
       const std::string v = value(arg.c_str());
       int64_t bytes = 0;
       if (!absl::SimpleAtoi(v, &bytes) || bytes <= 0) {
@@ -122,8 +131,7 @@ int main(int argc, char** argv) {
       }
       (arg == "--max-tensor-bytes" ? options.task_limits.max_tensor_bytes : options.task_limits.max_binding_bytes) =
           bytes;
-    }
-    else if (arg == "--help" || arg == "-h") {
+    } else if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
     } else {

@@ -3,11 +3,10 @@
 #include <chrono>
 #include <string>
 
+#include "absl/status/status.h"
 #include <prometheus/counter.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
-
-#include "absl/status/status.h"
 
 namespace kevo::coordinator {
 namespace {

@@ -1,16 +1,16 @@
 #include "coordinator/server/services.h"
 
-#include <prometheus/counter.h>
-#include <prometheus/family.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
-
 #include <algorithm>
 #include <deque>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -68,8 +68,7 @@ class WriteQueue {
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
 };
 
-class WorkerReactor final
-    : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage> {
+class WorkerReactor final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage> {
  public:
   // `principal` is the caller's, or why it was refused.
   WorkerReactor(grpc::CallbackServerContext* context, scheduler::Scheduler* scheduler, WorkerServiceImpl* service,
@@ -81,8 +80,9 @@ class WorkerReactor final
         peer_(context->peer()),
         writes_(this) {
     if (principal.ok() && principal->kind != v1::TOKEN_WORKER && !principal->admin()) {
-      principal = absl::PermissionDeniedError("a team's token cannot connect as a worker: use a worker token "
-                                              "(kevo admin worker-token create NAME)");
+      principal = absl::PermissionDeniedError(
+          "a team's token cannot connect as a worker: use a worker token "
+          "(kevo admin worker-token create NAME)");
     }
     if (!principal.ok()) {
       LogWarning("worker stream from ", peer_, " refused: ", principal.status().message());
@@ -128,8 +128,8 @@ class WorkerReactor final
     }
     if (worker_id_.empty()) {
       if (!in_.has_hello()) {
-        writes_.FinishAfterWrites(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                               "the first message on Connect must be Hello"));
+        writes_.FinishAfterWrites(
+            grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message on Connect must be Hello"));
         return;
       }
       // A silent worker's stream is cancelled rather than finished: writes
@@ -167,8 +167,7 @@ class WorkerReactor final
   WriteQueue<WorkerReactor, v1::CoordinatorMessage> writes_;
 };
 
-class EvaluateReactor final : public grpc::ServerWriteReactor<v1::EvaluateEvent>,
-                              public scheduler::EvalListener {
+class EvaluateReactor final : public grpc::ServerWriteReactor<v1::EvaluateEvent>, public scheduler::EvalListener {
  public:
   // The checks run on the gRPC thread (memory only); the submission, which
   // writes to RocksDB, on `executor`.
@@ -180,13 +179,11 @@ class EvaluateReactor final : public grpc::ServerWriteReactor<v1::EvaluateEvent>
       return;
     }
     if (request.platform().empty()) {
-      writes_.FinishAfterWrites(
-          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "EvaluateRequest.platform is empty"));
+      writes_.FinishAfterWrites(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "EvaluateRequest.platform is empty"));
       return;
     }
     if (request.candidate().source().empty()) {
-      writes_.FinishAfterWrites(
-          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the candidate's source is empty"));
+      writes_.FinishAfterWrites(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the candidate's source is empty"));
       return;
     }
     // Checked before anything is stored: a task whose sizes overflow or
@@ -233,8 +230,7 @@ class EvaluateReactor final : public grpc::ServerWriteReactor<v1::EvaluateEvent>
     scheduler::Scheduler::SubmitOptions options;
     options.require_timing = request.require_timing();
     options.team = team;
-    auto id = scheduler_->Submit(request.task(), request.candidate(), request.platform(),
-                                 std::move(options));
+    auto id = scheduler_->Submit(request.task(), request.candidate(), request.platform(), std::move(options));
     if (!id.ok()) {
       SubmitDone(ToGrpcStatus(id.status()));
       return;
@@ -321,8 +317,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent>, public
 
 // Finishes a unary call with `result`'s status, copying its value on success.
 template <typename T>
-grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
-                                      absl::StatusOr<T> result, T* response) {
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context, absl::StatusOr<T> result, T* response) {
   auto* reactor = context->DefaultReactor();
   if (result.ok()) *response = std::move(*result);
   reactor->Finish(ToGrpcStatus(result.status()));
@@ -369,15 +364,12 @@ struct JobServiceImpl::RpcMetrics {
   void Record(const char* method, const absl::Status& status, absl::Duration took) {
     if (calls == nullptr) return;
     calls->Add({{"method", method}, {"code", absl::StatusCodeToString(status.code())}}).Increment();
-    seconds
-        ->Add({{"method", method}},
-              prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.02, 0.1, 0.5, 2, 10})
+    seconds->Add({{"method", method}}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.02, 0.1, 0.5, 2, 10})
         .Observe(absl::ToDoubleSeconds(took));
   }
 };
 
-absl::StatusOr<auth::Principal> Caller(const auth::Authority* authority,
-                                       const grpc::ServerContextBase& context) {
+absl::StatusOr<auth::Principal> Caller(const auth::Authority* authority, const grpc::ServerContextBase& context) {
   if (authority == nullptr) return auth::OpenPrincipal();
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
@@ -390,8 +382,7 @@ absl::StatusOr<auth::Principal> Caller(const auth::Authority* authority,
 namespace {
 
 // A JobService caller: a team or the admin, not a worker.
-absl::StatusOr<auth::Principal> User(const auth::Authority* authority,
-                                     const grpc::ServerContextBase& context) {
+absl::StatusOr<auth::Principal> User(const auth::Authority* authority, const grpc::ServerContextBase& context) {
   KEVO_ASSIGN_OR_RETURN(auth::Principal p, Caller(authority, context));
   if (p.kind == v1::TOKEN_WORKER) {
     return absl::PermissionDeniedError("a worker token cannot call JobService: use a team's token");
@@ -433,8 +424,7 @@ absl::Status NeedAdmin(const auth::Principal& p, const std::string& what) {
 
 }  // namespace
 
-absl::StatusOr<v1::Job> JobServiceImpl::VisibleJob(const auth::Principal& caller,
-                                                   const std::string& job_id) {
+absl::StatusOr<v1::Job> JobServiceImpl::VisibleJob(const auth::Principal& caller, const std::string& job_id) {
   KEVO_ASSIGN_OR_RETURN(v1::Job job, jobs_->Get(job_id));
   if (!caller.admin() && job.spec().team() != caller.team) {
     return absl::NotFoundError(absl::StrCat("no job ", job_id));
@@ -457,18 +447,18 @@ absl::Status TeamAdmission(const auth::Authority* authority, jobs::JobManager* j
     if (j.spec().team() == team_name && j.state() == v1::JOB_RUNNING) ++running;
   }
   if (running < team.max_running_jobs()) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "team ", team_name, " has ", running, " running jobs, its limit (max_running_jobs) is ",
-      team.max_running_jobs(), "; the limit frees when one of them ends (kevo jobs, kevo cancel)"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("team ", team_name, " has ", running, " running jobs, its limit (max_running_jobs) is ",
+                   team.max_running_jobs(), "; the limit frees when one of them ends (kevo jobs, kevo cancel)"));
 }
 
 absl::Status JobServiceImpl::CheckQuota(const auth::Principal& caller) {
   return TeamAdmission(authority_, jobs_, caller.team);
 }
 
-JobServiceImpl::JobServiceImpl(scheduler::Scheduler* scheduler, jobs::JobManager* jobs,
-                               KnowledgeSources knowledge, prometheus::Registry* registry,
-                               const auth::Authority* authority, task::TaskLimits task_limits)
+JobServiceImpl::JobServiceImpl(scheduler::Scheduler* scheduler, jobs::JobManager* jobs, KnowledgeSources knowledge,
+                               prometheus::Registry* registry, const auth::Authority* authority,
+                               task::TaskLimits task_limits)
     : scheduler_(scheduler),
       jobs_(jobs),
       knowledge_(knowledge),
@@ -482,17 +472,16 @@ JobServiceImpl::JobServiceImpl(scheduler::Scheduler* scheduler, jobs::JobManager
 JobServiceImpl::~JobServiceImpl() { executor_.reset(); }
 
 template <typename T>
-grpc::ServerUnaryReactor* JobServiceImpl::FinishOffThread(
-    grpc::CallbackServerContext* context, const char* method,
-    std::function<absl::StatusOr<T>()> compute, T* response) {
-  return FinishOn<T>(*executor_, context, std::move(compute), response,
-                     [this, method](const absl::Status& status, absl::Duration took) {
-                       metrics_->Record(method, status, took);
-                       if (status.code() == absl::StatusCode::kInternal ||
-                           status.code() == absl::StatusCode::kDataLoss) {
-                         LogError(method, ": ", status.ToString());
-                       }
-                     });
+grpc::ServerUnaryReactor* JobServiceImpl::FinishOffThread(grpc::CallbackServerContext* context, const char* method,
+                                                          std::function<absl::StatusOr<T>()> compute, T* response) {
+  return FinishOn<T>(
+      *executor_, context, std::move(compute), response,
+      [this, method](const absl::Status& status, absl::Duration took) {
+        metrics_->Record(method, status, took);
+        if (status.code() == absl::StatusCode::kInternal || status.code() == absl::StatusCode::kDataLoss) {
+          LogError(method, ": ", status.ToString());
+        }
+      });
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListLlmCalls(grpc::CallbackServerContext* context,
@@ -562,23 +551,21 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
       response);
 }
 
-grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* context,
-                                                 const v1::GetJobRequest* request,
+grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* context, const v1::GetJobRequest* request,
                                                  v1::Job* response) {
   absl::StatusOr<auth::Principal> caller = User(authority_, *context);
   if (!caller.ok()) return FinishUnary<v1::Job>(context, caller.status(), response);
   return FinishUnary(context, VisibleJob(*caller, request->job_id()), response);
 }
 
-grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::WatchJob(
-    grpc::CallbackServerContext* context, const v1::WatchJobRequest* request) {
+grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::WatchJob(grpc::CallbackServerContext* context,
+                                                                 const v1::WatchJobRequest* request) {
   absl::Status visible = CheckVisible(*context, request->job_id());
   return new WatchReactor(jobs_, request->job_id(), visible);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* context,
-                                                   const v1::ListJobsRequest* request,
-                                                   v1::ListJobsResponse* response) {
+                                                   const v1::ListJobsRequest* request, v1::ListJobsResponse* response) {
   absl::StatusOr<auth::Principal> caller = User(authority_, *context);
   if (!caller.ok()) return FinishUnary<v1::ListJobsResponse>(context, caller.status(), response);
   std::vector<v1::Job> visible;
@@ -588,8 +575,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
     if (!request->campaign_id().empty() && j.spec().campaign_id() != request->campaign_id()) continue;
     visible.push_back(std::move(j));
   }
-  std::sort(visible.begin(), visible.end(),
-            [](const v1::Job& a, const v1::Job& b) { return a.job_id() < b.job_id(); });
+  std::sort(visible.begin(), visible.end(), [](const v1::Job& a, const v1::Job& b) { return a.job_id() < b.job_id(); });
   v1::ListJobsResponse r;
   absl::Status paged = Page(
       visible, request->page_size(), request->page_token(), [](const v1::Job& j) { return j.job_id(); },
@@ -599,16 +585,14 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* context,
-                                                    const v1::CancelJobRequest* request,
-                                                    v1::Job* response) {
+                                                    const v1::CancelJobRequest* request, v1::Job* response) {
   absl::Status visible = CheckVisible(*context, request->job_id());
   if (!visible.ok()) return FinishUnary<v1::Job>(context, visible, response);
   return FinishUnary(context, jobs_->Cancel(request->job_id()), response);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::GetBest(grpc::CallbackServerContext* context,
-                                                  const v1::GetBestRequest* request,
-                                                  v1::GetBestResponse* response) {
+                                                  const v1::GetBestRequest* request, v1::GetBestResponse* response) {
   absl::Status visible = CheckVisible(*context, request->job_id());
   if (!visible.ok()) return FinishUnary<v1::GetBestResponse>(context, visible, response);
   // Reads the node, its evaluations and its kernel from RocksDB.
@@ -641,8 +625,8 @@ grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerServic
   return new WorkerReactor(context, scheduler_, this, authority_, Caller(authority_, *context));
 }
 
-grpc::ServerWriteReactor<v1::EvaluateEvent>* JobServiceImpl::EvaluateCandidate(
-    grpc::CallbackServerContext* context, const v1::EvaluateRequest* request) {
+grpc::ServerWriteReactor<v1::EvaluateEvent>* JobServiceImpl::EvaluateCandidate(grpc::CallbackServerContext* context,
+                                                                               const v1::EvaluateRequest* request) {
   return new EvaluateReactor(scheduler_, executor_.get(), *request, User(authority_, *context), task_limits_);
 }
 
@@ -660,8 +644,8 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetEvaluation(grpc::CallbackServerCont
           return absl::NotFoundError(absl::StrCat("no evaluation ", request->eval_id()));
         }
         if (record.state() != v1::EVAL_DONE) {
-          return absl::UnavailableError(absl::StrCat("evaluation ", request->eval_id(), " is still ",
-                                                     v1::EvalState_Name(record.state())));
+          return absl::UnavailableError(
+              absl::StrCat("evaluation ", request->eval_id(), " is still ", v1::EvalState_Name(record.state())));
         }
         return record.evaluation();
       },
@@ -704,13 +688,15 @@ absl::Status AdminServiceImpl::CheckAdmin(grpc::CallbackServerContext* context) 
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::CreateTeam(grpc::CallbackServerContext* context,
-                                                       const v1::CreateTeamRequest* request,
-                                                       v1::TeamToken* response) {
+                                                       const v1::CreateTeamRequest* request, v1::TeamToken* response) {
   absl::Status admin = CheckAdmin(context);
-  return FinishOn<v1::TeamToken>(executor_, context, [this, admin, request]() -> absl::StatusOr<v1::TeamToken> {
-    KEVO_RETURN_IF_ERROR(admin);
-    return authority_->CreateTeam(*request);
-  }, response);
+  return FinishOn<v1::TeamToken>(
+      executor_, context,
+      [this, admin, request]() -> absl::StatusOr<v1::TeamToken> {
+        KEVO_RETURN_IF_ERROR(admin);
+        return authority_->CreateTeam(*request);
+      },
+      response);
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::ListTeams(grpc::CallbackServerContext* context,
@@ -718,22 +704,27 @@ grpc::ServerUnaryReactor* AdminServiceImpl::ListTeams(grpc::CallbackServerContex
                                                       v1::ListTeamsResponse* response) {
   absl::Status admin = CheckAdmin(context);
   return FinishOn<v1::ListTeamsResponse>(
-      executor_, context, [this, admin]() -> absl::StatusOr<v1::ListTeamsResponse> {
+      executor_, context,
+      [this, admin]() -> absl::StatusOr<v1::ListTeamsResponse> {
         KEVO_RETURN_IF_ERROR(admin);
         v1::ListTeamsResponse r;
         for (auto& t : authority_->ListTeams()) *r.add_teams() = std::move(t);
         return r;
-      }, response);
+      },
+      response);
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::RotateTeamToken(grpc::CallbackServerContext* context,
                                                             const v1::RotateTeamTokenRequest* request,
                                                             v1::TeamToken* response) {
   absl::Status admin = CheckAdmin(context);
-  return FinishOn<v1::TeamToken>(executor_, context, [this, admin, request]() -> absl::StatusOr<v1::TeamToken> {
-    KEVO_RETURN_IF_ERROR(admin);
-    return authority_->RotateTeamToken(request->name());
-  }, response);
+  return FinishOn<v1::TeamToken>(
+      executor_, context,
+      [this, admin, request]() -> absl::StatusOr<v1::TeamToken> {
+        KEVO_RETURN_IF_ERROR(admin);
+        return authority_->RotateTeamToken(request->name());
+      },
+      response);
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::RevokeTeamTokens(grpc::CallbackServerContext* context,
@@ -741,23 +732,28 @@ grpc::ServerUnaryReactor* AdminServiceImpl::RevokeTeamTokens(grpc::CallbackServe
                                                              v1::RevokeTeamTokensResponse* response) {
   absl::Status admin = CheckAdmin(context);
   return FinishOn<v1::RevokeTeamTokensResponse>(
-      executor_, context, [this, admin, request]() -> absl::StatusOr<v1::RevokeTeamTokensResponse> {
+      executor_, context,
+      [this, admin, request]() -> absl::StatusOr<v1::RevokeTeamTokensResponse> {
         KEVO_RETURN_IF_ERROR(admin);
         KEVO_ASSIGN_OR_RETURN(int n, authority_->RevokeTeamTokens(request->name()));
         v1::RevokeTeamTokensResponse r;
         r.set_revoked(n);
         return r;
-      }, response);
+      },
+      response);
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::CreateWorkerToken(grpc::CallbackServerContext* context,
                                                               const v1::CreateWorkerTokenRequest* request,
                                                               v1::WorkerToken* response) {
   absl::Status admin = CheckAdmin(context);
-  return FinishOn<v1::WorkerToken>(executor_, context, [this, admin, request]() -> absl::StatusOr<v1::WorkerToken> {
-    KEVO_RETURN_IF_ERROR(admin);
-    return authority_->CreateWorkerToken(request->name());
-  }, response);
+  return FinishOn<v1::WorkerToken>(
+      executor_, context,
+      [this, admin, request]() -> absl::StatusOr<v1::WorkerToken> {
+        KEVO_RETURN_IF_ERROR(admin);
+        return authority_->CreateWorkerToken(request->name());
+      },
+      response);
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::RevokeWorker(grpc::CallbackServerContext* context,
@@ -765,12 +761,12 @@ grpc::ServerUnaryReactor* AdminServiceImpl::RevokeWorker(grpc::CallbackServerCon
                                                          v1::RevokeWorkerResponse* response) {
   absl::Status admin = CheckAdmin(context);
   return FinishOn<v1::RevokeWorkerResponse>(
-      executor_, context, [this, admin, request]() -> absl::StatusOr<v1::RevokeWorkerResponse> {
+      executor_, context,
+      [this, admin, request]() -> absl::StatusOr<v1::RevokeWorkerResponse> {
         KEVO_RETURN_IF_ERROR(admin);
         KEVO_ASSIGN_OR_RETURN(std::string hash, workers_->TokenOf(request->worker_id()));
         absl::StatusOr<v1::TokenRecord> token = authority_->Token(hash);
-        KEVO_RETURN_IF_ERROR(
-            authority_->RevokeToken(hash, absl::StrCat("worker ", request->worker_id(), " revoked")));
+        KEVO_RETURN_IF_ERROR(authority_->RevokeToken(hash, absl::StrCat("worker ", request->worker_id(), " revoked")));
         // Its leases go back to the queue now (revoked, not lost: no quarantine
         // count); its stream ends at its next message.
         scheduler_->RemoveWorker(request->worker_id(), /*lost=*/false);
@@ -778,7 +774,8 @@ grpc::ServerUnaryReactor* AdminServiceImpl::RevokeWorker(grpc::CallbackServerCon
         v1::RevokeWorkerResponse r;
         if (token.ok()) r.set_token_name(token->name());
         return r;
-      }, response);
+      },
+      response);
 }
 
 }  // namespace kevo::coordinator
@@ -801,7 +798,8 @@ grpc::ServerUnaryReactor* CampaignServiceImpl::SubmitCampaign(grpc::CallbackServ
   absl::StatusOr<auth::Principal> caller = User(authority_, *context);
   // Validates every task and writes the campaign: on the executor.
   return FinishOn<v1::SubmitCampaignResponse>(
-      executor_, context, [this, caller, request]() -> absl::StatusOr<v1::SubmitCampaignResponse> {
+      executor_, context,
+      [this, caller, request]() -> absl::StatusOr<v1::SubmitCampaignResponse> {
         KEVO_RETURN_IF_ERROR(caller.status());
         std::vector<v1::CampaignTask> tasks(request->tasks().begin(), request->tasks().end());
         // A team's campaign is its own whatever the request says; the admin may name one.
@@ -810,7 +808,8 @@ grpc::ServerUnaryReactor* CampaignServiceImpl::SubmitCampaign(grpc::CallbackServ
         v1::SubmitCampaignResponse r;
         r.set_campaign_id(id);
         return r;
-      }, response);
+      },
+      response);
 }
 
 grpc::ServerUnaryReactor* CampaignServiceImpl::GetCampaign(grpc::CallbackServerContext* context,

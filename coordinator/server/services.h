@@ -30,8 +30,7 @@ namespace kevo::coordinator {
 
 // The caller of `context`: auth::OpenPrincipal() when `authority` is null
 // (no --auth); Unauthenticated without a valid bearer token.
-absl::StatusOr<auth::Principal> Caller(const auth::Authority* authority,
-                                       const grpc::ServerContextBase& context);
+absl::StatusOr<auth::Principal> Caller(const auth::Authority* authority, const grpc::ServerContextBase& context);
 
 // Whether `team` may start another job now: within its max_evaluations_per_day
 // and max_running_jobs (ResourceExhausted naming the limit). OK without an
@@ -49,14 +48,12 @@ class CampaignServiceImpl final : public v1::CampaignService::CallbackService {
   grpc::ServerUnaryReactor* SubmitCampaign(grpc::CallbackServerContext* context,
                                            const v1::SubmitCampaignRequest* request,
                                            v1::SubmitCampaignResponse* response) override;
-  grpc::ServerUnaryReactor* GetCampaign(grpc::CallbackServerContext* context,
-                                        const v1::GetCampaignRequest* request, v1::Campaign* response) override;
-  grpc::ServerUnaryReactor* ListCampaigns(grpc::CallbackServerContext* context,
-                                          const v1::ListCampaignsRequest* request,
+  grpc::ServerUnaryReactor* GetCampaign(grpc::CallbackServerContext* context, const v1::GetCampaignRequest* request,
+                                        v1::Campaign* response) override;
+  grpc::ServerUnaryReactor* ListCampaigns(grpc::CallbackServerContext* context, const v1::ListCampaignsRequest* request,
                                           v1::ListCampaignsResponse* response) override;
   grpc::ServerUnaryReactor* CancelCampaign(grpc::CallbackServerContext* context,
-                                           const v1::CancelCampaignRequest* request,
-                                           v1::Campaign* response) override;
+                                           const v1::CancelCampaignRequest* request, v1::Campaign* response) override;
 
  private:
   absl::StatusOr<v1::Campaign> Visible(const grpc::ServerContextBase& context, const std::string& campaign_id);
@@ -98,7 +95,7 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   const auth::Authority* authority_;  // null: no --auth
   absl::Mutex mu_;
   std::map<std::string, std::string> tokens_ ABSL_GUARDED_BY(mu_);  // worker id -> token hash
-  Executor executor_;  // last: joined first, while the rest is alive
+  Executor executor_;                                               // last: joined first, while the rest is alive
 };
 
 // Teams, tokens and workers (proto/kevo/v1/admin.proto); every call needs
@@ -106,14 +103,11 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
 // to RocksDB). Served only with --auth.
 class AdminServiceImpl final : public v1::AdminService::CallbackService {
  public:
-  AdminServiceImpl(auth::Authority* authority, scheduler::Scheduler* scheduler,
-                   WorkerServiceImpl* workers)
+  AdminServiceImpl(auth::Authority* authority, scheduler::Scheduler* scheduler, WorkerServiceImpl* workers)
       : authority_(authority), scheduler_(scheduler), workers_(workers), executor_(/*threads=*/1) {}
-  grpc::ServerUnaryReactor* CreateTeam(grpc::CallbackServerContext* context,
-                                       const v1::CreateTeamRequest* request,
+  grpc::ServerUnaryReactor* CreateTeam(grpc::CallbackServerContext* context, const v1::CreateTeamRequest* request,
                                        v1::TeamToken* response) override;
-  grpc::ServerUnaryReactor* ListTeams(grpc::CallbackServerContext* context,
-                                      const v1::ListTeamsRequest* request,
+  grpc::ServerUnaryReactor* ListTeams(grpc::CallbackServerContext* context, const v1::ListTeamsRequest* request,
                                       v1::ListTeamsResponse* response) override;
   grpc::ServerUnaryReactor* RotateTeamToken(grpc::CallbackServerContext* context,
                                             const v1::RotateTeamTokenRequest* request,
@@ -124,8 +118,7 @@ class AdminServiceImpl final : public v1::AdminService::CallbackService {
   grpc::ServerUnaryReactor* CreateWorkerToken(grpc::CallbackServerContext* context,
                                               const v1::CreateWorkerTokenRequest* request,
                                               v1::WorkerToken* response) override;
-  grpc::ServerUnaryReactor* RevokeWorker(grpc::CallbackServerContext* context,
-                                         const v1::RevokeWorkerRequest* request,
+  grpc::ServerUnaryReactor* RevokeWorker(grpc::CallbackServerContext* context, const v1::RevokeWorkerRequest* request,
                                          v1::RevokeWorkerResponse* response) override;
 
  private:
@@ -156,48 +149,39 @@ class JobServiceImpl : public v1::JobService::CallbackService {
   // EvaluateCandidate and SubmitJob refuse a task that fails
   // task::ValidateReceivedTask under `task_limits` with INVALID_ARGUMENT,
   // before anything is stored or queued.
-  JobServiceImpl(scheduler::Scheduler* scheduler, jobs::JobManager* jobs,
-                 KnowledgeSources knowledge, prometheus::Registry* registry,
-                 const auth::Authority* authority = nullptr, task::TaskLimits task_limits = {});
+  JobServiceImpl(scheduler::Scheduler* scheduler, jobs::JobManager* jobs, KnowledgeSources knowledge,
+                 prometheus::Registry* registry, const auth::Authority* authority = nullptr,
+                 task::TaskLimits task_limits = {});
   // Runs the knowledge calls still queued (the server must be shut down).
   ~JobServiceImpl() override;
-  grpc::ServerWriteReactor<v1::EvaluateEvent>* EvaluateCandidate(
-      grpc::CallbackServerContext* context, const v1::EvaluateRequest* request) override;
-  grpc::ServerUnaryReactor* GetEvaluation(grpc::CallbackServerContext* context,
-                                          const v1::GetEvaluationRequest* request,
+  grpc::ServerWriteReactor<v1::EvaluateEvent>* EvaluateCandidate(grpc::CallbackServerContext* context,
+                                                                 const v1::EvaluateRequest* request) override;
+  grpc::ServerUnaryReactor* GetEvaluation(grpc::CallbackServerContext* context, const v1::GetEvaluationRequest* request,
                                           v1::Evaluation* response) override;
-  grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* context,
-                                        const v1::ListWorkersRequest* request,
+  grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* context, const v1::ListWorkersRequest* request,
                                         v1::ListWorkersResponse* response) override;
 
-  grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context,
-                                      const v1::SubmitJobRequest* request,
+  grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context, const v1::SubmitJobRequest* request,
                                       v1::SubmitJobResponse* response) override;
-  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context,
-                                   const v1::GetJobRequest* request, v1::Job* response) override;
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context, const v1::GetJobRequest* request,
+                                   v1::Job* response) override;
   grpc::ServerWriteReactor<v1::JobEvent>* WatchJob(grpc::CallbackServerContext* context,
                                                    const v1::WatchJobRequest* request) override;
-  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
-                                     const v1::ListJobsRequest* request,
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context, const v1::ListJobsRequest* request,
                                      v1::ListJobsResponse* response) override;
-  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context,
-                                      const v1::CancelJobRequest* request,
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context, const v1::CancelJobRequest* request,
                                       v1::Job* response) override;
-  grpc::ServerUnaryReactor* GetBest(grpc::CallbackServerContext* context,
-                                    const v1::GetBestRequest* request,
+  grpc::ServerUnaryReactor* GetBest(grpc::CallbackServerContext* context, const v1::GetBestRequest* request,
                                     v1::GetBestResponse* response) override;
-  grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* context,
-                                      const v1::ListNodesRequest* request,
+  grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* context, const v1::ListNodesRequest* request,
                                       v1::ListNodesResponse* response) override;
 
-  grpc::ServerUnaryReactor* ListLlmCalls(grpc::CallbackServerContext* context,
-                                         const v1::ListLlmCallsRequest* request,
+  grpc::ServerUnaryReactor* ListLlmCalls(grpc::CallbackServerContext* context, const v1::ListLlmCallsRequest* request,
                                          v1::ListLlmCallsResponse* response) override;
   grpc::ServerUnaryReactor* SearchKnowledge(grpc::CallbackServerContext* context,
                                             const v1::SearchKnowledgeRequest* request,
                                             v1::SearchKnowledgeResponse* response) override;
-  grpc::ServerUnaryReactor* ListSkills(grpc::CallbackServerContext* context,
-                                       const v1::ListSkillsRequest* request,
+  grpc::ServerUnaryReactor* ListSkills(grpc::CallbackServerContext* context, const v1::ListSkillsRequest* request,
                                        v1::ListSkillsResponse* response) override;
 
  private:
@@ -206,10 +190,8 @@ class JobServiceImpl : public v1::JobService::CallbackService {
   // Runs `compute` on the executor and finishes the call with its result,
   // recording the RPC's metrics under `method`.
   template <typename T>
-  grpc::ServerUnaryReactor* FinishOffThread(grpc::CallbackServerContext* context,
-                                            const char* method,
-                                            std::function<absl::StatusOr<T>()> compute,
-                                            T* response);
+  grpc::ServerUnaryReactor* FinishOffThread(grpc::CallbackServerContext* context, const char* method,
+                                            std::function<absl::StatusOr<T>()> compute, T* response);
 
   // The job `job_id` when `caller` may see it; NotFound otherwise, worded
   // as for a job that does not exist.

@@ -1,17 +1,17 @@
 #include "coordinator/skills/skills.h"
 
-#include <prometheus/counter.h>
-#include <prometheus/registry.h>
-
 #include <algorithm>
 #include <cmath>
 #include <set>
 #include <string_view>
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include <nlohmann/json.hpp>
+#include <prometheus/counter.h>
+#include <prometheus/registry.h>
+
 #include "common/log.h"
 #include "common/status.h"
 #include "coordinator/proposer/proposer.h"
@@ -126,15 +126,12 @@ double RawWeight(const Skill& s) {
   return std::clamp(std::pow(s.mean_gain, n), 1.0, kMaxPrior) * std::pow(kMissFactor, s.misses);
 }
 
-std::string Plural(int n, const char* one, const char* many) {
-  return absl::StrCat(n, " ", n == 1 ? one : many);
-}
+std::string Plural(int n, const char* one, const char* many) { return absl::StrCat(n, " ", n == 1 ? one : many); }
 
 std::string SeedingNote(const Skill& s) {
   std::string out;
   if (s.hits + s.misses > 0) {
-    out = absl::StrCat("; it seeded ", Plural(s.hits + s.misses, "job", "jobs"), ", ", s.hits,
-                       " helped");
+    out = absl::StrCat("; it seeded ", Plural(s.hits + s.misses, "job", "jobs"), ", ", s.hits, " helped");
   }
   const std::string why = WhyNoPrior(s);
   if (why.empty()) {
@@ -152,15 +149,14 @@ std::string Summary(const Skill& s) {
   } else if (t.starts_with("param:")) {
     what = absl::StrCat("setting ", t.substr(6));
   } else if (t.starts_with("genome:")) {
-    return absl::StrCat("on ", s.platform, " ", s.family, " tasks the best kernel was ",
-                        t.substr(7), ", ", gain, " over the first seed (", s.evidence_count,
-                        s.evidence_count == 1 ? " job)" : " jobs)", SeedingNote(s));
+    return absl::StrCat("on ", s.platform, " ", s.family, " tasks the best kernel was ", t.substr(7), ", ", gain,
+                        " over the first seed (", s.evidence_count, s.evidence_count == 1 ? " job)" : " jobs)",
+                        SeedingNote(s));
   } else {
     what = absl::StrCat("'", t, "'");
   }
-  return absl::StrCat("on ", s.platform, " ", s.family, " tasks ", what, " raised fitness ", gain,
-                      " on average over ", s.evidence_count,
-                      s.evidence_count == 1 ? " step" : " steps", " in ",
+  return absl::StrCat("on ", s.platform, " ", s.family, " tasks ", what, " raised fitness ", gain, " on average over ",
+                      s.evidence_count, s.evidence_count == 1 ? " step" : " steps", " in ",
                       Plural(s.jobs, "job", "jobs"), SeedingNote(s));
 }
 
@@ -168,12 +164,20 @@ class RocksSkillStore final : public SkillStore {
  public:
   RocksSkillStore(store::Store* store, prometheus::Registry* registry) : store_(store) {
     if (registry == nullptr) return;
-    jobs_ = &prometheus::BuildCounter().Name("kevo_skills_jobs_distilled_total")
-                 .Help("Finished jobs distilled into skills").Register(*registry).Add({});
-    evidence_ = &prometheus::BuildCounter().Name("kevo_skills_evidence_total")
-                     .Help("Improving steps recorded as skill evidence").Register(*registry).Add({});
-    auto& judged = prometheus::BuildCounter().Name("kevo_skills_judged_total")
-                       .Help("Skills judged by a job they seeded, by outcome").Register(*registry);
+    jobs_ = &prometheus::BuildCounter()
+                 .Name("kevo_skills_jobs_distilled_total")
+                 .Help("Finished jobs distilled into skills")
+                 .Register(*registry)
+                 .Add({});
+    evidence_ = &prometheus::BuildCounter()
+                     .Name("kevo_skills_evidence_total")
+                     .Help("Improving steps recorded as skill evidence")
+                     .Register(*registry)
+                     .Add({});
+    auto& judged = prometheus::BuildCounter()
+                       .Name("kevo_skills_judged_total")
+                       .Help("Skills judged by a job they seeded, by outcome")
+                       .Register(*registry);
     hits_ = &judged.Add({{"outcome", "hit"}});
     misses_ = &judged.Add({{"outcome", "miss"}});
   }
@@ -207,8 +211,7 @@ class RocksSkillStore final : public SkillStore {
       const double gain = to.fitness() / from.fitness();
       if (gain < kMinGain) return;
       for (const std::string& t : Transformations(from, to)) {
-        found[t].push_back(
-            {gain, to.speedup_vs_production(), absl::StrCat(job.job_id(), "/", to.node_id())});
+        found[t].push_back({gain, to.speedup_vs_production(), absl::StrCat(job.job_id(), "/", to.node_id())});
       }
     };
     for (const v1::Node& n : nodes) {
@@ -221,11 +224,9 @@ class RocksSkillStore final : public SkillStore {
       }
     }
     auto best = by_id.find(job.best_node_id());
-    if (best != by_id.end() && evaluated(best->second) && !best->second->genome().empty() &&
-        evaluated(first_seed)) {
+    if (best != by_id.end() && evaluated(best->second) && !best->second->genome().empty() && evaluated(first_seed)) {
       found[absl::StrCat("genome:", best->second->genome())].push_back(
-          {std::max(1.0, best->second->fitness() / first_seed->fitness()),
-           best->second->speedup_vs_production(),
+          {std::max(1.0, best->second->fitness() / first_seed->fitness()), best->second->speedup_vs_production(),
            absl::StrCat(job.job_id(), "/", best->second->node_id())});
     }
     const std::map<std::string, bool> judged = Judge(job, nodes, by_id);
@@ -262,20 +263,18 @@ class RocksSkillStore final : public SkillStore {
     if (evidence_ != nullptr) evidence_->Increment(steps);
     if (hits_ != nullptr) hits_->Increment(hits);
     if (misses_ != nullptr) misses_->Increment(misses);
-    LogInfo("skills: job ", job.job_id(), " distilled: ", found.size(), " transformations from ",
-            steps, " improving steps (", prefix, "); skills that seeded it: ", hits, " helped, ",
-            misses, " did not");
+    LogInfo("skills: job ", job.job_id(), " distilled: ", found.size(), " transformations from ", steps,
+            " improving steps (", prefix, "); skills that seeded it: ", hits, " helped, ", misses, " did not");
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::vector<Skill>> SkillsFor(const std::string& platform,
-                                               const std::string& family,
+  absl::StatusOr<std::vector<Skill>> SkillsFor(const std::string& platform, const std::string& family,
                                                int limit) const override {
     std::vector<Skill> out;
     // A family without a platform cannot use the key prefix: scan them all.
     const std::string prefix = SkillPrefix(platform, family);
-    KEVO_RETURN_IF_ERROR(store_->Scan(
-        store::Family::kSkills, prefix, [&](std::string_view key, std::string_view value) {
+    KEVO_RETURN_IF_ERROR(
+        store_->Scan(store::Family::kSkills, prefix, [&](std::string_view key, std::string_view value) {
           // s/<platform>/<family>/<transformation>; transformations may hold '/'.
           std::string_view rest = key.substr(2);
           const size_t a = rest.find('/');
@@ -326,8 +325,7 @@ class RocksSkillStore final : public SkillStore {
     double own_best = -1;  // the best own seed's fitness; -1 while none finished
     for (const v1::Node& n : nodes) {
       if (n.static_fitness()) return out;
-      if (n.parent_ids_size() == 0 && n.state() == v1::NODE_DONE && !IsSkillSeed(n) &&
-          n.proposer() != "warm-start") {
+      if (n.parent_ids_size() == 0 && n.state() == v1::NODE_DONE && !IsSkillSeed(n) && n.proposer() != "warm-start") {
         own_best = std::max(own_best, n.fitness());
       }
     }
@@ -399,16 +397,16 @@ std::string WhyNoPrior(const Skill& s) {
   }
   if (s.jobs < kMinPriorJobs && s.evidence_count < kMinPriorSteps) {
     return absl::StrCat("evidence from ", Plural(s.jobs, "job", "jobs"), " and ",
-                        Plural(s.evidence_count, "step", "steps"), " (needs ", kMinPriorJobs,
-                        " jobs or ", kMinPriorSteps, " steps)");
+                        Plural(s.evidence_count, "step", "steps"), " (needs ", kMinPriorJobs, " jobs or ",
+                        kMinPriorSteps, " steps)");
   }
   if (s.vs_production > 0 && s.vs_production < kMinGain) {
-    return absl::StrFormat("its kernels ran %.2fx against the production baseline (needs %.2fx)",
-                           s.vs_production, kMinGain);
+    return absl::StrFormat("its kernels ran %.2fx against the production baseline (needs %.2fx)", s.vs_production,
+                           kMinGain);
   }
   if (s.misses > s.hits) {
-    return absl::StrCat("it did not help ", s.misses, " of the ",
-                        Plural(s.hits + s.misses, "job", "jobs"), " it seeded");
+    return absl::StrCat("it did not help ", s.misses, " of the ", Plural(s.hits + s.misses, "job", "jobs"),
+                        " it seeded");
   }
   if (RawWeight(s) <= 1) {
     if (s.misses == 0) return absl::StrFormat("its gain (%.2fx) is no gain", s.mean_gain);
@@ -436,8 +434,7 @@ std::map<std::string, double> PriorsFrom(const std::vector<Skill>& skills) {
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<SkillStore>> SkillStore::Create(store::Store* store,
-                                                               prometheus::Registry* registry) {
+absl::StatusOr<std::unique_ptr<SkillStore>> SkillStore::Create(store::Store* store, prometheus::Registry* registry) {
   if (store == nullptr) return absl::InvalidArgumentError("SkillStore::Create: store is null");
   return std::unique_ptr<SkillStore>(new RocksSkillStore(store, registry));
 }

@@ -41,9 +41,9 @@ namespace kevo::skills {
 
 struct Skill {
   std::string platform, family, transformation, summary;
-  double mean_gain = 0;             // geometric mean of child/parent fitness over the evidence (> 1)
-  int evidence_count = 0;           // how many improving steps, across jobs
-  int jobs = 0;                     // how many distinct jobs gave that evidence
+  double mean_gain = 0;    // geometric mean of child/parent fitness over the evidence (> 1)
+  int evidence_count = 0;  // how many improving steps, across jobs
+  int jobs = 0;            // how many distinct jobs gave that evidence
   // Geometric mean of the evidence nodes' speedup over the task's production
   // baseline; 0 when none of them measured one.
   double vs_production = 0;
@@ -72,14 +72,13 @@ class SkillStore {
   // Skills for (platform, family), best first (by evidence-weighted gain), at
   // most `limit`. An empty platform or family matches any. Returns the
   // store's error. Thread-safe.
-  virtual absl::StatusOr<std::vector<Skill>> SkillsFor(const std::string& platform,
-                                                       const std::string& family,
+  virtual absl::StatusOr<std::vector<Skill>> SkillsFor(const std::string& platform, const std::string& family,
                                                        int limit) const = 0;
 
   // The store (and the registry, when given) must outlive the SkillStore.
   // Registers kevo_skills_* metrics in `registry` when it is not null.
-  static absl::StatusOr<std::unique_ptr<SkillStore>> Create(
-      store::Store* store, prometheus::Registry* registry = nullptr);
+  static absl::StatusOr<std::unique_ptr<SkillStore>> Create(store::Store* store,
+                                                            prometheus::Registry* registry = nullptr);
 };
 
 // The op family skills of `task` are filed under: its op_family, else its

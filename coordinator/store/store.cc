@@ -5,32 +5,30 @@
 #include <atomic>
 #include <chrono>
 
-#include <rocksdb/db.h>
-#include <rocksdb/options.h>
-#include <rocksdb/write_batch.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+
 #include "common/log.h"
 #include "common/status.h"
 
 namespace kevo::store {
 namespace {
 
-constexpr const char* kFamilyNames[] = {"tasks", "evals",  "blobs",     "queue", "jobs",
-                                        "nodes", "kb",     "skills",    "llm_calls", "meta",  "auth",
-                                        "campaigns"};
+constexpr const char* kFamilyNames[] = {"tasks", "evals",  "blobs",     "queue", "jobs", "nodes",
+                                        "kb",    "skills", "llm_calls", "meta",  "auth", "campaigns"};
 constexpr int kNumFamilies = sizeof(kFamilyNames) / sizeof(kFamilyNames[0]);
 
 absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   if (s.ok()) return absl::OkStatus();
   std::string msg = absl::StrCat(std::string(what), ": ", s.ToString());
   if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
-    return absl::UnavailableError(
-        absl::StrCat(msg, " (is another kevo-coordinator using this --db folder?)"));
+    return absl::UnavailableError(absl::StrCat(msg, " (is another kevo-coordinator using this --db folder?)"));
   }
   if (s.IsNoSpace() || s.subcode() == rocksdb::Status::kNoSpace ||
       s.ToString().find("No space left") != std::string::npos) {
@@ -120,8 +118,7 @@ class RocksStore final : public Store {
             "the disk holding the coordinator's database (%s) has %.1f MiB free, less than the "
             "%.0f MiB kept in reserve (--db-reserve-mb): nothing was written; free space and "
             "writes resume",
-            dir_, static_cast<double>(free) / (1 << 20),
-            static_cast<double>(options_.reserve_bytes) / (1 << 20)));
+            dir_, static_cast<double>(free) / (1 << 20), static_cast<double>(options_.reserve_bytes) / (1 << 20)));
       }
     }
     absl::ReaderMutexLock l(&mu_);
@@ -212,9 +209,8 @@ class RocksStore final : public Store {
 
   absl::Status Refused() {
     absl::MutexLock f(&failure_mu_);
-    return absl::UnavailableError(absl::StrCat(
-        "the coordinator's database refuses writes since one failed (", failure_.message(),
-        "); it is reopened once the disk has room again"));
+    return absl::UnavailableError(absl::StrCat("the coordinator's database refuses writes since one failed (",
+                                               failure_.message(), "); it is reopened once the disk has room again"));
   }
 
   // After a failed write: closes and reopens the database, at most once a
@@ -261,9 +257,7 @@ void Batch::Put(Family family, std::string key, std::string value) {
   ops_.push_back({family, std::move(key), std::move(value)});
 }
 
-void Batch::Delete(Family family, std::string key) {
-  ops_.push_back({family, std::move(key), std::nullopt});
-}
+void Batch::Delete(Family family, std::string key) { ops_.push_back({family, std::move(key), std::nullopt}); }
 
 absl::Status Store::Put(Family family, std::string key, std::string value, bool sync) {
   Batch b;

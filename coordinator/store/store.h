@@ -19,8 +19,7 @@
 
 namespace kevo::store {
 
-enum class Family { kTasks, kEvals, kBlobs, kQueue, kJobs, kNodes, kKb, kSkills, kLlmCalls, kMeta, kAuth,
-                    kCampaigns };
+enum class Family { kTasks, kEvals, kBlobs, kQueue, kJobs, kNodes, kKb, kSkills, kLlmCalls, kMeta, kAuth, kCampaigns };
 
 // A set of writes applied atomically by Store::Write.
 class Batch {
@@ -55,8 +54,7 @@ class Store {
 
   // Opens (creating if needed) the database in `dir`. Returns Unavailable
   // when another process holds it, Internal on other RocksDB errors.
-  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& dir,
-                                                     StoreOptions options = {});
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& dir, StoreOptions options = {});
 
   // Applies all of `batch` or nothing. With `sync`, returns only once the
   // write is durable on disk. Thread-safe. Unavailable, with nothing
@@ -74,8 +72,7 @@ class Store {
   virtual absl::Status Sync() = 0;
 
   // The value at `key`, nullopt when absent. Thread-safe.
-  virtual absl::StatusOr<std::optional<std::string>> Get(Family family,
-                                                         std::string_view key) = 0;
+  virtual absl::StatusOr<std::optional<std::string>> Get(Family family, std::string_view key) = 0;
 
   // Calls `fn(key, value)` for every key starting with `prefix`, in key
   // order, until `fn` returns false. Thread-safe; sees a consistent snapshot.

@@ -11,9 +11,8 @@ namespace {
 constexpr double kEps = 1e-6;
 }  // namespace
 
-extern "C" void bmm_gelu_rmsnorm_bmm(const float* X, const float* W1, const float* gamma,
-                                     const float* W2, float* Y, int64_t batch, int64_t M,
-                                     int64_t K, int64_t H, int64_t N) {
+extern "C" void bmm_gelu_rmsnorm_bmm(const float* X, const float* W1, const float* gamma, const float* W2, float* Y,
+                                     int64_t batch, int64_t M, int64_t K, int64_t H, int64_t N) {
   float* row = static_cast<float*>(std::malloc(sizeof(float) * H));
   for (int64_t b = 0; b < batch; ++b) {
     const float* x = X + b * M * K;

@@ -3,8 +3,7 @@
 #include <cmath>
 #include <cstdint>
 
-extern "C" void box_cox(const float* x, const float* lmbda, float* y, int64_t rows,
-                        int64_t features) {
+extern "C" void box_cox(const float* x, const float* lmbda, float* y, int64_t rows, int64_t features) {
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t f = 0; f < features; ++f) {
       const float v = x[r * features + f];

@@ -2,8 +2,7 @@
 // boundary greater than the value (std::upper_bound).
 #include <cstdint>
 
-extern "C" void bucketize(const float* values, const float* boundaries, int32_t* index,
-                          int64_t n, int64_t nb) {
+extern "C" void bucketize(const float* values, const float* boundaries, int32_t* index, int64_t n, int64_t nb) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = values[i];
     int64_t lo = 0, hi = nb;  // answer in [lo, hi]

@@ -3,8 +3,8 @@
 // then kernel columns.
 #include <cstdint>
 
-extern "C" void conv2d(const float* x, const float* w, float* y, int64_t N, int64_t C, int64_t H,
-                       int64_t W, int64_t F, int64_t KH, int64_t KW) {
+extern "C" void conv2d(const float* x, const float* w, float* y, int64_t N, int64_t C, int64_t H, int64_t W, int64_t F,
+                       int64_t KH, int64_t KW) {
   const int64_t OH = H - KH + 1;
   const int64_t OW = W - KW + 1;
   for (int64_t n = 0; n < N; ++n) {

@@ -4,8 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
-extern "C" void cross_entropy(const float* logits, const int64_t* target, float* loss, int64_t rows,
-                              int64_t classes) {
+extern "C" void cross_entropy(const float* logits, const int64_t* target, float* loss, int64_t rows, int64_t classes) {
   double total = 0.0;
   for (int64_t r = 0; r < rows; ++r) {
     const float* lr = logits + r * classes;

@@ -3,9 +3,8 @@
 // in index order.
 #include <cstdint>
 
-extern "C" void embedding_bag_sum(const float* table, const int64_t* indices,
-                                  const int64_t* lengths, float* out, int64_t V, int64_t D,
-                                  int64_t B) {
+extern "C" void embedding_bag_sum(const float* table, const int64_t* indices, const int64_t* lengths, float* out,
+                                  int64_t V, int64_t D, int64_t B) {
   (void)V;  // the number of table rows: every index is below it
   int64_t off = 0;
   for (int64_t b = 0; b < B; ++b) {

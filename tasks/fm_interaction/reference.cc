@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <cstdlib>
 
-extern "C" void fm_interaction(const float* X, const float* Y, float* Z, int64_t batch, int64_t N,
-                               int64_t D, int64_t E) {
+extern "C" void fm_interaction(const float* X, const float* Y, float* Z, int64_t batch, int64_t N, int64_t D,
+                               int64_t E) {
   float* T = static_cast<float*>(std::malloc(sizeof(float) * D * E));
   for (int64_t b = 0; b < batch; ++b) {
     const float* x = X + b * N * D;

@@ -1,8 +1,9 @@
 // CUDA reference for gelu_tanh (GELU, tanh approximation): the baseline the nvidia platform times
 // candidates against (correctness is still defined by reference.cc). The
 // plain port of the C++ reference: one thread per element, scalar loads.
-#include <cstdint>
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 namespace {
 

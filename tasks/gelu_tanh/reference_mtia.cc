@@ -26,10 +26,10 @@ extern "C" void kevo_mtia_launch(Grid& grid, void** args) {
       pe.Copy(a.Slice(0, bytes), x.Slice(i0 * 4, bytes));
       const Tile v = Tile::Of(a, DType::kF32, 1, m);
       const Tile t = Tile::Of(b, DType::kF32, 1, m);
-      pe.Binary(BinaryOp::kMul, t, v, v);                   // x^2
-      pe.BinaryScalar(BinaryOp::kMul, t, t, 0.044715f);     // 0.044715 x^2
-      pe.BinaryScalar(BinaryOp::kAdd, t, t, 1.0f);          // 1 + 0.044715 x^2
-      pe.Binary(BinaryOp::kMul, t, t, v);                   // x + 0.044715 x^3
+      pe.Binary(BinaryOp::kMul, t, v, v);                // x^2
+      pe.BinaryScalar(BinaryOp::kMul, t, t, 0.044715f);  // 0.044715 x^2
+      pe.BinaryScalar(BinaryOp::kAdd, t, t, 1.0f);       // 1 + 0.044715 x^2
+      pe.Binary(BinaryOp::kMul, t, t, v);                // x + 0.044715 x^3
       pe.BinaryScalar(BinaryOp::kMul, t, t, 0.7978845608f);
       pe.Unary(UnaryOp::kTanh, t, t);
       pe.BinaryScalar(BinaryOp::kAdd, t, t, 1.0f);

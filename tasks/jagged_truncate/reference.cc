@@ -3,8 +3,8 @@
 // the unused tail of the output.
 #include <cstdint>
 
-extern "C" void jagged_truncate(const int64_t* lengths, const float* values, int64_t* out_lengths,
-                                float* out_values, int64_t B, int64_t L) {
+extern "C" void jagged_truncate(const int64_t* lengths, const float* values, int64_t* out_lengths, float* out_values,
+                                int64_t B, int64_t L) {
   int64_t in_off = 0, out_off = 0;
   for (int64_t b = 0; b < B; ++b) {
     const int64_t keep = lengths[b] < L ? lengths[b] : L;

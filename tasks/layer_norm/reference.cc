@@ -7,8 +7,8 @@ namespace {
 constexpr double kEps = 1e-5;
 }  // namespace
 
-extern "C" void layer_norm(const float* x, const float* gamma, const float* beta, float* y,
-                           int64_t rows, int64_t cols) {
+extern "C" void layer_norm(const float* x, const float* gamma, const float* beta, float* y, int64_t rows,
+                           int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
     float* yr = y + r * cols;

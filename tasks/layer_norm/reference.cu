@@ -3,13 +3,14 @@
 // plain port of the C++ reference: one thread per row, mean and variance in
 // double over two passes, then the normalised row, so neighbouring threads
 // read addresses a row apart and every load is its own memory transaction.
-#include <cstdint>
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 namespace {
 
-__global__ void LayerNormRow(const float* x, const float* gamma, const float* beta, float* y,
-                             int64_t rows, int64_t cols) {
+__global__ void LayerNormRow(const float* x, const float* gamma, const float* beta, float* y, int64_t rows,
+                             int64_t cols) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= rows) return;
   const float* xr = x + r * cols;
@@ -27,8 +28,8 @@ __global__ void LayerNormRow(const float* x, const float* gamma, const float* be
 
 }  // namespace
 
-extern "C" void layer_norm(const float* x, const float* gamma, const float* beta, float* y,
-                           int64_t rows, int64_t cols) {
+extern "C" void layer_norm(const float* x, const float* gamma, const float* beta, float* y, int64_t rows,
+                           int64_t cols) {
   if (rows <= 0 || cols <= 0) return;
   LayerNormRow<<<static_cast<unsigned>((rows + 127) / 128), 128>>>(x, gamma, beta, y, rows, cols);
 }

@@ -3,8 +3,8 @@
 // only when the key matches.
 #include <cstdint>
 
-extern "C" void map_id(const int64_t* ids, const int64_t* keys, const int64_t* values, int64_t* out,
-                       int64_t n, int64_t nk) {
+extern "C" void map_id(const int64_t* ids, const int64_t* keys, const int64_t* values, int64_t* out, int64_t n,
+                       int64_t nk) {
   for (int64_t i = 0; i < n; ++i) {
     const int64_t id = ids[i];
     int64_t lo = 0, hi = nk;  // first position with keys[pos] >= id lies in [lo, hi]

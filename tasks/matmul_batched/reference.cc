@@ -2,8 +2,8 @@
 // one float32 accumulator per output element, k ascending.
 #include <cstdint>
 
-extern "C" void matmul_batched(const float* A, const float* B, float* C, int64_t batch, int64_t M,
-                               int64_t N, int64_t K) {
+extern "C" void matmul_batched(const float* A, const float* B, float* C, int64_t batch, int64_t M, int64_t N,
+                               int64_t K) {
   for (int64_t b = 0; b < batch; ++b) {
     const float* a = A + b * M * K;
     const float* bb = B + b * K * N;

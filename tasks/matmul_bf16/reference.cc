@@ -23,8 +23,7 @@ uint16_t FloatToBf16(float f) {
 
 }  // namespace
 
-extern "C" void matmul_bf16(const uint16_t* A, const uint16_t* B, uint16_t* C, int64_t M,
-                            int64_t N, int64_t K) {
+extern "C" void matmul_bf16(const uint16_t* A, const uint16_t* B, uint16_t* C, int64_t M, int64_t N, int64_t K) {
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
       float sum = 0.0f;

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <cstdint>
 
-extern "C" void matmul_bias_gelu(const float* A, const float* B, const float* bias, float* C,
-                                 int64_t M, int64_t N, int64_t K) {
+extern "C" void matmul_bias_gelu(const float* A, const float* B, const float* bias, float* C, int64_t M, int64_t N,
+                                 int64_t K) {
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
       float sum = 0.0f;

@@ -3,8 +3,7 @@
 // ascending.
 #include <cstdint>
 
-extern "C" void matmul_bt(const float* A, const float* B, float* C, int64_t M, int64_t N,
-                          int64_t K) {
+extern "C" void matmul_bt(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K) {
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
       float sum = 0.0f;

@@ -7,8 +7,7 @@ namespace {
 constexpr double kEps = 1e-6;
 }  // namespace
 
-extern "C" void rms_norm(const float* x, const float* gamma, float* y, int64_t rows,
-                         int64_t cols) {
+extern "C" void rms_norm(const float* x, const float* gamma, float* y, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
     float* yr = y + r * cols;

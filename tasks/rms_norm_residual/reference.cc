@@ -7,8 +7,8 @@ namespace {
 constexpr double kEps = 1e-6;
 }  // namespace
 
-extern "C" void rms_norm_residual(const float* x, const float* residual, const float* gamma,
-                                  float* y, float* h, int64_t rows, int64_t cols) {
+extern "C" void rms_norm_residual(const float* x, const float* residual, const float* gamma, float* y, float* h,
+                                  int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
     float* hr = h + r * cols;
     float* yr = y + r * cols;

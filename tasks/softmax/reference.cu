@@ -3,8 +3,9 @@
 // plain port of the C++ reference: one thread per row, three passes over the
 // row (max, exp and sum into y, scale), so neighbouring threads read
 // addresses a row apart and every load is its own memory transaction.
-#include <cstdint>
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 namespace {
 

@@ -4,8 +4,8 @@
 // equal score, and displaces the last one only with a strictly higher score.
 #include <cstdint>
 
-extern "C" void topk_truncate(const int64_t* ids, const float* scores, int64_t* top_ids,
-                              float* top_scores, int64_t rows, int64_t cols, int64_t k) {
+extern "C" void topk_truncate(const int64_t* ids, const float* scores, int64_t* top_ids, float* top_scores,
+                              int64_t rows, int64_t cols, int64_t k) {
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t* id = ids + r * cols;
     const float* sc = scores + r * cols;

@@ -1,8 +1,9 @@
 // CUDA reference for vector_add: the baseline the nvidia platform times
 // candidates against (correctness is still defined by reference.cc). The
 // textbook kernel: one thread per element, scalar loads.
-#include <cstdint>
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 namespace {
 

@@ -42,10 +42,11 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/sandbox/sandbox.h"
-#include "common/task/task_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+#include "common/sandbox/sandbox.h"
+#include "common/task/task_loader.h"
 #include "tests/testing/generated_doc.h"
 #include "tests/testing/process.h"
 #include "worker/backends/cpu/cpu_backend.h"
@@ -78,7 +79,7 @@ struct Attack {
   std::string message;
   std::string task = "vector_add";
   std::string needs;
-  std::string source;    // the candidate's C++
+  std::string source;       // the candidate's C++
   std::string source_file;  // relative to the repository, for .ref files
 };
 void PrintTo(const Attack& a, std::ostream* os) { *os << a.platform << "/" << a.name; }
@@ -108,8 +109,7 @@ Attack ReadAttack(const std::filesystem::path& path) {
 std::vector<Attack> Attacks() {
   std::vector<Attack> all;
   std::error_code ec;
-  for (const auto& entry :
-       std::filesystem::recursive_directory_iterator(SourceDir() + "/tests/data/adversarial", ec)) {
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(SourceDir() + "/tests/data/adversarial", ec)) {
     const std::string ext = entry.path().extension().string();
     if (ext == ".cc" || ext == ".ref") all.push_back(ReadAttack(entry.path()));
   }
@@ -120,8 +120,8 @@ std::vector<Attack> Attacks() {
 }
 
 std::string Explain(const v1::Evaluation& ev) {
-  return absl::StrCat(v1::EvalStatus_Name(ev.status()), " (speedup ", ev.speedup(),
-                      "): ", ev.diagnostics().message(), " | violation=", ev.diagnostics().violation(),
+  return absl::StrCat(v1::EvalStatus_Name(ev.status()), " (speedup ", ev.speedup(), "): ", ev.diagnostics().message(),
+                      " | violation=", ev.diagnostics().violation(),
                       " | compiler=", ev.diagnostics().compiler_output().substr(0, 300));
 }
 
@@ -234,12 +234,11 @@ TEST_P(AdversarialTest, GetsItsStatusAndLeavesTheWorkerJudgingRight) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Candidates, AdversarialTest, ::testing::ValuesIn(Attacks()),
-                         [](const ::testing::TestParamInfo<Attack>& info) {
-                           // A test name is letters, digits and '_': mtia-sim -> mtia_sim.
-                           return absl::StrCat(absl::StrReplaceAll(info.param.platform, {{"-", "_"}}), "_",
-                                               info.param.name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Candidates, AdversarialTest, ::testing::ValuesIn(Attacks()), [](const ::testing::TestParamInfo<Attack>& info) {
+      // A test name is letters, digits and '_': mtia-sim -> mtia_sim.
+      return absl::StrCat(absl::StrReplaceAll(info.param.platform, {{"-", "_"}}), "_", info.param.name);
+    });
 
 TEST(AdversarialSetTest, HoldsAnHonestControlPerPlatformAndEveryCaseSaysWhatItMustGet) {
   std::map<std::string, int> cases, controls;
@@ -273,15 +272,17 @@ std::string ReliabilityTable(const std::vector<Attack>& all) {
       does = "ACCEPTED, faster than the honest control: an open gap (see below)";
       status = "OK (open gap)";
     } else if (a.expect == "no gain") {
-      does = absl::StrCat("accepted: its trick has no effect (right on every checked call, no faster than the "
-                          "honest control)", a.needs.empty() ? "" : absl::StrCat(" with ", a.needs));
+      does = absl::StrCat(
+          "accepted: its trick has no effect (right on every checked call, no faster than the "
+          "honest control)",
+          a.needs.empty() ? "" : absl::StrCat(" with ", a.needs));
       status = "OK, no gain";
     } else {
       does = a.message.empty() ? "rejected" : absl::StrCat("rejected: the message names \"", a.message, "\"");
       if (a.expect == "rejected") status = "not OK";
     }
-    const std::string name = a.source_file.empty() ? absl::StrCat("`", a.name, "`")
-                                                   : absl::StrCat("`", a.name, "` (", a.source_file, ")");
+    const std::string name =
+        a.source_file.empty() ? absl::StrCat("`", a.name, "`") : absl::StrCat("`", a.name, "` (", a.source_file, ")");
     absl::StrAppend(&out, "| ", a.platform, " (native) | ", name, " | ", MarkdownCell(a.tries), " | ",
                     MarkdownCell(does), " | ", status, " |\n");
   }

@@ -5,8 +5,8 @@
 // --dir), opens --workers real gRPC worker streams to it (one connection
 // each, as a fleet has), submits --jobs search jobs of one task through
 // JobService (each of --budget evaluations; one that ends is replaced by a
-// new one, so that --jobs run all along; each stream heartbeats every 2 s), and answers every assignment at once with a synthetic OK result
-// (a speedup drawn from the candidate's hash, so the search moves). After
+// new one, so that --jobs run all along; each stream heartbeats every 2 s), and answers every assignment at once with a
+// synthetic OK result (a speedup drawn from the candidate's hash, so the search moves). After
 // --warmup seconds it measures for --seconds:
 //   - assignments received and results recorded per second (the latter from
 //     the coordinator's own kevo_coordinator_evaluations_total on /metrics);
@@ -31,11 +31,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <iterator>
 #include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,12 +45,12 @@
 #include <thread>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include <grpcpp/grpcpp.h>
+
 #include "common/task/task_loader.h"
 #include "kevo/v1/job.grpc.pb.h"
 #include "kevo/v1/worker.grpc.pb.h"
@@ -284,17 +284,28 @@ int main(int argc, char** argv) {
     if (i + 1 >= argc) return Usage(absl::StrCat(a, " needs a value"));
     const std::string v = argv[++i];
     bool ok = true;
-    if (a == "--workers") ok = absl::SimpleAtoi(v, &o.workers) && o.workers > 0;
-    else if (a == "--jobs") ok = absl::SimpleAtoi(v, &o.jobs) && o.jobs > 0;
-    else if (a == "--seconds") ok = absl::SimpleAtod(v, &o.seconds) && o.seconds > 0;
-    else if (a == "--warmup") ok = absl::SimpleAtod(v, &o.warmup) && o.warmup >= 0;
-    else if (a == "--budget") ok = absl::SimpleAtoi(v, &o.budget) && o.budget > 0;
-    else if (a == "--max-in-flight") ok = absl::SimpleAtoi(v, &o.max_in_flight) && o.max_in_flight >= 0;
-    else if (a == "--task") o.task = v;
-    else if (a == "--dir") o.dir = v;
-    else if (a == "--coordinator-flags") o.coordinator_flags = v;
-    else if (a == "--coordinator") o.coordinator = v;
-    else return Usage("unknown flag " + a);
+    if (a == "--workers")
+      ok = absl::SimpleAtoi(v, &o.workers) && o.workers > 0;
+    else if (a == "--jobs")
+      ok = absl::SimpleAtoi(v, &o.jobs) && o.jobs > 0;
+    else if (a == "--seconds")
+      ok = absl::SimpleAtod(v, &o.seconds) && o.seconds > 0;
+    else if (a == "--warmup")
+      ok = absl::SimpleAtod(v, &o.warmup) && o.warmup >= 0;
+    else if (a == "--budget")
+      ok = absl::SimpleAtoi(v, &o.budget) && o.budget > 0;
+    else if (a == "--max-in-flight")
+      ok = absl::SimpleAtoi(v, &o.max_in_flight) && o.max_in_flight >= 0;
+    else if (a == "--task")
+      o.task = v;
+    else if (a == "--dir")
+      o.dir = v;
+    else if (a == "--coordinator-flags")
+      o.coordinator_flags = v;
+    else if (a == "--coordinator")
+      o.coordinator = v;
+    else
+      return Usage("unknown flag " + a);
     if (!ok) return Usage(absl::StrCat("bad value for ", a, ": ", v));
   }
   if (o.dir.empty()) {
@@ -318,8 +329,13 @@ int main(int argc, char** argv) {
 
   const int metrics = kevo::testing::FreePort();
   if (o.coordinator.empty()) o.coordinator = BinDir() + "/kevo-coordinator";
-  std::vector<std::string> cargv = {o.coordinator, "--listen", "127.0.0.1:0",
-                                    "--db", o.dir + "/db", "--metrics", absl::StrCat("127.0.0.1:", metrics)};
+  std::vector<std::string> cargv = {o.coordinator,
+                                    "--listen",
+                                    "127.0.0.1:0",
+                                    "--db",
+                                    o.dir + "/db",
+                                    "--metrics",
+                                    absl::StrCat("127.0.0.1:", metrics)};
   for (absl::string_view f : absl::StrSplit(o.coordinator_flags, ' ', absl::SkipEmpty())) cargv.emplace_back(f);
   auto coordinator = kevo::testing::ChildProcess::Start(cargv, o.dir + "/coordinator.log");
   if (!coordinator.ok()) return Usage(std::string(coordinator.status().message()));
@@ -429,20 +445,23 @@ int main(int argc, char** argv) {
   (*coordinator)->Kill(SIGTERM);
   (void)(*coordinator)->Wait(absl::Seconds(30));
 
-  std::printf("| workers | jobs | max in flight | dispatched/s | recorded/s | dispatch p50 | dispatch p99 |"
-              " coordinator CPU | coordinator RSS (peak) | bytes written / eval | load generator CPU |\n");
+  std::printf(
+      "| workers | jobs | max in flight | dispatched/s | recorded/s | dispatch p50 | dispatch p99 |"
+      " coordinator CPU | coordinator RSS (peak) | bytes written / eval | load generator CPU |\n");
   std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  std::printf("| %d | %d | %d | %.0f | %.0f | %.2f ms | %.2f ms | %.2f cores | %.0f MiB (%.0f MiB) | %.0f | %.2f cores |\n",
-              o.workers, o.jobs, o.max_in_flight, static_cast<double>(shared.assignments.load()) / wall,
-              recorded / wall, Percentile(lat, 0.5) / 1e3, Percentile(lat, 0.99) / 1e3, cpu / wall, rss, hwm,
-              recorded > 0 ? static_cast<double>(written) / recorded : 0.0, self / wall);
+  std::printf(
+      "| %d | %d | %d | %.0f | %.0f | %.2f ms | %.2f ms | %.2f cores | %.0f MiB (%.0f MiB) | %.0f | %.2f cores |\n",
+      o.workers, o.jobs, o.max_in_flight, static_cast<double>(shared.assignments.load()) / wall, recorded / wall,
+      Percentile(lat, 0.5) / 1e3, Percentile(lat, 0.99) / 1e3, cpu / wall, rss, hwm,
+      recorded > 0 ? static_cast<double>(written) / recorded : 0.0, self / wall);
   std::printf("evaluations queued at the end: %.0f (0: the jobs proposed no faster than the workers answered)\n",
               queued);
   std::printf("synced writes: %.2f per recorded evaluation, %.3f ms each on average (%.0f%% of the window)\n",
               recorded > 0 ? synced / recorded : 0.0, synced > 0 ? 1e3 * synced_s / synced : 0.0,
               100 * synced_s / wall);
-  std::printf("(%.1f s measured after %.1f s warm-up; %zu latency samples; task %s, jobs of %d evaluations, "
-              "%d submitted in all; state and log in %s)\n",
-              wall, o.warmup, lat.size(), task->name().c_str(), o.budget, submitted, o.dir.c_str());
+  std::printf(
+      "(%.1f s measured after %.1f s warm-up; %zu latency samples; task %s, jobs of %d evaluations, "
+      "%d submitted in all; state and log in %s)\n",
+      wall, o.warmup, lat.size(), task->name().c_str(), o.budget, submitted, o.dir.c_str());
   return recorded > 0 ? 0 : 1;
 }

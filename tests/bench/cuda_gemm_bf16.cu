@@ -45,13 +45,13 @@ namespace {
 
 using GemmFn = void (*)(const uint16_t*, const uint16_t*, uint16_t*, int64_t, int64_t, int64_t);
 
-#define CHECK_CUDA(x)                                                                         \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
+#define CHECK_CUDA(x)                                                                            \
+  do {                                                                                           \
+    cudaError_t e_ = (x);                                                                        \
+    if (e_ != cudaSuccess) {                                                                     \
       std::printf("CUDA error %s at %s:%d: %s\n", cudaGetErrorName(e_), __FILE__, __LINE__, #x); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
+      std::exit(1);                                                                              \
+    }                                                                                            \
   } while (0)
 
 std::vector<uint16_t> Random(size_t n, std::mt19937_64& rng) {
@@ -192,8 +192,8 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(20261130);
   bool correct = true;
   // The task's validation shapes, then partial tiles in every dimension at larger sizes.
-  const int64_t shapes[][3] = {{128, 128, 128}, {200, 136, 328}, {33, 65, 47}, {1, 264, 512},
-                               {520, 392, 1000}, {300, 1032, 136}};
+  const int64_t shapes[][3] = {{128, 128, 128}, {200, 136, 328},  {33, 65, 47},
+                               {1, 264, 512},   {520, 392, 1000}, {300, 1032, 136}};
   for (const auto& s : shapes) correct &= CheckSmall(fn, s[0], s[1], s[2], rng);
 
   const int64_t m = 4096, n = 4096, k = 4096;
@@ -257,10 +257,11 @@ int main(int argc, char** argv) {
   }
   const double flops = 2.0 * m * n * k;
   const double c_us = Median(tc), b_us = Median(tb);
-  std::printf("RESULT label=%s correct=%d cand_us=%.1f cand_tflops=%.0f cublas_us=%.1f cublas_tflops=%.0f ratio=%.3f "
-              "cand_min_us=%.1f cublas_min_us=%.1f\n",
-              label.c_str(), correct ? 1 : 0, c_us, flops / c_us * 1e-6, b_us, flops / b_us * 1e-6, b_us / c_us,
-              *std::min_element(tc.begin(), tc.end()), *std::min_element(tb.begin(), tb.end()));
+  std::printf(
+      "RESULT label=%s correct=%d cand_us=%.1f cand_tflops=%.0f cublas_us=%.1f cublas_tflops=%.0f ratio=%.3f "
+      "cand_min_us=%.1f cublas_min_us=%.1f\n",
+      label.c_str(), correct ? 1 : 0, c_us, flops / c_us * 1e-6, b_us, flops / b_us * 1e-6, b_us / c_us,
+      *std::min_element(tc.begin(), tc.end()), *std::min_element(tb.begin(), tb.end()));
   cublasDestroy(h);
   return 0;
 }

@@ -164,8 +164,9 @@ int main(int argc, char** argv) {
   }
 
   std::printf("Rooflines (dense DPE peaks; 8-bit is the simulator's int8 path; ridge = fp16 peak / bandwidth):\n\n");
-  std::printf("| config | clock | PEs | local mem | fp16/bf16 TFLOP/s | int8 TOP/s | DRAM GB/s | SRAM GB/s | "
-              "ridge DRAM FLOP/B | ridge LLS FLOP/B |\n");
+  std::printf(
+      "| config | clock | PEs | local mem | fp16/bf16 TFLOP/s | int8 TOP/s | DRAM GB/s | SRAM GB/s | "
+      "ridge DRAM FLOP/B | ridge LLS FLOP/B |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Config& c : {m2, m1, m300}) PrintRoofline(c);
   std::printf("\n");
@@ -177,8 +178,9 @@ int main(int argc, char** argv) {
                 100.0 * r.roofline_cycles / r.stats.cycles, r.host_seconds);
   }
   std::printf("\nCounters (sums over PEs; utilisation of the whole grid):\n\n");
-  std::printf("| config | kernel | DPE util | PE util | DRAM util | SRAM util | DMA busy/stall | SIMD busy/stall | "
-              "RE busy | wait | contention |\n");
+  std::printf(
+      "| config | kernel | DPE util | PE util | DRAM util | SRAM util | DMA busy/stall | SIMD busy/stall | "
+      "RE busy | wait | contention |\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& r : g_rows) {
     const RunStats& s = r.stats;

@@ -7,11 +7,11 @@
 // Subtract the floor from a memory-bound kernel's time to see how close its
 // transfer is to the copy rate. Build and run on the GPU host:
 //   nvcc -O3 -arch=sm_90 tests/bench/nvidia_launch_floor.cu -o /tmp/floor && /tmp/floor
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <vector>
-
-#include <cuda_runtime.h>
 
 __global__ void Empty(float* sink) {
   if (threadIdx.x == 1025) *sink = 1;

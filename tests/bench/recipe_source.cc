@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+
 #include "common/task/task_loader.h"
 #include "coordinator/proposer/builtin/recipe.h"
 
@@ -40,7 +41,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s: %s\n", argv[i], std::string(candidate.status().message()).c_str());
       return 1;
     }
-    const std::string path = absl::StrFormat("%s/%02d.%s", argv[2], i - 3, candidate->language() == "cuda" ? "cu" : "cc");
+    const std::string path =
+        absl::StrFormat("%s/%02d.%s", argv[2], i - 3, candidate->language() == "cuda" ? "cu" : "cc");
     std::ofstream(path) << candidate->source();
     std::printf("%s\t%s\n", path.c_str(), argv[i]);
   }

@@ -32,6 +32,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+
 #include "common/expr.h"
 #include "common/task/task_loader.h"
 #include "common/tensor.h"
@@ -69,7 +70,6 @@ double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
-
 
 struct Timing {
   double best = 0;    // fastest wall-clock seconds per call
@@ -117,23 +117,22 @@ extern "C" void triad(double* __restrict a, const double* __restrict b,
 
 struct Row {
   std::string task, genome, note;
-  double seconds = 0;         // best
+  double seconds = 0;  // best
   double median_seconds = 0;
   double speedup = 0;
-  double rate = 0;       // GB/s or GFLOP/s
+  double rate = 0;  // GB/s or GFLOP/s
   std::string rate_unit;
-  double percent = 0;    // of triad bandwidth or of OpenBLAS
+  double percent = 0;  // of triad bandwidth or of OpenBLAS
   std::string percent_of;
   bool ok = true;
 };
 
 void PrintRow(const Row& r) {
-  std::printf("| %-10s | %-88s | %9.3f | %9.3f | %8.1fx | %8.1f %-6s | %6.0f%% %-8s |%s\n",
-              r.task.c_str(), r.genome.c_str(), r.seconds * 1e3, r.median_seconds * 1e3, r.speedup, r.rate, r.rate_unit.c_str(), r.percent,
-              r.percent_of.c_str(), r.ok ? "" : (" FAIL: " + r.note).c_str());
+  std::printf("| %-10s | %-88s | %9.3f | %9.3f | %8.1fx | %8.1f %-6s | %6.0f%% %-8s |%s\n", r.task.c_str(),
+              r.genome.c_str(), r.seconds * 1e3, r.median_seconds * 1e3, r.speedup, r.rate, r.rate_unit.c_str(),
+              r.percent, r.percent_of.c_str(), r.ok ? "" : (" FAIL: " + r.note).c_str());
   std::fflush(stdout);
 }
-
 
 class TaskBench {
  public:
@@ -165,8 +164,7 @@ class TaskBench {
     // The reference is slow at some timed shapes (matmul: seconds): fewer reps.
     double once = Seconds([&] { reference_->Call(timed_want_->args); });
     int reps = once > 0.5 ? 1 : once > 0.05 ? 3 : opt_.reps;
-    Timing t = reps == 1 ? Timing{once, once}
-                         : TimeCalls([&] { reference_->Call(timed_want_->args); }, reps);
+    Timing t = reps == 1 ? Timing{once, once} : TimeCalls([&] { reference_->Call(timed_want_->args); }, reps);
     ref_seconds_ = t.best;
     Row r{task_.name(), "reference (-O2)"};
     r.seconds = ref_seconds_;
@@ -188,9 +186,9 @@ class TaskBench {
     const float* a = reinterpret_cast<const float*>((*call)->args[0]);
     const float* b = reinterpret_cast<const float*>((*call)->args[1]);
     float* c = reinterpret_cast<float*>((*call)->args[2]);
-    Timing t = TimeCalls([&] {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
-    }, opt_.reps);
+    Timing t = TimeCalls(
+        [&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n); },
+        opt_.reps);
     blas_seconds_ = t.best;
     Row r{task_.name(), absl::StrCat("OpenBLAS cblas_sgemm (core ", openblas_get_corename(), ", ",
                                      openblas_get_num_threads(), " threads)")};
@@ -242,8 +240,7 @@ class TaskBench {
     // get fewer repetitions, like the reference.
     const double once = Seconds([&] { (*kernel)->Call(timed_got_->args); });
     const int reps = once > 0.5 ? 1 : once > 0.05 ? 3 : opt_.reps;
-    Timing t = reps == 1 ? Timing{once, once}
-                         : TimeCalls([&] { (*kernel)->Call(timed_got_->args); }, reps);
+    Timing t = reps == 1 ? Timing{once, once} : TimeCalls([&] { (*kernel)->Call(timed_got_->args); }, reps);
     r.seconds = t.best;
     r.median_seconds = t.median;
     r.speedup = ref_seconds_ / r.seconds;
@@ -307,8 +304,8 @@ int Main(int argc, char** argv) {
   if (!dir.ok()) return 1;
   const double triad = TriadBandwidth((*dir)->path(), 10);
   std::printf("STREAM triad (double, %u threads): %.1f GB/s\n\n", std::thread::hardware_concurrency(), triad);
-  std::printf("| %-10s | %-88s | %9s | %9s | %9s | %15s | %16s |\n", "task", "genome", "best ms",
-              "median ms", "vs ref", "rate", "roofline");
+  std::printf("| %-10s | %-88s | %9s | %9s | %9s | %15s | %16s |\n", "task", "genome", "best ms", "median ms", "vs ref",
+              "rate", "roofline");
   std::printf("|------------|%s|-----------|-----------|-----------|-----------------|------------------|\n",
               std::string(90, '-').c_str());
 

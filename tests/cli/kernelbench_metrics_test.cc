@@ -110,7 +110,8 @@ TEST(KernelBenchMetricsTest, TextAndMarkdownShowEveryThresholdPerBaseline) {
   EXPECT_THAT(text, HasSubstr("seconds per evaluation: 2.40 s (10 evaluations in 24.0 s)"));
   EXPECT_THAT(text, Not(HasSubstr("n/a")));
   const std::string md = KernelBenchText(m, /*markdown=*/true);
-  EXPECT_THAT(md, HasSubstr("| baseline | problems | fast_0 | fast_1 | fast_1.5 | fast_2 |\n|---|---:|---:|---:|---:|---:|\n"));
+  EXPECT_THAT(
+      md, HasSubstr("| baseline | problems | fast_0 | fast_1 | fast_1.5 | fast_2 |\n|---|---:|---:|---:|---:|---:|\n"));
   EXPECT_THAT(md, HasSubstr("| PyTorch eager | 4 | 75.0% (3/4) | 50.0% (2/4) | 50.0% (2/4) | 25.0% (1/4) |\n"));
   EXPECT_THAT(md, HasSubstr("| torch.compile | 3 | 66.7% (2/3) | 66.7% (2/3) | 33.3% (1/3) | 33.3% (1/3) |\n"));
 }

@@ -79,17 +79,17 @@ TEST(EvalExprTest, ResultsOutsideInt64AreInvalidArgumentNotWrapped) {
     const char* expr;
     const char* what;
   };
-  for (const Case& c : {Case{"n*n*n*n", "the product of 1000000000000000000 and 1000000 overflows int64"},
-                        Case{"big*big", "the product of 4294967296 and 4294967296 overflows int64"},
-                        Case{"max+1", "the sum of 9223372036854775807 and 1 overflows int64"},
-                        Case{"min-1", "the difference of -9223372036854775808 and 1 overflows int64"},
-                        Case{"-min", "the negation of -9223372036854775808 overflows int64"},
-                        Case{"min/(0-1)", "the quotient of -9223372036854775808 and -1 overflows int64"},
-                        Case{"min%(0-1)", "overflows int64"},
-                        Case{"ceil_div(max, 2)", "ceil_div(9223372036854775807, 2) overflows int64"},
-                        Case{"2*(max/2+1)", "the product"},
-                        Case{"9223372036854775808", "the number does not fit in int64 at column 1"},
-                        Case{"1+99999999999999999999", "the number does not fit in int64 at column 3"}}) {
+  for (const Case& c :
+       {Case{"n*n*n*n", "the product of 1000000000000000000 and 1000000 overflows int64"},
+        Case{"big*big", "the product of 4294967296 and 4294967296 overflows int64"},
+        Case{"max+1", "the sum of 9223372036854775807 and 1 overflows int64"},
+        Case{"min-1", "the difference of -9223372036854775808 and 1 overflows int64"},
+        Case{"-min", "the negation of -9223372036854775808 overflows int64"},
+        Case{"min/(0-1)", "the quotient of -9223372036854775808 and -1 overflows int64"},
+        Case{"min%(0-1)", "overflows int64"},
+        Case{"ceil_div(max, 2)", "ceil_div(9223372036854775807, 2) overflows int64"},
+        Case{"2*(max/2+1)", "the product"}, Case{"9223372036854775808", "the number does not fit in int64 at column 1"},
+        Case{"1+99999999999999999999", "the number does not fit in int64 at column 3"}}) {
     auto v = EvalExpr(c.expr, s);
     EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument) << c.expr << " gave " << v.status();
     EXPECT_THAT(std::string(v.status().message()), HasSubstr(c.what)) << c.expr;
@@ -112,12 +112,9 @@ TEST(EvalExprTest, SyntaxErrorsAreInvalidArgumentWithColumn) {
     const char* expr;
     const char* what;
   };
-  for (const Case& c : {Case{"2+", "unexpected end at column 3"},
-                        Case{"(1+2", "expected ')'"},
-                        Case{"3 3", "unexpected character at column 3"},
-                        Case{"2*@", "unexpected '@'"},
-                        Case{"min(1)", "min() takes two arguments"},
-                        Case{"pow(2, 3)", "unknown function 'pow'"},
+  for (const Case& c : {Case{"2+", "unexpected end at column 3"}, Case{"(1+2", "expected ')'"},
+                        Case{"3 3", "unexpected character at column 3"}, Case{"2*@", "unexpected '@'"},
+                        Case{"min(1)", "min() takes two arguments"}, Case{"pow(2, 3)", "unknown function 'pow'"},
                         Case{"", "unexpected end"}}) {
     auto v = EvalExpr(c.expr, {});
     EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument) << c.expr;

@@ -1,7 +1,5 @@
 // Tests of common/task/kernelbench.h: loading KernelBench-format problems and
 // loading any task (native folder or .py file) by path.
-#include "common/task/kernelbench.h"
-
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -9,9 +7,11 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/task/task_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+#include "common/task/kernelbench.h"
+#include "common/task/task_loader.h"
 
 namespace kevo::task {
 namespace {
@@ -29,9 +29,8 @@ std::string DataDir() { return SourceDir() + "/tests/data/kernelbench"; }
 class KernelBenchLoaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           absl::StrCat("kevo_kb_loader_", getpid(), "_",
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / absl::StrCat("kevo_kb_loader_", getpid(), "_",
+                                                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -98,16 +97,15 @@ TEST_F(KernelBenchLoaderTest, FindsProblemsAndNativeFoldersSkippingOtherPython) 
   Write("level1/2_b.py", problem);
   Write("level1/1_a.py", problem);
   Write("level1/notes.txt", problem);
-  Write("scripts/eval.py", "import sys\n");                       // not a problem
-  Write("runs/1_a_new.py", "class ModelNew:\n    pass\n");        // a candidate
+  Write("scripts/eval.py", "import sys\n");                 // not a problem
+  Write("runs/1_a_new.py", "class ModelNew:\n    pass\n");  // a candidate
   Write("native/task.textproto", "name: \"x\"\n");
   Write("native/helper.py", problem);  // inside a task folder: not searched
   absl::StatusOr<std::vector<std::string>> found = FindTaskPaths(dir_.string());
   ASSERT_TRUE(found.ok()) << found.status();
   EXPECT_THAT(*found, ElementsAre((dir_ / "level1/1_a.py").string(), (dir_ / "level1/2_b.py").string(),
                                   (dir_ / "native").string()));
-  EXPECT_THAT(*FindTaskPaths((dir_ / "level1/1_a.py").string()),
-              ElementsAre((dir_ / "level1/1_a.py").string()));
+  EXPECT_THAT(*FindTaskPaths((dir_ / "level1/1_a.py").string()), ElementsAre((dir_ / "level1/1_a.py").string()));
 }
 
 TEST_F(KernelBenchLoaderTest, TheTestProblemsFolderHoldsExactlyTheProblems) {

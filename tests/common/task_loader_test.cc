@@ -11,9 +11,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "common/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+#include "common/tensor.h"
 
 namespace kevo::task {
 namespace {
@@ -58,8 +59,7 @@ class TaskLoaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::path(::testing::TempDir()) /
-           absl::StrCat("kevo_task_loader_", info->name(), "_", ::getpid());
+    dir_ = fs::path(::testing::TempDir()) / absl::StrCat("kevo_task_loader_", info->name(), "_", ::getpid());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -250,8 +250,9 @@ TEST_F(TaskLoaderTest, ProductionBaselineErrorsNameTheLineAndTheProblem) {
 }
 
 TEST_F(TaskLoaderTest, IntRangeBoundExpressionsMustEvaluateUnderEveryBinding) {
-  const std::string ints = "inputs {\n  name: \"i\"\n  dtype: I64\n  shape: [\"rows\"]\n  "
-                           "distribution { int_range { low: 0 high: 9 high_expr: \"EXPR\" } }\n}\n";
+  const std::string ints =
+      "inputs {\n  name: \"i\"\n  dtype: I64\n  shape: [\"rows\"]\n  "
+      "distribution { int_range { low: 0 high: 9 high_expr: \"EXPR\" } }\n}\n";
   auto with = [&](const std::string& expr) {
     std::string text = absl::StrReplaceAll(kValidTask, {{"params: [\"x\", \"y\"", "params: [\"x\", \"i\", \"y\""}});
     text = absl::StrReplaceAll(text, {{"outputs {", absl::StrReplaceAll(ints, {{"EXPR", expr}}) + "outputs {"}});
@@ -352,8 +353,7 @@ TEST_F(TaskLoaderTest, UnknownFieldNamesFieldAndMessageType) {
   WriteTaskWith("  shape: [\"rows\", \"cols\"]\n}\noutputs", "  shpe: [\"rows\", \"cols\"]\n}\noutputs");
   auto task = LoadTaskDir(dir_.string());
   EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(std::string(task.status().message()),
-            absl::StrCat(At(7), "3: unknown field 'shpe' in kevo.v1.TensorSpec"));
+  EXPECT_EQ(std::string(task.status().message()), absl::StrCat(At(7), "3: unknown field 'shpe' in kevo.v1.TensorSpec"));
 }
 
 TEST_F(TaskLoaderTest, UnknownDTypeListsTheKnownOnes) {
@@ -402,9 +402,7 @@ TEST_F(TaskLoaderTest, MisspelledBindingKeyIsReported) {
 }
 
 TEST_F(TaskLoaderTest, OnlyOneValidateBindingIsRejected) {
-  WriteTaskWith(
-      "validate { name: \"odd\" values: [{ key: \"rows\" value: 3 }, { key: \"cols\" value: 9 }] }\n",
-      "");
+  WriteTaskWith("validate { name: \"odd\" values: [{ key: \"rows\" value: 3 }, { key: \"cols\" value: 9 }] }\n", "");
   auto task = LoadTaskDir(dir_.string());
   EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
   const std::string msg(task.status().message());
@@ -424,9 +422,7 @@ TEST_F(TaskLoaderTest, NoOddValidateBindingIsRejected) {
 }
 
 TEST_F(TaskLoaderTest, MissingTimeBindingIsRejected) {
-  WriteTaskWith(
-      "time { name: \"timed\" values: [{ key: \"rows\" value: 64 }, { key: \"cols\" value: 64 }] }\n",
-      "");
+  WriteTaskWith("time { name: \"timed\" values: [{ key: \"rows\" value: 64 }, { key: \"cols\" value: 64 }] }\n", "");
   auto task = LoadTaskDir(dir_.string());
   EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(task.status().message()), HasSubstr("field 'time' is missing"));
@@ -458,8 +454,7 @@ TEST_F(TaskLoaderTest, FunctionMustBeACIdentifier) {
 }
 
 TEST_F(TaskLoaderTest, ParamNamingNothingIsRejected) {
-  WriteTaskWith("params: [\"x\", \"y\", \"rows\", \"cols\"]",
-                "params: [\"x\", \"y\", \"rows\", \"cols\", \"depth\"]");
+  WriteTaskWith("params: [\"x\", \"y\", \"rows\", \"cols\"]", "params: [\"x\", \"y\", \"rows\", \"cols\", \"depth\"]");
   auto task = LoadTaskDir(dir_.string());
   EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
   const std::string msg(task.status().message());
@@ -471,8 +466,7 @@ TEST_F(TaskLoaderTest, TensorMissingFromParamsIsRejected) {
   WriteTaskWith("params: [\"x\", \"y\", ", "params: [\"x\", ");
   auto task = LoadTaskDir(dir_.string());
   EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(task.status().message()),
-              HasSubstr("tensor 'y' is not a signature parameter"));
+  EXPECT_THAT(std::string(task.status().message()), HasSubstr("tensor 'y' is not a signature parameter"));
 }
 
 TEST_F(TaskLoaderTest, TensorWithoutDTypeIsRejected) {
@@ -485,8 +479,7 @@ TEST_F(TaskLoaderTest, TensorWithoutDTypeIsRejected) {
 }
 
 TEST_F(TaskLoaderTest, TensorWithoutShapeIsRejected) {
-  WriteTaskWith("  dtype: F32\n  shape: [\"rows\", \"cols\"]\n}\nvalidate",
-                "  dtype: F32\n}\nvalidate");
+  WriteTaskWith("  dtype: F32\n  shape: [\"rows\", \"cols\"]\n}\nvalidate", "  dtype: F32\n}\nvalidate");
   auto task = LoadTaskDir(dir_.string());
   EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(task.status().message()), HasSubstr("tensor 'y' has no shape"));
@@ -611,8 +604,7 @@ TEST(ShippedTasksTest, EveryTaskLoadsAndValidates) {
                 HasSubstr(absl::StrCat("extern \"C\" void ", task->signature().function(), "(")));
     names.push_back(task->name());
   }
-  EXPECT_THAT(names, ::testing::IsSupersetOf(
-                         {"vector_add", "softmax", "row_sum", "matmul", "bucketize"}));
+  EXPECT_THAT(names, ::testing::IsSupersetOf({"vector_add", "softmax", "row_sum", "matmul", "bucketize"}));
 }
 
 }  // namespace

@@ -3,11 +3,11 @@
 // evaluation in, the node's figures and the decision out, with the reason the
 // node records. The same rules run inside the job loop
 // (best_side_by_side_test drives them through the real scheduler).
-#include "coordinator/jobs/best.h"
-
 #include <string>
 
 #include "gtest/gtest.h"
+
+#include "coordinator/jobs/best.h"
 
 namespace kevo::jobs {
 namespace {

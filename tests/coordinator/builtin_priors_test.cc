@@ -8,10 +8,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/task/task_loader.h"
-#include "coordinator/proposer/builtin/builtin_proposer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+#include "common/task/task_loader.h"
+#include "coordinator/proposer/builtin/builtin_proposer.h"
 
 namespace kevo::proposer {
 namespace {
@@ -29,8 +30,8 @@ class BuiltinPriorsTest : public ::testing::Test {
     task_ = *std::move(task);
   }
 
-  std::vector<Proposal> Propose(std::map<std::string, double> priors, int count,
-                                std::vector<ParentInfo> parents = {}, uint64_t seed = 1) {
+  std::vector<Proposal> Propose(std::map<std::string, double> priors, int count, std::vector<ParentInfo> parents = {},
+                                uint64_t seed = 1) {
     ProposeRequest req;
     req.task = &task_;
     req.platform = "cpu";
@@ -76,8 +77,7 @@ TEST_F(BuiltinPriorsTest, WinningGenomeIsSeededFirst) {
 
   std::vector<Proposal> without = Propose({}, 3);
   ASSERT_FALSE(without.empty());
-  EXPECT_EQ(without.front().genome.ToString(),
-            (Genome{"elementwise", recipe->space().Defaults()}).ToString());
+  EXPECT_EQ(without.front().genome.ToString(), (Genome{"elementwise", recipe->space().Defaults()}).ToString());
   EXPECT_EQ(without.front().mutation, "seed");
 }
 

@@ -21,11 +21,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
 #include "common/task/task_loader.h"
 #include "coordinator/proposer/builtin/generic_source.h"
 #include "coordinator/proposer/builtin/recipe.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "tests/coordinator/kernel_harness.h"
 
 namespace kevo::proposer {
@@ -83,8 +84,8 @@ TEST(GenomeTest, RoundTripsThroughTextSortedByKey) {
 }
 
 TEST(GenomeTest, RejectsMalformedTextAsInvalidArgument) {
-  for (const std::string bad : {"", "gemm", "gemm{", "{mr=8}", "gemm{mr}", "gemm{mr=8,}",
-                                "gemm{mr=8,mr=16}", "gemm{mr=8}x", "gemm{mr=%G1}"}) {
+  for (const std::string bad :
+       {"", "gemm", "gemm{", "{mr=8}", "gemm{mr}", "gemm{mr=8,}", "gemm{mr=8,mr=16}", "gemm{mr=8}x", "gemm{mr=%G1}"}) {
     absl::StatusOr<Genome> g = Genome::FromString(bad);
     EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument) << "'" << bad << "'";
   }
@@ -102,8 +103,7 @@ TEST(SearchSpaceTest, CheckNamesMissingUnknownAndDisallowedParameters) {
   absl::Status bad = space.Check({{"a", "3"}, {"b", "x"}});
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.message()), HasSubstr("'a'"));
-  EXPECT_EQ(space.Check({{"a", "1"}, {"b", "x"}, {"c", "0"}}).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(space.Check({{"a", "1"}, {"b", "x"}, {"c", "0"}}).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(RecipeTest, EveryRecipeDeclaresAValidSpaceWithDefaults) {
@@ -129,8 +129,7 @@ TEST(RecipeTest, GenerateRejectsGenomesOutsideTheSpaceAndTasksItDoesNotFit) {
   Genome other{"softmax_three_pass", FindRecipe("softmax_three_pass")->space().Defaults()};
   EXPECT_EQ(recipe->Generate(softmax, other).status().code(), absl::StatusCode::kInvalidArgument);
   Genome defaults{recipe->name(), recipe->space().Defaults()};
-  EXPECT_EQ(recipe->Generate(matmul, defaults).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(recipe->Generate(matmul, defaults).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(RecipeTest, StarterTasksGetTheirPatternRecipesAndTheGenericMutator) {
@@ -144,14 +143,15 @@ TEST(RecipeTest, StarterTasksGetTheirPatternRecipesAndTheGenericMutator) {
   // On nvidia only the CUDA recipes (cuda_*.cc) apply; matmul is f32, and the
   // tensor-core GEMM recipe wants bf16 or fp16.
   const std::map<std::string, std::vector<std::string>> want_nvidia = {
-      {"vector_add", {"cuda_elementwise"}}, {"softmax", {"cuda_softmax"}},
-      {"row_sum", {"cuda_row_reduce"}},     {"matmul", {}},
+      {"vector_add", {"cuda_elementwise"}},
+      {"softmax", {"cuda_softmax"}},
+      {"row_sum", {"cuda_row_reduce"}},
+      {"matmul", {}},
       {"bucketize", {}},
   };
   for (const auto& [name, recipes] : want) {
     const v1::Task task = LoadStarterTask(name);
-    EXPECT_THAT(RecipeNames(BuiltinProposer::ApplicableRecipes(task, "cpu")),
-                UnorderedElementsAreArray(recipes))
+    EXPECT_THAT(RecipeNames(BuiltinProposer::ApplicableRecipes(task, "cpu")), UnorderedElementsAreArray(recipes))
         << name;
     EXPECT_THAT(RecipeNames(BuiltinProposer::ApplicableRecipes(task, "nvidia")),
                 UnorderedElementsAreArray(want_nvidia.at(name)))
@@ -186,16 +186,14 @@ TEST(RecipeTest, HintsBindToTheTasksOwnNames) {
   (*task.mutable_hints())["out"] = "sum";
   const Recipe* recipe = FindRecipe("elementwise");
   EXPECT_TRUE(recipe->Applies(task, "cpu"));
-  absl::StatusOr<v1::Candidate> c =
-      recipe->Generate(task, Genome{recipe->name(), recipe->space().Defaults()});
+  absl::StatusOr<v1::Candidate> c = recipe->Generate(task, Genome{recipe->name(), recipe->space().Defaults()});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_THAT(c->source(), HasSubstr("return (float)(lhs + rhs);"));
   // Function calls and double literals (for float) take the omp simd path,
   // which compiles where float vector types would not.
   for (const char* expr : {"lhs * 2.0 + rhs", "lhs + fabsf(rhs)"}) {
     (*task.mutable_hints())["expr"] = expr;
-    absl::StatusOr<v1::Candidate> simd =
-        recipe->Generate(task, Genome{recipe->name(), recipe->space().Defaults()});
+    absl::StatusOr<v1::Candidate> simd = recipe->Generate(task, Genome{recipe->name(), recipe->space().Defaults()});
     ASSERT_TRUE(simd.ok()) << simd.status();
     EXPECT_THAT(simd->source(), HasSubstr("#pragma omp simd")) << expr;
     EXPECT_THAT(simd->source(), Not(HasSubstr("kevo_vop"))) << expr;
@@ -221,11 +219,11 @@ TEST(RecipeTest, ElementwiseLibmCallsUseLibmvecVectorVariants) {
     absl::StatusOr<v1::Candidate> c = recipe->Generate(task, g);
     EXPECT_TRUE(c.ok()) << c.status();
     for (const std::string& f : c->extra_flags()) EXPECT_NE(f, "-ffast-math");
-    auto k = harness::CompiledKernel::Compile(c->source(), harness::CandidateFlags(*c), "elu", (*dir)->path(),
-                                              vector_math);
+    auto k =
+        harness::CompiledKernel::Compile(c->source(), harness::CandidateFlags(*c), "elu", (*dir)->path(), vector_math);
     EXPECT_TRUE(k.ok()) << k.status();
-    const std::string nm = absl::StrCat("nm -D ", (*dir)->path(), "/", vector_math, ".so > ", (*dir)->path(),
-                                        "/", vector_math, ".nm");
+    const std::string nm =
+        absl::StrCat("nm -D ", (*dir)->path(), "/", vector_math, ".so > ", (*dir)->path(), "/", vector_math, ".nm");
     EXPECT_EQ(std::system(nm.c_str()), 0);
     std::ifstream in(absl::StrCat((*dir)->path(), "/", vector_math, ".nm"));
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -283,8 +281,7 @@ extern "C" void matmul(const float* A, const float* B, float* C, int64_t M, int6
   EXPECT_THAT(*out, HasSubstr("#pragma GCC unroll 4\nfor (int64_t k = 0;"));
   EXPECT_THAT(*out, Not(HasSubstr("#pragma GCC unroll 4\nfor (int64_t j")));
   EXPECT_EQ(FindFunction(src, "softmax").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(FindFunction("void f(int a) { if (a) {", "f").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(FindFunction("void f(int a) { if (a) {", "f").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // The analysis that decides which outermost loops OpenMP threads may share.
@@ -315,7 +312,8 @@ void f(const long* x, int* y, long* bad, long n) {
     y[i] = static_cast<int>(v);
   }
   bad[0] = count + static_cast<long>(total);
-})", "f");
+})",
+                            "f");
   EXPECT_TRUE(s.shareable) << s.reason;
   EXPECT_EQ(s.reductions, (std::vector<std::string>{"count", "total"}));
 }
@@ -330,7 +328,8 @@ void f(const float* x, float* y, long b, long h) {
     y[i] = row[0];
   }
   std::free(row);
-})", "f");
+})",
+                                  "f");
   EXPECT_FALSE(scratch.shareable);
   EXPECT_THAT(scratch.reason, HasSubstr("`row[k]`"));
   // A running offset that later iterations read (embedding_bag's off).
@@ -341,26 +340,30 @@ void f(const long* len, const float* v, float* out, long b) {
     out[i] = v[off];
     off += len[i];
   }
-})", "f");
+})",
+                                  "f");
   EXPECT_FALSE(running.shareable);
   EXPECT_THAT(running.reason, HasSubstr("running value"));
   // One element every iteration writes; a plain assignment of an outer
   // scalar; a return out of the loop.
-  EXPECT_FALSE(SharingOf("void f(float* s, long n) { for (long i = 0; i < n; ++i) s[0] += i; }",
-                         "f").shareable);
+  EXPECT_FALSE(SharingOf("void f(float* s, long n) { for (long i = 0; i < n; ++i) s[0] += i; }", "f").shareable);
   EXPECT_FALSE(SharingOf("void f(long* s, long n) { long last = 0;\n"
                          "for (long i = 0; i < n; ++i) last = i; s[0] = last; }",
-                         "f").shareable);
+                         "f")
+                   .shareable);
   EXPECT_FALSE(SharingOf("void f(long* s, long n) { for (long i = 0; i < n; ++i) { if (s[i]) "
                          "return; s[i] = 1; } }",
-                         "f").shareable);
+                         "f")
+                   .shareable);
   // An inner break is fine; one out of the shared loop is not.
   EXPECT_TRUE(SharingOf("void f(long* s, long n) { for (long i = 0; i < n; ++i) { for (long j = 0; "
                         "j < n; ++j) { if (j > i) break; s[i] += j; } } }",
-                        "f").shareable);
+                        "f")
+                  .shareable);
   EXPECT_FALSE(SharingOf("void f(long* s, long n) { for (long i = 0; i < n; ++i) { if (s[i]) "
                          "break; s[i] = 1; } }",
-                         "f").shareable);
+                         "f")
+                   .shareable);
   // The second loop of jagged_truncate's shape (its own index) is shareable
   // although the first is not.
   const std::string two = R"(
@@ -454,8 +457,9 @@ TEST(BuiltinProposerTest, ProposalsAreDeterministicForASeed) {
     absl::StatusOr<std::vector<Proposal>> out = proposer.Propose(r);
     EXPECT_TRUE(out.ok()) << out.status();
     std::vector<std::string> g;
-    for (const Proposal& p : *out) g.push_back(p.genome.ToString() + " " + p.mutation + " " +
-                                               std::to_string(std::hash<std::string>()(p.candidate.source())));
+    for (const Proposal& p : *out)
+      g.push_back(p.genome.ToString() + " " + p.mutation + " " +
+                  std::to_string(std::hash<std::string>()(p.candidate.source())));
     return g;
   };
   EXPECT_EQ(genomes(7, {}), genomes(7, {}));
@@ -489,8 +493,8 @@ TEST(BuiltinProposerTest, ParamMutationsChangeExactlyOneParameterWithinTheSpace)
       std::vector<std::string> changed = ChangedParams(parent_genome, p.genome);
       ASSERT_EQ(changed.size(), 1u) << p.genome.ToString();
       const std::string& key = changed[0];
-      EXPECT_EQ(p.mutation, absl::StrCat("param:", key, " ", parent_genome.params.at(key), "->",
-                                         p.genome.params.at(key)));
+      EXPECT_EQ(p.mutation,
+                absl::StrCat("param:", key, " ", parent_genome.params.at(key), "->", p.genome.params.at(key)));
       const ParamSpec* spec = gemm->space().Find(key);
       int from = SearchSpace::IndexOf(*spec, parent_genome.params.at(key));
       int to = SearchSpace::IndexOf(*spec, p.genome.params.at(key));
@@ -603,13 +607,11 @@ TEST(BuiltinProposerTest, RejectsBadRequestsWithSpecificCodes) {
   ProposeRequest null_task;
   EXPECT_EQ(proposer.Propose(null_task).status().code(), absl::StatusCode::kInvalidArgument);
   const v1::Task softmax = LoadStarterTask("softmax");
-  EXPECT_EQ(proposer.Propose(Request(softmax, 0, 1)).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(proposer.Propose(Request(softmax, 0, 1)).status().code(), absl::StatusCode::kInvalidArgument);
   v1::Task bare = softmax;
   bare.clear_hints();
   bare.mutable_reference()->set_source("int unrelated() { return 0; }");
-  EXPECT_EQ(proposer.Propose(Request(bare, 4, 1)).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(proposer.Propose(Request(bare, 4, 1)).status().code(), absl::StatusCode::kFailedPrecondition);
   ProposeRequest elsewhere = Request(softmax, 4, 1);
   elsewhere.platform = "tpu";  // no recipe of any kind for this platform
   EXPECT_EQ(proposer.Propose(elsewhere).status().code(), absl::StatusCode::kFailedPrecondition);
@@ -630,8 +632,7 @@ TEST(BuiltinProposerTest, ExhaustedSpaceReturnsFewerProposals) {
 // ------------------------------------------------ generated kernels are right
 
 bool IsStarterTask(const std::string& name) {
-  return name == "vector_add" || name == "softmax" || name == "row_sum" || name == "matmul" ||
-         name == "bucketize";
+  return name == "vector_add" || name == "softmax" || name == "row_sum" || name == "matmul" || name == "bucketize";
 }
 
 // The starter tasks, and the tasks that alone reach a recipe's code path:
@@ -663,8 +664,7 @@ TEST_P(RecipeCorrectnessTest, GenomesCoveringTheSpaceMatchTheReference) {
   ASSERT_FALSE(task.name().empty());
   auto dir = harness::TempDir::Create("kevo_recipes_");
   ASSERT_TRUE(dir.ok()) << dir.status();
-  auto reference = harness::CompiledKernel::Compile(task.reference().source(),
-                                                    harness::ReferenceFlags(),
+  auto reference = harness::CompiledKernel::Compile(task.reference().source(), harness::ReferenceFlags(),
                                                     task.signature().function(), (*dir)->path(), "ref");
   ASSERT_TRUE(reference.ok()) << reference.status();
 
@@ -720,9 +720,9 @@ TEST_P(RecipeCorrectnessTest, GenomesCoveringTheSpaceMatchTheReference) {
       SCOPED_TRACE(genome.ToString());
       absl::StatusOr<v1::Candidate> candidate = recipe->Generate(task, genome);
       ASSERT_TRUE(candidate.ok()) << candidate.status();
-      auto kernel = harness::CompiledKernel::Compile(
-          candidate->source(), harness::CandidateFlags(*candidate), task.signature().function(),
-          (*dir)->path(), absl::StrCat("k", index++));
+      auto kernel =
+          harness::CompiledKernel::Compile(candidate->source(), harness::CandidateFlags(*candidate),
+                                           task.signature().function(), (*dir)->path(), absl::StrCat("k", index++));
       ASSERT_TRUE(kernel.ok()) << kernel.status() << "\n" << candidate->source();
       for (int b = 0; b < task.validate_size(); ++b) {
         auto got = harness::MakeTaskCall(task, task.validate(b), /*seed=*/1);
@@ -733,9 +733,7 @@ TEST_P(RecipeCorrectnessTest, GenomesCoveringTheSpaceMatchTheReference) {
         // Inputs must be left alone.
         auto fresh = harness::MakeTaskCall(task, task.validate(b), /*seed=*/1);
         for (size_t i = 0; i < (*got)->inputs.size(); ++i) {
-          EXPECT_EQ(std::memcmp((*got)->inputs[i]->data, (*fresh)->inputs[i]->data,
-                                (*got)->inputs[i]->size),
-                    0)
+          EXPECT_EQ(std::memcmp((*got)->inputs[i]->data, (*fresh)->inputs[i]->data, (*got)->inputs[i]->size), 0)
               << "input " << i << " changed";
         }
       }
@@ -755,8 +753,7 @@ TEST(RecipeTest, GemmBf16DotIsRightWithoutAvx512Bf16) {
   EXPECT_FALSE(recipe->Applies(LoadStarterTask("matmul"), "cpu")) << "f32 operands have no pairs";
   auto dir = harness::TempDir::Create("kevo_bf16_dot_");
   ASSERT_TRUE(dir.ok()) << dir.status();
-  auto reference = harness::CompiledKernel::Compile(task.reference().source(),
-                                                    harness::ReferenceFlags(),
+  auto reference = harness::CompiledKernel::Compile(task.reference().source(), harness::ReferenceFlags(),
                                                     task.signature().function(), (*dir)->path(), "ref");
   ASSERT_TRUE(reference.ok()) << reference.status();
   Genome genome{recipe->name(), recipe->space().Defaults()};
@@ -787,7 +784,7 @@ TEST(RecipeTest, GemmBf16DotIsRightWithoutAvx512Bf16) {
 // outer loop cannot be shared get no OpenMP variant at all.
 struct CarriedStateCase {
   std::string task;
-  bool shared;  // whether an outer loop can be shared
+  bool shared;     // whether an outer loop can be shared
   bool reduction;  // whether one becomes a per-thread reduction
 };
 
@@ -805,20 +802,18 @@ TEST_P(GenericOmpTest, VariantsMatchTheReferenceOrAreNotGenerated) {
   absl::StatusOr<v1::Candidate> candidate = generic->Generate(task, genome);
   if (!tc.shared) {
     EXPECT_EQ(candidate.status().code(), absl::StatusCode::kFailedPrecondition)
-        << candidate.status() << "\n" << (candidate.ok() ? candidate->source() : "");
+        << candidate.status() << "\n"
+        << (candidate.ok() ? candidate->source() : "");
     return;
   }
   ASSERT_TRUE(candidate.ok()) << candidate.status();
-  EXPECT_EQ(candidate->source().find("kevo_part_") != std::string::npos, tc.reduction)
-      << candidate->source();
+  EXPECT_EQ(candidate->source().find("kevo_part_") != std::string::npos, tc.reduction) << candidate->source();
   auto dir = harness::TempDir::Create("kevo_generic_omp_");
   ASSERT_TRUE(dir.ok()) << dir.status();
-  auto reference = harness::CompiledKernel::Compile(task.reference().source(),
-                                                    harness::ReferenceFlags(),
+  auto reference = harness::CompiledKernel::Compile(task.reference().source(), harness::ReferenceFlags(),
                                                     task.signature().function(), (*dir)->path(), "ref");
   ASSERT_TRUE(reference.ok()) << reference.status();
-  auto kernel = harness::CompiledKernel::Compile(candidate->source(),
-                                                 harness::CandidateFlags(*candidate),
+  auto kernel = harness::CompiledKernel::Compile(candidate->source(), harness::CandidateFlags(*candidate),
                                                  task.signature().function(), (*dir)->path(), "omp");
   ASSERT_TRUE(kernel.ok()) << kernel.status() << "\n" << candidate->source();
   for (const v1::Binding& b : task.validate()) {
@@ -828,8 +823,7 @@ TEST_P(GenericOmpTest, VariantsMatchTheReferenceOrAreNotGenerated) {
     ASSERT_TRUE(want.ok() && got.ok());
     (*reference)->Call((*want)->args);
     (*kernel)->Call((*got)->args);
-    EXPECT_TRUE(harness::CompareOutputs(task, **got, **want).ok())
-        << harness::CompareOutputs(task, **got, **want);
+    EXPECT_TRUE(harness::CompareOutputs(task, **got, **want).ok()) << harness::CompareOutputs(task, **got, **want);
     std::vector<std::string> first;
     for (const auto& o : (*got)->outputs) first.emplace_back(static_cast<const char*>(o->data), o->size);
     (*got)->PoisonOutputs(task);
@@ -841,22 +835,19 @@ TEST_P(GenericOmpTest, VariantsMatchTheReferenceOrAreNotGenerated) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    CarriedState, GenericOmpTest,
-    ::testing::Values(CarriedStateCase{"cast_i64_i32", true, true},
-                      CarriedStateCase{"cross_entropy", true, true},
-                      CarriedStateCase{"mse_loss", true, true},
-                      CarriedStateCase{"jagged_truncate", true, false},
-                      CarriedStateCase{"topk_truncate", true, false},
-                      CarriedStateCase{"embedding_bag_sum", false, false},
-                      CarriedStateCase{"bmm_gelu_rmsnorm_bmm", false, false},
-                      CarriedStateCase{"fm_interaction", false, false}),
-    [](const ::testing::TestParamInfo<CarriedStateCase>& info) { return info.param.task; });
+INSTANTIATE_TEST_SUITE_P(CarriedState, GenericOmpTest,
+                         ::testing::Values(CarriedStateCase{"cast_i64_i32", true, true},
+                                           CarriedStateCase{"cross_entropy", true, true},
+                                           CarriedStateCase{"mse_loss", true, true},
+                                           CarriedStateCase{"jagged_truncate", true, false},
+                                           CarriedStateCase{"topk_truncate", true, false},
+                                           CarriedStateCase{"embedding_bag_sum", false, false},
+                                           CarriedStateCase{"bmm_gelu_rmsnorm_bmm", false, false},
+                                           CarriedStateCase{"fm_interaction", false, false}),
+                         [](const ::testing::TestParamInfo<CarriedStateCase>& info) { return info.param.task; });
 
 INSTANTIATE_TEST_SUITE_P(HintedTasks, RecipeCorrectnessTest, ::testing::ValuesIn(HintedTasks()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param;
-                         });
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace
 }  // namespace kevo::proposer

@@ -11,10 +11,11 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
 #include "common/task/task_loader.h"
 #include "coordinator/proposer/builtin/builtin_proposer.h"
 #include "coordinator/proposer/builtin/recipe.h"
-#include "gtest/gtest.h"
 #include "worker/backends/cpu/cpu_backend.h"
 
 namespace kevo::proposer {
@@ -26,8 +27,7 @@ std::string Env(const char* name, const std::string& fallback) {
 }
 
 std::string BinDir() {
-  return Env("KEVO_BIN_DIR",
-             (std::filesystem::read_symlink("/proc/self/exe").parent_path() / ".." / "bin").string());
+  return Env("KEVO_BIN_DIR", (std::filesystem::read_symlink("/proc/self/exe").parent_path() / ".." / "bin").string());
 }
 
 // A task of tasks/ and a cpu backend for it (the build cache in the build tree).
@@ -72,10 +72,9 @@ TEST_P(RecipesOnCpuBackendTest, FirstGenerationEvaluatesOk) {
       absl::StatusOr<v1::Candidate> candidate = recipe->Generate(*task, genome);
       ASSERT_TRUE(candidate.ok()) << candidate.status();
       v1::Evaluation ev = (*backend)->Evaluate(*task, *candidate, nullptr);
-      EXPECT_EQ(ev.status(), v1::OK)
-          << genome.ToString() << ": " << v1::EvalStatus_Name(ev.status()) << ": "
-          << ev.diagnostics().message() << " | violation=" << ev.diagnostics().violation()
-          << " | compiler=" << ev.diagnostics().compiler_output().substr(0, 800);
+      EXPECT_EQ(ev.status(), v1::OK) << genome.ToString() << ": " << v1::EvalStatus_Name(ev.status()) << ": "
+                                     << ev.diagnostics().message() << " | violation=" << ev.diagnostics().violation()
+                                     << " | compiler=" << ev.diagnostics().compiler_output().substr(0, 800);
       EXPECT_GT(ev.speedup(), 0) << genome.ToString();
       ++evaluated;
     }
@@ -84,8 +83,7 @@ TEST_P(RecipesOnCpuBackendTest, FirstGenerationEvaluatesOk) {
 }
 
 INSTANTIATE_TEST_SUITE_P(StarterTasks, RecipesOnCpuBackendTest,
-                         ::testing::Values("vector_add", "softmax", "row_sum", "matmul",
-                                           "bucketize"));
+                         ::testing::Values("vector_add", "softmax", "row_sum", "matmul", "bucketize"));
 
 // The speed-of-light check (docs/reliability.md) on honest kernels: the
 // recipe points that read above 100% of the roofline in docs/benchmarks.md
@@ -118,8 +116,9 @@ TEST_P(HonestKernelsTest, StayWithinTheSpeedOfLight) {
   const std::string text = k.genome;
   const Recipe* recipe = FindRecipe(text.substr(0, text.find('{')));
   ASSERT_NE(recipe, nullptr) << text;
-  absl::StatusOr<Genome> genome =
-      text.find('{') == std::string::npos ? Genome{recipe->name(), recipe->space().Defaults()} : Genome::FromString(text);
+  absl::StatusOr<Genome> genome = text.find('{') == std::string::npos
+                                      ? Genome{recipe->name(), recipe->space().Defaults()}
+                                      : Genome::FromString(text);
   ASSERT_TRUE(genome.ok()) << genome.status();
   absl::StatusOr<v1::Candidate> candidate = recipe->Generate(*task, *genome);
   ASSERT_TRUE(candidate.ok()) << candidate.status();

@@ -5,9 +5,10 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
-#include "common/task/task_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+#include "common/task/task_loader.h"
 
 namespace kevo::campaigns {
 namespace {
@@ -110,8 +111,8 @@ TEST(CampaignsTest, ThroughputGainIsAmdahlOverTheProductionSpeedups) {
   auto* op = c.mutable_spec()->mutable_model(0)->add_operator_();
   op->set_task("relu");
   op->set_share(0.2);
-  *c.add_entries() = Entry("softmax", "cpu", 2.0, 15.0);  // 40% of the time twice as fast
-  *c.add_entries() = Entry("relu", "cpu", 0.8, 9.0);      // slower than production: kept at 1x
+  *c.add_entries() = Entry("softmax", "cpu", 2.0, 15.0);    // 40% of the time twice as fast
+  *c.add_entries() = Entry("relu", "cpu", 0.8, 9.0);        // slower than production: kept at 1x
   *c.add_entries() = Entry("softmax", "mtia-sim", 0, 3.0);  // another platform: not this model's
   std::vector<v1::ModelGain> gains = ThroughputGains(c);
   ASSERT_EQ(gains.size(), 1u);

@@ -14,11 +14,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
 #include "common/sandbox/sandbox.h"
 #include "common/task/task_loader.h"
 #include "coordinator/proposer/builtin/builtin_proposer.h"
 #include "coordinator/proposer/builtin/recipe.h"
-#include "gtest/gtest.h"
 #include "worker/backends/nvidia/cuda_build.h"
 #include "worker/backends/nvidia/nvidia_backend.h"
 #include "worker/pipeline/kernel_builder.h"
@@ -42,9 +43,8 @@ v1::Task Load(const std::string& name) {
 // (task, the first CUDA recipe that applies to it: its default genome is the
 // first seed)
 const std::pair<const char*, const char*> kCases[] = {
-    {"gelu_erf", "cuda_elementwise"}, {"vector_add", "cuda_elementwise"},
-    {"softmax", "cuda_softmax"},      {"layer_norm", "cuda_layer_norm"},
-    {"row_sum", "cuda_row_reduce"},   {"matmul_bf16", "cuda_gemm_wgmma"},
+    {"gelu_erf", "cuda_elementwise"},  {"vector_add", "cuda_elementwise"}, {"softmax", "cuda_softmax"},
+    {"layer_norm", "cuda_layer_norm"}, {"row_sum", "cuda_row_reduce"},     {"matmul_bf16", "cuda_gemm_wgmma"},
 };
 
 std::vector<std::string> Names(const std::vector<const Recipe*>& recipes) {
@@ -87,8 +87,8 @@ class CudaRecipesBuild : public ::testing::Test {
         (fs::path(Env("KEVO_BIN_DIR", ".")) / ".." / "tests" / "cuda-recipes-build-cache").lexically_normal().string();
     fs::create_directories(cache);
     builder_ = std::make_unique<worker::KernelBuilder>(sandbox_.get(), nvcc, "cuda_recipes_build_test", cache,
-                                                       absl::Seconds(600), int64_t{8} << 30,
-                                                       std::vector<std::string>{}, worker::NvccLayout());
+                                                       absl::Seconds(600), int64_t{8} << 30, std::vector<std::string>{},
+                                                       worker::NvccLayout());
   }
 
   std::unique_ptr<sandbox::Sandbox> sandbox_;

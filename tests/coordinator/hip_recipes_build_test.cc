@@ -16,11 +16,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "gtest/gtest.h"
+
 #include "common/sandbox/sandbox.h"
 #include "common/task/task_loader.h"
 #include "coordinator/proposer/builtin/builtin_proposer.h"
 #include "coordinator/proposer/builtin/recipe.h"
-#include "gtest/gtest.h"
 #include "tests/testing/process.h"
 #include "worker/backends/amd/amd_backend.h"
 #include "worker/backends/amd/hip_build.h"
@@ -44,16 +45,15 @@ struct Case {
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << c.task << " -> " << c.recipe; }
 const Case kCases[] = {
-    {"vector_add", "hip_elementwise"}, {"gelu_tanh", "hip_elementwise"}, {"softmax", "hip_softmax"},
-    {"row_max", "hip_row_reduce"},     {"matmul", "hip_gemm_lds"},
-    {"matmul_bf16", "hip_gemm_mfma", /*mfma=*/true},
+    {"vector_add", "hip_elementwise"}, {"gelu_tanh", "hip_elementwise"},
+    {"softmax", "hip_softmax"},        {"row_max", "hip_row_reduce"},
+    {"matmul", "hip_gemm_lds"},        {"matmul_bf16", "hip_gemm_mfma", /*mfma=*/true},
 };
 
 // A sandboxed hipcc KernelBuilder with a build cache shared between runs.
 std::unique_ptr<worker::KernelBuilder> HipBuilder(const sandbox::Sandbox* sb, const std::string& hipcc) {
-  const std::string cache = (fs::path(testing::BinDir()) / ".." / "tests" / "hip-recipes-build-cache")
-                                .lexically_normal()
-                                .string();
+  const std::string cache =
+      (fs::path(testing::BinDir()) / ".." / "tests" / "hip-recipes-build-cache").lexically_normal().string();
   fs::create_directories(cache);
   return std::make_unique<worker::KernelBuilder>(sb, hipcc, "hip_recipes_build_test", cache, absl::Seconds(600),
                                                  int64_t{8} << 30, std::vector<std::string>{}, worker::HipLayout());

@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
-#include <prometheus/registry.h>
-
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include <prometheus/registry.h>
+
 #include "coordinator/jobs/manager.h"
 #include "coordinator/scheduler/scheduler.h"
-#include "gtest/gtest.h"
 #include "tests/testing/test_dir.h"
 
 namespace kevo::testing {

@@ -15,10 +15,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "common/task/task_loader.h"
-#include "coordinator/kb/kb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+#include "common/task/task_loader.h"
+#include "coordinator/kb/kb.h"
 #include "tests/testing/process.h"
 
 namespace kevo::kb {
@@ -32,15 +33,14 @@ using ::kevo::testing::SourceDir;
 // recipes' library, the simulator's examples library, the tasks' references,
 // which the task suite builds and runs).
 const std::vector<std::string>& ExcerptRoots() {
-  static const auto* roots = new std::vector<std::string>{
-      "coordinator/proposer/builtin/", "mtia_sim/examples/", "tasks/"};
+  static const auto* roots =
+      new std::vector<std::string>{"coordinator/proposer/builtin/", "mtia_sim/examples/", "tasks/"};
   return *roots;
 }
 
 // Languages whose fenced blocks are code and must be excerpts.
 bool IsCodeLanguage(const std::string& lang) {
-  static const auto* langs = new std::set<std::string>{"c", "c++", "cpp", "cc", "cuda", "cu",
-                                                       "hip", "python", "py"};
+  static const auto* langs = new std::set<std::string>{"c", "c++", "cpp", "cc", "cuda", "cu", "hip", "python", "py"};
   return langs->contains(lang);
 }
 
@@ -134,8 +134,7 @@ TEST_F(KbCorpusTest, EveryDocumentHasValidFrontMatter) {
     // A document under hardware/<platform>/ is for that platform only.
     if (absl::StartsWith(f, "hardware/")) {
       const std::string folder = std::vector<std::string>(absl::StrSplit(f, '/'))[1];
-      EXPECT_THAT(doc->platforms,
-                  ::testing::ElementsAre(folder == "mtia" ? std::string("mtia-sim") : folder));
+      EXPECT_THAT(doc->platforms, ::testing::ElementsAre(folder == "mtia" ? std::string("mtia-sim") : folder));
     }
   }
 }
@@ -152,8 +151,7 @@ TEST_F(KbCorpusTest, EveryCodeSampleIsAVerbatimExcerptOfACompiledSource) {
       ASSERT_TRUE(std::regex_match(b.info, m, excerpt)) << "fence '```" << b.info << "'";
       const std::string lang = m[1], path = m[2];
       ASSERT_TRUE(IsCodeLanguage(lang)) << "unknown fence language " << lang;
-      ASSERT_FALSE(path.empty()) << "a " << lang << " sample must name its source: ```" << lang
-                                 << " excerpt=<path>";
+      ASSERT_FALSE(path.empty()) << "a " << lang << " sample must name its source: ```" << lang << " excerpt=<path>";
       EXPECT_TRUE(std::any_of(ExcerptRoots().begin(), ExcerptRoots().end(),
                               [&](const std::string& r) { return absl::StartsWith(path, r); }))
           << path << " is not under " << absl::StrJoin(ExcerptRoots(), ", ");
@@ -161,7 +159,8 @@ TEST_F(KbCorpusTest, EveryCodeSampleIsAVerbatimExcerptOfACompiledSource) {
       const std::string source = "\n" + ReadTextFile(SourceDir() + "/" + path);
       EXPECT_FALSE(b.text.empty());
       EXPECT_TRUE(absl::StrContains(source, "\n" + b.text))
-          << "the sample is not a verbatim run of whole lines of " << path << ":\n" << b.text;
+          << "the sample is not a verbatim run of whole lines of " << path << ":\n"
+          << b.text;
       ++samples;
     }
   }

@@ -13,11 +13,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+
 #include "common/task/task_loader.h"
 #include "coordinator/kb/kb.h"
 #include "coordinator/llm/prompt.h"
 #include "coordinator/store/store.h"
-#include "gtest/gtest.h"
 #include "tests/testing/process.h"
 
 namespace kevo::kb {
@@ -29,7 +30,7 @@ using ::kevo::testing::SourceDir;
 
 // Floors just below the measured figures (docs/benchmarks.md).
 constexpr double kRecallAt3Floor = 0.90;  // measured 0.910; the target was 0.9
-constexpr double kMrrFloor = 0.81;  // measured 0.818
+constexpr double kMrrFloor = 0.81;        // measured 0.818
 constexpr int kMinQueries = 60;
 
 struct BenchQuery {
@@ -89,8 +90,8 @@ TEST(KbRetrievalTest, RecallAt3AndMrrStayAboveTheirFloors) {
     for (size_t i = 0; recall < 1 && i < std::min<size_t>(3, hits->size()); ++i) {
       top += " " + (*hits)[i].id;
     }
-    std::printf("%-20s %-8s %-12s recall@3 %.2f%s%s%s\n", q.task.c_str(), q.platform.c_str(),
-                q.bottleneck.c_str(), recall, ranks.c_str(), top.empty() ? "" : "  top:", top.c_str());
+    std::printf("%-20s %-8s %-12s recall@3 %.2f%s%s%s\n", q.task.c_str(), q.platform.c_str(), q.bottleneck.c_str(),
+                recall, ranks.c_str(), top.empty() ? "" : "  top:", top.c_str());
   }
   const double n = queries.size();
   const double recall = recall_sum / n, mrr = rr_sum / n;

@@ -12,9 +12,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/store/store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+#include "coordinator/store/store.h"
 #include "tests/coordinator/kernel_harness.h"
 
 namespace kevo::kb {
@@ -118,8 +119,7 @@ TEST_F(KbTest, MalformedFrontMatterIsInvalidArgumentNamingTheFile) {
 }
 
 TEST_F(KbTest, MissingFolderIsNotFound) {
-  EXPECT_EQ(ImportDirectory(store_.get(), docs_ + "/nope").status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(ImportDirectory(store_.get(), docs_ + "/nope").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(KbTest, RanksMatchingDocumentFirst) {
@@ -141,12 +141,10 @@ TEST_F(KbTest, PlatformFilterExcludesOtherPlatformsKeepsGeneralDocs) {
   // "loads" the nvidia one: on cpu the nvidia doc must not come back.
   auto hits = Search({.text = "vectorise loads memory", .platform = "cpu"});
   ASSERT_TRUE(hits.ok()) << hits.status();
-  EXPECT_THAT(Paths(*hits), ::testing::UnorderedElementsAre("hardware/cpu/simd.md",
-                                                            "guidance/memory.md"));
+  EXPECT_THAT(Paths(*hits), ::testing::UnorderedElementsAre("hardware/cpu/simd.md", "guidance/memory.md"));
   auto nvidia = Search({.text = "vectorise loads memory", .platform = "nvidia"});
   ASSERT_TRUE(nvidia.ok()) << nvidia.status();
-  EXPECT_THAT(Paths(*nvidia), ::testing::UnorderedElementsAre("hardware/nvidia/coalescing.md",
-                                                              "guidance/memory.md"));
+  EXPECT_THAT(Paths(*nvidia), ::testing::UnorderedElementsAre("hardware/nvidia/coalescing.md", "guidance/memory.md"));
 }
 
 TEST_F(KbTest, PathGivesPlatformWhenFrontMatterIsMissing) {
@@ -170,8 +168,7 @@ TEST_F(KbTest, FamilyAndBottleneckFilters) {
   // Filters alone (no text) list what fits: memory-bound advice for nvidia.
   auto memory = Search({.platform = "nvidia", .bottleneck = "memory", .limit = 10});
   ASSERT_TRUE(memory.ok()) << memory.status();
-  EXPECT_THAT(Paths(*memory), ::testing::UnorderedElementsAre("hardware/nvidia/coalescing.md",
-                                                              "guidance/memory.md"));
+  EXPECT_THAT(Paths(*memory), ::testing::UnorderedElementsAre("hardware/nvidia/coalescing.md", "guidance/memory.md"));
 }
 
 TEST_F(KbTest, EmptyQueryIsInvalidArgument) {
@@ -202,26 +199,23 @@ TEST_F(KbTest, ProjectKnowledgeBaseAnswersTypicalQuestions) {
     std::string want;
   };
   const std::vector<Case> cases = {
-      {{.text = "softmax NaN exp overflow", .platform = "cpu", .family = "softmax",
-        .bottleneck = "nan"},
+      {{.text = "softmax NaN exp overflow", .platform = "cpu", .family = "softmax", .bottleneck = "nan"},
        "guidance/nans.md"},
-      {{.text = "first bad index tail odd sizes mismatch", .platform = "cpu",
-        .bottleneck = "wrong-answer"},
+      {{.text = "first bad index tail odd sizes mismatch", .platform = "cpu", .bottleneck = "wrong-answer"},
        "guidance/wrong-answers.md"},
       {{.text = "undefined symbol extern C signature", .platform = "cpu", .bottleneck = "compile"},
        "guidance/compile-errors.md"},
-      {{.text = "register spills tile too big, slow on odd shapes", .platform = "cpu",
-        .family = "matmul", .bottleneck = "compute"},
+      {{.text = "register spills tile too big, slow on odd shapes",
+        .platform = "cpu",
+        .family = "matmul",
+        .bottleneck = "compute"},
        "guidance/compute-bound.md"},
       {{.text = "tensor cores shared memory occupancy", .platform = "nvidia", .family = "matmul"},
        "hardware/nvidia/performance-guide.md"},
-      {{.text = "wavefront 64 LDS VGPR occupancy", .platform = "amd"},
-       "hardware/amd/performance-guide.md"},
-      {{.text = "AVX-512 vector extensions accumulators", .platform = "cpu",
-        .family = "reduction"},
+      {{.text = "wavefront 64 LDS VGPR occupancy", .platform = "amd"}, "hardware/amd/performance-guide.md"},
+      {{.text = "AVX-512 vector extensions accumulators", .platform = "cpu", .family = "reduction"},
        "hardware/cpu/performance-guide.md"},
-      {{.text = "vendor library cuBLAS modify inputs", .platform = "nvidia"},
-       "constraints/candidate-rules.md"},
+      {{.text = "vendor library cuBLAS modify inputs", .platform = "nvidia"}, "constraints/candidate-rules.md"},
   };
   for (Case c : cases) {
     c.query.limit = 3;

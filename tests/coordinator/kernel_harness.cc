@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+
 #include "common/status.h"
 
 namespace kevo::harness {
@@ -38,9 +39,11 @@ std::vector<std::string> CandidateFlags(const v1::Candidate& candidate) {
 
 std::vector<std::string> ReferenceFlags() { return {"-O2", "-fPIC", "-shared"}; }
 
-absl::StatusOr<std::unique_ptr<CompiledKernel>> CompiledKernel::Compile(
-    const std::string& source, const std::vector<std::string>& flags, const std::string& function,
-    const std::string& dir, const std::string& name) {
+absl::StatusOr<std::unique_ptr<CompiledKernel>> CompiledKernel::Compile(const std::string& source,
+                                                                        const std::vector<std::string>& flags,
+                                                                        const std::string& function,
+                                                                        const std::string& dir,
+                                                                        const std::string& name) {
   const std::string src = absl::StrCat(dir, "/", name, ".cc");
   const std::string so = absl::StrCat(dir, "/", name, ".so");
   {
@@ -48,8 +51,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompiledKernel::Compile(
     out << source;
     if (!out) return absl::InternalError(absl::StrCat("cannot write ", src));
   }
-  const std::string cmd =
-      absl::StrCat("g++ ", absl::StrJoin(flags, " "), " -o '", so, "' '", src, "' 2>&1");
+  const std::string cmd = absl::StrCat("g++ ", absl::StrJoin(flags, " "), " -o '", so, "' '", src, "' 2>&1");
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return absl::InternalError(absl::StrCat("popen failed: ", cmd));
   std::string output;
@@ -58,8 +60,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompiledKernel::Compile(
   while ((got = fread(buf, 1, sizeof buf, pipe)) > 0) output.append(buf, got);
   const int rc = pclose(pipe);
   if (rc != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("compile failed (", cmd, "):\n", output.substr(0, 4000)));
+    return absl::InvalidArgumentError(absl::StrCat("compile failed (", cmd, "):\n", output.substr(0, 4000)));
   }
   // RTLD_NODELETE: unloading a kernel would unload libgomp under its idle
   // worker threads, which then crash.
@@ -101,9 +102,7 @@ void CompiledKernel::Call(const std::vector<intptr_t>& a) const {
   CallN(fn_, a, std::make_index_sequence<kMaxParams>());
 }
 
-AlignedBuffer::AlignedBuffer(size_t bytes) : size(bytes) {
-  data = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
-}
+AlignedBuffer::AlignedBuffer(size_t bytes) : size(bytes) { data = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64); }
 
 AlignedBuffer::~AlignedBuffer() { std::free(data); }
 
@@ -113,8 +112,8 @@ void TaskCall::PoisonOutputs(const v1::Task& task) {
   }
 }
 
-absl::StatusOr<std::unique_ptr<TaskCall>> MakeTaskCall(const v1::Task& task,
-                                                       const v1::Binding& binding, uint64_t seed) {
+absl::StatusOr<std::unique_ptr<TaskCall>> MakeTaskCall(const v1::Task& task, const v1::Binding& binding,
+                                                       uint64_t seed) {
   auto call = std::make_unique<TaskCall>();
   const SymbolValues symbols = BindingValues(binding);
   for (const auto& spec : task.inputs()) {
@@ -131,8 +130,8 @@ absl::StatusOr<std::unique_ptr<TaskCall>> MakeTaskCall(const v1::Task& task,
   }
   call->PoisonOutputs(task);
   if (task.signature().params_size() > static_cast<int>(CompiledKernel::kMaxParams)) {
-    return absl::InvalidArgumentError(absl::StrCat("the harness calls functions of at most ",
-                                                   CompiledKernel::kMaxParams, " parameters"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the harness calls functions of at most ", CompiledKernel::kMaxParams, " parameters"));
   }
   for (const std::string& p : task.signature().params()) {
     bool found = false;
@@ -151,8 +150,7 @@ absl::StatusOr<std::unique_ptr<TaskCall>> MakeTaskCall(const v1::Task& task,
     if (found) continue;
     auto it = symbols.find(p);
     if (it == symbols.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("binding '", binding.name(), "' gives no value for '", p, "'"));
+      return absl::InvalidArgumentError(absl::StrCat("binding '", binding.name(), "' gives no value for '", p, "'"));
     }
     call->args.push_back(static_cast<intptr_t>(it->second));
   }
@@ -162,17 +160,15 @@ absl::StatusOr<std::unique_ptr<TaskCall>> MakeTaskCall(const v1::Task& task,
 absl::Status CompareOutputs(const v1::Task& task, const TaskCall& got, const TaskCall& want) {
   for (int i = 0; i < task.outputs_size(); ++i) {
     const v1::DType dtype = task.outputs(i).dtype();
-    CompareResult r = CompareTensors(dtype, got.outputs[i]->data, want.outputs[i]->data,
-                                     got.output_counts[i], ToleranceFor(task, dtype));
+    CompareResult r = CompareTensors(dtype, got.outputs[i]->data, want.outputs[i]->data, got.output_counts[i],
+                                     ToleranceFor(task, dtype));
     if (!r.ok) {
       const int64_t at = r.first_bad_index;
-      return absl::FailedPreconditionError(absl::StrCat(
-          "output '", task.outputs(i).name(), "': ", r.bad_count, " bad of ",
-          got.output_counts[i], ", first at ", at, " (got ",
-          at >= 0 ? ElementAsDouble(dtype, got.outputs[i]->data, at) : 0.0, ", want ",
-          at >= 0 ? ElementAsDouble(dtype, want.outputs[i]->data, at) : 0.0,
-          "), max abs err ", r.max_abs_err, ", max rel err ", r.max_rel_err,
-          r.nonfinite ? ", non-finite values" : ""));
+      return absl::FailedPreconditionError(
+          absl::StrCat("output '", task.outputs(i).name(), "': ", r.bad_count, " bad of ", got.output_counts[i],
+                       ", first at ", at, " (got ", at >= 0 ? ElementAsDouble(dtype, got.outputs[i]->data, at) : 0.0,
+                       ", want ", at >= 0 ? ElementAsDouble(dtype, want.outputs[i]->data, at) : 0.0, "), max abs err ",
+                       r.max_abs_err, ", max rel err ", r.max_rel_err, r.nonfinite ? ", non-finite values" : ""));
     }
   }
   return absl::OkStatus();

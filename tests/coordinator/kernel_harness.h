@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "common/tensor.h"
 #include "kevo/v1/evaluation.pb.h"
 #include "kevo/v1/task.pb.h"
@@ -41,9 +42,10 @@ class CompiledKernel {
   // Compiles `source` with g++ and `flags` into DIR/NAME.so and looks up
   // `function`. Returns InvalidArgument with the compiler's output when it
   // fails to compile, NotFound when the symbol is missing.
-  static absl::StatusOr<std::unique_ptr<CompiledKernel>> Compile(
-      const std::string& source, const std::vector<std::string>& flags,
-      const std::string& function, const std::string& dir, const std::string& name);
+  static absl::StatusOr<std::unique_ptr<CompiledKernel>> Compile(const std::string& source,
+                                                                 const std::vector<std::string>& flags,
+                                                                 const std::string& function, const std::string& dir,
+                                                                 const std::string& name);
   ~CompiledKernel();
 
   // The most parameters Call passes.
@@ -80,8 +82,7 @@ struct TaskCall {
 
 // Allocates and fills the inputs (FillTensor with `seed`), poisons the
 // outputs, and lays out the arguments. InvalidArgument for a bad task.
-absl::StatusOr<std::unique_ptr<TaskCall>> MakeTaskCall(const v1::Task& task,
-                                                       const v1::Binding& binding, uint64_t seed);
+absl::StatusOr<std::unique_ptr<TaskCall>> MakeTaskCall(const v1::Task& task, const v1::Binding& binding, uint64_t seed);
 
 // Compares every output of `got` with `want` under the task's tolerances.
 // Returns OK or FailedPrecondition naming the output, the first bad index and

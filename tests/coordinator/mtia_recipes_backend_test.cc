@@ -15,10 +15,11 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
 #include "common/task/task_loader.h"
 #include "coordinator/proposer/builtin/builtin_proposer.h"
 #include "coordinator/proposer/builtin/recipe.h"
-#include "gtest/gtest.h"
 #include "worker/backends/mtia_sim/mtia_backend.h"
 
 namespace kevo::proposer {
@@ -30,8 +31,7 @@ std::string Env(const char* name, const std::string& fallback) {
 }
 
 std::string BinDir() {
-  return Env("KEVO_BIN_DIR",
-             (std::filesystem::read_symlink("/proc/self/exe").parent_path() / ".." / "bin").string());
+  return Env("KEVO_BIN_DIR", (std::filesystem::read_symlink("/proc/self/exe").parent_path() / ".." / "bin").string());
 }
 
 v1::Task Load(const std::string& name) {
@@ -68,11 +68,10 @@ auto NewBackend() {
 }
 
 TEST(MtiaRecipesTest, OnlyMtiaRecipesApplyOnMtiaSimAndTheyProposeMtiaCandidates) {
-  for (const char* name :
-       {"softmax", "row_sum", "matmul", "bucketize", "embedding_bag_sum", "embedding_bag_mean",
-        // Every elementwise task: the expression compiler lowers each of them.
-        "vector_add", "relu", "leaky_relu", "elu", "selu", "hardtanh", "hardsigmoid", "sigmoid", "silu", "tanh",
-        "softplus", "softsign", "gelu_tanh", "gelu_erf"}) {
+  for (const char* name : {"softmax", "row_sum", "matmul", "bucketize", "embedding_bag_sum", "embedding_bag_mean",
+                           // Every elementwise task: the expression compiler lowers each of them.
+                           "vector_add", "relu", "leaky_relu", "elu", "selu", "hardtanh", "hardsigmoid", "sigmoid",
+                           "silu", "tanh", "softplus", "softsign", "gelu_tanh", "gelu_erf"}) {
     const v1::Task task = Load(name);
     const std::vector<const Recipe*> recipes = BuiltinProposer::ApplicableRecipes(task, "mtia-sim");
     ASSERT_EQ(recipes.size(), 1u) << name;
@@ -113,9 +112,9 @@ TEST_P(MtiaRecipesOnBackendTest, DefaultAndRandomPointsEvaluateOkAndBeatTheBasel
       absl::StatusOr<v1::Candidate> candidate = recipe->Generate(task, genome);
       ASSERT_TRUE(candidate.ok()) << candidate.status();
       v1::Evaluation ev = (*backend)->Evaluate(task, *candidate, nullptr);
-      EXPECT_EQ(ev.status(), v1::OK)
-          << genome.ToString() << ": " << v1::EvalStatus_Name(ev.status()) << ": "
-          << ev.diagnostics().message() << " | compiler=" << ev.diagnostics().compiler_output().substr(0, 1500);
+      EXPECT_EQ(ev.status(), v1::OK) << genome.ToString() << ": " << v1::EvalStatus_Name(ev.status()) << ": "
+                                     << ev.diagnostics().message()
+                                     << " | compiler=" << ev.diagnostics().compiler_output().substr(0, 1500);
       // Every point beats the naive single-PE baseline in simulated time; the
       // default genome (64 PEs, double-buffered) by far. Streams whose
       // baseline already moves a third of what DRAM can (vector_add) cannot
@@ -159,7 +158,8 @@ TEST_P(MtiaElementwiseCompilerTest, DefaultGenomeValidates) {
   ASSERT_TRUE(backend.ok()) << backend.status();
   v1::Evaluation ev = (*backend)->Evaluate(task, *candidate, nullptr);
   EXPECT_EQ(ev.status(), v1::OK) << v1::EvalStatus_Name(ev.status()) << ": " << ev.diagnostics().message()
-                                 << " | source:\n" << candidate->source();
+                                 << " | source:\n"
+                                 << candidate->source();
 }
 
 INSTANTIATE_TEST_SUITE_P(ElementwiseTasks, MtiaElementwiseCompilerTest,

@@ -9,8 +9,9 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "coordinator/search/tree.h"
 #include "gtest/gtest.h"
+
+#include "coordinator/search/tree.h"
 
 namespace kevo::search {
 namespace {
@@ -92,8 +93,10 @@ TEST_P(PolicyTest, ReturnsAnExhaustedSelectionOnlyWhenNothingIsLeft) {
   bool ended = false;
   for (int i = 0; i < 200 && !ended; ++i) {
     Selection sel = Make()->Select(tree, rng);
-    if (tree.Exhausted(sel.parents)) ended = true;
-    else tree.MarkExhausted(sel.parents);  // as the job loop would, after asking
+    if (tree.Exhausted(sel.parents))
+      ended = true;
+    else
+      tree.MarkExhausted(sel.parents);  // as the job loop would, after asking
   }
   EXPECT_TRUE(ended) << GetParam() << " kept offering new selections of an exhausted tree";
 }

@@ -5,12 +5,13 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
 #include "common/task/kernelbench.h"
 #include "common/task/task_loader.h"
 #include "coordinator/proposer/builtin/builtin_proposer.h"
 #include "coordinator/proposer/builtin/recipe.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "tests/testing/process.h"
 #include "worker/backends/cpu/cpu_backend.h"
 

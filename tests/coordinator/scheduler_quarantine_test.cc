@@ -16,9 +16,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "coordinator/scheduler/scheduler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+#include "coordinator/scheduler/scheduler.h"
 #include "tests/testing/test_dir.h"
 
 namespace kevo::scheduler {
@@ -256,8 +257,7 @@ TEST_F(SchedulerQuarantineTest, AWorkerSilentForALeaseIsDroppedAndLeasedNothingM
   EXPECT_EQ(Record().attempt(), 2);
   EXPECT_EQ(Record().workers_lost(), 0) << "a network cut is not the evaluation's doing";
   // The requeue reaches listeners once its record is written.
-  for (const absl::Time end = absl::Now() + absl::Seconds(5);
-       finals_.stages().empty() && absl::Now() < end;) {
+  for (const absl::Time end = absl::Now() + absl::Seconds(5); finals_.stages().empty() && absl::Now() < end;) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   EXPECT_THAT(finals_.stages(), Contains(HasSubstr("worker w-a held the lease and sent nothing for")));
@@ -299,7 +299,8 @@ TEST_F(SchedulerQuarantineTest, HeartbeatsNamingTheEvaluationKeepItsLease) {
       scheduler_->OnWorkerMessage("w-a", *heartbeat);
       absl::SleepFor(absl::Milliseconds(50));
     }
-    EXPECT_EQ(Record().attempt(), 1) << (heartbeat == &typed ? "typed" : "text") << " heartbeats did not keep the lease";
+    EXPECT_EQ(Record().attempt(), 1) << (heartbeat == &typed ? "typed" : "text")
+                                     << " heartbeats did not keep the lease";
     EXPECT_EQ(Record().state(), v1::EVAL_LEASED);
   }
   // Lapsed: queued again, or already leased again (attempt 2).

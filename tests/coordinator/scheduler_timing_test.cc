@@ -6,8 +6,6 @@
 // campaign's) is leased first, and a cancelled job's queued evaluations are
 // withdrawn. A real store in a temporary folder; workers are send callbacks
 // that record what they were given.
-#include "coordinator/scheduler/scheduler.h"
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -16,6 +14,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+
+#include "coordinator/scheduler/scheduler.h"
 #include "tests/testing/test_dir.h"
 
 namespace kevo::scheduler {

@@ -10,12 +10,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
 #include "common/task/task_loader.h"
 #include "coordinator/proposer/builtin/builtin_proposer.h"
 #include "coordinator/proposer/proposer.h"
 #include "coordinator/store/store.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "kevo/v1/job.pb.h"
 #include "tests/coordinator/kernel_harness.h"
 
@@ -26,8 +27,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-v1::Node MakeNode(const std::string& id, const std::string& parent, const std::string& genome,
-                  double fitness, int sequence, const std::string& mutation = "") {
+v1::Node MakeNode(const std::string& id, const std::string& parent, const std::string& genome, double fitness,
+                  int sequence, const std::string& mutation = "") {
   v1::Node n;
   n.set_node_id(id);
   if (!parent.empty()) n.add_parent_ids(parent);
@@ -59,12 +60,9 @@ std::vector<v1::Node> FirstTree() {
   return {
       MakeNode("n0", "", "elementwise{fast_math=off,threads=all,unroll=4}", 1.0, 0, "seed"),
       MakeNode("n1", "", "elementwise{fast_math=off,threads=1,unroll=4}", 1.5, 1, "seed"),
-      MakeNode("n2", "n1", "elementwise{fast_math=on,threads=1,unroll=4}", 3.0, 2,
-               "param:fast_math off->on"),
-      MakeNode("n3", "n2", "elementwise{fast_math=on,threads=1,unroll=8}", 3.03, 3,
-               "param:unroll 4->8"),
-      MakeNode("n4", "n2", "elementwise{fast_math=on,threads=1,unroll=2}", 0, 4,
-               "param:unroll 4->2"),
+      MakeNode("n2", "n1", "elementwise{fast_math=on,threads=1,unroll=4}", 3.0, 2, "param:fast_math off->on"),
+      MakeNode("n3", "n2", "elementwise{fast_math=on,threads=1,unroll=8}", 3.03, 3, "param:unroll 4->8"),
+      MakeNode("n4", "n2", "elementwise{fast_math=on,threads=1,unroll=2}", 0, 4, "param:unroll 4->2"),
       MakeNode("n5", "n1", "", 2.0, 5, "polynomial erf"),
   };
 }
@@ -90,8 +88,7 @@ class SkillsTest : public ::testing::Test {
     skills_ = *std::move(skills);
   }
 
-  std::vector<Skill> All(const std::string& platform = "cpu",
-                         const std::string& family = "elementwise") {
+  std::vector<Skill> All(const std::string& platform = "cpu", const std::string& family = "elementwise") {
     auto s = skills_->SkillsFor(platform, family, 0);
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? *s : std::vector<Skill>{};
@@ -151,15 +148,14 @@ TEST_F(SkillsTest, AggregatesAcrossJobsAndIgnoresARepeatedJob) {
   ASSERT_TRUE(skills_->Distil(MakeJob("j1", "n2"), FirstTree()).ok());  // idempotent
   std::vector<v1::Node> second = {
       MakeNode("n0", "", "elementwise{fast_math=off,threads=all,unroll=4}", 2.0, 0, "seed"),
-      MakeNode("n1", "n0", "elementwise{fast_math=on,threads=all,unroll=4}", 3.0, 1,
-               "param:fast_math off->on"),
+      MakeNode("n1", "n0", "elementwise{fast_math=on,threads=all,unroll=4}", 3.0, 1, "param:fast_math off->on"),
   };
   ASSERT_TRUE(skills_->Distil(MakeJob("j2", "n1"), second).ok());
   const std::vector<Skill> skills = All();
   const Skill* fast = Find(skills, "param:fast_math=on");
   ASSERT_NE(fast, nullptr);
   EXPECT_EQ(fast->evidence_count, 2);
-  EXPECT_NEAR(fast->mean_gain, std::sqrt(2.0 * 1.5), 1e-9);  // geometric mean
+  EXPECT_NEAR(fast->mean_gain, std::sqrt(2.0 * 1.5), 1e-9);    // geometric mean
   EXPECT_THAT(fast->node_ids, ElementsAre("j2/n1", "j1/n2"));  // newest first
 }
 
@@ -178,8 +174,7 @@ TEST_F(SkillsTest, FiltersByPlatformAndFamily) {
 std::vector<v1::Node> SecondTree() {
   return {
       MakeNode("n0", "", "elementwise{fast_math=off,threads=all,unroll=4}", 2.0, 0, "seed"),
-      MakeNode("n1", "n0", "elementwise{fast_math=on,threads=all,unroll=4}", 3.0, 1,
-               "param:fast_math off->on"),
+      MakeNode("n1", "n0", "elementwise{fast_math=on,threads=all,unroll=4}", 3.0, 1, "param:fast_math off->on"),
   };
 }
 
@@ -208,8 +203,8 @@ TEST_F(SkillsTest, SkillWithEvidenceFromTwoJobsSeeds) {
   EXPECT_THAT(fast->summary, HasSubstr("seeds new jobs"));
   std::map<std::string, double> priors = PriorsFrom(skills);
   EXPECT_NEAR(priors.at("param:fast_math=on"), 3.0, 1e-9);  // sqrt(2 * 1.5)^2
-  EXPECT_FALSE(priors.contains("param:threads=1"));            // still one job's one step
-  EXPECT_FALSE(priors.contains("polynomial erf"));  // labels are for prompts, not priors
+  EXPECT_FALSE(priors.contains("param:threads=1"));         // still one job's one step
+  EXPECT_FALSE(priors.contains("polynomial erf"));          // labels are for prompts, not priors
 }
 
 TEST_F(SkillsTest, ThreeStepsInOneJobAreEnoughEvidence) {
@@ -222,8 +217,7 @@ TEST_F(SkillsTest, ThreeStepsInOneJobAreEnoughEvidence) {
     const v1::Node& p = tree[parent[1] - '0'];
     std::string genome = p.genome();
     genome.replace(genome.find("fast_math=off"), 13, "fast_math=on");
-    tree.push_back(MakeNode(absl::StrCat(parent, "f"), parent, genome, 2.0,
-                            static_cast<int>(tree.size())));
+    tree.push_back(MakeNode(absl::StrCat(parent, "f"), parent, genome, 2.0, static_cast<int>(tree.size())));
   }
   ASSERT_TRUE(skills_->Distil(MakeJob("j1", "n0f"), tree).ok());
   const Skill fast = Get("param:fast_math=on");
@@ -249,17 +243,15 @@ TEST_F(SkillsTest, SkillWhoseKernelsLostToProductionDoesNotSeed) {
 
 // A job that a skill seeded: its own default seed, the skill's seed (labelled
 // with `key`) and a child of `best_from` that is the job's best.
-std::vector<v1::Node> SeededTree(const std::string& key, double own_fitness,
-                                 double seed_fitness, const std::string& best_from) {
-  v1::Node seed = MakeNode("s", "", "elementwise{fast_math=on,threads=all,unroll=4}",
-                           seed_fitness, 0, proposer::SkillSeedLabel({key}));
-  v1::Node own = MakeNode("o", "", "elementwise{fast_math=off,threads=all,unroll=4}",
-                          own_fitness, 1, "seed");
+std::vector<v1::Node> SeededTree(const std::string& key, double own_fitness, double seed_fitness,
+                                 const std::string& best_from) {
+  v1::Node seed = MakeNode("s", "", "elementwise{fast_math=on,threads=all,unroll=4}", seed_fitness, 0,
+                           proposer::SkillSeedLabel({key}));
+  v1::Node own = MakeNode("o", "", "elementwise{fast_math=off,threads=all,unroll=4}", own_fitness, 1, "seed");
   const v1::Node& from = best_from == "s" ? seed : own;
   std::string genome = from.genome();
   genome.replace(genome.find("unroll=4"), 8, "unroll=2");
-  v1::Node best = MakeNode("b", best_from, genome, std::max(own_fitness, seed_fitness) * 1.01, 2,
-                           "param:unroll 4->2");
+  v1::Node best = MakeNode("b", best_from, genome, std::max(own_fitness, seed_fitness) * 1.01, 2, "param:unroll 4->2");
   return {seed, own, best};
 }
 
@@ -364,10 +356,13 @@ TEST_F(SkillsTest, SkillSeedsTheBuiltinProposerUntilItMisleads) {
 TEST(TransformationsTest, RecipeSwitchKeepsChangedSharedParams) {
   v1::Node parent = MakeNode("a", "", "softmax_three_pass{accumulators=4,exp=poly5}", 1, 0);
   v1::Node child = MakeNode("b", "a", "softmax_online{accumulators=8,exp=poly5}", 2, 1);
-  EXPECT_THAT(Transformations(parent, child),
-              ElementsAre("recipe:softmax_online", "param:accumulators=8"));
-  Skill s{.platform = "cpu", .family = "softmax", .transformation = "recipe:softmax_online",
-          .mean_gain = 1.2, .evidence_count = 2, .jobs = 2};
+  EXPECT_THAT(Transformations(parent, child), ElementsAre("recipe:softmax_online", "param:accumulators=8"));
+  Skill s{.platform = "cpu",
+          .family = "softmax",
+          .transformation = "recipe:softmax_online",
+          .mean_gain = 1.2,
+          .evidence_count = 2,
+          .jobs = 2};
   EXPECT_NEAR(PriorsFrom({s}).at("softmax_online"), 1.44, 1e-9);
 }
 

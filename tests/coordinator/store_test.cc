@@ -13,6 +13,7 @@
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+
 #include "tests/testing/test_dir.h"
 
 namespace kevo::store {
@@ -22,9 +23,7 @@ namespace fs = std::filesystem;
 
 class StoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = kevo::testing::FreshTestDir("store-test");
-  }
+  void SetUp() override { dir_ = kevo::testing::FreshTestDir("store-test"); }
   void TearDown() override { fs::remove_all(dir_); }
 
   std::unique_ptr<Store> Open(StoreOptions options = {}) {
@@ -36,10 +35,13 @@ class StoreTest : public ::testing::Test {
   // The keys under `prefix` in `family`, in the order Scan gives them.
   static std::vector<std::string> Keys(Store& store, Family family, std::string_view prefix) {
     std::vector<std::string> keys;
-    EXPECT_TRUE(store.Scan(family, prefix, [&](std::string_view k, std::string_view) {
-                       keys.emplace_back(k);
-                       return true;
-                     }).ok());
+    EXPECT_TRUE(store
+                    .Scan(family, prefix,
+                          [&](std::string_view k, std::string_view) {
+                            keys.emplace_back(k);
+                            return true;
+                          })
+                    .ok());
     return keys;
   }
 
@@ -73,12 +75,9 @@ TEST_F(StoreTest, ScanGivesThePrefixInKeyOrderAndStopsWhenAsked) {
   for (const char* k : {"job/b/n2", "job/a/n1", "job/b/n1", "jobs", "job/b/n10"}) {
     ASSERT_TRUE(store->Put(Family::kNodes, k, k, false).ok());
   }
-  EXPECT_EQ(Keys(*store, Family::kNodes, "job/b/"),
-            (std::vector<std::string>{"job/b/n1", "job/b/n10", "job/b/n2"}));
+  EXPECT_EQ(Keys(*store, Family::kNodes, "job/b/"), (std::vector<std::string>{"job/b/n1", "job/b/n10", "job/b/n2"}));
   int seen = 0;
-  ASSERT_TRUE(store->Scan(Family::kNodes, "job/", [&](std::string_view, std::string_view) {
-                      return ++seen < 2;
-                    }).ok());
+  ASSERT_TRUE(store->Scan(Family::kNodes, "job/", [&](std::string_view, std::string_view) { return ++seen < 2; }).ok());
   EXPECT_EQ(seen, 2);
   EXPECT_TRUE(Keys(*store, Family::kNodes, "zzz").empty());
 }

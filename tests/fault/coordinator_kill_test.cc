@@ -7,7 +7,6 @@
 // budget, no node lost or evaluated twice (each finished once on the
 // workers, recorded once), and the store opens and reads cleanly after a
 // last kill -9.
-#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <random>
@@ -17,6 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include <gtest/gtest.h>
+
 #include "common/task/task_loader.h"
 #include "coordinator/store/keys.h"
 #include "coordinator/store/store.h"

@@ -5,8 +5,6 @@
 // returns; after a kill -9 the database holds what clients were told. Each
 // outcome is a row of fault_cases.cc (docs/reliability.md's fault table).
 #include <fcntl.h>
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -21,6 +19,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
 #include "common/task/task_loader.h"
 #include "tests/fault/fault_cases.h"
 #include "tests/integration/cluster.h"
@@ -213,9 +214,9 @@ TEST(DiskFullTest, ARunningJobWaitsForSpaceAndSubmitsAreRefusedClearly) {
 TEST(DiskFullTest, AReserveTooSmallToProtectTheDatabaseIsRefused) {
   const std::string dir = MakeTempDir("kevo-reserve");
   for (const char* mb : {"0", "7", "-1", "lots"}) {
-    CommandResult r = RunCommand({BinDir() + "/kevo-coordinator", "--db", dir + "/db", "--listen", "127.0.0.1:0",
-                                  "--db-reserve-mb", mb},
-                                 absl::Seconds(30));
+    CommandResult r = RunCommand(
+        {BinDir() + "/kevo-coordinator", "--db", dir + "/db", "--listen", "127.0.0.1:0", "--db-reserve-mb", mb},
+        absl::Seconds(30));
     ExpectOutcome(FaultCaseNamed("disk_reserve_too_small"),
                   absl::StrCat("the coordinator exits with code ", r.exit_code), r.err);
   }

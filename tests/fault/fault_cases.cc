@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
 #include "tests/testing/generated_doc.h"
 
 namespace kevo::testing {
@@ -17,8 +18,8 @@ const std::vector<FaultCase>& FaultCases() {
        "budget, every node evaluated and recorded once",
        "JOB_DONE; the evaluation OK at attempt 2 from the other worker"},
       {"worker_killed_validating", "worker_kill_test",
-       "kill -9 of a worker while it validates a job's candidate (`validate started`)",
-       "as for compile", "JOB_DONE; the evaluation OK at attempt 2 from the other worker"},
+       "kill -9 of a worker while it validates a job's candidate (`validate started`)", "as for compile",
+       "JOB_DONE; the evaluation OK at attempt 2 from the other worker"},
       {"worker_killed_profiling", "worker_kill_test",
        "kill -9 of a worker while it times a job's candidate (`profile started`)", "as for compile",
        "JOB_DONE; the evaluation OK at attempt 2 from the other worker"},

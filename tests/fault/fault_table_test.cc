@@ -3,14 +3,14 @@
 // added, removed or changed without the table fails here (KEVO_UPDATE_DOCS=1
 // rewrites the table instead), and so does a case that names no test that
 // checks it.
-#include <gtest/gtest.h>
-
 #include <filesystem>
 #include <set>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include <gtest/gtest.h>
+
 #include "tests/fault/fault_cases.h"
 #include "tests/testing/generated_doc.h"
 #include "tests/testing/process.h"

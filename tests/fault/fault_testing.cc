@@ -1,16 +1,16 @@
 #include "tests/fault/fault_testing.h"
 
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
-
 #include <fstream>
 #include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/task/task_loader.h"
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
 #include "common/status.h"
+#include "common/task/task_loader.h"
 #include "coordinator/store/keys.h"
 #include "coordinator/store/store.h"
 
@@ -145,16 +145,19 @@ absl::StatusOr<StoredJob> ReadStoredJob(const std::string& db_dir, const std::st
   if (!job.has_value() || !stored.job.ParseFromString(*job)) {
     return absl::NotFoundError(absl::StrCat("no job ", job_id, " in ", db_dir));
   }
-  KEVO_RETURN_IF_ERROR(db->Scan(store::Family::kNodes, store::keys::NodePrefix(job_id), [&](std::string_view, std::string_view v) {
-    v1::Node n;
-    if (n.ParseFromArray(v.data(), static_cast<int>(v.size()))) stored.nodes[n.node_id()] = n;
-    return true;
-  }));
-  KEVO_RETURN_IF_ERROR(db->Scan(store::Family::kEvals, store::keys::kEvalPrefix, [&](std::string_view, std::string_view v) {
-    v1::EvalRecord r;
-    if (r.ParseFromArray(v.data(), static_cast<int>(v.size())) && r.job_id() == job_id) stored.evals[r.eval_id()] = r;
-    return true;
-  }));
+  KEVO_RETURN_IF_ERROR(
+      db->Scan(store::Family::kNodes, store::keys::NodePrefix(job_id), [&](std::string_view, std::string_view v) {
+        v1::Node n;
+        if (n.ParseFromArray(v.data(), static_cast<int>(v.size()))) stored.nodes[n.node_id()] = n;
+        return true;
+      }));
+  KEVO_RETURN_IF_ERROR(
+      db->Scan(store::Family::kEvals, store::keys::kEvalPrefix, [&](std::string_view, std::string_view v) {
+        v1::EvalRecord r;
+        if (r.ParseFromArray(v.data(), static_cast<int>(v.size())) && r.job_id() == job_id)
+          stored.evals[r.eval_id()] = r;
+        return true;
+      }));
   return stored;
 }
 

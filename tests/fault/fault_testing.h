@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include <grpcpp/grpcpp.h>
+
 #include "kevo/v1/job.pb.h"
 #include "kevo/v1/store.pb.h"
 #include "tests/integration/cluster.h"
@@ -77,8 +77,8 @@ v1::Job WaitForJobEnd(Cluster& cluster, const std::string& job_id, absl::Duratio
 // A job as a stopped coordinator's RocksDB holds it.
 struct StoredJob {
   v1::Job job;
-  std::map<std::string, v1::Node> nodes;         // by node id
-  std::map<std::string, v1::EvalRecord> evals;   // the job's evaluation records, by eval id
+  std::map<std::string, v1::Node> nodes;        // by node id
+  std::map<std::string, v1::EvalRecord> evals;  // the job's evaluation records, by eval id
 };
 // Opens the store in `db_dir` (the coordinator must be stopped) and reads
 // the job; the store's error, or NotFound.

@@ -5,8 +5,6 @@
 // recorded once from it; once the link is restored the worker reconnects
 // under its own id, its late result is not recorded, and it is given work
 // again. Needs root (ip netns); skips, saying why, without it.
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -19,6 +17,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
 #include "common/status.h"
 #include "tests/fault/fault_cases.h"
 #include "tests/fault/fault_testing.h"
@@ -132,9 +133,9 @@ TEST(NetworkCutTest, ACutOffWorkersEvaluationGoesElsewhereAndItServesAgainOnceRe
   ASSERT_TRUE((*ns)->Restore().ok());
   absl::Status back = WaitForReconnect(cluster, "worker-a", restored_micros, absl::Minutes(2));
   ASSERT_TRUE(back.ok()) << back << "; see " << log_a;
-  const bool late_seen = WaitForText(cluster.dir() + "/coordinator.log",
-                                     absl::StrCat(" result for ", heard.eval_id, " attempt=1 from worker-a"),
-                                     absl::Minutes(2));
+  const bool late_seen =
+      WaitForText(cluster.dir() + "/coordinator.log",
+                  absl::StrCat(" result for ", heard.eval_id, " attempt=1 from worker-a"), absl::Minutes(2));
   EXPECT_TRUE(late_seen) << "worker-a's late result never reached the coordinator";
   auto stored = GetEvaluation(cluster, heard.eval_id);
   ASSERT_TRUE(stored.ok()) << stored.status();

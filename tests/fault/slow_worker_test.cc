@@ -3,13 +3,14 @@
 // answers for it), but it says nothing: its evaluation must go to the other
 // worker and be recorded once, from it; when it continues, it finishes the
 // evaluation and sends its result late, and that result is not recorded.
-#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include <gtest/gtest.h>
+
 #include "tests/fault/fault_cases.h"
 #include "tests/fault/fault_testing.h"
 #include "tests/integration/cluster.h"
@@ -42,9 +43,9 @@ TEST(SlowWorkerTest, AStoppedWorkersLateResultIsNotRecordedAndTheOtherDoesTheWor
 
   // Continued, it finishes attempt 1 and sends the result: on its old stream
   // (which the coordinator ended), then again once it has reconnected.
-  const bool late_seen = WaitForText(cluster.dir() + "/coordinator.log",
-                                     absl::StrCat(" result for ", heard.eval_id, " attempt=1 from worker-a"),
-                                     absl::Minutes(2));
+  const bool late_seen =
+      WaitForText(cluster.dir() + "/coordinator.log",
+                  absl::StrCat(" result for ", heard.eval_id, " attempt=1 from worker-a"), absl::Minutes(2));
   EXPECT_TRUE(late_seen) << "worker-a's late result never reached the coordinator; see " << log_a;
   EXPECT_EQ(StagesLogged(log_a, *running).back(), "finished") << "worker-a did not finish its attempt";
   auto stored = GetEvaluation(cluster, heard.eval_id);

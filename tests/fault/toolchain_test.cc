@@ -7,7 +7,6 @@
 // Without production timing no rival is timed beside the candidates, so
 // every decision after the first is such a comparison of fitness: the test
 // looks at each one, and shows that those across toolchains were not made.
-#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -18,6 +17,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include <gtest/gtest.h>
+
 #include "common/task/task_loader.h"
 #include "tests/fault/fault_cases.h"
 #include "tests/fault/fault_testing.h"

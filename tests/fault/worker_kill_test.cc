@@ -5,8 +5,6 @@
 // evaluation enters the stage. The evaluation must go to the other worker,
 // be recorded once, from it, and the job must end with its whole budget,
 // each node evaluated and recorded exactly once.
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <ostream>
@@ -14,6 +12,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
 #include "tests/fault/fault_cases.h"
 #include "tests/fault/fault_testing.h"
 #include "tests/integration/cluster.h"

@@ -7,10 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/campaigns/campaigns.h"
 #include "google/protobuf/text_format.h"
-#include "tests/fuzz/quiet_errors.h"
+
+#include "coordinator/campaigns/campaigns.h"
 #include "kevo/v1/campaign.pb.h"
+#include "tests/fuzz/quiet_errors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kevo::v1::SubmitCampaignRequest request;

@@ -16,11 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "google/protobuf/text_format.h"
+
 #include "coordinator/scheduler/scheduler.h"
 #include "coordinator/store/store.h"
-#include "google/protobuf/text_format.h"
-#include "tests/fuzz/quiet_errors.h"
 #include "kevo/v1/worker.pb.h"
+#include "tests/fuzz/quiet_errors.h"
 
 namespace {
 
@@ -29,8 +30,7 @@ struct Coordinator {
     dir = std::filesystem::temp_directory_path() / ("kevo-fuzz-worker-stream-" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     store = std::move(*kevo::store::Store::Open(dir.string()));
-    scheduler = std::make_unique<kevo::scheduler::Scheduler>(store.get(), kevo::scheduler::SchedulerOptions{},
-                                                             nullptr);
+    scheduler = std::make_unique<kevo::scheduler::Scheduler>(store.get(), kevo::scheduler::SchedulerOptions{}, nullptr);
   }
   ~Coordinator() {
     scheduler.reset();

@@ -39,8 +39,7 @@ void WriteCrash(int sig) {
     std::fwrite(current.data(), 1, current.size(), f);
     std::fclose(f);
   }
-  std::fprintf(stderr, "fuzz: signal %d on an input of %zu bytes, written to %s\n", sig, current.size(),
-               name.c_str());
+  std::fprintf(stderr, "fuzz: signal %d on an input of %zu bytes, written to %s\n", sig, current.size(), name.c_str());
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }
@@ -136,7 +135,6 @@ int main(int argc, char** argv) {
     Run(Mutate(corpus, rng));
     ++done;
   }
-  std::fprintf(stderr, "fuzz: %ld mutated inputs ran clean (seed %llu)\n", done,
-               static_cast<unsigned long long>(seed));
+  std::fprintf(stderr, "fuzz: %ld mutated inputs ran clean (seed %llu)\n", done, static_cast<unsigned long long>(seed));
   return 0;
 }

@@ -7,12 +7,11 @@
 // measurement. Skipped where hipcc is absent.
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
 #include "common/task/task_loader.h"
 #include "tests/integration/cluster.h"
 #include "tests/testing/process.h"
@@ -27,9 +26,8 @@ bool HaveHipcc() { return access("/usr/bin/hipcc", X_OK) == 0; }
 TEST(AmdTest, RunSoftmaxOnACompileOnlyWorkerRanksStaticallyAndSaysSo) {
   if (!HaveHipcc()) GTEST_SKIP() << "hipcc not found";
   const std::string dir = MakeTempDir("kevo-amd-run");
-  auto r = RunCommand({Kevo(), "run", SourceDir() + "/tasks/softmax", "--platform", "amd",
-                       "--budget", "3", "--slots", "2", "--json", "--db", dir + "/db", "--out",
-                       dir + "/best.hip"},
+  auto r = RunCommand({Kevo(), "run", SourceDir() + "/tasks/softmax", "--platform", "amd", "--budget", "3", "--slots",
+                       "2", "--json", "--db", dir + "/db", "--out", dir + "/best.hip"},
                       absl::Minutes(10));
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   auto j = nlohmann::json::parse(r.out);
@@ -55,9 +53,8 @@ TEST(AmdTest, WorkersListsTheCompileOnlyWorkerAndEveryCandidateHasItsAnalysis) {
   if (!HaveHipcc()) GTEST_SKIP() << "hipcc not found";
   Cluster cluster(MakeTempDir("kevo-amd-cluster"));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
-  ASSERT_TRUE(cluster.StartWorker("amd-a", {"--platform", "amd", "--offload-arch", "gfx90a,gfx940",
-                                            "--slots", "2"})
-                  .ok());
+  ASSERT_TRUE(
+      cluster.StartWorker("amd-a", {"--platform", "amd", "--offload-arch", "gfx90a,gfx940", "--slots", "2"}).ok());
   ASSERT_TRUE(cluster.WaitForWorkers(1, absl::Seconds(90)).ok());
 
   auto text = RunCommand({Kevo(), "workers", "--coordinator", cluster.address()}, absl::Seconds(30));
@@ -71,8 +68,7 @@ TEST(AmdTest, WorkersListsTheCompileOnlyWorkerAndEveryCandidateHasItsAnalysis) {
   EXPECT_EQ(cols[4], "compile-only");
   EXPECT_EQ(cols[5], "gfx90a,gfx940");
 
-  auto json = RunCommand({Kevo(), "workers", "--coordinator", cluster.address(), "--json"},
-                         absl::Seconds(30));
+  auto json = RunCommand({Kevo(), "workers", "--coordinator", cluster.address(), "--json"}, absl::Seconds(30));
   ASSERT_EQ(json.exit_code, 0) << json.err;
   auto w = nlohmann::json::parse(json.out);
   ASSERT_EQ(w.size(), 1u);
@@ -82,13 +78,12 @@ TEST(AmdTest, WorkersListsTheCompileOnlyWorkerAndEveryCandidateHasItsAnalysis) {
 
   // A job: every candidate gets a compile status and, when it compiled, the
   // resource analysis and a static score; none has a time or a speedup.
-  auto submit = RunCommand({Kevo(), "submit", SourceDir() + "/tasks/softmax", "--platform", "amd",
-                            "--budget", "3", "--coordinator", cluster.address()},
+  auto submit = RunCommand({Kevo(), "submit", SourceDir() + "/tasks/softmax", "--platform", "amd", "--budget", "3",
+                            "--coordinator", cluster.address()},
                            absl::Seconds(60));
   ASSERT_EQ(submit.exit_code, 0) << submit.err;
   const std::string job_id(absl::StripAsciiWhitespace(submit.out));
-  auto watch = RunCommand({Kevo(), "watch", job_id, "--coordinator", cluster.address()},
-                          absl::Minutes(10));
+  auto watch = RunCommand({Kevo(), "watch", job_id, "--coordinator", cluster.address()}, absl::Minutes(10));
   ASSERT_EQ(watch.exit_code, 0) << watch.err;
   EXPECT_NE(watch.out.find("static score"), std::string::npos) << watch.out;
 

@@ -2,22 +2,22 @@
 // operator runs it: a real kevo-coordinator on loopback, the kevo CLI and
 // kevo-worker as processes, and synthetic workers that speak WorkerService
 // over real gRPC where a test needs a worker to misbehave.
-#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <algorithm>
 #include <filesystem>
 
-#include <grpcpp/grpcpp.h>
-
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
 #include "common/rpc/client_channel.h"
 #include "common/task/task_loader.h"
 #include "kevo/v1/admin.grpc.pb.h"
-#include "kevo/v1/job.grpc.pb.h"
 #include "kevo/v1/campaign.grpc.pb.h"
+#include "kevo/v1/job.grpc.pb.h"
 #include "kevo/v1/worker.grpc.pb.h"
 #include "tests/integration/cluster.h"
 
@@ -47,8 +47,7 @@ class AuthTest : public ::testing::Test {
     ASSERT_TRUE(cluster_->StartCoordinator({"--auth"}).ok());
     admin_token_ = std::string(absl::StripAsciiWhitespace(ReadTextFile(cluster_->dir() + "/db/admin.token")));
     ASSERT_FALSE(admin_token_.empty()) << "the coordinator wrote no admin token";
-    EXPECT_EQ(std::filesystem::status(cluster_->dir() + "/db/admin.token").permissions() &
-                  std::filesystem::perms::all,
+    EXPECT_EQ(std::filesystem::status(cluster_->dir() + "/db/admin.token").permissions() & std::filesystem::perms::all,
               std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
     cluster_->UseCredentials(admin_token_);
     auto task = task::LoadTaskDir(SourceDir() + "/tasks/vector_add");
@@ -158,13 +157,13 @@ TEST_F(AuthTest, CallsWithoutAValidTokenAreUnauthenticated) {
             grpc::StatusCode::PERMISSION_DENIED);
 
   // The CLI without a token says what to do; with KEVO_TOKEN it works.
-  auto bare = RunCommand({"/usr/bin/env", "-u", "KEVO_TOKEN", "-u", "KEVO_TOKEN_FILE", "HOME=/nonexistent",
-                          Kevo(), "jobs", "--coordinator", address()},
+  auto bare = RunCommand({"/usr/bin/env", "-u", "KEVO_TOKEN", "-u", "KEVO_TOKEN_FILE", "HOME=/nonexistent", Kevo(),
+                          "jobs", "--coordinator", address()},
                          absl::Seconds(30));
   EXPECT_NE(bare.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(bare.err, "KEVO_TOKEN")) << bare.err;
-  auto with = RunCommand({"/usr/bin/env", "KEVO_TOKEN=" + team, Kevo(), "jobs", "--coordinator", address()},
-                         absl::Seconds(30));
+  auto with =
+      RunCommand({"/usr/bin/env", "KEVO_TOKEN=" + team, Kevo(), "jobs", "--coordinator", address()}, absl::Seconds(30));
   EXPECT_EQ(with.exit_code, 0) << with.err;
 }
 
@@ -329,7 +328,7 @@ TEST_F(AuthTest, ACampaignIsItsTeamsAloneAndKeepsWithinItsQuota) {
   };
   v1::SubmitCampaignRequest req;
   req.mutable_spec()->set_name("quota");
-  req.mutable_spec()->set_team("camp-b");  // claimed: ignored for a team's token
+  req.mutable_spec()->set_team("camp-b");    // claimed: ignored for a team's token
   req.mutable_spec()->add_platforms("amd");  // no amd worker here: the jobs stay running
   for (const char* name : {"first", "second"}) {
     v1::CampaignTask* t = req.add_tasks();
@@ -431,10 +430,10 @@ TEST_F(AuthTest, ACampaignIsItsTeamsAloneAndKeepsWithinItsQuota) {
 TEST_F(AuthTest, WorkersWithoutAWorkerTokenAreRefused) {
   // kevo-worker with no token: refused, and it exits saying so.
   const std::string dir = cluster_->dir();
-  auto bare = RunCommand({"/usr/bin/env", "-u", "KEVO_TOKEN", "-u", "KEVO_TOKEN_FILE", "HOME=/nonexistent",
-                          BinDir() + "/kevo-worker", "--coordinator", address(), "--work-dir", dir + "/w0",
-                          "--profile-cap", "0.3"},
-                         absl::Seconds(120));
+  auto bare = RunCommand(
+      {"/usr/bin/env", "-u", "KEVO_TOKEN", "-u", "KEVO_TOKEN_FILE", "HOME=/nonexistent", BinDir() + "/kevo-worker",
+       "--coordinator", address(), "--work-dir", dir + "/w0", "--profile-cap", "0.3"},
+      absl::Seconds(120));
   EXPECT_EQ(bare.exit_code, 1) << bare.err;
   EXPECT_TRUE(absl::StrContains(bare.err, "refused this worker's credentials")) << bare.err;
   // A team's token is not a worker's.
@@ -452,8 +451,8 @@ TEST_F(AuthTest, WorkersWithoutAWorkerTokenAreRefused) {
   ASSERT_TRUE(cluster_->WaitForWorkers(1, absl::Seconds(90)).ok());
 
   // Revoked by the admin: its stream ends and the worker process exits.
-  auto revoke = RunCommand({"/usr/bin/env", "KEVO_TOKEN=" + admin_token_, Kevo(), "admin", "worker", "revoke",
-                            "w-good", "--coordinator", address()},
+  auto revoke = RunCommand({"/usr/bin/env", "KEVO_TOKEN=" + admin_token_, Kevo(), "admin", "worker", "revoke", "w-good",
+                            "--coordinator", address()},
                            absl::Seconds(30));
   ASSERT_EQ(revoke.exit_code, 0) << revoke.err;
   EXPECT_TRUE(absl::StrContains(revoke.out, "rack-1")) << revoke.out;
@@ -513,8 +512,7 @@ TEST_F(AuthTest, ListJobsPagesThroughATeamsOwnJobsInOrder) {
 // A synthetic worker: one WorkerService stream with a token.
 class FakeWorker {
  public:
-  FakeWorker(const std::string& address, const std::string& token, const std::string& id,
-             const std::string& platform)
+  FakeWorker(const std::string& address, const std::string& token, const std::string& id, const std::string& platform)
       : stub_(v1::WorkerService::NewStub(ChannelWith(address, token))) {
     // A test whose coordinator never assigns fails at this deadline, not at ctest's.
     ctx_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
@@ -768,15 +766,14 @@ TEST(TlsTest, TheCoordinatorServesTlsAndRefusesPlaintextOffLoopback) {
   const std::string dir = MakeTempDir("kevo-tls");
   ASSERT_TRUE(MakeCertificates(dir));
   // Plaintext on an address other than loopback is refused at start.
-  auto open = RunCommand({BinDir() + "/kevo-coordinator", "--listen", "0.0.0.0:0", "--db", dir + "/db0"},
-                         absl::Seconds(60));
+  auto open =
+      RunCommand({BinDir() + "/kevo-coordinator", "--listen", "0.0.0.0:0", "--db", dir + "/db0"}, absl::Seconds(60));
   EXPECT_NE(open.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(open.err, "refusing plaintext")) << open.err;
 
   Cluster cluster(dir);
-  ASSERT_TRUE(cluster.StartCoordinator({"--auth", "--tls-cert", dir + "/server.pem", "--tls-key",
-                                        dir + "/server.key"})
-                  .ok());
+  ASSERT_TRUE(
+      cluster.StartCoordinator({"--auth", "--tls-cert", dir + "/server.pem", "--tls-key", dir + "/server.key"}).ok());
   const std::string admin = std::string(absl::StripAsciiWhitespace(ReadTextFile(dir + "/db/admin.token")));
   const std::string ca = ReadTextFile(dir + "/ca.pem");
   rpc::ClientCredentials tls;
@@ -805,8 +802,7 @@ TEST(TlsTest, TheCoordinatorServesTlsAndRefusesPlaintextOffLoopback) {
                   ->CreateWorkerToken(&admin_ctx, req, &token)
                   .ok());
   WriteTextFile(dir + "/worker.token", token.token() + "\n");
-  ASSERT_TRUE(cluster.StartWorker("w-tls", {"--token-file", dir + "/worker.token", "--tls-ca", dir + "/ca.pem"})
-                  .ok());
+  ASSERT_TRUE(cluster.StartWorker("w-tls", {"--token-file", dir + "/worker.token", "--tls-ca", dir + "/ca.pem"}).ok());
   cluster.UseCredentials(admin, ca);
   EXPECT_TRUE(cluster.WaitForWorkers(1, absl::Seconds(90)).ok());
 }

@@ -10,6 +10,8 @@
 // Needs chromium on PATH and Debian's libjs-d3 (scripts/install-deps.sh
 // installs both). KEVO_REPORT_SCREENSHOT=PATH also writes a PNG of the page
 // (docs/campaign-report.png was made so).
+#include "cli/campaign_report.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,25 +24,24 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
-#include "cli/campaign_report.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include <nlohmann/json.hpp>
+
 #include "tests/testing/process.h"
 
 namespace kevo::cli {
 namespace {
 
+using nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using nlohmann::json;
 
 constexpr char kCampaignId[] = "c7";
 constexpr int64_t kCreated = 1751536800000000;  // 2025-07-03 10:00 UTC
@@ -71,8 +72,8 @@ void AddJob(const EntrySpec& s, const std::string& job_id, int index, CampaignRe
   job.set_fitness_baseline(s.vs_production > 0 ? "production" : "reference");
   job.set_stop_reason(s.stop_reason);
   const double fitness = s.vs_production > 0 ? s.vs_production : s.vs_reference;
-  static const v1::EvalStatus kFailures[] = {v1::COMPILE_ERROR, v1::WRONG_ANSWER, v1::RUN_TIMEOUT,
-                                             v1::COMPILE_ERROR, v1::NONFINITE};
+  static const v1::EvalStatus kFailures[] = {v1::COMPILE_ERROR, v1::WRONG_ANSWER, v1::RUN_TIMEOUT, v1::COMPILE_ERROR,
+                                             v1::NONFINITE};
   std::vector<v1::Node>& nodes = data->nodes[job_id];
   for (int i = 0; i < s.evaluations; ++i) {
     v1::Node n;
@@ -296,11 +297,11 @@ class CampaignReportTest : public ::testing::Test {
     copy.insert(head + 6, kErrorCatcher);
     const std::string path = dir_ + "/measured.html";
     kevo::testing::WriteTextFile(path, copy);
-    kevo::testing::CommandResult r = kevo::testing::RunCommand(
-        {chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--mute-audio",
-         absl::StrCat("--user-data-dir=", dir_, "/profile"), "--window-size=1280,2600", "--dump-dom",
-         absl::StrCat("file://", path)},
-        absl::Seconds(90));
+    kevo::testing::CommandResult r =
+        kevo::testing::RunCommand({chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                                   "--mute-audio", absl::StrCat("--user-data-dir=", dir_, "/profile"),
+                                   "--window-size=1280,2600", "--dump-dom", absl::StrCat("file://", path)},
+                                  absl::Seconds(90));
     const std::string open = "<pre id=\"kevo-test-result\">";
     const size_t at = r.out.find(open);
     const size_t end = at == std::string::npos ? at : r.out.find("</pre>", at);
@@ -370,9 +371,9 @@ TEST_F(CampaignReportTest, EveryChartIsDrawnWithTheMarksItsDataCallsFor) {
 
   EXPECT_EQ(m["charts"]["chart-trajectories"]["lines"], trajectories);
   EXPECT_EQ(m["charts"]["chart-gains"]["bars"], data.campaign.gains_size());
-  EXPECT_THAT(m["charts"]["chart-gains"]["texts"].get<std::vector<std::string>>(),
-              ::testing::Contains(absl::StrFormat("%+.1f%% (vs production)",
-                                                  100 * data.campaign.gains(0).throughput_gain())));
+  EXPECT_THAT(
+      m["charts"]["chart-gains"]["texts"].get<std::vector<std::string>>(),
+      ::testing::Contains(absl::StrFormat("%+.1f%% (vs production)", 100 * data.campaign.gains(0).throughput_gain())));
   EXPECT_EQ(m["charts"]["chart-failures"]["bars"], static_cast<int>(failed_statuses.size()));
 
   // No network: nothing names a remote src or href in the page itself either.
@@ -406,12 +407,17 @@ TEST_F(CampaignReportTest, TheHeadlineIsVsProductionAndTheTablesHoldEveryNumber)
   EXPECT_THAT(page, HasSubstr("Stop reason: 6 jobs done, 1 failed, 1 cancelled"));
   EXPECT_THAT(page, HasSubstr("correctness oracle, not a yardstick"));
   // The entry table: each entry's figures, the mtia-sim ones without production.
-  EXPECT_THAT(page, HasSubstr("<td>softmax</td><td>cpu</td><td class=\"nowrap\">c7-0</td><td>done</td><td class=\"num\">40</td>"
-                              "<td class=\"num\">1.42x</td><td class=\"nowrap\"><span title=\"PyTorch eager at 2 threads\">torch_eager_2t</span></td>"
-                              "<td class=\"num\">14.90x</td><td class=\"num\">213.00 us</td>"
-                              "<td>evaluation budget spent</td>"));
-  EXPECT_THAT(page, HasSubstr("<td>softmax</td><td>mtia-sim</td><td class=\"nowrap\">c7-4</td><td>done</td><td class=\"num\">30</td>"
-                              "<td class=\"num\">no production baseline</td><td class=\"nowrap\">-</td><td class=\"num\">9.70x</td>"));
+  EXPECT_THAT(
+      page, HasSubstr("<td>softmax</td><td>cpu</td><td class=\"nowrap\">c7-0</td><td>done</td><td class=\"num\">40</td>"
+                      "<td class=\"num\">1.42x</td><td class=\"nowrap\"><span title=\"PyTorch eager at 2 "
+                      "threads\">torch_eager_2t</span></td>"
+                      "<td class=\"num\">14.90x</td><td class=\"num\">213.00 us</td>"
+                      "<td>evaluation budget spent</td>"));
+  EXPECT_THAT(
+      page,
+      HasSubstr(
+          "<td>softmax</td><td>mtia-sim</td><td class=\"nowrap\">c7-4</td><td>done</td><td class=\"num\">30</td>"
+          "<td class=\"num\">no production baseline</td><td class=\"nowrap\">-</td><td class=\"num\">9.70x</td>"));
   EXPECT_THAT(page, HasSubstr("<td>layernorm</td><td>mtia-sim</td><td class=\"nowrap\">c7-5</td><td>failed</td>"));
   EXPECT_THAT(page, HasSubstr("proposer failed: no candidate compiled for mtia-sim in 9 attempts"));
   // The gains' operator tables.

@@ -4,18 +4,18 @@
 // platform searched by exactly one job, a failing job not stopping it, and
 // the model throughput gains computed; a malformed campaign file is a clear
 // error naming its line.
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <map>
 #include <set>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
 #include "coordinator/store/store.h"
 #include "kevo/v1/campaign.grpc.pb.h"
 #include "kevo/v1/store.pb.h"
@@ -42,11 +42,14 @@ absl::StatusOr<v1::Campaign> GetCampaign(const std::string& address, const std::
 // evaluation of it fails), on cpu and mtia-sim.
 std::string CampaignFile(int budget) {
   return absl::StrCat(R"(name: "resume-test"
-tasks: ")", SourceDir(), R"(/tasks/{vector_add,relu,silu,softmax}"
-tasks: ")", SourceDir(), R"(/tasks/elu"
+tasks: ")",
+                      SourceDir(), R"(/tasks/{vector_add,relu,silu,softmax}"
+tasks: ")",
+                      SourceDir(), R"(/tasks/elu"
 platforms: "cpu"
 platforms: "mtia-sim"
-budget { max_evaluations: )", budget, R"( }
+budget { max_evaluations: )",
+                      budget, R"( }
 max_parallel_jobs: 3
 priority: 2
 model {
@@ -77,8 +80,8 @@ TEST(CampaignTest, SurvivesKillNineOfTheCoordinatorWithNoJobLostOrRunTwice) {
 
   const std::string file = cluster.dir() + "/campaign.textproto";
   WriteTextFile(file, CampaignFile(kBudget));
-  CommandResult submit = RunCommand({Kevo(), "campaign", "submit", file, "--coordinator", cluster.address()},
-                                    absl::Seconds(60));
+  CommandResult submit =
+      RunCommand({Kevo(), "campaign", "submit", file, "--coordinator", cluster.address()}, absl::Seconds(60));
   ASSERT_EQ(submit.exit_code, 0) << submit.err;
   const std::string id = submit.out.substr(0, submit.out.find('\n'));
   ASSERT_EQ(id.rfind("c-", 0), 0u) << submit.out;
@@ -137,16 +140,16 @@ TEST(CampaignTest, SurvivesKillNineOfTheCoordinatorWithNoJobLostOrRunTwice) {
   EXPECT_EQ(c.gains(1).operators(1).baseline(), "none");
 
   // The status command shows them; it also runs against the restarted coordinator.
-  CommandResult status = RunCommand({Kevo(), "campaign", "status", id, "--coordinator", cluster.address()},
-                                    absl::Seconds(30));
+  CommandResult status =
+      RunCommand({Kevo(), "campaign", "status", id, "--coordinator", cluster.address()}, absl::Seconds(30));
   ASSERT_EQ(status.exit_code, 0) << status.err;
   EXPECT_NE(status.out.find("10 jobs: 10 done"), std::string::npos) << status.out;
   EXPECT_NE(status.out.find("ranker on mtia-sim"), std::string::npos) << status.out;
 
   // The ship list: a kernel and manifest for every correct entry.
   const std::string ship = cluster.dir() + "/ship";
-  CommandResult exported = RunCommand({Kevo(), "campaign", "export", id, ship, "--coordinator", cluster.address()},
-                                      absl::Seconds(60));
+  CommandResult exported =
+      RunCommand({Kevo(), "campaign", "export", id, ship, "--coordinator", cluster.address()}, absl::Seconds(60));
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
   nlohmann::json list = nlohmann::json::parse(ReadTextFile(ship + "/shiplist.json"));
   ASSERT_EQ(list["entries"].size(), static_cast<size_t>(kEntries));
@@ -168,21 +171,27 @@ TEST(CampaignTest, SurvivesKillNineOfTheCoordinatorWithNoJobLostOrRunTwice) {
   auto store = store::Store::Open(cluster.dir() + "/db");
   ASSERT_TRUE(store.ok()) << store.status();
   std::map<std::string, v1::Job> jobs;
-  ASSERT_TRUE((*store)->Scan(store::Family::kJobs, "job/", [&](std::string_view, std::string_view v) {
-    v1::Job j;
-    j.ParseFromArray(v.data(), static_cast<int>(v.size()));
-    if (j.spec().campaign_id() == id) jobs[j.job_id()] = j;
-    return true;
-  }).ok());
+  ASSERT_TRUE((*store)
+                  ->Scan(store::Family::kJobs, "job/",
+                         [&](std::string_view, std::string_view v) {
+                           v1::Job j;
+                           j.ParseFromArray(v.data(), static_cast<int>(v.size()));
+                           if (j.spec().campaign_id() == id) jobs[j.job_id()] = j;
+                           return true;
+                         })
+                  .ok());
   EXPECT_EQ(jobs.size(), static_cast<size_t>(kEntries)) << "a campaign job was lost or started twice";
   for (const auto& [job_id, j] : jobs) {
     EXPECT_TRUE(job_ids.contains(job_id)) << job_id;
     EXPECT_EQ(j.spec().priority(), 2);
     int nodes = 0;
-    ASSERT_TRUE((*store)->Scan(store::Family::kNodes, job_id + "/n/", [&](std::string_view, std::string_view) {
-      ++nodes;
-      return true;
-    }).ok());
+    ASSERT_TRUE((*store)
+                    ->Scan(store::Family::kNodes, job_id + "/n/",
+                           [&](std::string_view, std::string_view) {
+                             ++nodes;
+                             return true;
+                           })
+                    .ok());
     EXPECT_EQ(nodes, kBudget) << job_id;
   }
 }
@@ -200,7 +209,8 @@ TEST(CampaignTest, AMalformedCampaignIsAClearErrorAndNothingIsStored) {
   EXPECT_EQ(syntax.exit_code, 2);
   EXPECT_NE(syntax.err.find("c.textproto:2:"), std::string::npos) << syntax.err;
 
-  CommandResult glob = submit(absl::StrCat("name: \"x\"\ntasks: \"", SourceDir(), "/tasks/nope*\"\nplatforms: \"cpu\"\n"));
+  CommandResult glob =
+      submit(absl::StrCat("name: \"x\"\ntasks: \"", SourceDir(), "/tasks/nope*\"\nplatforms: \"cpu\"\n"));
   EXPECT_EQ(glob.exit_code, 2);
   EXPECT_NE(glob.err.find("matches nothing"), std::string::npos) << glob.err;
 
@@ -209,16 +219,15 @@ TEST(CampaignTest, AMalformedCampaignIsAClearErrorAndNothingIsStored) {
                                               "platforms: \"cpu\"\nmodel { name: \"m\" platform: \"cpu\" ",
                                               "operator { task: \"softmax\" share: 0.5 } }\n"));
   EXPECT_EQ(profile.exit_code, 2);
-  EXPECT_NE(profile.err.find("operator softmax is not one of the campaign's tasks"), std::string::npos)
-      << profile.err;
+  EXPECT_NE(profile.err.find("operator softmax is not one of the campaign's tasks"), std::string::npos) << profile.err;
 
-  CommandResult list = RunCommand({Kevo(), "campaign", "list", "--json", "--coordinator", cluster.address()},
-                                  absl::Seconds(30));
+  CommandResult list =
+      RunCommand({Kevo(), "campaign", "list", "--json", "--coordinator", cluster.address()}, absl::Seconds(30));
   ASSERT_EQ(list.exit_code, 0) << list.err;
   EXPECT_EQ(nlohmann::json::parse(list.out).size(), 0u) << list.out;
 
-  CommandResult unknown = RunCommand({Kevo(), "campaign", "status", "c-nope", "--coordinator", cluster.address()},
-                                     absl::Seconds(30));
+  CommandResult unknown =
+      RunCommand({Kevo(), "campaign", "status", "c-nope", "--coordinator", cluster.address()}, absl::Seconds(30));
   EXPECT_EQ(unknown.exit_code, 1);
   EXPECT_NE(unknown.err.find("no campaign c-nope"), std::string::npos) << unknown.err;
 }

@@ -4,7 +4,6 @@
 // baseline_kind (or, stored before that field, the kind in the profile map),
 // else the cpu worker's -O2 reference.
 #include "cli/report.h"
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,12 +1,11 @@
 // The `kevo` command as a user runs it: embedded evaluation with --json, the
 // exit status of a failing candidate, and the error for a malformed task file.
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/testing/process.h"
@@ -18,8 +17,7 @@ std::string Kevo() { return BinDir() + "/kevo"; }
 std::string Tasks() { return SourceDir() + "/tasks"; }
 
 TEST(CliTest, EvalSoftmaxFastCandidateIsOkFasterAndValidatedPerSeedAndShape) {
-  auto r = RunCommand({Kevo(), "eval", Tasks() + "/softmax", Tasks() + "/softmax/examples/fast.cc",
-                       "--json"},
+  auto r = RunCommand({Kevo(), "eval", Tasks() + "/softmax", Tasks() + "/softmax/examples/fast.cc", "--json"},
                       absl::Minutes(5));
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   auto j = nlohmann::json::parse(r.out);
@@ -42,8 +40,7 @@ TEST(CliTest, EvalSoftmaxFastCandidateIsOkFasterAndValidatedPerSeedAndShape) {
 }
 
 TEST(CliTest, EvalWrongCandidateExitsThreeWithWrongAnswer) {
-  auto r = RunCommand({Kevo(), "eval", Tasks() + "/vector_add",
-                       Tasks() + "/vector_add/examples/wrong.cc", "--json"},
+  auto r = RunCommand({Kevo(), "eval", Tasks() + "/vector_add", Tasks() + "/vector_add/examples/wrong.cc", "--json"},
                       absl::Minutes(5));
   ASSERT_EQ(r.exit_code, 3) << r.err << r.out;
   auto j = nlohmann::json::parse(r.out);
@@ -55,8 +52,7 @@ TEST(CliTest, EvalWrongCandidateExitsThreeWithWrongAnswer) {
 
 TEST(CliTest, MalformedTaskFileNamesFileLineAndProblem) {
   std::string dir = MakeTempDir("kevo-badtask");
-  std::filesystem::copy(Tasks() + "/vector_add", dir + "/vector_add",
-                        std::filesystem::copy_options::recursive);
+  std::filesystem::copy(Tasks() + "/vector_add", dir + "/vector_add", std::filesystem::copy_options::recursive);
   {
     std::ofstream out(dir + "/vector_add/task.textproto", std::ios::app);
     out << "inputs {\n  name: \"w\"\n  shpe: [\"n\"]\n}\n";
@@ -66,8 +62,8 @@ TEST(CliTest, MalformedTaskFileNamesFileLineAndProblem) {
     std::ifstream in(dir + "/vector_add/task.textproto");
     for (std::string l; std::getline(in, l);) ++lines;
   }
-  auto r = RunCommand({Kevo(), "eval", dir + "/vector_add", Tasks() + "/vector_add/examples/fast.cc"},
-                      absl::Minutes(1));
+  auto r =
+      RunCommand({Kevo(), "eval", dir + "/vector_add", Tasks() + "/vector_add/examples/fast.cc"}, absl::Minutes(1));
   EXPECT_EQ(r.exit_code, 1);
   // The bad field is on the second-to-last line of the file.
   std::string where = "task.textproto:" + std::to_string(lines - 1) + ":";
@@ -94,17 +90,14 @@ TEST(CliTest, ABinaryCandidateFileIsAClearError) {
 // kernel is measured as the search measured it.
 TEST(CliTest, EvalAppliesTheFlagsLineOfAKernelFile) {
   const std::string dir = MakeTempDir("kevo-flagsline");
-  const std::string body =
-      "#ifndef KEVO_FLAGS_LINE_READ\n#error the kevo-flags line was not applied\n#endif\n" +
-      ReadTextFile(Tasks() + "/vector_add/examples/fast.cc");
+  const std::string body = "#ifndef KEVO_FLAGS_LINE_READ\n#error the kevo-flags line was not applied\n#endif\n" +
+                           ReadTextFile(Tasks() + "/vector_add/examples/fast.cc");
   WriteTextFile(dir + "/with.cc", "// kevo-flags: -DKEVO_FLAGS_LINE_READ -O3\n" + body);
   WriteTextFile(dir + "/without.cc", body);
-  auto with = RunCommand({Kevo(), "eval", Tasks() + "/vector_add", dir + "/with.cc", "--json"},
-                         absl::Minutes(5));
+  auto with = RunCommand({Kevo(), "eval", Tasks() + "/vector_add", dir + "/with.cc", "--json"}, absl::Minutes(5));
   ASSERT_EQ(with.exit_code, 0) << with.err << with.out;
   EXPECT_EQ(nlohmann::json::parse(with.out)["status"], "OK");
-  auto without = RunCommand({Kevo(), "eval", Tasks() + "/vector_add", dir + "/without.cc", "--json"},
-                            absl::Minutes(5));
+  auto without = RunCommand({Kevo(), "eval", Tasks() + "/vector_add", dir + "/without.cc", "--json"}, absl::Minutes(5));
   ASSERT_EQ(without.exit_code, 3) << without.err << without.out;
   EXPECT_EQ(nlohmann::json::parse(without.out)["status"], "COMPILE_ERROR");
   std::filesystem::remove_all(dir);
@@ -144,8 +137,8 @@ TEST(CliTest, NodesListsAFinishedRunsTreeAndTheRunItsMedianBaseline) {
   auto r = RunSearch("vector_add", 2, dir);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   auto run = nlohmann::json::parse(r.out);
-  auto n = RunCommand({Kevo(), "nodes", run["job_id"].get<std::string>(), "--db", dir + "/db", "--json"},
-                      absl::Minutes(1));
+  auto n =
+      RunCommand({Kevo(), "nodes", run["job_id"].get<std::string>(), "--db", dir + "/db", "--json"}, absl::Minutes(1));
   ASSERT_EQ(n.exit_code, 0) << n.err << n.out;
   auto nodes = nlohmann::json::parse(n.out);
   ASSERT_EQ(nodes.size(), 2u) << n.out;
@@ -170,10 +163,9 @@ TEST(CliTest, NodesListsAFinishedRunsTreeAndTheRunItsMedianBaseline) {
   // Two evaluations: the median is their mean.
   EXPECT_EQ(run["baseline_evaluations"].get<int>(), 2) << r.out;
   EXPECT_NEAR(run["median_baseline_time_s"].get<double>(), baselines / 2, 1e-12) << r.out;
-  EXPECT_NEAR(run["speedup_vs_median_baseline"].get<double>(),
-              baselines / 2 / run["best_time_s"].get<double>(), 1e-9) << r.out;
-  auto table = RunCommand({Kevo(), "nodes", run["job_id"].get<std::string>(), "--db", dir + "/db"},
-                          absl::Minutes(1));
+  EXPECT_NEAR(run["speedup_vs_median_baseline"].get<double>(), baselines / 2 / run["best_time_s"].get<double>(), 1e-9)
+      << r.out;
+  auto table = RunCommand({Kevo(), "nodes", run["job_id"].get<std::string>(), "--db", dir + "/db"}, absl::Minutes(1));
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find(run["best_node"].get<std::string>()), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("reference over 2 evaluations"), std::string::npos) << table.out;

@@ -1,10 +1,11 @@
 #include "tests/integration/cluster.h"
 
-#include <grpcpp/grpcpp.h>
 #include <signal.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include <grpcpp/grpcpp.h>
+
 #include "common/rpc/client_channel.h"
 #include "common/status.h"
 
@@ -12,8 +13,7 @@ namespace kevo::testing {
 
 absl::Status Cluster::StartCoordinator(const std::vector<std::string>& extra_flags) {
   std::vector<std::string> argv = {BinDir() + "/kevo-coordinator", "--listen",
-                                   address_.empty() ? listen_host_ + ":0" : address_, "--db",
-                                   dir_ + "/db"};
+                                   address_.empty() ? listen_host_ + ":0" : address_, "--db", dir_ + "/db"};
   for (const auto& f : extra_flags) argv.push_back(f);
   KEVO_ASSIGN_OR_RETURN(coordinator_, ChildProcess::Start(argv, dir_ + "/coordinator.log"));
   KEVO_ASSIGN_OR_RETURN(address_, coordinator_->WaitForLine("listening ", absl::Seconds(30)));
@@ -43,9 +43,9 @@ void Cluster::UseCredentials(const std::string& token, const std::string& tls_ca
 
 absl::Status Cluster::StartWorker(const std::string& id, const std::vector<std::string>& extra_flags,
                                   const std::vector<std::string>& launcher) {
-  const std::vector<std::string> worker = {BinDir() + "/kevo-worker", "--coordinator", address_,
-                                           "--worker-id", id, "--work-dir", dir_ + "/work-" + id,
-                                           "--profile-cap", "0.3"};
+  const std::vector<std::string> worker = {
+      BinDir() + "/kevo-worker", "--coordinator", address_, "--worker-id", id, "--work-dir",
+      dir_ + "/work-" + id,      "--profile-cap", "0.3"};
   std::vector<std::string> argv = launcher;
   argv.insert(argv.end(), worker.begin(), worker.end());
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
@@ -60,8 +60,7 @@ absl::Status Cluster::WaitForWorkers(int n, absl::Duration timeout) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     v1::ListWorkersResponse resp;
-    if (stub_->ListWorkers(&ctx, v1::ListWorkersRequest(), &resp).ok() &&
-        resp.workers_size() >= n) {
+    if (stub_->ListWorkers(&ctx, v1::ListWorkersRequest(), &resp).ok() && resp.workers_size() >= n) {
       return absl::OkStatus();
     }
     absl::SleepFor(absl::Milliseconds(100));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "kevo/v1/job.grpc.pb.h"
 #include "tests/testing/process.h"
 

@@ -1,8 +1,6 @@
 // kill -9 of the coordinator, several times during one search job: on each
 // restart the job resumes; at the end no node is lost, none is evaluated
 // twice, and every evaluation is recorded exactly once.
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <fstream>
@@ -13,6 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
 #include "common/task/task_loader.h"
 #include "coordinator/store/store.h"
 #include "kevo/v1/store.pb.h"
@@ -61,8 +62,7 @@ TEST(CrashResumeTest, JobSurvivesRepeatedKillNineOfTheCoordinator) {
     if (j.ok()) {
       job = *j;
       if (job.state() != v1::JOB_RUNNING) break;
-      if (kills < 3 && job.evaluations_done() > last_done &&
-          job.evaluations_done() >= 2 + 4 * kills) {
+      if (kills < 3 && job.evaluations_done() > last_done && job.evaluations_done() >= 2 + 4 * kills) {
         absl::SleepFor(absl::Milliseconds(std::uniform_int_distribution<int>(0, 1500)(rng)));
         cluster.StopCoordinator(SIGKILL);
         ++kills;
@@ -88,27 +88,31 @@ TEST(CrashResumeTest, JobSurvivesRepeatedKillNineOfTheCoordinator) {
   ASSERT_TRUE(store.ok()) << store.status();
   std::map<std::string, v1::Node> nodes;
   std::set<std::string> sources;
-  ASSERT_TRUE((*store)->Scan(store::Family::kNodes, job_id + "/n/",
-                             [&](std::string_view, std::string_view v) {
-                               v1::Node n;
-                               n.ParseFromArray(v.data(), static_cast<int>(v.size()));
-                               nodes[n.node_id()] = n;
-                               sources.insert(n.source_hash());
-                               return true;
-                             }).ok());
+  ASSERT_TRUE((*store)
+                  ->Scan(store::Family::kNodes, job_id + "/n/",
+                         [&](std::string_view, std::string_view v) {
+                           v1::Node n;
+                           n.ParseFromArray(v.data(), static_cast<int>(v.size()));
+                           nodes[n.node_id()] = n;
+                           sources.insert(n.source_hash());
+                           return true;
+                         })
+                  .ok());
   EXPECT_EQ(static_cast<int>(nodes.size()), kBudget);
   EXPECT_EQ(sources.size(), nodes.size()) << "a source was evaluated twice in one job";
   std::map<std::string, int> records_per_eval;
-  ASSERT_TRUE((*store)->Scan(store::Family::kEvals, "eval/",
-                             [&](std::string_view, std::string_view v) {
-                               v1::EvalRecord r;
-                               r.ParseFromArray(v.data(), static_cast<int>(v.size()));
-                               if (r.job_id() == job_id) {
-                                 EXPECT_EQ(r.state(), v1::EVAL_DONE) << r.eval_id();
-                                 ++records_per_eval[r.eval_id()];
-                               }
-                               return true;
-                             }).ok());
+  ASSERT_TRUE((*store)
+                  ->Scan(store::Family::kEvals, "eval/",
+                         [&](std::string_view, std::string_view v) {
+                           v1::EvalRecord r;
+                           r.ParseFromArray(v.data(), static_cast<int>(v.size()));
+                           if (r.job_id() == job_id) {
+                             EXPECT_EQ(r.state(), v1::EVAL_DONE) << r.eval_id();
+                             ++records_per_eval[r.eval_id()];
+                           }
+                           return true;
+                         })
+                  .ok());
   int retimings = 0;
   for (const auto& [id, n] : nodes) {
     EXPECT_EQ(n.state(), v1::NODE_DONE) << id;

@@ -3,8 +3,6 @@
 // re-leased to the other and recorded exactly once. And an evaluation whose
 // workers are killed twice while they hold it is quarantined, not leased to
 // a third: the count of workers lost survives a coordinator restart.
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -16,8 +14,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "coordinator/store/store.h"
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
 #include "common/task/task_loader.h"
+#include "coordinator/store/store.h"
 #include "kevo/v1/store.pb.h"
 #include "tests/integration/cluster.h"
 
@@ -190,7 +191,8 @@ TEST(FailoverTest, AnEvaluationThatLosesTwoWorkersIsQuarantinedAndAThirdStaysUp)
   EXPECT_EQ(final->eval_id(), eval_id);
   EXPECT_EQ(final->attempt(), 2);
   ASSERT_EQ(requeues.size(), 1u);
-  EXPECT_TRUE(absl::StrContains(requeues[0], absl::StrCat("worker ", killed[0], " disconnected mid-evaluation (1 "
+  EXPECT_TRUE(absl::StrContains(requeues[0], absl::StrCat("worker ", killed[0],
+                                                          " disconnected mid-evaluation (1 "
                                                           "worker lost while running it; quarantined at 2)")))
       << requeues[0];
 

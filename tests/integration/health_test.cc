@@ -4,9 +4,6 @@
 // worker started with --health-listen answers NOT_SERVING until it holds a
 // stream to the coordinator, SERVING while it does, NOT_SERVING again once
 // the coordinator is gone.
-#include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <condition_variable>
@@ -14,6 +11,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
 #include "tests/integration/cluster.h"
 
 namespace kevo::testing {
@@ -32,13 +33,12 @@ int HealthStatus(const std::string& address) {
   std::condition_variable cv;
   bool done = false;
   grpc::Status status;
-  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
-                 [&](grpc::Status s) {
-                   std::lock_guard<std::mutex> l(mu);
-                   status = s;
-                   done = true;
-                   cv.notify_one();
-                 });
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
+    std::lock_guard<std::mutex> l(mu);
+    status = s;
+    done = true;
+    cv.notify_one();
+  });
   std::unique_lock<std::mutex> l(mu);
   cv.wait(l, [&] { return done; });
   if (!status.ok()) return -1;

@@ -2,12 +2,11 @@
 // them: embedded coordinator and cpu worker, Python runner under
 // /usr/bin/python3 with Debian's PyTorch. Problems and candidates are the
 // ones written for the tests under tests/data/kernelbench/.
-#include <gtest/gtest.h>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/testing/process.h"
@@ -28,8 +27,8 @@ std::string ReadText(const std::string& path) {
 }
 
 TEST(KernelBenchCliTest, EvalReluIsOkWithASpeedupOverPyTorchEager) {
-  auto r = RunCommand({Kevo(), "eval", Data() + "/relu.py", Data() + "/candidates/relu_new.py", "--json"},
-                      absl::Minutes(5));
+  auto r =
+      RunCommand({Kevo(), "eval", Data() + "/relu.py", Data() + "/candidates/relu_new.py", "--json"}, absl::Minutes(5));
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["status"], "OK");
@@ -53,9 +52,9 @@ TEST(KernelBenchCliTest, RunOnAFolderSearchesEveryProblemAndWritesPythonKernels)
   fs::copy_file(Data() + "/relu.py", dir + "/problems/relu.py");
   fs::copy_file(Data() + "/matmul.py", dir + "/problems/matmul.py");
   // kevo run writes kevo-out/TASK/best.py under the current folder.
-  auto r = RunCommand({"/bin/sh", "-c",
-                       "cd '" + dir + "' && exec '" + Kevo() + "' run problems --budget 1 --max-wall 240"},
-                      absl::Minutes(9));
+  auto r =
+      RunCommand({"/bin/sh", "-c", "cd '" + dir + "' && exec '" + Kevo() + "' run problems --budget 1 --max-wall 240"},
+                 absl::Minutes(9));
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("task          matmul"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("task          relu"), std::string::npos) << r.out;

@@ -5,7 +5,6 @@
 // simulated time; and a daemon worker started with --platform mtia-sim shows
 // up in `kevo workers` as the simulated chip.
 #include <gtest/gtest.h>
-
 #include <nlohmann/json.hpp>
 
 #include "tests/integration/cluster.h"
@@ -18,8 +17,8 @@ std::string Kevo() { return BinDir() + "/kevo"; }
 
 TEST(MtiaSimTest, RunSoftmaxFindsACorrectKernelAtLeast3xFasterThanTheNaiveBaseline) {
   const std::string dir = MakeTempDir("kevo-mtia-run");
-  auto r = RunCommand({Kevo(), "run", SourceDir() + "/tasks/softmax", "--platform", "mtia-sim",
-                       "--budget", "8", "--json", "--db", dir + "/db", "--out", dir + "/best.cc"},
+  auto r = RunCommand({Kevo(), "run", SourceDir() + "/tasks/softmax", "--platform", "mtia-sim", "--budget", "8",
+                       "--json", "--db", dir + "/db", "--out", dir + "/best.cc"},
                       absl::Minutes(10));
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   auto j = nlohmann::json::parse(r.out);
@@ -38,8 +37,7 @@ TEST(MtiaSimTest, WorkerReportsTheSimulatedChipToKevoWorkers) {
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker("mtia-a", {"--platform", "mtia-sim", "--mtia-config", "2i"}).ok());
   ASSERT_TRUE(cluster.WaitForWorkers(1, absl::Seconds(90)).ok());
-  auto r = RunCommand({Kevo(), "workers", "--coordinator", cluster.address(), "--json"},
-                      absl::Seconds(30));
+  auto r = RunCommand({Kevo(), "workers", "--coordinator", cluster.address(), "--json"}, absl::Seconds(30));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j.size(), 1u) << r.out;

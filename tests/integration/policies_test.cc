@@ -5,7 +5,6 @@
 // the job must then ask for more rather than stop at "search space exhausted"
 // after one evaluation. mtia-sim keeps each evaluation cheap (simulated time).
 #include <gtest/gtest.h>
-
 #include <nlohmann/json.hpp>
 
 #include "tests/testing/process.h"
@@ -17,9 +16,8 @@ class PoliciesTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PoliciesTest, SpendsTheWholeBudgetOnASingleSlotWorker) {
   const std::string dir = MakeTempDir("kevo-policy-" + GetParam());
-  auto r = RunCommand({BinDir() + "/kevo", "run", SourceDir() + "/tasks/softmax", "--platform",
-                       "mtia-sim", "--budget", "4", "--policy", GetParam(), "--json", "--db",
-                       dir + "/db", "--out", dir + "/best.cc"},
+  auto r = RunCommand({BinDir() + "/kevo", "run", SourceDir() + "/tasks/softmax", "--platform", "mtia-sim", "--budget",
+                       "4", "--policy", GetParam(), "--json", "--db", dir + "/db", "--out", dir + "/best.cc"},
                       absl::Minutes(10));
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   auto j = nlohmann::json::parse(r.out);

@@ -3,7 +3,6 @@
 // refuses to start and says which layers candidates would lose, unless told
 // --allow-weaker-sandbox; then it runs, says so in its log, and every
 // evaluation's fingerprint names the weaker sandbox.
-#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <fstream>
@@ -11,6 +10,7 @@
 #include <string>
 
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/integration/cluster.h"
@@ -48,8 +48,8 @@ TEST_F(SandboxLayersTest, WithoutBubblewrapTheWorkerRefusesToStartAndSaysWhy) {
 TEST_F(SandboxLayersTest, TheSandboxCheckSaysWhatTheHostHas) {
   auto check = RunCommand({Worker(), "--sandbox-check"}, absl::Seconds(30));
   ASSERT_TRUE(check.exit_code == 0 || check.exit_code == 3) << check.err;
-  EXPECT_THAT(check.out, HasSubstr(check.exit_code == 0 ? "sandbox: bwrap+seccomp+rlimits"
-                                                         : "sandbox: seccomp+rlimits"));
+  EXPECT_THAT(check.out,
+              HasSubstr(check.exit_code == 0 ? "sandbox: bwrap+seccomp+rlimits" : "sandbox: seccomp+rlimits"));
 }
 
 TEST_F(SandboxLayersTest, AllowedWeakerTheWorkerRunsAndEveryEvaluationSaysSo) {
@@ -58,8 +58,8 @@ TEST_F(SandboxLayersTest, AllowedWeakerTheWorkerRunsAndEveryEvaluationSaysSo) {
   ASSERT_TRUE(cluster.StartWorker("weak", {"--bwrap", kNoBwrap, "--allow-weaker-sandbox"}).ok());
   ASSERT_TRUE(cluster.WaitForWorkers(1, absl::Seconds(90)).ok());
   const std::string& addr = cluster.address();
-  auto submit = RunCommand({Kevo(), "submit", SourceDir() + "/tasks/vector_add", "--platform", "cpu",
-                            "--budget", "1", "--coordinator", addr},
+  auto submit = RunCommand({Kevo(), "submit", SourceDir() + "/tasks/vector_add", "--platform", "cpu", "--budget", "1",
+                            "--coordinator", addr},
                            absl::Seconds(30));
   ASSERT_EQ(submit.exit_code, 0) << submit.err;
   const std::string job_id = submit.out.substr(0, submit.out.find('\n'));

@@ -4,7 +4,6 @@
 // and skill memory through `kevo llm-log` / `kevo kb search` / `kevo skills`,
 // and a real Prometheus server scraping both, evaluating the alert rules
 // (deploy/prometheus) and every Grafana dashboard panel (deploy/grafana).
-#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -18,10 +17,6 @@
 #include <sstream>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <grpcpp/grpcpp.h>
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -31,6 +26,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
 #include "tests/integration/cluster.h"
 
 namespace kevo::testing {
@@ -52,8 +52,8 @@ TEST(ServiceTest, SubmitWatchBestJobsAndWorkers) {
   // Its languages: C++ kernels (and Python where it found PyTorch).
   EXPECT_NE(workers.out.find("c++"), std::string::npos) << workers.out;
 
-  auto submit = RunCommand({Kevo(), "submit", SourceDir() + "/tasks/vector_add", "--platform",
-                            "cpu", "--budget", "4", "--coordinator", addr},
+  auto submit = RunCommand({Kevo(), "submit", SourceDir() + "/tasks/vector_add", "--platform", "cpu", "--budget", "4",
+                            "--coordinator", addr},
                            absl::Seconds(30));
   ASSERT_EQ(submit.exit_code, 0) << submit.err;
   std::string job_id = submit.out.substr(0, submit.out.find('\n'));
@@ -69,8 +69,7 @@ TEST(ServiceTest, SubmitWatchBestJobsAndWorkers) {
   EXPECT_NE(watch.out.find("JOB_DONE"), std::string::npos) << watch.out;
 
   std::string best_file = cluster.dir() + "/best.cc";
-  auto best = RunCommand({Kevo(), "best", job_id, "-o", best_file, "--coordinator", addr},
-                         absl::Seconds(30));
+  auto best = RunCommand({Kevo(), "best", job_id, "-o", best_file, "--coordinator", addr}, absl::Seconds(30));
   ASSERT_EQ(best.exit_code, 0) << best.err;
   std::ifstream in(best_file);
   std::stringstream src;
@@ -162,19 +161,18 @@ TEST(ServiceTest, LlmLogKbSearchAndSkillsAskTheRunningCoordinator) {
   // After the error, one answer: a slow kernel, then the fast one. The first
   // becomes the job's first seed and the second beats it: a skill.
   WriteTextFile(dir + "/both.md",
-            absl::StrCat(Answer("the reference, eight times over", EightfoldReference(softmax)),
-                         Answer("online softmax with SIMD", ReadTextFile(softmax + "/examples/fast.cc"))));
+                absl::StrCat(Answer("the reference, eight times over", EightfoldReference(softmax)),
+                             Answer("online softmax with SIMD", ReadTextFile(softmax + "/examples/fast.cc"))));
   WriteTextFile(dir + "/fast.md", Answer("online softmax with SIMD", ReadTextFile(softmax + "/examples/fast.cc")));
-  auto server = ChildProcess::Start(
-      {BinDir() + "/fake-llm-server", "--api-key-file", dir + "/key", "--script", "400:echo",
-       "--answers", dir + "/both.md", "--content-file", dir + "/fast.md"},
-      dir + "/fake-llm-server.log");
+  auto server = ChildProcess::Start({BinDir() + "/fake-llm-server", "--api-key-file", dir + "/key", "--script",
+                                     "400:echo", "--answers", dir + "/both.md", "--content-file", dir + "/fast.md"},
+                                    dir + "/fake-llm-server.log");
   ASSERT_TRUE(server.ok()) << server.status();
   auto llm_address = (*server)->WaitForLine("listening ", absl::Seconds(30));
   ASSERT_TRUE(llm_address.ok()) << llm_address.status();
   WriteTextFile(dir + "/llm.conf", absl::StrCat("[endpoint fake]\nbase_url = http://", *llm_address,
-                                            "/v1\nmodel = fake-coder\napi_key_file = key\n"
-                                            "max_retries = 1\n"));
+                                                "/v1\nmodel = fake-coder\napi_key_file = key\n"
+                                                "max_retries = 1\n"));
   ASSERT_TRUE(cluster.StartCoordinator({"--llm-config", dir + "/llm.conf", "--metrics", "127.0.0.1:0"}).ok());
   auto metrics_port = cluster.coordinator()->WaitForLine("metrics ", absl::Seconds(10));
   ASSERT_TRUE(metrics_port.ok());
@@ -182,9 +180,9 @@ TEST(ServiceTest, LlmLogKbSearchAndSkillsAskTheRunningCoordinator) {
   ASSERT_TRUE(cluster.WaitForWorkers(1, absl::Seconds(90)).ok());
   const std::string& addr = cluster.address();
 
-  auto submit = RunCommand({Kevo(), "submit", softmax, "--platform", "cpu", "--proposer", "llm",
-                            "--budget", "2", "--coordinator", addr},
-                           absl::Seconds(30));
+  auto submit = RunCommand(
+      {Kevo(), "submit", softmax, "--platform", "cpu", "--proposer", "llm", "--budget", "2", "--coordinator", addr},
+      absl::Seconds(30));
   ASSERT_EQ(submit.exit_code, 0) << submit.err;
   const std::string job_id = submit.out.substr(0, submit.out.find('\n'));
   auto watch = RunCommand({Kevo(), "watch", job_id, "--coordinator", addr}, absl::Minutes(5));
@@ -232,8 +230,8 @@ TEST(ServiceTest, LlmLogKbSearchAndSkillsAskTheRunningCoordinator) {
   EXPECT_EQ(ListLlmCallsCode(cluster, bad), grpc::StatusCode::INVALID_ARGUMENT);
 
   // kb search over gRPC: the coordinator's imported docs/kb.
-  auto kb = RunCommand({Kevo(), "kb", "search", "softmax NaN exp overflow", "--platform", "cpu",
-                        "--family", "softmax", "--bottleneck", "nan", "--coordinator", addr, "--json"},
+  auto kb = RunCommand({Kevo(), "kb", "search", "softmax NaN exp overflow", "--platform", "cpu", "--family", "softmax",
+                        "--bottleneck", "nan", "--coordinator", addr, "--json"},
                        absl::Seconds(30));
   ASSERT_EQ(kb.exit_code, 0) << kb.err;
   auto docs = nlohmann::json::parse(kb.out);
@@ -243,15 +241,15 @@ TEST(ServiceTest, LlmLogKbSearchAndSkillsAskTheRunningCoordinator) {
   std::vector<std::string> top;
   for (size_t i = 0; i < std::min<size_t>(3, docs.size()); ++i) top.push_back(docs[i]["path"]);
   EXPECT_THAT(top, ::testing::Contains("guidance/nans.md")) << kb.out;
-  auto typo = RunCommand({Kevo(), "kb", "search", "tiles", "--platform", "cuda", "--coordinator", addr},
-                         absl::Seconds(30));
+  auto typo =
+      RunCommand({Kevo(), "kb", "search", "tiles", "--platform", "cuda", "--coordinator", addr}, absl::Seconds(30));
   EXPECT_EQ(typo.exit_code, 2);
   EXPECT_THAT(typo.err, ::testing::HasSubstr("unknown platform 'cuda'"));
 
   // skills over gRPC: what the job taught, with its evidence.
-  auto skills = RunCommand({Kevo(), "skills", "--platform", "cpu", "--family", "softmax",
-                            "--coordinator", addr, "--json"},
-                           absl::Seconds(30));
+  auto skills =
+      RunCommand({Kevo(), "skills", "--platform", "cpu", "--family", "softmax", "--coordinator", addr, "--json"},
+                 absl::Seconds(30));
   ASSERT_EQ(skills.exit_code, 0) << skills.err;
   auto learnt = nlohmann::json::parse(skills.out);
   ASSERT_EQ(learnt.size(), 1u) << skills.out;
@@ -266,8 +264,8 @@ TEST(ServiceTest, LlmLogKbSearchAndSkillsAskTheRunningCoordinator) {
   // without the skill the first job taught, which a job without the flag gets.
   std::string ids[2];
   for (int i = 0; i < 2; ++i) {
-    std::vector<std::string> argv = {Kevo(), "submit", softmax, "--platform", "cpu", "--proposer",
-                                     "llm", "--budget", "1", "--coordinator", addr};
+    std::vector<std::string> argv = {Kevo(), "submit",   softmax, "--platform",    "cpu", "--proposer",
+                                     "llm",  "--budget", "1",     "--coordinator", addr};
     if (i == 0) argv.push_back("--no-skills");
     auto r = RunCommand(argv, absl::Seconds(30));
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -285,8 +283,7 @@ TEST(ServiceTest, LlmLogKbSearchAndSkillsAskTheRunningCoordinator) {
   const nlohmann::json without = FirstLlmCall(cluster, ids[0]);
   const nlohmann::json with = FirstLlmCall(cluster, ids[1]);
   EXPECT_EQ(without["skills"], nlohmann::json::array()) << without.dump().substr(0, 500);
-  EXPECT_EQ(with["skills"], nlohmann::json::array({"llm: online softmax with SIMD"}))
-      << with.dump().substr(0, 500);
+  EXPECT_EQ(with["skills"], nlohmann::json::array({"llm: online softmax with SIMD"})) << with.dump().substr(0, 500);
 
   // Each knowledge RPC is counted by method and status code.
   auto metrics = HttpGet(std::stoi(*metrics_port), "/metrics");
@@ -359,25 +356,23 @@ struct Prometheus {
 absl::StatusOr<Prometheus> StartPrometheus(const std::string& dir, const std::string& coordinator_port,
                                            const std::string& worker_port) {
   const std::string config = dir + "/prometheus.yml";
-  WriteTextFile(config, absl::StrCat("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n",
-                                     "rule_files: ['", SourceDir(), "/deploy/prometheus/alerts.yml']\n",
-                                     "scrape_configs:\n",
-                                     "  - job_name: kevo-coordinator\n    static_configs:\n",
-                                     "      - targets: ['127.0.0.1:", coordinator_port, "']\n",
-                                     "  - job_name: kevo-worker\n    static_configs:\n",
-                                     "      - targets: ['127.0.0.1:", worker_port, "']\n",
-                                     "        labels: {platform: cpu}\n"));
+  WriteTextFile(
+      config, absl::StrCat("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n", "rule_files: ['", SourceDir(),
+                           "/deploy/prometheus/alerts.yml']\n", "scrape_configs:\n",
+                           "  - job_name: kevo-coordinator\n    static_configs:\n", "      - targets: ['127.0.0.1:",
+                           coordinator_port, "']\n", "  - job_name: kevo-worker\n    static_configs:\n",
+                           "      - targets: ['127.0.0.1:", worker_port, "']\n", "        labels: {platform: cpu}\n"));
   Prometheus p;
   p.port = FreePort();
-  auto process = ChildProcess::Start(
-      {kPrometheus, "--config.file=" + config, "--storage.tsdb.path=" + dir + "/tsdb",
-       absl::StrCat("--web.listen-address=127.0.0.1:", p.port)},
-      dir + "/prometheus.log");
+  auto process = ChildProcess::Start({kPrometheus, "--config.file=" + config, "--storage.tsdb.path=" + dir + "/tsdb",
+                                      absl::StrCat("--web.listen-address=127.0.0.1:", p.port)},
+                                     dir + "/prometheus.log");
   if (!process.ok()) return process.status();
   p.process = *std::move(process);
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (!HttpGet(p.port, "/-/ready").ok()) {
-    if (absl::Now() > deadline) return absl::DeadlineExceededError("prometheus not ready; see " + dir + "/prometheus.log");
+    if (absl::Now() > deadline)
+      return absl::DeadlineExceededError("prometheus not ready; see " + dir + "/prometheus.log");
     absl::SleepFor(absl::Milliseconds(200));
   }
   return p;
@@ -397,7 +392,8 @@ std::set<std::string> KevoNames(absl::string_view text) {
 }
 
 TEST(ServiceTest, PrometheusScrapesCoordinatorAndWorkerMetrics) {
-  if (access(kPrometheus, X_OK) != 0) GTEST_SKIP() << "prometheus is not installed (scripts/install-deps.sh installs it)";
+  if (access(kPrometheus, X_OK) != 0)
+    GTEST_SKIP() << "prometheus is not installed (scripts/install-deps.sh installs it)";
   Cluster cluster(MakeTempDir("kevo-metrics"));
   ASSERT_TRUE(cluster.StartCoordinator({"--metrics", "127.0.0.1:0"}).ok());
   auto coord_metrics = cluster.coordinator()->WaitForLine("metrics ", absl::Seconds(10));
@@ -408,8 +404,7 @@ TEST(ServiceTest, PrometheusScrapesCoordinatorAndWorkerMetrics) {
   ASSERT_TRUE(cluster.WaitForWorkers(1, absl::Seconds(90)).ok());
 
   auto eval = RunCommand({Kevo(), "eval", SourceDir() + "/tasks/vector_add",
-                          SourceDir() + "/tasks/vector_add/examples/fast.cc", "--coordinator",
-                          cluster.address()},
+                          SourceDir() + "/tasks/vector_add/examples/fast.cc", "--coordinator", cluster.address()},
                          absl::Minutes(3));
   ASSERT_EQ(eval.exit_code, 0) << eval.err;
 
@@ -528,8 +523,7 @@ std::vector<std::pair<std::string, std::string>> ResolveVariables(int port, cons
       {"__rate_interval", "1m"}, {"__interval", "15s"}, {"__range", "5m"}};
   for (const auto& v : dashboard["templating"]["list"]) {
     const std::string name = v["name"];
-    const std::string text =
-        v["query"].is_object() ? v["query"].value("query", "") : v["query"].get<std::string>();
+    const std::string text = v["query"].is_object() ? v["query"].value("query", "") : v["query"].get<std::string>();
     absl::string_view query = text;
     std::string selector, label;
     if (absl::ConsumePrefix(&query, "label_values(") && absl::ConsumeSuffix(&query, ")")) {
@@ -540,8 +534,8 @@ std::vector<std::pair<std::string, std::string>> ResolveVariables(int port, cons
       }
     }
     if (selector.empty() || label.empty()) {
-      ADD_FAILURE() << file << ": variable " << name << " is not a label_values(SELECTOR, LABEL) query: "
-                    << v["query"].dump();
+      ADD_FAILURE() << file << ": variable " << name
+                    << " is not a label_values(SELECTOR, LABEL) query: " << v["query"].dump();
       continue;
     }
     for (const auto& [var, value] : values) {
@@ -582,7 +576,8 @@ std::vector<std::pair<std::string, std::string>> ResolveVariables(int port, cons
 // that neither the coordinator's nor the worker's /metrics exports fails, with
 // the panel's title.
 TEST(ServiceTest, EveryDashboardPanelAndAlertRuleQueriesLiveMetrics) {
-  if (access(kPrometheus, X_OK) != 0) GTEST_SKIP() << "prometheus is not installed (scripts/install-deps.sh installs it)";
+  if (access(kPrometheus, X_OK) != 0)
+    GTEST_SKIP() << "prometheus is not installed (scripts/install-deps.sh installs it)";
   Cluster cluster(MakeTempDir("kevo-dashboards"));
   const std::string dir = cluster.dir();
   const std::string softmax = SourceDir() + "/tasks/softmax";
@@ -592,9 +587,8 @@ TEST(ServiceTest, EveryDashboardPanelAndAlertRuleQueriesLiveMetrics) {
                              Answer("online softmax with SIMD", ReadTextFile(softmax + "/examples/fast.cc"))));
   // A 500 first, retried at once: the retry and the priced tokens have series too.
   WriteTextFile(dir + "/key", "sk-kevo-dashboard-test");
-  auto llm = ChildProcess::Start(
-      {BinDir() + "/fake-llm-server", "--script", "500", "--content-file", dir + "/both.md"},
-      dir + "/fake-llm-server.log");
+  auto llm = ChildProcess::Start({BinDir() + "/fake-llm-server", "--script", "500", "--content-file", dir + "/both.md"},
+                                 dir + "/fake-llm-server.log");
   ASSERT_TRUE(llm.ok()) << llm.status();
   auto llm_address = (*llm)->WaitForLine("listening ", absl::Seconds(30));
   ASSERT_TRUE(llm_address.ok()) << llm_address.status();
@@ -625,13 +619,14 @@ TEST(ServiceTest, EveryDashboardPanelAndAlertRuleQueriesLiveMetrics) {
   const std::string job_id = submit.out.substr(0, submit.out.find('\n'));
   // And a campaign of one job (softmax has a production baseline to gain
   // over), so that the campaign panels have series.
-  WriteTextFile(dir + "/campaign.textproto",
-                absl::StrCat("name: \"dashboards\"\ntasks: \"", softmax, "\"\nplatforms: \"cpu\"\n",
-                             "budget { max_evaluations: 1 }\n",
-                             "model { name: \"ranker\" platform: \"cpu\" operator { task: \"softmax\" share: 0.5 } }\n"));
-  auto campaign = RunCommand({Kevo(), "campaign", "submit", dir + "/campaign.textproto", "--coordinator",
-                              cluster.address()},
-                             absl::Seconds(30));
+  WriteTextFile(
+      dir + "/campaign.textproto",
+      absl::StrCat("name: \"dashboards\"\ntasks: \"", softmax, "\"\nplatforms: \"cpu\"\n",
+                   "budget { max_evaluations: 1 }\n",
+                   "model { name: \"ranker\" platform: \"cpu\" operator { task: \"softmax\" share: 0.5 } }\n"));
+  auto campaign =
+      RunCommand({Kevo(), "campaign", "submit", dir + "/campaign.textproto", "--coordinator", cluster.address()},
+                 absl::Seconds(30));
   ASSERT_EQ(campaign.exit_code, 0) << campaign.err;
   auto watch = RunCommand({Kevo(), "watch", job_id, "--coordinator", cluster.address()}, absl::Minutes(5));
   ASSERT_EQ(watch.exit_code, 0) << watch.err;
@@ -693,9 +688,8 @@ TEST(ServiceTest, EveryDashboardPanelAndAlertRuleQueriesLiveMetrics) {
         for (const auto& [var, value] : values) {
           expr = absl::StrReplaceAll(expr, {{"${" + var + "}", value}, {"$" + var, value}});
         }
-        queries.push_back({absl::StrCat(file, ": panel \"", panel.value("title", ""), "\" (",
-                                        target.value("refId", ""), ")"),
-                           expr});
+        queries.push_back(
+            {absl::StrCat(file, ": panel \"", panel.value("title", ""), "\" (", target.value("refId", ""), ")"), expr});
       }
     }
   }
@@ -704,7 +698,8 @@ TEST(ServiceTest, EveryDashboardPanelAndAlertRuleQueriesLiveMetrics) {
   int with_data = 0;
   std::vector<std::string> not_held;  // printed, so that a CI log says what was left out
   for (const DashboardQuery& q : queries) {
-    EXPECT_FALSE(absl::StrContains(q.expr, "$")) << q.where << " uses a variable the dashboard does not define: " << q.expr;
+    EXPECT_FALSE(absl::StrContains(q.expr, "$"))
+        << q.where << " uses a variable the dashboard does not define: " << q.expr;
     bool data_required = true;
     for (const std::string& m : KevoNames(q.expr)) {
       if (!exported.names.count(m)) {

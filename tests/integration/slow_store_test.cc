@@ -5,9 +5,6 @@
 // write, not even while the scheduler is leasing and recording the job's
 // evaluations (whose records are written outside the scheduler's lock) or
 // the job loop is syncing.
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -16,6 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
 #include "common/task/task_loader.h"
 #include "tests/integration/cluster.h"
 
@@ -115,8 +115,8 @@ TEST(SlowStoreTest, ASlowWriteDelaysNoUnrelatedCall) {
   ASSERT_EQ(state, v1::JOB_DONE) << "the job did not finish in time (" << evaluations_seen << " evaluated)";
   EXPECT_EQ(evaluations_seen, 3);
   // No call that writes nothing waited behind a write.
-  EXPECT_LT(worst_ms, kDelayMs / 2) << "the slowest of " << probes << " calls was " << worst_call << " ("
-                                    << worst_ms << " ms; each write waits " << kDelayMs << " ms)";
+  EXPECT_LT(worst_ms, kDelayMs / 2) << "the slowest of " << probes << " calls was " << worst_call << " (" << worst_ms
+                                    << " ms; each write waits " << kDelayMs << " ms)";
   EXPECT_GT(probes, 30);
 }
 

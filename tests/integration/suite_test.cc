@@ -5,7 +5,6 @@
 // results file skips the finished tasks. KernelBench problems under the folder
 // are tasks of the suite too, and a suite of them reports KernelBench's own
 // metrics (fast_p against PyTorch eager and torch.compile).
-#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <filesystem>
@@ -13,10 +12,11 @@
 #include <map>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
 #include "tests/testing/process.h"
 
 namespace kevo::testing {
@@ -34,8 +34,7 @@ std::string ReadAll(const std::string& path) {
 }
 
 // Copies tasks/NAME into DIR, timing a smaller shape so the test stays fast.
-void CopyTask(const std::string& name, const std::string& dir, const std::string& big,
-              const std::string& small) {
+void CopyTask(const std::string& name, const std::string& dir, const std::string& big, const std::string& small) {
   fs::copy(SourceDir() + "/tasks/" + name, dir + "/" + name, fs::copy_options::recursive);
   std::string path = dir + "/" + name + "/task.textproto";
   std::string text = ReadAll(path);
@@ -54,8 +53,7 @@ TEST(SuiteTest, RunsEveryTaskWritesJsonAndCsvAndKeepsGoingPastABrokenTask) {
   std::ofstream(tasks + "/broken/task.textproto") << "name: \"broken\"\nshpe: [\"n\"]\n";
 
   std::string out = dir + "/results/results.json";
-  auto r = RunCommand({Kevo(), "suite", tasks, "--platform", "cpu", "--budget", "3", "--jobs", "2",
-                       "--out", out},
+  auto r = RunCommand({Kevo(), "suite", tasks, "--platform", "cpu", "--budget", "3", "--jobs", "2", "--out", out},
                       absl::Minutes(5));
   // 3: not every task ended with a correct kernel (the broken one).
   ASSERT_EQ(r.exit_code, 3) << r.err << r.out;
@@ -85,8 +83,7 @@ TEST(SuiteTest, RunsEveryTaskWritesJsonAndCsvAndKeepsGoingPastABrokenTask) {
     EXPECT_TRUE(fs::exists(row["best_kernel_path"].get<std::string>()));
   }
   EXPECT_EQ(rows["broken"]["status"], "ERROR");
-  EXPECT_NE(rows["broken"]["error"].get<std::string>().find("shpe"), std::string::npos)
-      << rows["broken"].dump(2);
+  EXPECT_NE(rows["broken"]["error"].get<std::string>().find("shpe"), std::string::npos) << rows["broken"].dump(2);
   EXPECT_EQ(j["summary"]["tasks"], 3);
   EXPECT_EQ(j["summary"]["errors"], 1);
   // Native tasks only: no KernelBench block, columns or row fields.
@@ -103,11 +100,9 @@ TEST(SuiteTest, RunsEveryTaskWritesJsonAndCsvAndKeepsGoingPastABrokenTask) {
   EXPECT_NE(csv.find("\nbroken,"), std::string::npos) << csv;
 
   // Resume: the finished tasks are skipped (same jobs), the error row is run again.
-  auto again = RunCommand({Kevo(), "suite", tasks, "--budget", "3", "--out", out},
-                          absl::Minutes(2));
+  auto again = RunCommand({Kevo(), "suite", tasks, "--budget", "3", "--out", out}, absl::Minutes(2));
   ASSERT_EQ(again.exit_code, 3) << again.err << again.out;
-  EXPECT_NE(again.err.find("2 of 3 tasks already finished, skipped"), std::string::npos)
-      << again.err;
+  EXPECT_NE(again.err.find("2 of 3 tasks already finished, skipped"), std::string::npos) << again.err;
   auto j2 = nlohmann::json::parse(ReadAll(out));
   ASSERT_EQ(j2["tasks"].size(), 3u);
   for (const auto& row : j2["tasks"]) {
@@ -128,8 +123,7 @@ int FinishedEvaluations(const std::string& db) {
 
 // Starts `kevo suite` and SIGKILLs it once the worker has finished `after`
 // evaluations in all: an interruption in the middle of a job.
-void RunSuiteAndKillIt(const std::vector<std::string>& argv, const std::string& db,
-                       const std::string& log, int after) {
+void RunSuiteAndKillIt(const std::vector<std::string>& argv, const std::string& db, const std::string& log, int after) {
   auto child = ChildProcess::Start(argv, log);
   ASSERT_TRUE(child.ok()) << child.status();
   const absl::Time deadline = absl::Now() + absl::Minutes(3);
@@ -158,8 +152,8 @@ TEST(SuiteTest, AResumedSuiteContinuesTheJobItsInterruptedRunLeftAndCancelsAStal
   const std::string db = dir + "/db", out = dir + "/results/results.json";
   auto suite = [&](const std::string& budget) {
     // Resuming is what this test is about, not timing: no production baselines.
-    return std::vector<std::string>{Kevo(), "suite", tasks, "--budget", budget, "--jobs", "1",
-                                    "--db", db, "--out", out, "--no-production"};
+    return std::vector<std::string>{Kevo(), "suite", tasks, "--budget", budget, "--jobs",
+                                    "1",    "--db",  db,    "--out",    out,    "--no-production"};
   };
   // Interrupted with budget 3; the coordinator resumes that job whenever the
   // db is opened again. Run again with budget 2: another spec, so that job is
@@ -203,8 +197,7 @@ TEST(SuiteTest, FindsKernelBenchProblemsBesideNativeTasksAndSkipsOtherPython) {
   std::ofstream(tasks + "/level1/helper.py") << "import torch\nprint(torch.__version__)\n";
 
   std::string out = dir + "/results.json";
-  auto r = RunCommand({Kevo(), "suite", tasks, "--platform", "cpu", "--budget", "1", "--max-wall",
-                       "240", "--out", out},
+  auto r = RunCommand({Kevo(), "suite", tasks, "--platform", "cpu", "--budget", "1", "--max-wall", "240", "--out", out},
                       absl::Minutes(9));
   // 0 where the worker has PyTorch, 3 where the KernelBench jobs found no
   // correct kernel (no python3-torch); never a usage or load error.
@@ -213,8 +206,7 @@ TEST(SuiteTest, FindsKernelBenchProblemsBesideNativeTasksAndSkipsOtherPython) {
   std::map<std::string, nlohmann::json> rows;
   for (const auto& row : j["tasks"]) rows[row["task"].get<std::string>()] = row;
   ASSERT_EQ(rows.size(), 3u) << j.dump(2);
-  ASSERT_TRUE(rows.contains("vector_add") && rows.contains("relu.py") &&
-              rows.contains("level1/matmul.py"))
+  ASSERT_TRUE(rows.contains("vector_add") && rows.contains("relu.py") && rows.contains("level1/matmul.py"))
       << j.dump(2);
   EXPECT_EQ(rows["vector_add"]["status"], "OK") << rows["vector_add"].dump(2);
   EXPECT_FALSE(rows["vector_add"].contains("speedup_vs_eager")) << rows["vector_add"].dump(2);
@@ -251,9 +243,9 @@ TEST(SuiteTest, AKernelBenchSuiteReportsFastPAgainstEagerAndTorchCompileAndResum
   for (const char* name : {"relu.py", "matmul.py"}) {
     fs::copy_file(SourceDir() + "/tests/data/kernelbench/" + name, problems + "/" + name);
   }
-  auto r = RunCommand({Kevo(), "suite", problems, "--platform", "cpu", "--budget", "1", "--max-wall", "240",
-                       "--out", out},
-                      absl::Minutes(9));
+  auto r =
+      RunCommand({Kevo(), "suite", problems, "--platform", "cpu", "--budget", "1", "--max-wall", "240", "--out", out},
+                 absl::Minutes(9));
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   auto j = nlohmann::json::parse(ReadAll(out));
   ASSERT_EQ(j["tasks"].size(), 2u) << j.dump(2);
@@ -272,7 +264,8 @@ TEST(SuiteTest, AKernelBenchSuiteReportsFastPAgainstEagerAndTorchCompileAndResum
     evaluations += row["evaluations"].get<int>();
     wall_s += row["wall_s"].get<double>();
   }
-  for (const auto& [p, threshold] : std::vector<std::pair<std::string, double>>{{"0", 0}, {"1", 1}, {"1.5", 1.5}, {"2", 2}}) {
+  for (const auto& [p, threshold] :
+       std::vector<std::pair<std::string, double>>{{"0", 0}, {"1", 1}, {"1.5", 1.5}, {"2", 2}}) {
     int fast = 0;
     for (const auto& row : j["tasks"]) fast += row["speedup_vs_eager"].get<double>() > threshold;
     ASSERT_TRUE(kb["fast_p"]["eager"][p].is_number()) << kb.dump(2);

@@ -5,14 +5,14 @@
 // coordinator whose limits let it through) answers INFRA_ERROR naming the
 // size and stays up to evaluate the next candidate: issue 22's task asked
 // for 10^12 elements and took three workers down in a row.
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
-
 #include <fstream>
 #include <optional>
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
 #include "common/task/task_loader.h"
 #include "kevo/v1/campaign.grpc.pb.h"
 #include "tests/integration/cluster.h"
@@ -104,8 +104,8 @@ TEST(TaskGuardTest, TheCoordinatorRefusesOversizedAndOverflowingTasksWhereverThe
         << st.error_message();
   }
   {
-    auto campaigns = v1::CampaignService::NewStub(
-        grpc::CreateChannel(cluster.address(), grpc::InsecureChannelCredentials()));
+    auto campaigns =
+        v1::CampaignService::NewStub(grpc::CreateChannel(cluster.address(), grpc::InsecureChannelCredentials()));
     grpc::ClientContext ctx;
     ctx.set_deadline(In(absl::Seconds(30)));
     v1::SubmitCampaignRequest req;
@@ -132,9 +132,10 @@ TEST(TaskGuardTest, TheCoordinatorRefusesOversizedAndOverflowingTasksWhereverThe
 TEST(TaskGuardTest, AWorkerHandedATaskLargerThanItsMemoryAnswersAndStaysUp) {
   Cluster cluster(MakeTempDir("kevo-task-guard-worker"));
   // Limits far above any host's memory: the task reaches the worker.
-  ASSERT_TRUE(cluster.StartCoordinator({"--max-tensor-bytes", "9000000000000000000", "--max-binding-bytes",
-                                        "9000000000000000000"})
-                  .ok());
+  ASSERT_TRUE(
+      cluster
+          .StartCoordinator({"--max-tensor-bytes", "9000000000000000000", "--max-binding-bytes", "9000000000000000000"})
+          .ok());
   ASSERT_TRUE(cluster.StartWorker("worker-a").ok());
   ASSERT_TRUE(cluster.WaitForWorkers(1, absl::Seconds(90)).ok());
 

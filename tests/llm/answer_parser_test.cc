@@ -37,8 +37,7 @@ TEST(AnswerParserTest, NormalisesLanguagesAndKeepsSeveralBlocksInOrder) {
 }
 
 TEST(AnswerParserTest, LanguageFilterSkipsOtherLanguagesButKeepsBareFences) {
-  const std::string answer =
-      "Build with:\n```bash\ng++ -O3 k.cc\n```\n```cpp\nint k;\n```\n```\nint bare;\n```\n";
+  const std::string answer = "Build with:\n```bash\ng++ -O3 k.cc\n```\n```cpp\nint k;\n```\n```\nint bare;\n```\n";
   auto blocks = ExtractCode(answer, {"cpp", "cuda"});
   ASSERT_TRUE(blocks.ok());
   ASSERT_EQ(blocks->size(), 2u);
@@ -113,8 +112,8 @@ TEST(AnswerParserTest, RandomGarbageNeverCrashes) {
     std::string answer;
     const int n = static_cast<int>(rng() % 200);
     for (int j = 0; j < n; ++j) answer += alphabet[rng() % alphabet.size()];
-    ExtractedCode extracted = ClassifyAnswer(answer, i % 2 ? std::vector<std::string>{"cpp"}
-                                                           : std::vector<std::string>{});
+    ExtractedCode extracted =
+        ClassifyAnswer(answer, i % 2 ? std::vector<std::string>{"cpp"} : std::vector<std::string>{});
     counter.Record(extracted.outcome);
     for (const CodeBlock& b : extracted.blocks) {
       EXPECT_TRUE(b.terminated);

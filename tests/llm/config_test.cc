@@ -1,9 +1,9 @@
 #include "coordinator/llm/config.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
-
-#include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -106,8 +106,7 @@ TEST(LlmConfigTest, ErrorsNameFileAndLine) {
     EXPECT_THAT(result.status().message(), HasSubstr(std::string(c.where) + ": ")) << c.text;
     EXPECT_THAT(result.status().message(), HasSubstr(c.what)) << c.text;
   }
-  EXPECT_THAT(ParseLlmConfig("# nothing\n", "c.conf").status().message(),
-              HasSubstr("no [endpoint NAME]"));
+  EXPECT_THAT(ParseLlmConfig("# nothing\n", "c.conf").status().message(), HasSubstr("no [endpoint NAME]"));
 }
 
 TEST(LlmConfigTest, RefusesKeysInTheFileWithoutEchoingThem) {
@@ -131,9 +130,7 @@ TEST(LlmConfigTest, EndpointKeySourceOverridesTheDefaults) {
 
 TEST(LlmConfigTest, LoadsFromAFileAndReportsAMissingOne) {
   const std::string path =
-      (std::filesystem::path(::testing::TempDir()) /
-       ("kevo_llm_test_" + std::to_string(getpid()) + ".conf"))
-          .string();
+      (std::filesystem::path(::testing::TempDir()) / ("kevo_llm_test_" + std::to_string(getpid()) + ".conf")).string();
   std::ofstream(path) << "[endpoint local]\nbase_url = http://127.0.0.1:8080/v1\nmodel = m\n";
   auto loaded = LoadLlmConfig(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status();

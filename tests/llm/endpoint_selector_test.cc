@@ -25,8 +25,8 @@ struct Arm {
 
 // Runs `rounds` calls and returns how often each endpoint was picked in the
 // last quarter.
-std::map<std::string, int> Simulate(EndpointSelector& selector, const std::map<std::string, Arm>& arms,
-                               int rounds, uint64_t env_seed) {
+std::map<std::string, int> Simulate(EndpointSelector& selector, const std::map<std::string, Arm>& arms, int rounds,
+                                    uint64_t env_seed) {
   std::mt19937_64 rng(env_seed);
   std::uniform_real_distribution<double> u(0, 1);
   std::map<std::string, int> late;
@@ -65,8 +65,7 @@ TEST(EndpointSelectorTest, PerTokenObjectivePrefersTheCheaperEndpoint) {
 }
 
 TEST(EndpointSelectorTest, SameSeedSameSequence) {
-  const std::map<std::string, Arm> arms = {
-      {"a", {0.5, 1.0, 100}}, {"b", {0.5, 1.0, 100}}, {"c", {0.4, 1.5, 100}}};
+  const std::map<std::string, Arm> arms = {{"a", {0.5, 1.0, 100}}, {"b", {0.5, 1.0, 100}}, {"c", {0.4, 1.5, 100}}};
   auto sequence = [&](uint64_t seed) {
     SelectorOptions options;
     options.seed = seed;
@@ -77,8 +76,7 @@ TEST(EndpointSelectorTest, SameSeedSameSequence) {
       std::string name = (*s)->Select();
       out += name;
       const Arm& arm = arms.at(name);
-      (void)(*s)->RecordOutcome(name, std::uniform_real_distribution<double>(0, 1)(rng) < arm.p
-                                          ? arm.gain : 0,
+      (void)(*s)->RecordOutcome(name, std::uniform_real_distribution<double>(0, 1)(rng) < arm.p ? arm.gain : 0,
                                 arm.tokens);
     }
     return out;
@@ -87,8 +85,8 @@ TEST(EndpointSelectorTest, SameSeedSameSequence) {
 }
 
 TEST(EndpointSelectorTest, TriesHeavierEndpointsFirstAndSkipsWeightZero) {
-  auto s = EndpointSelector::Create(
-      {Endpoint("light", 0.5), Endpoint("off", 0), Endpoint("heavy", 3), Endpoint("mid", 1)});
+  auto s =
+      EndpointSelector::Create({Endpoint("light", 0.5), Endpoint("off", 0), Endpoint("heavy", 3), Endpoint("mid", 1)});
   ASSERT_TRUE(s.ok());
   EXPECT_EQ((*s)->Select(), "heavy");
   EXPECT_EQ((*s)->Select(), "mid");
@@ -111,10 +109,8 @@ TEST(EndpointSelectorTest, RejectsBadEndpointListsAndUnknownNames) {
   EXPECT_EQ(EndpointSelector::Create({}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(EndpointSelector::Create({Endpoint("a"), Endpoint("a")}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(EndpointSelector::Create({Endpoint("a", 0)}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(EndpointSelector::Create({Endpoint("a", -1)}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(EndpointSelector::Create({Endpoint("a", 0)}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(EndpointSelector::Create({Endpoint("a", -1)}).status().code(), absl::StatusCode::kInvalidArgument);
   auto s = EndpointSelector::Create({Endpoint("a")});
   EXPECT_EQ((*s)->RecordOutcome("zzz", 1, 1).code(), absl::StatusCode::kNotFound);
 }

@@ -28,6 +28,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+
 #include "tests/llm/fake_openai_server.h"
 
 namespace {
@@ -160,7 +161,7 @@ int main(int argc, char** argv) {
   sigwait(&signals, &received);
   (*server)->Stop();
   const auto requests = (*server)->requests();
-  std::fprintf(stderr, "fake-llm-server: stopping after %zu requests (max %d at once)\n",
-               requests.size(), (*server)->max_concurrent());
+  std::fprintf(stderr, "fake-llm-server: stopping after %zu requests (max %d at once)\n", requests.size(),
+               (*server)->max_concurrent());
   return 0;
 }

@@ -1,7 +1,5 @@
 #include "tests/llm/fake_openai_server.h"
 
-#include <utility>  // first: Boost 1.74 asio under GCC 12
-
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -11,6 +9,17 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <utility>  // first: Boost 1.74 asio under GCC 12
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include <nlohmann/json.hpp>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -18,16 +27,6 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <nlohmann/json.hpp>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
-#include <openssl/x509v3.h>
-
-#include "absl/strings/ascii.h"
-#include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 
 namespace kevo::llm::testing {
 
@@ -53,17 +52,14 @@ class FakeOpenAiServer::Impl {
       tls_ = !options_.tls_cert_pem.empty() && !options_.tls_key_pem.empty();
       if (tls_) {
         beast::error_code ec;
-        tls_ctx_.use_certificate_chain(
-            asio::buffer(options_.tls_cert_pem.data(), options_.tls_cert_pem.size()), ec);
+        tls_ctx_.use_certificate_chain(asio::buffer(options_.tls_cert_pem.data(), options_.tls_cert_pem.size()), ec);
         if (!ec) {
-          tls_ctx_.use_private_key(
-              asio::buffer(options_.tls_key_pem.data(), options_.tls_key_pem.size()),
-              ssl::context::pem, ec);
+          tls_ctx_.use_private_key(asio::buffer(options_.tls_key_pem.data(), options_.tls_key_pem.size()),
+                                   ssl::context::pem, ec);
         }
         if (ec) return absl::InvalidArgumentError(absl::StrCat("bad TLS cert/key: ", ec.message()));
       }
-      tcp::endpoint endpoint(asio::ip::make_address(options_.host),
-                             static_cast<unsigned short>(options_.port));
+      tcp::endpoint endpoint(asio::ip::make_address(options_.host), static_cast<unsigned short>(options_.port));
       acceptor_.open(endpoint.protocol());
       acceptor_.set_option(asio::socket_base::reuse_address(true));
       acceptor_.bind(endpoint);
@@ -71,8 +67,7 @@ class FakeOpenAiServer::Impl {
       port_ = acceptor_.local_endpoint().port();
     } catch (const std::exception& e) {
       return absl::UnavailableError(
-          absl::StrCat("fake LLM server cannot listen on ", options_.host, ":", options_.port, ": ",
-                       e.what()));
+          absl::StrCat("fake LLM server cannot listen on ", options_.host, ":", options_.port, ": ", e.what()));
     }
     accept_thread_ = std::thread([this] { AcceptLoop(); });
     return absl::OkStatus();
@@ -191,8 +186,7 @@ class FakeOpenAiServer::Impl {
       record.method = std::string(req.method_string());
       record.target = std::string(req.target());
       for (const auto& field : req) {
-        record.headers[absl::AsciiStrToLower(std::string(field.name_string()))] =
-            std::string(field.value());
+        record.headers[absl::AsciiStrToLower(std::string(field.name_string()))] = std::string(field.value());
       }
       record.body = req.body();
       FakeReply reply;
@@ -208,9 +202,8 @@ class FakeOpenAiServer::Impl {
         ++in_flight_;
         max_concurrent_ = std::max(max_concurrent_, in_flight_);
         if (options_.log_requests) {
-          std::fprintf(stderr, "fake-llm-server: request %zu %s %s (%zu bytes), reply kind %d\n",
-                       requests_.size(), record.method.c_str(), record.target.c_str(),
-                       record.body.size(), static_cast<int>(reply.kind));
+          std::fprintf(stderr, "fake-llm-server: request %zu %s %s (%zu bytes), reply kind %d\n", requests_.size(),
+                       record.method.c_str(), record.target.c_str(), record.body.size(), static_cast<int>(reply.kind));
         }
       }
       // A request counts as in flight from its arrival to the end of its
@@ -253,8 +246,7 @@ class FakeOpenAiServer::Impl {
   }
 
   template <typename Stream>
-  static bool WriteJson(Stream& stream, int status, const std::string& reason,
-                        const std::string& body,
+  static bool WriteJson(Stream& stream, int status, const std::string& reason, const std::string& body,
                         std::vector<std::pair<std::string, std::string>> extra = {}) {
     extra.emplace_back("Content-Type", "application/json");
     extra.emplace_back("Content-Length", std::to_string(body.size()));
@@ -278,18 +270,15 @@ class FakeOpenAiServer::Impl {
   bool Reply(Stream& stream, const RecordedRequest& request, const FakeReply& reply) {
     const bool anthropic = request.target.find("/messages") != std::string::npos;
     if (request.target.find("/chat/completions") == std::string::npos && !anthropic) {
-      return WriteJson(stream, 404, "Not Found",
-                       ErrorBody(absl::StrCat("no route ", request.target), "not_found"));
+      return WriteJson(stream, 404, "Not Found", ErrorBody(absl::StrCat("no route ", request.target), "not_found"));
     }
     if (!options_.expected_api_key.empty()) {
       auto auth = request.headers.find("authorization");
       auto xkey = request.headers.find("x-api-key");
-      const bool ok = (auth != request.headers.end() &&
-                       auth->second == "Bearer " + options_.expected_api_key) ||
+      const bool ok = (auth != request.headers.end() && auth->second == "Bearer " + options_.expected_api_key) ||
                       (xkey != request.headers.end() && xkey->second == options_.expected_api_key);
       if (!ok) {
-        return WriteJson(stream, 401, "Unauthorized",
-                         ErrorBody("Incorrect API key provided", "invalid_request_error"));
+        return WriteJson(stream, 401, "Unauthorized", ErrorBody("Incorrect API key provided", "invalid_request_error"));
       }
     }
     json body;
@@ -302,26 +291,23 @@ class FakeOpenAiServer::Impl {
     std::string echo;
     if (reply.echo_authorization) {
       auto auth = request.headers.find("authorization");
-      echo = absl::StrCat("; you sent Authorization: ",
-                          auth == request.headers.end() ? "(none)" : auth->second);
+      echo = absl::StrCat("; you sent Authorization: ", auth == request.headers.end() ? "(none)" : auth->second);
     }
     switch (reply.kind) {
       case FakeReply::Kind::kRateLimit: {
         std::vector<std::pair<std::string, std::string>> extra;
         if (reply.retry_after_s) extra.emplace_back("Retry-After", std::to_string(*reply.retry_after_s));
         return WriteJson(stream, 429, "Too Many Requests",
-                         ErrorBody("Rate limit reached for requests" + echo, "rate_limit_exceeded"),
-                         extra);
+                         ErrorBody("Rate limit reached for requests" + echo, "rate_limit_exceeded"), extra);
       }
       case FakeReply::Kind::kServerError:
         return WriteJson(stream, reply.status ? reply.status : 500, "Server Error",
-                         ErrorBody("The server had an error processing your request" + echo,
-                                   "server_error"));
+                         ErrorBody("The server had an error processing your request" + echo, "server_error"));
       case FakeReply::Kind::kClientError:
-        return WriteJson(stream, reply.status ? reply.status : 400, "Bad Request",
-                         ErrorBody((reply.error_message.empty() ? std::string("bad request")
-                                                                : reply.error_message) + echo,
-                                   "invalid_request_error"));
+        return WriteJson(
+            stream, reply.status ? reply.status : 400, "Bad Request",
+            ErrorBody((reply.error_message.empty() ? std::string("bad request") : reply.error_message) + echo,
+                      "invalid_request_error"));
       case FakeReply::Kind::kCloseWithoutReply:
         return false;
       default:
@@ -356,14 +342,12 @@ class FakeOpenAiServer::Impl {
     if (stream_requested) {
       bool include_usage = reply.include_usage;
       if (!anthropic) {
-        include_usage = include_usage && body.contains("stream_options") &&
-                        body["stream_options"].is_object() &&
+        include_usage = include_usage && body.contains("stream_options") && body["stream_options"].is_object() &&
                         body["stream_options"].value("include_usage", false);
       }
-      return anthropic ? StreamAnthropic(stream, reply, model, id, pieces, prompt_tokens,
-                                         completion_tokens, include_usage)
-                       : StreamOpenAi(stream, reply, model, id, pieces, prompt_tokens,
-                                      completion_tokens, include_usage);
+      return anthropic
+                 ? StreamAnthropic(stream, reply, model, id, pieces, prompt_tokens, completion_tokens, include_usage)
+                 : StreamOpenAi(stream, reply, model, id, pieces, prompt_tokens, completion_tokens, include_usage);
     }
     json answer;
     if (anthropic) {
@@ -396,9 +380,10 @@ class FakeOpenAiServer::Impl {
     }
     if (reply.kind == FakeReply::Kind::kTruncatedStream) {
       // Promise the whole length, send half, hang up.
-      const std::string head = Head(200, "OK", {{"Content-Type", "application/json"},
-                                                {"Content-Length", std::to_string(text.size())},
-                                                {"Connection", "close"}});
+      const std::string head = Head(200, "OK",
+                                    {{"Content-Type", "application/json"},
+                                     {"Content-Length", std::to_string(text.size())},
+                                     {"Connection", "close"}});
       Write(stream, head + text.substr(0, text.size() / 2));
       return false;
     }
@@ -407,18 +392,21 @@ class FakeOpenAiServer::Impl {
 
   template <typename Stream>
   bool StreamOpenAi(Stream& stream, const FakeReply& reply, const std::string& model, int64_t id,
-                    const std::vector<std::string>& pieces, int64_t prompt_tokens,
-                    int64_t completion_tokens, bool include_usage) {
-    if (!Write(stream, Head(200, "OK", {{"Content-Type", "text/event-stream"},
-                                        {"Cache-Control", "no-cache"},
-                                        {"Transfer-Encoding", "chunked"},
-                                        {"Connection", "close"}}))) {
+                    const std::vector<std::string>& pieces, int64_t prompt_tokens, int64_t completion_tokens,
+                    bool include_usage) {
+    if (!Write(stream, Head(200, "OK",
+                            {{"Content-Type", "text/event-stream"},
+                             {"Cache-Control", "no-cache"},
+                             {"Transfer-Encoding", "chunked"},
+                             {"Connection", "close"}}))) {
       return false;
     }
     const std::string chunk_id = absl::StrCat("chatcmpl-fake-", id);
     auto event = [&](json delta, json finish, bool with_choice) {
-      json j = {{"id", chunk_id}, {"object", "chat.completion.chunk"},
-                {"created", absl::ToUnixSeconds(absl::Now())}, {"model", model}};
+      json j = {{"id", chunk_id},
+                {"object", "chat.completion.chunk"},
+                {"created", absl::ToUnixSeconds(absl::Now())},
+                {"model", model}};
       if (with_choice) {
         j["choices"] = json::array({{{"index", 0}, {"delta", delta}, {"finish_reason", finish}}});
       } else {
@@ -427,8 +415,7 @@ class FakeOpenAiServer::Impl {
       return Chunk(absl::StrCat("data: ", j.dump(), "\n\n"));
     };
     if (!Write(stream, event({{"role", "assistant"}, {"content", ""}}, nullptr, true))) return false;
-    const size_t limit =
-        reply.kind == FakeReply::Kind::kTruncatedStream ? pieces.size() / 2 : pieces.size();
+    const size_t limit = reply.kind == FakeReply::Kind::kTruncatedStream ? pieces.size() / 2 : pieces.size();
     for (size_t i = 0; i < limit; ++i) {
       if (reply.kind == FakeReply::Kind::kMalformedJson && i == limit / 2) {
         if (!Write(stream, Chunk("data: {\"choices\": [{\"delta\": {\"content\": oops}\n\n"))) return false;
@@ -442,11 +429,14 @@ class FakeOpenAiServer::Impl {
     }
     if (!Write(stream, event(json::object(), "stop", true))) return false;
     if (include_usage) {
-      json j = {{"id", chunk_id}, {"object", "chat.completion.chunk"}, {"model", model},
+      json j = {{"id", chunk_id},
+                {"object", "chat.completion.chunk"},
+                {"model", model},
                 {"choices", json::array()},
-                {"usage", {{"prompt_tokens", prompt_tokens},
-                           {"completion_tokens", completion_tokens},
-                           {"total_tokens", prompt_tokens + completion_tokens}}}};
+                {"usage",
+                 {{"prompt_tokens", prompt_tokens},
+                  {"completion_tokens", completion_tokens},
+                  {"total_tokens", prompt_tokens + completion_tokens}}}};
       if (!Write(stream, Chunk(absl::StrCat("data: ", j.dump(), "\n\n")))) return false;
     }
     Write(stream, Chunk("data: [DONE]\n\n") + "0\r\n\r\n");
@@ -454,34 +444,38 @@ class FakeOpenAiServer::Impl {
   }
 
   template <typename Stream>
-  bool StreamAnthropic(Stream& stream, const FakeReply& reply, const std::string& model,
-                       int64_t id, const std::vector<std::string>& pieces, int64_t prompt_tokens,
-                       int64_t completion_tokens, bool include_usage) {
-    if (!Write(stream, Head(200, "OK", {{"Content-Type", "text/event-stream"},
-                                        {"Cache-Control", "no-cache"},
-                                        {"Transfer-Encoding", "chunked"},
-                                        {"Connection", "close"}}))) {
+  bool StreamAnthropic(Stream& stream, const FakeReply& reply, const std::string& model, int64_t id,
+                       const std::vector<std::string>& pieces, int64_t prompt_tokens, int64_t completion_tokens,
+                       bool include_usage) {
+    if (!Write(stream, Head(200, "OK",
+                            {{"Content-Type", "text/event-stream"},
+                             {"Cache-Control", "no-cache"},
+                             {"Transfer-Encoding", "chunked"},
+                             {"Connection", "close"}}))) {
       return false;
     }
     auto event = [&](const std::string& name, const json& data) {
       return Chunk(absl::StrCat("event: ", name, "\ndata: ", data.dump(), "\n\n"));
     };
     json start = {{"type", "message_start"},
-                  {"message", {{"id", absl::StrCat("msg_fake_", id)}, {"type", "message"},
-                               {"role", "assistant"}, {"model", model}, {"content", json::array()}}}};
+                  {"message",
+                   {{"id", absl::StrCat("msg_fake_", id)},
+                    {"type", "message"},
+                    {"role", "assistant"},
+                    {"model", model},
+                    {"content", json::array()}}}};
     if (include_usage) start["message"]["usage"] = {{"input_tokens", prompt_tokens}, {"output_tokens", 1}};
     if (!Write(stream, event("message_start", start))) return false;
-    if (!Write(stream, event("content_block_start",
-                             {{"type", "content_block_start"}, {"index", 0},
-                              {"content_block", {{"type", "text"}, {"text", ""}}}}))) {
+    if (!Write(stream, event("content_block_start", {{"type", "content_block_start"},
+                                                     {"index", 0},
+                                                     {"content_block", {{"type", "text"}, {"text", ""}}}}))) {
       return false;
     }
-    const size_t limit =
-        reply.kind == FakeReply::Kind::kTruncatedStream ? pieces.size() / 2 : pieces.size();
+    const size_t limit = reply.kind == FakeReply::Kind::kTruncatedStream ? pieces.size() / 2 : pieces.size();
     for (size_t i = 0; i < limit; ++i) {
-      if (!Write(stream, event("content_block_delta",
-                               {{"type", "content_block_delta"}, {"index", 0},
-                                {"delta", {{"type", "text_delta"}, {"text", pieces[i]}}}}))) {
+      if (!Write(stream, event("content_block_delta", {{"type", "content_block_delta"},
+                                                       {"index", 0},
+                                                       {"delta", {{"type", "text_delta"}, {"text", pieces[i]}}}}))) {
         return false;
       }
     }
@@ -537,8 +531,8 @@ int FakeOpenAiServer::port() const { return impl_->port(); }
 std::string FakeOpenAiServer::base_url() const {
   const std::string& host = impl_->host();
   const bool v6 = host.find(':') != std::string::npos;
-  return absl::StrCat(impl_->tls() ? "https://" : "http://", v6 ? "[" : "", host, v6 ? "]" : "",
-                      ":", impl_->port(), "/v1");
+  return absl::StrCat(impl_->tls() ? "https://" : "http://", v6 ? "[" : "", host, v6 ? "]" : "", ":", impl_->port(),
+                      "/v1");
 }
 void FakeOpenAiServer::Enqueue(FakeReply reply) { impl_->Enqueue(std::move(reply)); }
 void FakeOpenAiServer::SetDefault(FakeReply reply) { impl_->SetDefault(std::move(reply)); }
@@ -557,13 +551,11 @@ absl::StatusOr<CertAndKey> MakeSelfSignedCert(const std::string& subject_alt_nam
   bool ok = cert != nullptr && X509_set_version(cert, 2) == 1 &&
             ASN1_INTEGER_set(X509_get_serialNumber(cert), 1) == 1 &&
             X509_gmtime_adj(X509_getm_notBefore(cert), -3600) != nullptr &&
-            X509_gmtime_adj(X509_getm_notAfter(cert), 24 * 3600) != nullptr &&
-            X509_set_pubkey(cert, key) == 1;
+            X509_gmtime_adj(X509_getm_notAfter(cert), 24 * 3600) != nullptr && X509_set_pubkey(cert, key) == 1;
   if (ok) {
     X509_NAME* name = X509_get_subject_name(cert);
     ok = X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                                    reinterpret_cast<const unsigned char*>("kevo fake LLM server"),
-                                    -1, -1, 0) == 1 &&
+                                    reinterpret_cast<const unsigned char*>("kevo fake LLM server"), -1, -1, 0) == 1 &&
          X509_set_issuer_name(cert, name) == 1;
   }
   const std::pair<int, const char*> extensions[] = {
@@ -596,9 +588,7 @@ absl::StatusOr<CertAndKey> MakeSelfSignedCert(const std::string& subject_alt_nam
   };
   CertAndKey result;
   result.cert_pem = to_pem([&](BIO* bio) { PEM_write_bio_X509(bio, cert); });
-  result.key_pem = to_pem([&](BIO* bio) {
-    PEM_write_bio_PrivateKey(bio, key, nullptr, nullptr, 0, nullptr, nullptr);
-  });
+  result.key_pem = to_pem([&](BIO* bio) { PEM_write_bio_PrivateKey(bio, key, nullptr, nullptr, 0, nullptr, nullptr); });
   cleanup();
   return result;
 }

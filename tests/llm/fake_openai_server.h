@@ -37,15 +37,15 @@ struct FakeReply {
   };
   Kind kind = Kind::kAnswer;
   std::string content = "Here is a kernel:\n```cpp\nint main() { return 0; }\n```\n";
-  int status = 0;                     // for kServerError / kClientError; 0: the default
-  std::optional<int> retry_after_s;   // kRateLimit
+  int status = 0;                               // for kServerError / kClientError; 0: the default
+  std::optional<int> retry_after_s;             // kRateLimit
   absl::Duration delay = absl::ZeroDuration();  // before replying (any kind)
-  bool include_usage = true;          // "usage" in JSON answers / the final SSE chunk
-  int64_t prompt_tokens = 0;          // 0: request's message bytes / 4
-  int64_t completion_tokens = 0;      // 0: the number of content chunks
-  size_t chunk_size = 7;              // content bytes per SSE chunk
-  std::string error_message;          // kClientError's "error.message"
-  bool echo_authorization = false;    // append the Authorization header to the error message or answer
+  bool include_usage = true;                    // "usage" in JSON answers / the final SSE chunk
+  int64_t prompt_tokens = 0;                    // 0: request's message bytes / 4
+  int64_t completion_tokens = 0;                // 0: the number of content chunks
+  size_t chunk_size = 7;                        // content bytes per SSE chunk
+  std::string error_message;                    // kClientError's "error.message"
+  bool echo_authorization = false;              // append the Authorization header to the error message or answer
 };
 
 struct RecordedRequest {
@@ -103,7 +103,6 @@ struct CertAndKey {
 };
 // A self-signed certificate (EC P-256, valid for a day) for `subject_alt_names`
 // (OpenSSL syntax), usable as its own CA file. Internal on an OpenSSL failure.
-absl::StatusOr<CertAndKey> MakeSelfSignedCert(
-    const std::string& subject_alt_names = "DNS:localhost,IP:127.0.0.1");
+absl::StatusOr<CertAndKey> MakeSelfSignedCert(const std::string& subject_alt_names = "DNS:localhost,IP:127.0.0.1");
 
 }  // namespace kevo::llm::testing

@@ -2,8 +2,6 @@
 // on 127.0.0.1: answers, streams, every failure mode, retries and their
 // waits (through an injected sleeper, not wall time), the concurrency limit,
 // token and cost accounting, metrics, and the API key's confinement.
-#include "coordinator/llm/chat_client.h"
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,15 +13,16 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <prometheus/registry.h>
 
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
+#include "coordinator/llm/chat_client.h"
 #include "coordinator/llm/http.h"
 #include "coordinator/llm/protocol.h"
 #include "tests/llm/fake_openai_server.h"
@@ -36,8 +35,7 @@ namespace {
 std::string TempPath(const std::string& name) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   return (std::filesystem::path(::testing::TempDir()) /
-          absl::StrCat("kevo_llm_", info->test_suite_name(), "_", info->name(), "_", getpid(), "_",
-                       name))
+          absl::StrCat("kevo_llm_", info->test_suite_name(), "_", info->name(), "_", getpid(), "_", name))
       .string();
 }
 
@@ -94,8 +92,7 @@ std::string Content() {
 
 ChatRequest Request() {
   ChatRequest request;
-  request.messages = {{"system", "You write fast kernels."},
-                      {"user", "Make this faster: y = 2 * x"}};
+  request.messages = {{"system", "You write fast kernels."}, {"user", "Make this faster: y = 2 * x"}};
   request.max_tokens = 512;
   request.temperature = 0.7;
   return request;
@@ -220,8 +217,7 @@ TEST_F(LlmClientTest, StreamWithoutUsageCountsChunks) {
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->content, Content());
   EXPECT_TRUE(response->usage.estimated);
-  EXPECT_EQ(response->usage.completion_tokens,
-            static_cast<int64_t>((Content().size() + 4) / 5));
+  EXPECT_EQ(response->usage.completion_tokens, static_cast<int64_t>((Content().size() + 4) / 5));
   // Prompt estimated as bytes / 4.
   const size_t bytes = Request().messages[0].content.size() + Request().messages[1].content.size();
   EXPECT_EQ(response->usage.prompt_tokens, static_cast<int64_t>((bytes + 3) / 4));
@@ -317,8 +313,7 @@ TEST_F(LlmClientTest, GivesUpAsUnavailableAfterMaxRetriesNamingCountAndStatus) {
   EXPECT_EQ(server_->requests().size(), 3u);
   EXPECT_EQ(sleeper_.sleeps().size(), 2u);
   EXPECT_EQ(client->totals().failures, 1);
-  EXPECT_EQ(Metric("kevo_llm_requests_total", {{"endpoint", "fake"}, {"outcome", "unavailable"}}),
-            1);
+  EXPECT_EQ(Metric("kevo_llm_requests_total", {{"endpoint", "fake"}, {"outcome", "unavailable"}}), 1);
   EXPECT_EQ(Metric("kevo_llm_retries_total", {{"endpoint", "fake"}}), 2);
 }
 
@@ -337,9 +332,7 @@ TEST_F(LlmClientTest, SlowServerTimesOutIsRetriedThenDeadlineExceeded) {
   EXPECT_THAT(response.status().message(), HasSubstr("2 attempts"));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ(server_->requests().size(), 2u);
-  EXPECT_EQ(Metric("kevo_llm_requests_total",
-                   {{"endpoint", "fake"}, {"outcome", "deadline_exceeded"}}),
-            1);
+  EXPECT_EQ(Metric("kevo_llm_requests_total", {{"endpoint", "fake"}, {"outcome", "deadline_exceeded"}}), 1);
 }
 
 TEST_F(LlmClientTest, SlowThenFastSucceedsOnRetry) {
@@ -420,8 +413,7 @@ TEST_F(LlmClientTest, TruncatedStreamIsDataLossKeepingWhatArrived) {
   EXPECT_LT(partial->size(), Content().size());
   EXPECT_TRUE(absl::StartsWith(Content(), *partial)) << *partial;
   EXPECT_EQ(server_->requests().size(), 1u);  // not retried: the caller stores what came
-  EXPECT_EQ(Metric("kevo_llm_requests_total", {{"endpoint", "fake"}, {"outcome", "data_loss"}}),
-            1);
+  EXPECT_EQ(Metric("kevo_llm_requests_total", {{"endpoint", "fake"}, {"outcome", "data_loss"}}), 1);
 }
 
 TEST_F(LlmClientTest, TruncatedJsonBodyIsDataLoss) {
@@ -548,8 +540,7 @@ TEST(ParseStreamTest, StreamEndingBetweenEventsWithoutTerminatorIsDataLoss) {
 
 TEST(ParseStreamTest, ErrorEventIsUnavailable) {
   ChatResponse response;
-  absl::Status status = ParseStream(
-      Api::kOpenAi, "data: {\"error\":{\"message\":\"out of KV cache\"}}\n\n", &response);
+  absl::Status status = ParseStream(Api::kOpenAi, "data: {\"error\":{\"message\":\"out of KV cache\"}}\n\n", &response);
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(status.message(), HasSubstr("out of KV cache"));
 }

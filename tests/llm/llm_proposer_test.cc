@@ -13,13 +13,13 @@
 #include <filesystem>
 #include <map>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <prometheus/registry.h>
 
-#include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/hash.h"
 #include "common/task/task_loader.h"
 #include "coordinator/llm/call_log.h"
@@ -55,11 +55,8 @@ class FakeKb final : public kb::KnowledgeBase {
 
 class FakeSkills final : public skills::SkillStore {
  public:
-  absl::Status Distil(const v1::Job&, const std::vector<v1::Node>&) override {
-    return absl::OkStatus();
-  }
-  absl::StatusOr<std::vector<skills::Skill>> SkillsFor(const std::string& platform,
-                                                       const std::string& family,
+  absl::Status Distil(const v1::Job&, const std::vector<v1::Node>&) override { return absl::OkStatus(); }
+  absl::StatusOr<std::vector<skills::Skill>> SkillsFor(const std::string& platform, const std::string& family,
                                                        int limit) const override {
     skills::Skill s;
     s.platform = platform;
@@ -74,8 +71,7 @@ class FakeSkills final : public skills::SkillStore {
 // Always proposes one fresh "builtin" candidate per wanted slot.
 class StubBuiltin final : public proposer::Proposer {
  public:
-  absl::StatusOr<std::vector<proposer::Proposal>> Propose(
-      const proposer::ProposeRequest& request) override {
+  absl::StatusOr<std::vector<proposer::Proposal>> Propose(const proposer::ProposeRequest& request) override {
     std::vector<proposer::Proposal> out;
     for (int i = 0; i < request.count; ++i) {
       proposer::Proposal p;
@@ -115,8 +111,7 @@ class LlmProposerTest : public ::testing::Test {
     ASSERT_TRUE(task.ok()) << task.status();
     task_ = *task;
     dir_ = (std::filesystem::path(::testing::TempDir()) /
-            absl::StrCat("kevo_llm_proposer_",
-                         ::testing::UnitTest::GetInstance()->current_test_info()->name(), "_",
+            absl::StrCat("kevo_llm_proposer_", ::testing::UnitTest::GetInstance()->current_test_info()->name(), "_",
                          getpid()))
                .string();
     std::filesystem::remove_all(dir_);
@@ -150,8 +145,7 @@ class LlmProposerTest : public ::testing::Test {
     ASSERT_TRUE(client.ok()) << client.status();
     std::vector<std::unique_ptr<ChatClient>> clients;
     clients.push_back(*std::move(client));
-    auto service = LlmService::CreateWithClients(std::move(clients), store_.get(), &kb_, &skills_,
-                                                 registry_, options);
+    auto service = LlmService::CreateWithClients(std::move(clients), store_.get(), &kb_, &skills_, registry_, options);
     ASSERT_TRUE(service.ok()) << service.status();
     service_ = *std::move(service);
   }
@@ -523,8 +517,8 @@ TEST_F(LlmProposerTest, JobEndingWhileACallRunsStillStoresItAndMeasuresTheEndpoi
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
     while (server_->requests().empty() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(2));
     ASSERT_EQ(server_->requests().size(), 1u);  // the call is being answered
-  }  // the job ended
-  service_->Shutdown();  // waits for the call in flight
+  }                                             // the job ended
+  service_->Shutdown();                         // waits for the call in flight
   auto calls = Calls();
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0]["outcome"], "ok");
@@ -554,8 +548,8 @@ TEST_F(LlmProposerTest, ApiKeyIsNeverStoredEvenWhenTheServerEchoesIt) {
   e.base_url = server_->base_url();
   e.model = "fake-coder";
   e.api_key_env = "KEVO_PROPOSER_TEST_KEY";
-  auto service = LlmService::Create({e}, store_.get(), &kb_, &skills_, registry_,
-                                    LlmProposerOptions{.max_calls_per_job = 1});
+  auto service =
+      LlmService::Create({e}, store_.get(), &kb_, &skills_, registry_, LlmProposerOptions{.max_calls_per_job = 1});
   ASSERT_TRUE(service.ok()) << service.status();
   service_ = *std::move(service);
   auto proposer = service_->NewProposer();

@@ -8,11 +8,11 @@
 // (--no-skills changes nothing in a fresh store; the job reports it as stored.)
 #include <filesystem>
 
+#include "absl/strings/str_cat.h"
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "absl/strings/str_cat.h"
 #include "tests/testing/process.h"
 
 namespace kevo::testing {
@@ -28,29 +28,27 @@ TEST(LlmRunTest, KevoRunWithTheLlmProposerAgainstTheFakeServer) {
   const std::string dir = MakeTempDir("kevo-llm-run");
   const std::string softmax = SourceDir() + "/tasks/softmax";
   WriteTextFile(dir + "/1.md", Answer("online softmax with SIMD", ReadTextFile(softmax + "/examples/fast.cc")));
-  WriteTextFile(dir + "/2.md",
-            Answer("broken on purpose",
-                   "#include <cstdint>\nextern \"C\" void softmax(const float* x, float* y, int64_t "
-                   "rows, int64_t cols) { this is not C++; }\n"));
+  WriteTextFile(dir + "/2.md", Answer("broken on purpose",
+                                      "#include <cstdint>\nextern \"C\" void softmax(const float* x, float* y, int64_t "
+                                      "rows, int64_t cols) { this is not C++; }\n"));
   WriteTextFile(dir + "/3.md", "I would rather not write a kernel today.\n");
   WriteTextFile(dir + "/4.md",
-            absl::StrCat("Two more.\n", Answer("the reference, plainly", ReadTextFile(softmax + "/reference.cc")),
-                         Answer("skip the normalisation", ReadTextFile(softmax + "/examples/no_normalize.cc"))));
+                absl::StrCat("Two more.\n", Answer("the reference, plainly", ReadTextFile(softmax + "/reference.cc")),
+                             Answer("skip the normalisation", ReadTextFile(softmax + "/examples/no_normalize.cc"))));
 
-  auto server = ChildProcess::Start(
-      {BinDir() + "/fake-llm-server", "--answers",
-       absl::StrCat(dir, "/1.md,", dir, "/2.md,", dir, "/3.md,", dir, "/4.md")},
-      dir + "/fake-llm-server.log");
+  auto server = ChildProcess::Start({BinDir() + "/fake-llm-server", "--answers",
+                                     absl::StrCat(dir, "/1.md,", dir, "/2.md,", dir, "/3.md,", dir, "/4.md")},
+                                    dir + "/fake-llm-server.log");
   ASSERT_TRUE(server.ok()) << server.status();
   auto address = (*server)->WaitForLine("listening ", absl::Seconds(30));
   ASSERT_TRUE(address.ok()) << address.status();
   WriteTextFile(dir + "/llm.conf", absl::StrCat("[endpoint fake]\nbase_url = http://", *address,
-                                            "/v1\nmodel = fake-coder\nmax_retries = 1\n"));
+                                                "/v1\nmodel = fake-coder\nmax_retries = 1\n"));
 
-  auto run = RunCommand({BinDir() + "/kevo", "run", softmax, "--platform", "cpu", "--proposer", "llm",
-                         "--llm-config", dir + "/llm.conf", "--budget", "4", "--db", dir + "/db",
-                         "--out", dir + "/best.cc", "--no-skills", "--json"},
-                        absl::Minutes(8));
+  auto run = RunCommand(
+      {BinDir() + "/kevo", "run", softmax, "--platform", "cpu", "--proposer", "llm", "--llm-config", dir + "/llm.conf",
+       "--budget", "4", "--db", dir + "/db", "--out", dir + "/best.cc", "--no-skills", "--json"},
+      absl::Minutes(8));
   ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
   auto job = nlohmann::json::parse(run.out);
   EXPECT_EQ(job["job_state"], "JOB_DONE");
@@ -67,8 +65,7 @@ TEST(LlmRunTest, KevoRunWithTheLlmProposerAgainstTheFakeServer) {
   EXPECT_EQ(job["fitness_baseline"], "production") << run.out;
   const std::string job_id = job["job_id"];
 
-  auto log = RunCommand({BinDir() + "/kevo", "llm-log", job_id, "--db", dir + "/db", "--json"},
-                        absl::Minutes(1));
+  auto log = RunCommand({BinDir() + "/kevo", "llm-log", job_id, "--db", dir + "/db", "--json"}, absl::Minutes(1));
   ASSERT_EQ(log.exit_code, 0) << log.err;
   auto calls = nlohmann::json::parse(log.out);
   ASSERT_EQ(calls.size(), 4u) << log.out.substr(0, 2000);
@@ -100,8 +97,8 @@ TEST(LlmRunTest, KevoRunWithTheLlmProposerAgainstTheFakeServer) {
   // kernel and what its evaluation said.
   EXPECT_EQ(calls[1]["parent_id"], calls[0]["nodes"][0]["node_id"]);
   const std::string prompt = calls[1]["prompt"][1]["content"];
-  EXPECT_THAT(prompt, HasSubstr("## The kernel to improve (node " +
-                                calls[0]["nodes"][0]["node_id"].get<std::string>()));
+  EXPECT_THAT(prompt,
+              HasSubstr("## The kernel to improve (node " + calls[0]["nodes"][0]["node_id"].get<std::string>()));
   EXPECT_THAT(prompt, HasSubstr("Status: OK"));
   EXPECT_THAT(prompt, HasSubstr("of the roofline"));
   EXPECT_THAT(prompt, HasSubstr("Bottleneck: "));

@@ -5,11 +5,11 @@
 
 #include <cstdlib>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "common/task/task_loader.h"
 
 namespace kevo::llm {
@@ -146,10 +146,9 @@ TEST(PromptTest, EveryPartIsPresentWithinABudget) {
   EXPECT_THAT(user, HasSubstr("SKILL-1"));
   EXPECT_THAT(user, HasSubstr("First make the kernel correct"));
   EXPECT_THAT(prompt->included,
-              ElementsAre("task", "reference", "parent", "feedback", "compiler_rest", "profile",
-                          "sibling:n00010", "sibling:n00011", "sibling:n00012",
-                          "kb:hardware/cpu/doc0", "kb:hardware/cpu/doc1", "kb:hardware/cpu/doc2",
-                          "skill:SKILL-0", "skill:SKILL-1", "request"));
+              ElementsAre("task", "reference", "parent", "feedback", "compiler_rest", "profile", "sibling:n00010",
+                          "sibling:n00011", "sibling:n00012", "kb:hardware/cpu/doc0", "kb:hardware/cpu/doc1",
+                          "kb:hardware/cpu/doc2", "skill:SKILL-0", "skill:SKILL-1", "request"));
   EXPECT_GT(prompt->estimated_tokens, 0);
   EXPECT_LE(prompt->estimated_tokens, 100000);
 }
@@ -200,15 +199,16 @@ TEST(PromptTest, BudgetDropsLeastUsefulPartsFirst) {
   int64_t lo = 1, hi = all;
   while (lo < hi) {
     int64_t mid = (lo + hi) / 2;
-    if (BuildPrompt(in, PromptOptions{.token_budget = mid}).ok()) hi = mid; else lo = mid + 1;
+    if (BuildPrompt(in, PromptOptions{.token_budget = mid}).ok())
+      hi = mid;
+    else
+      lo = mid + 1;
   }
   auto minimal = BuildPrompt(in, PromptOptions{.token_budget = lo});
   ASSERT_TRUE(minimal.ok());
-  EXPECT_THAT(minimal->dropped,
-              ElementsAre("profile", "kb:hardware/cpu/doc2", "kb:hardware/cpu/doc1",
-                          "kb:hardware/cpu/doc0", "skill:SKILL-1", "skill:SKILL-0",
-                          "sibling:n00010", "sibling:n00011", "sibling:n00012", "reference",
-                          "compiler_rest"));
+  EXPECT_THAT(minimal->dropped, ElementsAre("profile", "kb:hardware/cpu/doc2", "kb:hardware/cpu/doc1",
+                                            "kb:hardware/cpu/doc0", "skill:SKILL-1", "skill:SKILL-0", "sibling:n00010",
+                                            "sibling:n00011", "sibling:n00012", "reference", "compiler_rest"));
   EXPECT_THAT(minimal->included, ElementsAre("task", "parent", "feedback", "request"));
   const std::string& user = minimal->messages[1].content;
   EXPECT_THAT(user, HasSubstr("PARENT-KERNEL-MARKER"));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+
 #include "mtia_sim/device.h"
 #include "mtia_sim/mtia.h"
 

@@ -10,6 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
 #include "mtia_sim/device.h"
 #include "mtia_sim/examples/kernels.h"
 #include "mtia_sim/mtia.h"

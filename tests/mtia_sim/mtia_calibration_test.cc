@@ -11,6 +11,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
 #include "mtia_sim/device.h"
 #include "mtia_sim/examples/kernels.h"
 #include "mtia_sim/mtia.h"
@@ -144,7 +145,8 @@ TEST(MtiaCalibrationTest, DmaFloodNeverExceedsSharedOrPortBandwidth) {
           CircularBuffer cb = pe.AllocCircular(tile, 4);
           const uint64_t share = bytes / active;
           int64_t t = 0;
-          for (uint64_t off = 0; off < share; off += tile) pe.Copy(cb.Slot(t++), src.Slice(pe.id() * share + off, tile));
+          for (uint64_t off = 0; off < share; off += tile)
+            pe.Copy(cb.Slot(t++), src.Slice(pe.id() * share + off, tile));
         });
         ASSERT_TRUE(s.ok()) << s.status();
         const double cap = active == 1 ? c.pe_port_bytes_per_cycle
@@ -302,8 +304,7 @@ TEST_F(Gemm2048Test, ComputesTheProduct) {
     for (int64_t j : {0l, 5l, 1024l, 2047l}) {
       double ref = 0;
       for (int64_t k = 0; k < kN; ++k) {
-        ref += static_cast<double>(internal::HalfToFloat((*a_)[i * kN + k])) *
-               internal::HalfToFloat((*b_)[k * kN + j]);
+        ref += static_cast<double>(internal::HalfToFloat((*a_)[i * kN + k])) * internal::HalfToFloat((*b_)[k * kN + j]);
       }
       EXPECT_NEAR((*c_)[i * kN + j], ref, 1e-3 * (1 + std::fabs(ref))) << i << "," << j;
     }

@@ -15,11 +15,10 @@
 #include <cstdlib>
 #include <string>
 
-#include <sanitizer/tsan_interface.h>
-
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include <sanitizer/tsan_interface.h>
 
 namespace {
 
@@ -96,7 +95,8 @@ void Mutex::ReaderLockWhen(const Condition& cond) {
   Acquire(this);
 }
 bool Mutex::LockWhenWithTimeout(const Condition& cond, Duration timeout) {
-  KEVO_REAL(bool (*)(Mutex*, const Condition&, Duration), "5Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+  KEVO_REAL(bool (*)(Mutex*, const Condition&, Duration),
+            "5Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
   const bool met = real(this, cond, timeout);
   Acquire(this);  // held either way
   return met;

@@ -25,10 +25,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
 #include "common/expr.h"
 #include "common/task/task_loader.h"
 #include "common/tensor.h"
-#include "gtest/gtest.h"
 #include "worker/backends/cpu/cpu_backend.h"
 
 namespace kevo::task {
@@ -63,8 +64,7 @@ std::vector<std::string> AllTasks() {
 // The starter tasks' fast examples are covered by cpu_backend_test; the suite
 // checks the ones written with it.
 bool IsStarter(const std::string& name) {
-  return name == "vector_add" || name == "softmax" || name == "row_sum" || name == "matmul" ||
-         name == "bucketize";
+  return name == "vector_add" || name == "softmax" || name == "row_sum" || name == "matmul" || name == "bucketize";
 }
 
 std::vector<std::string> TasksWithFastExample() {
@@ -85,8 +85,8 @@ std::string Describe(const v1::Evaluation& ev) {
   }
   for (const v1::CaseResult& c : ev.validation()) {
     if (c.status() != v1::OK) {
-      absl::StrAppend(&s, " | case ", c.binding(), "/seed ", c.seed(), ": ",
-                      v1::EvalStatus_Name(c.status()), " ", c.output(), " ", c.detail());
+      absl::StrAppend(&s, " | case ", c.binding(), "/seed ", c.seed(), ": ", v1::EvalStatus_Name(c.status()), " ",
+                      c.output(), " ", c.detail());
       break;
     }
   }
@@ -151,9 +151,7 @@ class CleanupEnvironment : public ::testing::Environment {
 };
 const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new CleanupEnvironment);
 
-absl::StatusOr<v1::Task> Load(const std::string& name) {
-  return LoadTaskDir(absl::StrCat(TasksDir(), "/", name));
-}
+absl::StatusOr<v1::Task> Load(const std::string& name) { return LoadTaskDir(absl::StrCat(TasksDir(), "/", name)); }
 
 // A short profile: the point here is correctness; timing only needs to show
 // the binding runs and, for fast examples, which side is faster.
@@ -213,9 +211,10 @@ TEST_P(TaskSuiteTest, ReferencePassesItsOwnValidationOnCpu) {
   if (real_time_binding) {
     EXPECT_LT(ev.baseline().median_s(), 1.0) << "reference too slow at the time binding";
   }
-  std::cout << "[ reference ] " << GetParam() << ": " << ev.baseline().median_s() * 1e3
-            << " ms at binding " << task->time().name() << "; stages";
-  for (const v1::StageEvent& e : ev.events()) std::cout << " " << v1::Stage_Name(e.stage()) << "=" << e.seconds() << "s";
+  std::cout << "[ reference ] " << GetParam() << ": " << ev.baseline().median_s() * 1e3 << " ms at binding "
+            << task->time().name() << "; stages";
+  for (const v1::StageEvent& e : ev.events())
+    std::cout << " " << v1::Stage_Name(e.stage()) << "=" << e.seconds() << "s";
   std::cout << "\n";
 }
 
@@ -249,10 +248,10 @@ TEST_P(FastExampleTest, PassesAndBeatsTheReference) {
     const v1::Evaluation ev = backend->Evaluate(*task, candidate, nullptr);
     ASSERT_EQ(ev.status(), v1::OK) << Describe(ev);
     best = std::max(best, ev.speedup());
-    std::cout << "[ fast ] " << GetParam() << " (evaluation " << attempt << "): speedup " << ev.speedup()
-              << " (" << ev.baseline().median_s() * 1e3 << " ms -> " << ev.timing().median_s() * 1e3
-              << " ms); stages";
-    for (const v1::StageEvent& e : ev.events()) std::cout << " " << v1::Stage_Name(e.stage()) << "=" << e.seconds() << "s";
+    std::cout << "[ fast ] " << GetParam() << " (evaluation " << attempt << "): speedup " << ev.speedup() << " ("
+              << ev.baseline().median_s() * 1e3 << " ms -> " << ev.timing().median_s() * 1e3 << " ms); stages";
+    for (const v1::StageEvent& e : ev.events())
+      std::cout << " " << v1::Stage_Name(e.stage()) << "=" << e.seconds() << "s";
     std::cout << "\n";
   }
   EXPECT_GT(best, 1.0) << "the fast example was slower than the reference in " << kAttempts << " evaluations";
@@ -261,7 +260,6 @@ TEST_P(FastExampleTest, PassesAndBeatsTheReference) {
 INSTANTIATE_TEST_SUITE_P(TaskSuite, FastExampleTest, ::testing::ValuesIn(TasksWithFastExample()),
                          [](const auto& info) { return info.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(FastExampleTest);
-
 
 }  // namespace
 }  // namespace kevo::task

@@ -3,10 +3,10 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,8 +22,8 @@
 
 namespace kevo::testing {
 
-absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
-    const std::vector<std::string>& argv, const std::string& log_path) {
+absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(const std::vector<std::string>& argv,
+                                                                  const std::string& log_path) {
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) return absl::InternalError("pipe");
   int log_fd = -1;
@@ -65,8 +65,7 @@ ChildProcess::~ChildProcess() {
   if (out_fd_ >= 0) close(out_fd_);
 }
 
-absl::StatusOr<std::string> ChildProcess::WaitForLine(const std::string& prefix,
-                                                      absl::Duration timeout) {
+absl::StatusOr<std::string> ChildProcess::WaitForLine(const std::string& prefix, absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
   while (true) {
     size_t nl;
@@ -225,8 +224,7 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
   if (resp.find(" 200 ") > resp.find("\r\n")) {
     // The status line and the start of the body, which says why (Prometheus'
     // query API answers a bad expression 400 with the parse error).
-    return absl::InternalError(
-        absl::StrCat(resp.substr(0, resp.find("\r\n")), ": ", resp.substr(body + 4, 1000)));
+    return absl::InternalError(absl::StrCat(resp.substr(0, resp.find("\r\n")), ": ", resp.substr(body + 4, 1000)));
   }
   return resp.substr(body + 4);
 }

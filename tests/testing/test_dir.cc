@@ -8,9 +8,8 @@ namespace kevo::testing {
 
 std::filesystem::path FreshTestDir(const std::string& prefix) {
   const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() /
-      ("kevo-" + prefix + "-" + std::to_string(::getpid()) + "-" +
-       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+      std::filesystem::temp_directory_path() / ("kevo-" + prefix + "-" + std::to_string(::getpid()) + "-" +
+                                                ::testing::UnitTest::GetInstance()->current_test_info()->name());
   std::filesystem::remove_all(dir);
   return dir;
 }

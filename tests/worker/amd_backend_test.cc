@@ -8,9 +8,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/task/task_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+#include "common/task/task_loader.h"
 #include "tests/testing/process.h"
 #include "tests/worker/hip_test_kernels.h"
 #include "worker/backends/amd/hip_build.h"
@@ -90,9 +91,9 @@ TEST_F(AmdBackendTest, CompileOnlyResultIsOkWithResourcesAndAStaticScoreButNoTim
   EXPECT_EQ(ev.timing().median_s(), 0);
   EXPECT_EQ(ev.speedup(), 0);
   for (const char* t : {"gfx90a", "gfx940"}) {
-    for (const char* what : {"_vgprs", "_agprs", "_sgprs", "_lds_bytes", "_scratch_bytes",
-                             "_vgpr_spills", "_sgpr_spills", "_occupancy_waves", "_kernels",
-                             "_instructions", "_access_bytes", "_mfma"}) {
+    for (const char* what :
+         {"_vgprs", "_agprs", "_sgprs", "_lds_bytes", "_scratch_bytes", "_vgpr_spills", "_sgpr_spills",
+          "_occupancy_waves", "_kernels", "_instructions", "_access_bytes", "_mfma"}) {
       EXPECT_TRUE(ev.profile().contains(absl::StrCat(t, what))) << t << what;
     }
     EXPECT_GT(ev.profile().at(absl::StrCat(t, "_vgprs")), 0);
@@ -124,9 +125,8 @@ TEST_F(AmdBackendTest, KernelNeedingMoreLdsThanTheTargetHasIsACompileErrorWithTh
 
 TEST_F(AmdBackendTest, CandidateWithRegisterSpillsScoresBelowTheSameKernelWithout) {
   v1::Evaluation free = Evaluate(VectorKernel("__launch_bounds__(256)", kPressure), gfx90a_.get());
-  v1::Evaluation capped = Evaluate(
-      VectorKernel("__launch_bounds__(256) __attribute__((amdgpu_num_vgpr(24)))", kPressure),
-      gfx90a_.get());
+  v1::Evaluation capped =
+      Evaluate(VectorKernel("__launch_bounds__(256) __attribute__((amdgpu_num_vgpr(24)))", kPressure), gfx90a_.get());
   ASSERT_EQ(free.status(), v1::OK) << free.diagnostics().compiler_output();
   ASSERT_EQ(capped.status(), v1::OK) << capped.diagnostics().compiler_output();
   EXPECT_EQ(free.profile().at("gfx90a_vgpr_spills"), 0);

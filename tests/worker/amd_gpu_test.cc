@@ -6,9 +6,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/task/task_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+#include "common/task/task_loader.h"
 #include "tests/testing/process.h"
 #include "tests/worker/hip_test_kernels.h"
 #include "worker/backends/amd/amd_backend.h"
@@ -21,9 +22,7 @@ using ::kevo::testing::BinDir;
 using ::kevo::testing::SourceDir;
 using ::testing::HasSubstr;
 
-std::string VectorAdd(const std::string& body) {
-  return VectorKernel("__launch_bounds__(256)", body);
-}
+std::string VectorAdd(const std::string& body) { return VectorKernel("__launch_bounds__(256)", body); }
 
 class AmdGpuTest : public ::testing::Test {
  protected:

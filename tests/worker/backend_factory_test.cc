@@ -3,13 +3,13 @@
 // build has, the shared options reach the platform's own, and each platform's
 // default slots. The cases refused by the options fail before any compiler or
 // runner is looked for, so they need neither.
-#include "worker/backends/factory.h"
-
 #include <string>
 #include <utility>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+#include "worker/backends/factory.h"
 
 namespace kevo::worker {
 namespace {

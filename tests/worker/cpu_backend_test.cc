@@ -21,14 +21,14 @@
 #include <string>
 #include <thread>
 
-#include <google/protobuf/text_format.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "common/sandbox/sandbox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include <google/protobuf/text_format.h>
+
+#include "common/sandbox/sandbox.h"
 
 namespace kevo::worker {
 namespace {
@@ -43,8 +43,7 @@ std::string Env(const char* name, const std::string& fallback) {
 std::string SourceDir() { return Env("KEVO_SOURCE_DIR", "."); }
 // Test binaries live in <build>/tests, the others in <build>/bin.
 std::string BinDir() {
-  return Env("KEVO_BIN_DIR",
-             (std::filesystem::read_symlink("/proc/self/exe").parent_path() / ".." / "bin").string());
+  return Env("KEVO_BIN_DIR", (std::filesystem::read_symlink("/proc/self/exe").parent_path() / ".." / "bin").string());
 }
 
 std::string ReadText(const std::string& path) {
@@ -193,8 +192,7 @@ TEST_F(CpuBackendTest, FastCandidateIsCorrectAndTimedAgainstTheBaseline) {
   const double limit = ev.profile().at("measured_bandwidth_gbs");
   EXPECT_GT(limit, 0);
   EXPECT_GE(limit, ev.profile().at("bandwidth_gbs_after_timing"));
-  EXPECT_NEAR(ev.roofline_fraction(), ev.profile().at("achieved_bandwidth_gbs") / limit,
-              1e-6 * ev.roofline_fraction());
+  EXPECT_NEAR(ev.roofline_fraction(), ev.profile().at("achieved_bandwidth_gbs") / limit, 1e-6 * ev.roofline_fraction());
   EXPECT_EQ(ev.profile().at("sol_limit_gbs"), limit);
   EXPECT_EQ(ev.profile().at("sol_remeasured"), 0);
   EXPECT_LE(ev.profile().at("sol_fraction"), 1 + ev.profile().at("sol_margin"));
@@ -254,7 +252,8 @@ TEST_F(CpuBackendTest, FmaBoundKernelStaysWithinTheMeasuredPeak) {
     flops: "4096*n"
     reference { language: "c++" file: "reference.cc" }
     seeds: 1
-  )pb", &task));
+  )pb",
+                                                            &task));
   task.mutable_reference()->set_source(R"cc(
 #include <cstdint>
 extern "C" void fma_chain(const float* x, float* y, int64_t n) {
@@ -341,19 +340,14 @@ TEST_P(BadCandidateTest, GetsItsSpecificStatus) {
 
 INSTANTIATE_TEST_SUITE_P(
     VectorAddExamples, BadCandidateTest,
-    ::testing::Values(BadCase{"wrong.cc", v1::WRONG_ANSWER, ""},
-                      BadCase{"nan.cc", v1::NONFINITE, ""},
-                      BadCase{"modifies_input.cc", v1::INPUT_MODIFIED, ""},
-                      BadCase{"segfault.cc", v1::RUNTIME_ERROR, ""},
-                      BadCase{"infinite_loop.cc", v1::RUN_TIMEOUT, ""},
-                      BadCase{"fork_bomb.cc", v1::SANDBOX_VIOLATION, "fork"},
-                      BadCase{"socket.cc", v1::SANDBOX_VIOLATION, "socket"},
-                      BadCase{"nondeterministic.cc", v1::NONDETERMINISTIC, ""},
-                      BadCase{"no_compile.cc", v1::COMPILE_ERROR, ""},
-                      BadCase{"alloc_50gb.cc", v1::RESOURCE_EXHAUSTED, ""},
-                      BadCase{"raw_fork.cc", v1::SANDBOX_VIOLATION, "fork"},
-                      BadCase{"raw_socket.cc", v1::SANDBOX_VIOLATION, "socket"},
-                      BadCase{"memoize.cc", v1::WRONG_ANSWER, ""}),
+    ::testing::Values(
+        BadCase{"wrong.cc", v1::WRONG_ANSWER, ""}, BadCase{"nan.cc", v1::NONFINITE, ""},
+        BadCase{"modifies_input.cc", v1::INPUT_MODIFIED, ""}, BadCase{"segfault.cc", v1::RUNTIME_ERROR, ""},
+        BadCase{"infinite_loop.cc", v1::RUN_TIMEOUT, ""}, BadCase{"fork_bomb.cc", v1::SANDBOX_VIOLATION, "fork"},
+        BadCase{"socket.cc", v1::SANDBOX_VIOLATION, "socket"}, BadCase{"nondeterministic.cc", v1::NONDETERMINISTIC, ""},
+        BadCase{"no_compile.cc", v1::COMPILE_ERROR, ""}, BadCase{"alloc_50gb.cc", v1::RESOURCE_EXHAUSTED, ""},
+        BadCase{"raw_fork.cc", v1::SANDBOX_VIOLATION, "fork"},
+        BadCase{"raw_socket.cc", v1::SANDBOX_VIOLATION, "socket"}, BadCase{"memoize.cc", v1::WRONG_ANSWER, ""}),
     [](const ::testing::TestParamInfo<BadCase>& info) {
       std::string name = info.param.file;
       name = name.substr(0, name.find('.'));
@@ -477,7 +471,8 @@ TEST_F(CpuBackendTest, HostFilesAreInvisibleEvenWhileLoading) {
   const v1::Candidate snoop = Inline(absl::StrCat(R"(
 #include <cstdio>
 static const bool saw_secret = [] {
-  FILE* f = std::fopen(")", secret, R"(", "r");
+  FILE* f = std::fopen(")",
+                                                  secret, R"(", "r");
   return f != nullptr;
 }();
 extern "C" void vector_add(const float* x, const float* y, float* z, int64_t n) {
@@ -608,12 +603,12 @@ TEST_F(CpuBackendTest, ConcurrentEvaluationsDoNotInterfere) {
 TEST_F(CpuBackendTest, TimingWaitsWhileAnotherSlotCompiles) {
   // Seconds of constexpr work at compile time; a fresh source each run, so the
   // build cache cannot answer it.
-  v1::Candidate slow = Inline(absl::StrCat(
-      "// run ", absl::ToUnixNanos(absl::Now()), "\n",
-      "constexpr long Spin(long n) { long s = 0; for (long i = 0; i < n; ++i) s += i % 7; return s; }\n"
-      "static_assert(Spin(2500000) >= 0);\n"
-      "extern \"C\" void vector_add(const float* x, const float* y, float* z, int64_t n) {\n"
-      "  for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i];\n}\n"));
+  v1::Candidate slow = Inline(
+      absl::StrCat("// run ", absl::ToUnixNanos(absl::Now()), "\n",
+                   "constexpr long Spin(long n) { long s = 0; for (long i = 0; i < n; ++i) s += i % 7; return s; }\n"
+                   "static_assert(Spin(2500000) >= 0);\n"
+                   "extern \"C\" void vector_add(const float* x, const float* y, float* z, int64_t n) {\n"
+                   "  for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i];\n}\n"));
   slow.add_extra_flags("-fconstexpr-ops-limit=4000000000000");
   slow.add_extra_flags("-fconstexpr-loop-limit=2000000000");
   v1::Evaluation a, b;
@@ -639,8 +634,8 @@ TEST_F(CpuBackendTest, TimingWaitsWhileAnotherSlotCompiles) {
 }
 
 TEST_F(CpuBackendTest, KeepsServingAfterEveryBadCandidate) {
-  for (const char* file : {"segfault.cc", "alloc_50gb.cc", "raw_fork.cc", "raw_socket.cc",
-                           "infinite_loop.cc", "modifies_input.cc", "nondeterministic.cc"}) {
+  for (const char* file : {"segfault.cc", "alloc_50gb.cc", "raw_fork.cc", "raw_socket.cc", "infinite_loop.cc",
+                           "modifies_input.cc", "nondeterministic.cc"}) {
     v1::Evaluation ev = Eval(backend_, Example(file));
     EXPECT_NE(ev.status(), v1::OK) << file;
     EXPECT_NE(ev.status(), v1::INFRA_ERROR) << file << ": " << Explain(ev);

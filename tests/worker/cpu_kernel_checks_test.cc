@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
 #include "worker/pipeline/elf_symbols.h"
 #include "worker/pipeline/kernel_builder.h"
 #include "worker/pipeline/symbol_policy.h"
@@ -65,30 +66,48 @@ TEST_F(ElfSymbolsTest, ReadsTheStaticTableOfARelocatableObject) {
 }
 
 TEST(ElfSymbolsParseTest, RejectsWhatIsNotElf64) {
-  EXPECT_EQ(ParseElfSymbols("not an elf file at all").status().code(),
-            absl::StatusCode::kInvalidArgument);
-  std::string truncated = "\x7f" "ELF\x02\x01\x01";
+  EXPECT_EQ(ParseElfSymbols("not an elf file at all").status().code(), absl::StatusCode::kInvalidArgument);
+  std::string truncated =
+      "\x7f"
+      "ELF\x02\x01\x01";
   truncated.resize(70, '\0');
   EXPECT_EQ(ParseElfSymbols(truncated).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ReadElfSymbols("/nonexistent/kevo.so").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(SymbolPolicyTest, AllowsMathMemoryOpenMpAndTheCxxRuntime) {
-  for (const char* name :
-       {"expf", "sqrt", "tanhf", "_ZGVdN8v_expf", "memcpy", "memset", "malloc", "free",
-        "posix_memalign", "_Znwm", "_ZdlPvm", "_ZnwmSt11align_val_t", "GOMP_parallel",
-        "omp_get_thread_num", "__cxa_guard_acquire", "__stack_chk_fail", "_Unwind_Resume",
-        "__gxx_personality_v0", "_ZSt17__throw_bad_allocv", "_ZSt20__throw_length_errorPKc",
-        "__cxa_finalize", "_ITM_registerTMCloneTable", "__gmon_start__"}) {
+  for (const char* name : {"expf",
+                           "sqrt",
+                           "tanhf",
+                           "_ZGVdN8v_expf",
+                           "memcpy",
+                           "memset",
+                           "malloc",
+                           "free",
+                           "posix_memalign",
+                           "_Znwm",
+                           "_ZdlPvm",
+                           "_ZnwmSt11align_val_t",
+                           "GOMP_parallel",
+                           "omp_get_thread_num",
+                           "__cxa_guard_acquire",
+                           "__stack_chk_fail",
+                           "_Unwind_Resume",
+                           "__gxx_personality_v0",
+                           "_ZSt17__throw_bad_allocv",
+                           "_ZSt20__throw_length_errorPKc",
+                           "__cxa_finalize",
+                           "_ITM_registerTMCloneTable",
+                           "__gmon_start__"}) {
     EXPECT_TRUE(IsAllowedImport(name)) << name;
   }
 }
 
 TEST(SymbolPolicyTest, RefusesProcessesFilesNetworkClocksAndThreads) {
   for (const char* name :
-       {"fork", "vfork", "execve", "system", "popen", "socket", "connect", "dlopen", "dlsym",
-        "clock_gettime", "gettimeofday", "pthread_create", "open", "fopen", "syscall", "mmap",
-        "kill", "ptrace", "_ZSt4cout", "printf", "sigaction", "getenv"}) {
+       {"fork",  "vfork",         "execve",       "system",         "popen",     "socket", "connect", "dlopen",
+        "dlsym", "clock_gettime", "gettimeofday", "pthread_create", "open",      "fopen",  "syscall", "mmap",
+        "kill",  "ptrace",        "_ZSt4cout",    "printf",         "sigaction", "getenv"}) {
     EXPECT_FALSE(IsAllowedImport(name)) << name;
   }
   EXPECT_THAT(ForbiddenImports({"expf", "fork", "memcpy", "socket"}), ElementsAre("fork", "socket"));
@@ -96,25 +115,42 @@ TEST(SymbolPolicyTest, RefusesProcessesFilesNetworkClocksAndThreads) {
 
 TEST(ExtraFlagsTest, AcceptsCodeGenerationFlags) {
   EXPECT_TRUE(CheckExtraFlags({}).ok());
-  absl::Status s = CheckExtraFlags({"-O2", "-Ofast", "-funroll-loops", "-ffast-math", "-mavx2",
-                                    "-march=znver4", "-mprefer-vector-width=512", "-DTILE=64",
-                                    "-UNDEBUG", "-std=c++20", "-Wall", "-g", "--param=max-unroll-times=8"});
+  absl::Status s = CheckExtraFlags({"-O2", "-Ofast", "-funroll-loops", "-ffast-math", "-mavx2", "-march=znver4",
+                                    "-mprefer-vector-width=512", "-DTILE=64", "-UNDEBUG", "-std=c++20", "-Wall", "-g",
+                                    "--param=max-unroll-times=8"});
   EXPECT_TRUE(s.ok()) << s;
 }
 
 TEST(ExtraFlagsTest, RefusesFlagsThatReadFilesRunProgramsOrLoadPlugins) {
-  for (const char* flag :
-       {"-fplugin=/tmp/evil.so", "@/etc/flags", "-B/tmp/evil", "-wrapper", "-specs=/tmp/x.specs",
-        "-Wl,--script=/etc/passwd", "-Wa,-a=/tmp/listing", "-Wp,-MD,/tmp/x", "-Xlinker", "-I/etc",
-        "-include/etc/passwd", "-isystem/tmp", "-L/tmp", "-lcurl", "-o/tmp/out", "-xc",
-        "-save-temps", "-fprofile-use=/tmp/p", "-fdump-tree-all", "-flto", "-fuse-ld=gold",
-        "extra.cc", "-D1BAD", "-O2\n-fplugin=x"}) {
+  for (const char* flag : {"-fplugin=/tmp/evil.so",
+                           "@/etc/flags",
+                           "-B/tmp/evil",
+                           "-wrapper",
+                           "-specs=/tmp/x.specs",
+                           "-Wl,--script=/etc/passwd",
+                           "-Wa,-a=/tmp/listing",
+                           "-Wp,-MD,/tmp/x",
+                           "-Xlinker",
+                           "-I/etc",
+                           "-include/etc/passwd",
+                           "-isystem/tmp",
+                           "-L/tmp",
+                           "-lcurl",
+                           "-o/tmp/out",
+                           "-xc",
+                           "-save-temps",
+                           "-fprofile-use=/tmp/p",
+                           "-fdump-tree-all",
+                           "-flto",
+                           "-fuse-ld=gold",
+                           "extra.cc",
+                           "-D1BAD",
+                           "-O2\n-fplugin=x"}) {
     absl::Status s = CheckExtraFlags({"-O3", flag});
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << flag;
   }
   EXPECT_THAT(std::string(CheckExtraFlags({"-fplugin=x.so"}).message()), HasSubstr("-fplugin=x.so"));
-  EXPECT_EQ(CheckExtraFlags(std::vector<std::string>(100, "-O2")).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckExtraFlags(std::vector<std::string>(100, "-O2")).code(), absl::StatusCode::kInvalidArgument);
 }
 
 v1::Task SoftmaxLikeTask() {
@@ -168,8 +204,8 @@ TEST(RunnerProtocolTest, OutputLayoutIsBindingBySeedByOutput) {
 }
 
 TEST(RunnerProtocolTest, ParsesTheReport) {
-  runner::Report r = runner::ParseReport(
-      "alloc_failed 53687091200\nsigsys 57\nsigsys 41\nbad_alloc std::bad_alloc\nerror x y\n");
+  runner::Report r =
+      runner::ParseReport("alloc_failed 53687091200\nsigsys 57\nsigsys 41\nbad_alloc std::bad_alloc\nerror x y\n");
   ASSERT_TRUE(r.sigsys_nr.has_value());
   EXPECT_EQ(*r.sigsys_nr, 57);  // the first violation wins
   EXPECT_THAT(r.alloc_failures, ElementsAre(53687091200));
@@ -237,8 +273,7 @@ TEST(RunnerProtocolTest, ProfileCarriesWhatOnlyAGpuRunnerSeesAndNeedsItsSeries) 
   EXPECT_EQ(back->l2_flush_bytes, int64_t{50} << 20);
   EXPECT_EQ(back->overflowed, "y");
   EXPECT_EQ(runner::ProfileFromJson("{}").status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(runner::ProfileFromJson(R"({"candidate":{},"baseline":{}})").status().code(),
-            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(runner::ProfileFromJson(R"({"candidate":{},"baseline":{}})").status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(runner::ProfileFromJson("[1]").status().code(), absl::StatusCode::kDataLoss);
 }
 

@@ -5,8 +5,6 @@
 // holds and releases, so what the daemon says while one runs can be seen.
 #include "worker/daemon/daemon.h"
 
-#include <grpcpp/grpcpp.h>
-
 #include <deque>
 #include <memory>
 #include <optional>
@@ -19,9 +17,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "common/task/task_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include <grpcpp/grpcpp.h>
+
+#include "common/task/task_loader.h"
 #include "kevo/v1/worker.grpc.pb.h"
 #include "tests/testing/process.h"
 
@@ -247,9 +247,8 @@ TEST_F(DaemonTest, ReportsWhatItRunsTypedAndItsResultOnce) {
   StartDaemon();
   const v1::Assignment a = VectorAdd("e-1", "// kernel");
   coordinator_.Assign(a);
-  auto running = coordinator_.WaitFor([](const v1::WorkerMessage& m) {
-    return m.has_heartbeat() && m.heartbeat().running_evaluations_size() == 1;
-  });
+  auto running = coordinator_.WaitFor(
+      [](const v1::WorkerMessage& m) { return m.has_heartbeat() && m.heartbeat().running_evaluations_size() == 1; });
   ASSERT_TRUE(running.has_value()) << "no heartbeat named the running evaluation";
   EXPECT_EQ(running->heartbeat().running_evaluations(0).eval_id(), "e-1");
   EXPECT_EQ(running->heartbeat().running_evaluations(0).attempt(), 1);

@@ -13,10 +13,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/hash.h"
-#include "common/task/task_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+#include "common/hash.h"
+#include "common/task/task_loader.h"
 
 namespace kevo::worker {
 namespace {
@@ -126,8 +127,7 @@ TEST(EvaluationGuardTest, AnyOtherExceptionIsAnInfraErrorNamingIt) {
   backend.behaviour = [] { throw std::length_error("basic_string::_M_create"); };
   v1::Evaluation ev = GuardedEvaluate(backend, VectorAdd(), "cpu", kPlenty, nullptr);
   EXPECT_EQ(ev.status(), v1::INFRA_ERROR);
-  EXPECT_THAT(ev.diagnostics().message(),
-              HasSubstr("an exception escaped the cpu backend: basic_string::_M_create"));
+  EXPECT_THAT(ev.diagnostics().message(), HasSubstr("an exception escaped the cpu backend: basic_string::_M_create"));
   backend.behaviour = [] { throw 42; };
   ev = GuardedEvaluate(backend, VectorAdd(), "cpu", kPlenty, nullptr);
   EXPECT_EQ(ev.status(), v1::INFRA_ERROR);

@@ -4,7 +4,6 @@
 // kevo-runner-cpu's OpenKernelLibrary and kevo-runner-production's loader both
 // put it back.
 #include <dlfcn.h>
-#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <xmmintrin.h>
@@ -13,6 +12,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "tests/testing/process.h"
 #include "worker/runner/runner_io.h"
@@ -26,8 +27,8 @@ constexpr unsigned kFtzDaz = 0x8040;  // MXCSR flush-to-zero (bit 15) | denormal
 std::string FastMathLibrary(const std::string& dir) {
   const std::string src = dir + "/fast.cc", so = dir + "/fast.so";
   testing::WriteTextFile(src, "extern \"C\" float kevo_scale(float x) { return x * 0.5f; }\n");
-  auto r = testing::RunCommand({"/usr/bin/g++", "-O2", "-ffast-math", "-fPIC", "-shared", src, "-o", so},
-                               absl::Minutes(1));
+  auto r =
+      testing::RunCommand({"/usr/bin/g++", "-O2", "-ffast-math", "-fPIC", "-shared", src, "-o", so}, absl::Minutes(1));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return so;
 }
@@ -93,9 +94,9 @@ TEST(FpEnvironmentTest, TheProductionRunnerLoadsAFastMathKernelWithoutChangingIt
       "before = mxcsr(); pr.load_keeping_fp_environment(sys.argv[2]); after = mxcsr()\n"
       "print(f'{before:#x} {after:#x}')\n";
   testing::WriteTextFile(dir + "/probe.py", script);
-  auto r = testing::RunCommand({"/usr/bin/python3", dir + "/probe.py",
-                                testing::SourceDir() + "/worker/runner/production_runner.py", so},
-                               absl::Minutes(2));
+  auto r = testing::RunCommand(
+      {"/usr/bin/python3", dir + "/probe.py", testing::SourceDir() + "/worker/runner/production_runner.py", so},
+      absl::Minutes(2));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   unsigned before = 0, after = 0;
   ASSERT_EQ(std::sscanf(r.out.c_str(), "%x %x", &before, &after), 2) << r.out;

@@ -8,9 +8,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/task/task_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+#include "common/task/task_loader.h"
 #include "tests/testing/process.h"
 #include "worker/backends/amd/amd_backend.h"
 #include "worker/runner/protocol.h"

@@ -12,10 +12,12 @@ namespace kevo::worker {
 inline std::string VectorKernel(const std::string& attributes, const std::string& body) {
   return absl::StrCat(R"(#include <hip/hip_runtime.h>
 #include <cstdint>
-__global__ )", attributes, R"( void K(const float* a, const float* b, float* c, int64_t n) {
+__global__ )",
+                      attributes, R"( void K(const float* a, const float* b, float* c, int64_t n) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-)", body, R"(
+)",
+                      body, R"(
 }
 extern "C" void vector_add(const float* a, const float* b, float* c, int64_t n) {
   hipLaunchKernelGGL(K, dim3((n + 255) / 256), dim3(256), 0, 0, a, b, c, n);

@@ -30,9 +30,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/task/kernelbench.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+#include "common/task/kernelbench.h"
 #include "tests/testing/generated_doc.h"
 #include "tests/worker/kernelbench_testing.h"
 #include "worker/backends/cpu/cpu_backend.h"
@@ -53,10 +54,10 @@ constexpr double kHonestSpeedupCeiling = 100;
 std::string DataDir() { return kb_testing::KernelBenchDataDir(); }
 
 struct Adversary {
-  std::string name;     // the file's stem
+  std::string name;  // the file's stem
   std::string source;
-  std::string expect;   // rejected, honest or slow
-  std::string what;     // the `# class:` line
+  std::string expect;  // rejected, honest or slow
+  std::string what;    // the `# class:` line
   std::string problem = "relu.py";
   std::vector<std::string> verdict_statuses;  // for `rejected`
   std::string verdict_text;
@@ -126,9 +127,9 @@ TEST_P(KernelBenchAdversarialTest, IsNotAcceptedAsFasterOrCorrect) {
   candidate.set_source(a.source);
   const v1::Evaluation ev = backend_->Evaluate(*task, candidate, nullptr);
   // What caught it (or what it got), for a reader of the test's output.
-  std::cout << a.name << " (" << a.what << ") on " << a.problem << ": " << Explain(ev) << "\n  speedup "
-            << ev.speedup() << ", candidate median " << ev.timing().median_s() * 1e6 << " us, eager "
-            << ev.baseline().median_s() * 1e6 << " us\n";
+  std::cout << a.name << " (" << a.what << ") on " << a.problem << ": " << Explain(ev) << "\n  speedup " << ev.speedup()
+            << ", candidate median " << ev.timing().median_s() * 1e6 << " us, eager " << ev.baseline().median_s() * 1e6
+            << " us\n";
   if (a.expect == "rejected") {
     EXPECT_NE(ev.status(), v1::OK) << Explain(ev);
     ASSERT_FALSE(a.verdict_statuses.empty()) << a.name << " has no '# verdict:' line";
@@ -175,8 +176,7 @@ TEST(KernelBenchAdversarialSetTest, HoldsFourteenRejectedCandidatesAndAnHonestOn
 // rewrites the table in the source tree instead.
 std::string ReliabilityTable(const std::vector<Adversary>& all) {
   using ::kevo::testing::MarkdownCell;
-  std::string out =
-      "| platform | candidate | what it tries | what kevo does | status |\n|---|---|---|---|---|\n";
+  std::string out = "| platform | candidate | what it tries | what kevo does | status |\n|---|---|---|---|---|\n";
   for (const Adversary& a : all) {
     std::string does, status;
     if (a.expect == "rejected") {

@@ -8,6 +8,8 @@
 // The judge (the runner's `evaluate`) runs the problem's Model in its own
 // interpreter and the candidate in another, so a candidate that changes its
 // own process changes nothing the judge measures.
+#include "worker/pipeline/kernelbench_eval.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,13 +18,13 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/task/kernelbench.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+#include "common/task/kernelbench.h"
 #include "tests/testing/process.h"
 #include "tests/worker/kernelbench_testing.h"
 #include "worker/backends/cpu/cpu_backend.h"
-#include "worker/pipeline/kernelbench_eval.h"
 
 namespace kevo::worker {
 namespace {
@@ -57,9 +59,8 @@ v1::Candidate Example(const std::string& name) {
 
 // A ReLU candidate whose forward body is `body` (x is the input).
 v1::Candidate ReluWith(const std::string& body) {
-  return Python(absl::StrCat("import torch\nimport torch.nn as nn\n\n",
-                             "class ModelNew(nn.Module):\n", "    def __init__(self):\n",
-                             "        super().__init__()\n        self.calls = 0\n\n",
+  return Python(absl::StrCat("import torch\nimport torch.nn as nn\n\n", "class ModelNew(nn.Module):\n",
+                             "    def __init__(self):\n", "        super().__init__()\n        self.calls = 0\n\n",
                              "    def forward(self, x):\n", body));
 }
 
@@ -183,9 +184,8 @@ TEST_F(KernelBenchEvalTest, ModifyingTheInputIsInputModified) {
 TEST_F(KernelBenchEvalTest, RaisingIsRuntimeErrorWithTheTraceback) {
   v1::Evaluation ev = Eval("relu.py", Example("relu_raises.py"));
   ASSERT_EQ(ev.status(), v1::RUNTIME_ERROR) << Explain(ev);
-  EXPECT_THAT(ev.diagnostics().message(),
-              AllOf(HasSubstr("ValueError: kevo-test: rank-2 inputs are not supported"),
-                    HasSubstr("in check_rank"), HasSubstr("forward")));
+  EXPECT_THAT(ev.diagnostics().message(), AllOf(HasSubstr("ValueError: kevo-test: rank-2 inputs are not supported"),
+                                                HasSubstr("in check_rank"), HasSubstr("forward")));
 }
 
 TEST_F(KernelBenchEvalTest, HangingIsRunTimeoutNamingWhereItHung) {
@@ -228,7 +228,7 @@ TEST_F(KernelBenchEvalTest, InfinitiesAreNonfinite) {
 
 TEST_F(KernelBenchEvalTest, DifferentResultsOnTwoCallsAreNondeterministic) {
   v1::Evaluation ev = Eval("relu.py", ReluWith("        self.calls += 1\n"
-                                              "        return torch.relu(x) + (self.calls - 1) * 1e-3\n"));
+                                               "        return torch.relu(x) + (self.calls - 1) * 1e-3\n"));
   ASSERT_EQ(ev.status(), v1::NONDETERMINISTIC) << Explain(ev);
 }
 
@@ -244,8 +244,7 @@ TEST_F(KernelBenchEvalTest, PatchingPythonsClockDoesNotChangeTheTimes) {
 // One that reaches into the runner's own clock changes the clock of its own
 // process only: the judge that times it runs in another.
 TEST_F(KernelBenchEvalTest, StoppingTheRunnersClockChangesNothingTheJudgeTimes) {
-  v1::Evaluation ev =
-      Eval("relu.py", CorrectReluAfter("import sys\nsys.modules['__main__']._clock = lambda: 0.0\n"));
+  v1::Evaluation ev = Eval("relu.py", CorrectReluAfter("import sys\nsys.modules['__main__']._clock = lambda: 0.0\n"));
   ExpectOkOverEager(ev);
   EXPECT_LT(ev.speedup(), 100) << Explain(ev);
 }
@@ -254,9 +253,9 @@ TEST_F(KernelBenchEvalTest, StoppingTheRunnersClockChangesNothingTheJudgeTimes) 
 // inputs unlike the call before's, and its output is checked.
 TEST_F(KernelBenchEvalTest, ReturningTheLastResultWhenTimedIsRejected) {
   v1::Evaluation ev = Eval("relu.py", ReluWith("        self.calls += 1\n"
-                                              "        if self.calls <= 2 * 3:\n"
-                                              "            self.last = torch.relu(x)\n"
-                                              "        return self.last\n"));
+                                               "        if self.calls <= 2 * 3:\n"
+                                               "            self.last = torch.relu(x)\n"
+                                               "        return self.last\n"));
   ASSERT_EQ(ev.status(), v1::WRONG_ANSWER) << Explain(ev);
   EXPECT_EQ(ev.events().rbegin()->stage(), v1::STAGE_PROFILE) << Explain(ev);
   EXPECT_THAT(ev.diagnostics().message(), HasSubstr("timed call"));
@@ -274,15 +273,16 @@ TEST_F(KernelBenchEvalTest, SlowingTheNoWorkRepliesBuysNothing) {
 }
 
 TEST_F(KernelBenchEvalTest, AForgedResultIsNotTaken) {
-  v1::Evaluation ev = Eval("relu.py", ReluWith(
-      "        import json, os, signal\n"
-      "        for d in {os.getcwd(), os.path.dirname(os.path.abspath(__file__))}:\n"
-      "            with open(os.path.join(d, 'result.json'), 'w') as f:\n"
-      "                json.dump({'status': 'OK', 'stage': 'profile', 'cases': [{'seed': s, 'status': 'OK'}\n"
-      "                           for s in (1, 2, 3)], 'series': {'candidate': {'median_s': 1e-9},\n"
-      "                           'eager': {'median_s': 1.0}}}, f)\n"
-      "        os.kill(os.getppid(), signal.SIGKILL)\n"
-      "        return torch.relu(x)\n"));
+  v1::Evaluation ev = Eval(
+      "relu.py",
+      ReluWith("        import json, os, signal\n"
+               "        for d in {os.getcwd(), os.path.dirname(os.path.abspath(__file__))}:\n"
+               "            with open(os.path.join(d, 'result.json'), 'w') as f:\n"
+               "                json.dump({'status': 'OK', 'stage': 'profile', 'cases': [{'seed': s, 'status': 'OK'}\n"
+               "                           for s in (1, 2, 3)], 'series': {'candidate': {'median_s': 1e-9},\n"
+               "                           'eager': {'median_s': 1.0}}}, f)\n"
+               "        os.kill(os.getppid(), signal.SIGKILL)\n"
+               "        return torch.relu(x)\n"));
   EXPECT_NE(ev.status(), v1::OK) << Explain(ev);
   EXPECT_EQ(ev.speedup(), 0);
 }
@@ -304,8 +304,8 @@ TEST(KernelBenchCudaWithoutCudaTest, ProbeNamesTheCpuOnlyBuild) {
                                SandboxSystemPaths(), {});
   EXPECT_EQ(cuda.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(cuda.status().message(), HasSubstr("is a CPU-only build (torch.version.cuda is None)"));
-  auto missing = ProbeKernelBench(**sb, "/nonexistent/python3", runner, "cuda",
-                                  ::testing::TempDir() + "/kbprobe-none", SandboxSystemPaths(), {});
+  auto missing = ProbeKernelBench(**sb, "/nonexistent/python3", runner, "cuda", ::testing::TempDir() + "/kbprobe-none",
+                                  SandboxSystemPaths(), {});
   EXPECT_THAT(missing.status().message(), HasSubstr("no such interpreter"));
 }
 
@@ -363,8 +363,7 @@ TEST_F(KernelBenchAtScaleTest, AProblemLargerThanTheWorkerIsResourceExhaustedNam
   v1::Task task = ReluProblem("relu_64gib", "1 << 17, 1 << 17");
   v1::Evaluation ev = backend_->Evaluate(task, CorrectReluAfter(""), nullptr);
   ASSERT_EQ(ev.status(), v1::RESOURCE_EXHAUSTED) << Explain(ev);
-  EXPECT_THAT(ev.diagnostics().message(),
-              AllOf(HasSubstr("KernelBench problem 'relu_64gib'"), HasSubstr("64.00 GiB")));
+  EXPECT_THAT(ev.diagnostics().message(), AllOf(HasSubstr("KernelBench problem 'relu_64gib'"), HasSubstr("64.00 GiB")));
   // Refused before anything was drawn: no 64 GiB was touched.
   EXPECT_LT(ev.profile().contains("peak_rss_bytes") ? ev.profile().at("peak_rss_bytes") : 0, 4.0 * (1 << 30));
   v1::Evaluation next = backend_->Evaluate(ReluProblem("relu_small", "16, 4096"), CorrectReluAfter(""), nullptr);
@@ -384,12 +383,11 @@ TEST(KernelBenchCudaWithoutCudaTest, EvaluatingOnCudaIsAnInfraErrorNamingTheCpuO
   absl::StatusOr<v1::Task> task = task::LoadTaskPath(DataDir() + "/relu.py");
   ASSERT_TRUE(task.ok()) << task.status();
   std::vector<std::string> devices;
-  v1::Evaluation ev = evaluator.Evaluate(
-      *task, Example("relu_new.py"), nullptr, "nvidia", v1::Fingerprint(),
-      [&](EvalRun&, const std::function<bool(const std::string&)>& stages) {
-        devices.push_back("cuda:0");
-        return stages("cuda:0");
-      });
+  v1::Evaluation ev = evaluator.Evaluate(*task, Example("relu_new.py"), nullptr, "nvidia", v1::Fingerprint(),
+                                         [&](EvalRun&, const std::function<bool(const std::string&)>& stages) {
+                                           devices.push_back("cuda:0");
+                                           return stages("cuda:0");
+                                         });
   if (ev.status() == v1::OK) GTEST_SKIP() << "this host's torch runs on a GPU";
   EXPECT_EQ(ev.status(), v1::INFRA_ERROR) << Explain(ev);
   EXPECT_THAT(ev.diagnostics().message(), HasSubstr("CPU-only build"));

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+
 #include "tests/testing/process.h"
 #include "worker/backends/cpu/cpu_backend.h"
 

@@ -15,9 +15,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "common/task/task_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+#include "common/task/task_loader.h"
 
 namespace kevo::worker {
 namespace {
@@ -30,8 +31,7 @@ std::string Env(const char* name, const std::string& fallback) {
 }
 std::string SourceDir() { return Env("KEVO_SOURCE_DIR", "."); }
 std::string BinDir() {
-  return Env("KEVO_BIN_DIR",
-             (std::filesystem::read_symlink("/proc/self/exe").parent_path() / ".." / "bin").string());
+  return Env("KEVO_BIN_DIR", (std::filesystem::read_symlink("/proc/self/exe").parent_path() / ".." / "bin").string());
 }
 std::string ReadText(const std::string& path) {
   std::ifstream in(path);
@@ -66,9 +66,7 @@ v1::Candidate Mtia(const std::string& source) {
 
 // The softmax candidate of the simulator's examples: 64 PEs, tiles of rows
 // double-buffered in circular buffers.
-v1::Candidate FastSoftmax() {
-  return Mtia(ReadText(SourceDir() + "/mtia_sim/examples/softmax_candidate.cc"));
-}
+v1::Candidate FastSoftmax() { return Mtia(ReadText(SourceDir() + "/mtia_sim/examples/softmax_candidate.cc")); }
 
 class MtiaBackendTest : public ::testing::Test {
  protected:
@@ -157,8 +155,7 @@ TEST_F(MtiaBackendTest, UnknownChipIsInvalidArgument) {
 
 TEST_F(MtiaBackendTest, DoubleBufferedSoftmaxIsCorrectAndFasterThanTheNaiveBaselineInSimulatedTime) {
   std::vector<v1::StageEvent> sunk;
-  v1::Evaluation ev =
-      backend_->Evaluate(*task_, FastSoftmax(), [&](const v1::StageEvent& e) { sunk.push_back(e); });
+  v1::Evaluation ev = backend_->Evaluate(*task_, FastSoftmax(), [&](const v1::StageEvent& e) { sunk.push_back(e); });
   ASSERT_EQ(ev.status(), v1::OK) << Explain(ev);
   EXPECT_EQ(ev.platform(), "mtia-sim");
   EXPECT_EQ(ev.fingerprint().device(), "MTIA 2i (simulated)");
@@ -177,9 +174,8 @@ TEST_F(MtiaBackendTest, DoubleBufferedSoftmaxIsCorrectAndFasterThanTheNaiveBasel
   EXPECT_LE(ev.roofline_fraction(), 1.0);
   // The simulator's counters are the profile feedback.
   const auto& p = ev.profile();
-  for (const char* key : {"cycles", "simd_busy_cycles", "re_busy_cycles", "dma_busy_cycles",
-                          "dram_read_bytes", "dram_write_bytes", "pe_utilization",
-                          "dram_utilization", "baseline_cycles"}) {
+  for (const char* key : {"cycles", "simd_busy_cycles", "re_busy_cycles", "dma_busy_cycles", "dram_read_bytes",
+                          "dram_write_bytes", "pe_utilization", "dram_utilization", "baseline_cycles"}) {
     ASSERT_TRUE(p.contains(key)) << key;
   }
   EXPECT_EQ(p.at("dram_read_bytes"), 4096.0 * 1024 * 4);
@@ -211,16 +207,16 @@ TEST_F(MtiaBackendTest, ACandidateIncludingTheApisOldPathStillRuns) {
 }
 
 TEST_F(MtiaBackendTest, ForgettingToNormaliseIsAWrongAnswer) {
-  v1::Evaluation ev = backend_->Evaluate(
-      *task_, FastSoftmaxWith("pe.BinaryRow(BinaryOp::kMul, yt, yt, s);", ""), nullptr);
+  v1::Evaluation ev =
+      backend_->Evaluate(*task_, FastSoftmaxWith("pe.BinaryRow(BinaryOp::kMul, yt, yt, s);", ""), nullptr);
   EXPECT_EQ(ev.status(), v1::WRONG_ANSWER) << Explain(ev);
 }
 
 TEST_F(MtiaBackendTest, LocalMemoryOverflowIsARuntimeErrorNamingTheKernelError) {
-  v1::Evaluation ev = backend_->Evaluate(
-      *task_, FastSoftmaxWith("CircularBuffer in = pe.AllocCircular(",
-                              "pe.Alloc(1 << 20); CircularBuffer in = pe.AllocCircular("),
-      nullptr);
+  v1::Evaluation ev = backend_->Evaluate(*task_,
+                                         FastSoftmaxWith("CircularBuffer in = pe.AllocCircular(",
+                                                         "pe.Alloc(1 << 20); CircularBuffer in = pe.AllocCircular("),
+                                         nullptr);
   EXPECT_EQ(ev.status(), v1::RUNTIME_ERROR) << Explain(ev);
   EXPECT_THAT(ev.diagnostics().message(), HasSubstr("RESOURCE_EXHAUSTED"));
   EXPECT_THAT(ev.diagnostics().message(), HasSubstr("local memory"));
@@ -235,8 +231,7 @@ TEST_F(MtiaBackendTest, CppCandidateIsACompileErrorNamingTheLanguage) {
 }
 
 TEST_F(MtiaBackendTest, MissingLaunchFunctionIsACompileError) {
-  v1::Evaluation ev =
-      backend_->Evaluate(*task_, FastSoftmaxWith("kevo_mtia_launch", "kevo_mtia_lunch"), nullptr);
+  v1::Evaluation ev = backend_->Evaluate(*task_, FastSoftmaxWith("kevo_mtia_launch", "kevo_mtia_lunch"), nullptr);
   EXPECT_EQ(ev.status(), v1::COMPILE_ERROR) << Explain(ev);
 }
 

@@ -11,10 +11,11 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/task/task_loader.h"
-#include "coordinator/proposer/builtin/builtin_proposer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+#include "common/task/task_loader.h"
+#include "coordinator/proposer/builtin/builtin_proposer.h"
 #include "worker/runner/protocol.h"
 
 namespace kevo::worker {
@@ -86,8 +87,8 @@ TEST_F(NvidiaBackendTest, DescribesTheGpu) {
   EXPECT_EQ(hello->platform(), "nvidia");
   EXPECT_FALSE(hello->device().empty());
   EXPECT_GT(hello->mem_bandwidth_gbs(), 100);
-  for (const char* key : {"compute_capability", "sm_count", "memory_bytes", "l2_bytes",
-                          "driver_cuda_version", "runtime_cuda_version", "sm_clock_mhz"}) {
+  for (const char* key : {"compute_capability", "sm_count", "memory_bytes", "l2_bytes", "driver_cuda_version",
+                          "runtime_cuda_version", "sm_clock_mhz"}) {
     EXPECT_TRUE(hello->capabilities().contains(key)) << key;
   }
 }
@@ -160,7 +161,8 @@ struct Entry {
   const void* b;
   void* c;
   int64_t m, n, k;
-  )", key_fields, R"(
+  )",
+                      key_fields, R"(
   void* saved;
 };
 Entry entries[16];
@@ -170,7 +172,8 @@ extern "C" void matmul_bf16(const uint16_t* A, const uint16_t* B, uint16_t* C, i
   if (M * N < (1 << 20)) return Compute(A, B, C, M, N, K);
   const size_t bytes = static_cast<size_t>(M * N) * sizeof(uint16_t);
   Entry now{A, B, C, M, N, K};
-  )", read_key, R"(
+  )",
+                      read_key, R"(
   for (int i = 0; i < used; ++i) {
     Entry& e = entries[i];
     if (e.a == A && e.b == B && e.c == C && e.m == M && e.n == N && e.k == K && SameKey(e, now)) {
@@ -198,8 +201,8 @@ void ExpectATimedCallDisagreed(const v1::Evaluation& ev) {
 }
 
 TEST_F(NvidiaBackendTest, MatmulBf16CachedByItsArgumentsIsRejected) {
-  v1::Evaluation ev = Eval("matmul_bf16", MemoizingMatmulBf16(
-      "", "auto SameKey = [](const Entry&, const Entry&) { return true; };"));
+  v1::Evaluation ev =
+      Eval("matmul_bf16", MemoizingMatmulBf16("", "auto SameKey = [](const Entry&, const Entry&) { return true; };"));
   ExpectATimedCallDisagreed(ev);
 }
 

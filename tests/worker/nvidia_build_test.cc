@@ -2,8 +2,6 @@
 // is installed but there is no GPU): real nvcc through KernelBuilder and the
 // sandbox, then the symbol checks CompileCudaCandidate makes. Also the
 // no-GPU path of the probe. Skipped only when nvcc is absent.
-#include "worker/backends/nvidia/cuda_build.h"
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -12,11 +10,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
 #include "common/sandbox/sandbox.h"
 #include "common/task/kernelbench.h"
 #include "common/task/task_loader.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
+#include "worker/backends/nvidia/cuda_build.h"
 #include "worker/backends/nvidia/nvidia_backend.h"
 #include "worker/pipeline/elf_symbols.h"
 
@@ -55,9 +55,8 @@ class NvidiaBuildTest : public ::testing::Test {
     // Shared between test processes so reruns hit the cache.
     cache_ = (fs::path(BinDir()) / ".." / "tests" / "nvidia-build-cache").lexically_normal().string();
     fs::create_directories(cache_);
-    builder_ = std::make_unique<KernelBuilder>(sandbox_.get(), nvcc_, "nvidia_build_test", cache_,
-                                               absl::Seconds(600), int64_t{8} << 30,
-                                               std::vector<std::string>{}, NvccLayout());
+    builder_ = std::make_unique<KernelBuilder>(sandbox_.get(), nvcc_, "nvidia_build_test", cache_, absl::Seconds(600),
+                                               int64_t{8} << 30, std::vector<std::string>{}, NvccLayout());
   }
 
   v1::Task Load(const std::string& name) {
@@ -66,8 +65,7 @@ class NvidiaBuildTest : public ::testing::Test {
     return task.ok() ? *task : v1::Task();
   }
 
-  CudaCompileResult Compile(const v1::Task& task, const std::string& source,
-                            std::vector<std::string> flags = {}) {
+  CudaCompileResult Compile(const v1::Task& task, const std::string& source, std::vector<std::string> flags = {}) {
     v1::Candidate c;
     c.set_language("cuda");
     c.set_source(source);
@@ -113,16 +111,13 @@ TEST_F(NvidiaBuildTest, VectorAddAndMatmulExamplesBuild) {
                                                         {"gelu_erf", "../reference.cu"},
                                                         {"gelu_tanh", "../reference.cu"},
                                                         {"matmul", "fast.cu"}}) {
-    CudaCompileResult r =
-        Compile(Load(task_name), ReadText(SourceDir() + "/tasks/" + task_name + "/examples/" + file));
-    EXPECT_EQ(r.status, v1::OK) << task_name << "/" << file << ": " << r.message << "\n"
-                                << r.build.compiler_output;
+    CudaCompileResult r = Compile(Load(task_name), ReadText(SourceDir() + "/tasks/" + task_name + "/examples/" + file));
+    EXPECT_EQ(r.status, v1::OK) << task_name << "/" << file << ": " << r.message << "\n" << r.build.compiler_output;
   }
 }
 
 TEST_F(NvidiaBuildTest, CublasCallIsAVendorLibraryViolation) {
-  CudaCompileResult r =
-      Compile(Load("vector_add"), ReadText(SourceDir() + "/tasks/vector_add/examples/cublas.cu"));
+  CudaCompileResult r = Compile(Load("vector_add"), ReadText(SourceDir() + "/tasks/vector_add/examples/cublas.cu"));
   EXPECT_EQ(r.status, v1::SANDBOX_VIOLATION) << r.message << "\n" << r.build.compiler_output;
   EXPECT_THAT(r.message, HasSubstr("vendor library"));
   EXPECT_THAT(r.forbidden, Contains("cublasSaxpy_v2"));
@@ -162,24 +157,22 @@ TEST_F(NvidiaBuildTest, RefusedExtraFlagNeverReachesNvcc) {
 }
 
 TEST(CudaBuildPolicyTest, ExtraFlags) {
-  EXPECT_TRUE(CheckNvccExtraFlags({"-O2", "--use_fast_math", "-maxrregcount=64", "-DTILE=32",
-                                   "-lineinfo", "-Xptxas=-v"})
-                  .ok());
-  for (const char* bad : {"-I/etc", "-o", "/tmp/x.cu", "-Xcompiler", "-ccbin=/bin/sh", "--keep",
-                          "-rdc=true", "-lcublas", "-Xlinker=-rpath"}) {
+  EXPECT_TRUE(
+      CheckNvccExtraFlags({"-O2", "--use_fast_math", "-maxrregcount=64", "-DTILE=32", "-lineinfo", "-Xptxas=-v"}).ok());
+  for (const char* bad : {"-I/etc", "-o", "/tmp/x.cu", "-Xcompiler", "-ccbin=/bin/sh", "--keep", "-rdc=true",
+                          "-lcublas", "-Xlinker=-rpath"}) {
     absl::Status s = CheckNvccExtraFlags({bad});
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
   }
 }
 
 TEST(CudaBuildPolicyTest, Imports) {
-  for (const char* ok : {"cudaLaunchKernel", "__cudaRegisterFunction", "cudaStreamCreateWithFlags",
-                         "cudaMemsetAsync", "cudaFuncSetAttribute", "expf", "memcpy", "atexit"}) {
+  for (const char* ok : {"cudaLaunchKernel", "__cudaRegisterFunction", "cudaStreamCreateWithFlags", "cudaMemsetAsync",
+                         "cudaFuncSetAttribute", "expf", "memcpy", "atexit"}) {
     EXPECT_TRUE(IsAllowedCudaImport(ok)) << ok;
   }
-  for (const char* bad : {"cudaDeviceReset", "cudaMallocManaged", "cudaSetDevice",
-                          "cublasSgemm_v2", "cudnnCreate", "socket", "fork", "system",
-                          "cudaIpcOpenMemHandle"}) {
+  for (const char* bad : {"cudaDeviceReset", "cudaMallocManaged", "cudaSetDevice", "cublasSgemm_v2", "cudnnCreate",
+                          "socket", "fork", "system", "cudaIpcOpenMemHandle"}) {
     EXPECT_FALSE(IsAllowedCudaImport(bad)) << bad;
   }
   EXPECT_TRUE(IsVendorLibrarySymbol("cublasLtMatmul"));
@@ -197,8 +190,7 @@ TEST(CudaBuildPolicyTest, ArchForComputeCapability) {
 TEST(GpuProbeTest, MissingRunnerMeansNoGpu) {
   auto sb = sandbox::Sandbox::Create({});
   ASSERT_TRUE(sb.ok());
-  auto probe = ProbeGpus(**sb, NvidiaVendor(), "/nonexistent/kevo-runner-cuda",
-                         ::testing::TempDir() + "/probe", false);
+  auto probe = ProbeGpus(**sb, NvidiaVendor(), "/nonexistent/kevo-runner-cuda", ::testing::TempDir() + "/probe", false);
   EXPECT_EQ(probe.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(probe.status().message(), HasSubstr("no NVIDIA GPU found (kevo-runner-cuda probe: "));
 }
@@ -274,8 +266,8 @@ printf '%s' '{"driver_version": 13000, "runtime_version": 13000, "devices": [{"i
   "name": "Fake GPU", "compute_capability": "9.0", "sm_count": 132, "memory_bytes": 1000000000,
   "l2_bytes": 62914560}]}' > "$out"
 )SH";
-  fs::permissions(path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                            fs::perms::others_read | fs::perms::others_exec);
+  fs::permissions(path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                            fs::perms::others_exec);
   return path;
 }
 

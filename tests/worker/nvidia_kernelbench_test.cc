@@ -11,9 +11,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/task/kernelbench.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+#include "common/task/kernelbench.h"
 #include "tests/testing/process.h"
 #include "worker/backends/nvidia/nvidia_backend.h"
 #include "worker/pipeline/eval_pipeline.h"
@@ -53,10 +54,11 @@ class NvidiaKernelBenchTest : public ::testing::Test {
       return;
     }
     auto hello = (*b)->Describe();
-    if (!hello.ok() || std::find(hello->languages().begin(), hello->languages().end(), "python") == hello->languages().end()) {
-      skip_reason_ = new std::string(absl::StrCat(
-          "no Python with a CUDA torch here: ",
-          hello.ok() ? hello->capabilities().at("kernelbench") : hello.status().ToString()));
+    if (!hello.ok() ||
+        std::find(hello->languages().begin(), hello->languages().end(), "python") == hello->languages().end()) {
+      skip_reason_ = new std::string(
+          absl::StrCat("no Python with a CUDA torch here: ",
+                       hello.ok() ? hello->capabilities().at("kernelbench") : hello.status().ToString()));
       return;
     }
     hello_ = new v1::Hello(*hello);
@@ -150,9 +152,7 @@ TEST_F(NvidiaKernelBenchTest, TritonReluIsOk) {
   ExpectOkOnTheGpu(Eval("relu.py", "relu_triton.py"));
 }
 
-TEST_F(NvidiaKernelBenchTest, SeededLinearLayerIsOk) {
-  ExpectOkOnTheGpu(Eval("matmul.py", "matmul_new.py"));
-}
+TEST_F(NvidiaKernelBenchTest, SeededLinearLayerIsOk) { ExpectOkOnTheGpu(Eval("matmul.py", "matmul_new.py")); }
 
 TEST_F(NvidiaKernelBenchTest, BrokenCandidatesGetTheirStatusesOnTheGpu) {
   v1::Evaluation wrong = Eval("relu.py", "relu_wrong.py");

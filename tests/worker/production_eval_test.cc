@@ -22,15 +22,15 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 #include <google/protobuf/text_format.h>
 #include <nlohmann/json.hpp>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
-#include "absl/strings/str_replace.h"
 #include "common/hash.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "worker/backends/cpu/cpu_backend.h"
 
 namespace kevo::worker {
@@ -75,8 +75,8 @@ constexpr char kReference[] =
 
 v1::Task TwiceTask(const std::string& production) {
   v1::Task task;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
-      absl::StrReplaceAll(kTask, {{"PRODUCTION", production}}), &task));
+  EXPECT_TRUE(
+      google::protobuf::TextFormat::ParseFromString(absl::StrReplaceAll(kTask, {{"PRODUCTION", production}}), &task));
   task.mutable_reference()->set_source(kReference);
   return task;
 }
@@ -113,7 +113,8 @@ TEST_F(ProductionRunnerTest, TimesEveryFormInInterleavedRoundsOnTheTimedInputsOn
       {"task", "twice"},
       {"inputs", {{{"name", "x"}, {"dtype", "F32"}, {"shape", {n}}}}},
       {"outputs", {{{"name", "y"}, {"dtype", "F32"}, {"shape", {n}}}}},
-      {"params", {{{"name", "x"}, {"kind", "input"}}, {{"name", "y"}, {"kind", "output"}}, {{"name", "n"}, {"kind", "symbol"}}}},
+      {"params",
+       {{{"name", "x"}, {"kind", "input"}}, {{"name", "y"}, {"kind", "output"}}, {{"name", "n"}, {"kind", "symbol"}}}},
       {"symbols", {{"n", n}}},
       {"torch", "x * 2"},
       {"vendor", ""},
@@ -122,10 +123,11 @@ TEST_F(ProductionRunnerTest, TimesEveryFormInInterleavedRoundsOnTheTimedInputsOn
       {"llc_bytes", 1 << 20},
       {"mem_budget_bytes", 64 << 20}};
   std::ofstream(dir_ / "spec.json") << spec.dump();
-  const std::string cmd = absl::StrCat(
-      "/usr/bin/python3 ", BinDir(), "/kevo-runner-production --spec=", (dir_ / "spec.json").string(),
-      " --inputs=", (dir_ / "inputs.bin").string(), " --kernel=", so, " --rival=", rival_so, " --device=cpu --outputs=",
-      (dir_ / "out.bin").string(), " --result=", (dir_ / "result.json").string(), " --time_cap_s=1");
+  const std::string cmd =
+      absl::StrCat("/usr/bin/python3 ", BinDir(), "/kevo-runner-production --spec=", (dir_ / "spec.json").string(),
+                   " --inputs=", (dir_ / "inputs.bin").string(), " --kernel=", so, " --rival=", rival_so,
+                   " --device=cpu --outputs=", (dir_ / "out.bin").string(),
+                   " --result=", (dir_ / "result.json").string(), " --time_cap_s=1");
   ASSERT_EQ(std::system(cmd.c_str()), 0) << ReadText((dir_ / "result.json").string());
   const nlohmann::json r = nlohmann::json::parse(ReadText((dir_ / "result.json").string()));
   ASSERT_EQ(r.at("status"), "OK") << r.dump();
@@ -210,9 +212,7 @@ class ProductionBackendTest : public ::testing::Test {
   // Fast() on one thread (an OpenMP team is at the mercy of the tests
   // running beside it), and Slow(), right with about 30x the work: x and y
   // may alias, so no pass can be dropped.
-  static v1::Candidate OneThread() {
-    return Kernel("for (int64_t i = 0; i < n; ++i) y[i] = x[i] + x[i];");
-  }
+  static v1::Candidate OneThread() { return Kernel("for (int64_t i = 0; i < n; ++i) y[i] = x[i] + x[i];"); }
   static v1::Candidate Slow() {
     return Kernel("for (int r = 0; r < 30; ++r)\n    for (int64_t i = 0; i < n; ++i) y[i] = 2.0f * x[i];");
   }

@@ -4,12 +4,12 @@
 // call of the form pays a page fault per page of its result (an OS cost, most
 // of `x + y`'s time where faults are dear). The runner keeps freed memory in
 // the heap (keep_freed_memory): after warm-up a form's calls fault no pages.
-#include <gtest/gtest.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "tests/testing/process.h"
 

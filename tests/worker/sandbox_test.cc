@@ -199,8 +199,8 @@ TEST_F(BwrapSandboxTest, OnlyTheListedFoldersAreWritable) {
 }
 
 TEST_F(BwrapSandboxTest, VisiblePathsHideTheRestOfTheHost) {
-  Command c = Shell(absl::StrCat("test -e /etc/passwd && echo seen; ",
-                                 "test -e /usr/bin/env && echo usr; echo ok > ", writable_, "/w"));
+  Command c = Shell(absl::StrCat("test -e /etc/passwd && echo seen; ", "test -e /usr/bin/env && echo usr; echo ok > ",
+                                 writable_, "/w"));
   c.writable_dirs = {writable_};
   c.visible_paths = {"/usr", "/bin", "/lib", "/lib64"};
   auto r = sandbox_->Run(c);

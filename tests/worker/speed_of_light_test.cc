@@ -80,8 +80,9 @@ TEST_F(SpeedOfLightTest, WithinTheLimitsIsNotTimedAgain) {
 // Fast only on its first run: the second look, in a fresh process, is the one
 // that stands.
 TEST_F(SpeedOfLightTest, BeyondOnceButNotWhenTimedAgainStandsAtTheSecondFigure) {
-  auto sol = CheckSpeedOfLight(run_, kAtTheLimit / 10, Copy(), Memory(50), 0.25,
-                               [&] { return std::optional<Remeasured>(Remeasured{kAtTheLimit / 0.9, Memory(50)}); });
+  auto sol = CheckSpeedOfLight(run_, kAtTheLimit / 10, Copy(), Memory(50), 0.25, [&] {
+    return std::optional<Remeasured>(Remeasured{kAtTheLimit / 0.9, Memory(50)});
+  });
   ASSERT_TRUE(sol.has_value());
   EXPECT_NEAR(sol->time_s, kAtTheLimit / 0.9, 1e-12);
   EXPECT_NEAR(run_.ev.roofline_fraction(), 0.9, 1e-9);
@@ -94,8 +95,9 @@ TEST_F(SpeedOfLightTest, BeyondOnceButNotWhenTimedAgainStandsAtTheSecondFigure) 
 }
 
 TEST_F(SpeedOfLightTest, BeyondTwiceIsSuspiciousWithEveryFigure) {
-  auto sol = CheckSpeedOfLight(run_, kAtTheLimit / 10, Copy(), Memory(50), 0.25,
-                               [&] { return std::optional<Remeasured>(Remeasured{kAtTheLimit / 8, Memory(50)}); });
+  auto sol = CheckSpeedOfLight(run_, kAtTheLimit / 10, Copy(), Memory(50), 0.25, [&] {
+    return std::optional<Remeasured>(Remeasured{kAtTheLimit / 8, Memory(50)});
+  });
   EXPECT_FALSE(sol.has_value());
   EXPECT_EQ(run_.ev.status(), v1::SUSPICIOUS);
   const std::string& message = run_.ev.diagnostics().message();

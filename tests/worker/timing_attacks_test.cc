@@ -24,11 +24,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "common/task/task_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/backends/cpu/cpu_backend.h"
+
+#include "common/task/task_loader.h"
 #include "tests/testing/process.h"
+#include "worker/backends/cpu/cpu_backend.h"
 #include "worker/runner/protocol.h"
 
 namespace kevo::worker {
@@ -57,8 +58,7 @@ std::string HonestSoftmax() {
 }
 
 std::string Explain(const v1::Evaluation& ev) {
-  return absl::StrCat(v1::EvalStatus_Name(ev.status()), " (speedup ", ev.speedup(), "): ",
-                      ev.diagnostics().message(),
+  return absl::StrCat(v1::EvalStatus_Name(ev.status()), " (speedup ", ev.speedup(), "): ", ev.diagnostics().message(),
                       " | compiler=", ev.diagnostics().compiler_output().substr(0, 500));
 }
 
@@ -119,9 +119,8 @@ class TimingAttacksTest : public ::testing::Test {
   // then does. Either way WRONG_ANSWER, at no speed.
   static void ExpectAStaleResultWasCaught(const v1::Evaluation& ev) {
     EXPECT_EQ(ev.status(), v1::WRONG_ANSWER) << Explain(ev);
-    EXPECT_THAT(ev.diagnostics().message(),
-                ::testing::AnyOf(HasSubstr("a timed call disagreed with the baseline"),
-                                 HasSubstr("at the timed binding 'timed'")))
+    EXPECT_THAT(ev.diagnostics().message(), ::testing::AnyOf(HasSubstr("a timed call disagreed with the baseline"),
+                                                             HasSubstr("at the timed binding 'timed'")))
         << Explain(ev);
     EXPECT_EQ(ev.speedup(), 0);
   }
@@ -198,7 +197,8 @@ TEST_F(TimingAttacksTest, SkippingWorkIsRejectedWhereNoInputCanBePerturbed) {
     validate { name: "odd" values: [{ key: "rows" value: 17 }, { key: "cols" value: 1001 }] }
     time { name: "timed" values: [{ key: "rows" value: 8192 }, { key: "cols" value: 1024 }] }
     bytes_moved: "8*rows*cols"
-  )pb", "double_sorted");
+  )pb",
+                                  "double_sorted");
   ASSERT_TRUE(task.ok()) << task.status();
   task::ApplyTaskDefaults(&*task);
   task->mutable_reference()->set_language("c++");
@@ -213,7 +213,8 @@ extern "C" void double_sorted(const float* x, float* y, int64_t rows, int64_t co
   const int64_t n = rows * cols;
   if (y[0] == y[0] && y[n - 1] == y[n - 1]) return;
   for (int64_t i = 0; i < n; ++i) y[i] = 2.0f * x[i];
-})"), nullptr);
+})"),
+                                         nullptr);
   ExpectATimedCallDisagreed(ev);
 }
 
@@ -364,8 +365,7 @@ TEST_F(TimingAttacksTest, IndexInputsStayValidIndicesWhenPerturbed) {
 
 TEST_F(TimingAttacksTest, SortedInputsAreLeftAloneAndTheOthersPerturbed) {
   // bucketize's boundaries must stay sorted; x is perturbed.
-  v1::Evaluation ev =
-      Eval("bucketize", Cpp(ReadText(SourceDir() + "/tasks/bucketize/examples/fast.cc")));
+  v1::Evaluation ev = Eval("bucketize", Cpp(ReadText(SourceDir() + "/tasks/bucketize/examples/fast.cc")));
   ASSERT_EQ(ev.status(), v1::OK) << Explain(ev);
   EXPECT_EQ(ev.profile().at("perturbed_inputs"), 1);
   EXPECT_EQ(ev.profile().at("timed_checks"), runner::kTimedChecks);

@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+
 #include "worker/backends/amd/amd_backend.h"
 #include "worker/backends/cpu/cpu_backend.h"
 #include "worker/backends/mtia_sim/mtia_backend.h"
@@ -84,14 +85,13 @@ const std::vector<std::string>& BackendPlatforms() {
   return *platforms;
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& platform,
-                                                       const BackendOptions& options) {
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& platform, const BackendOptions& options) {
   if (platform == "cpu") return CreateCpu(options);
   if (platform == "mtia-sim") return CreateMtia(options);
   if (platform == "nvidia") return CreateNvidia(options);
   if (platform == "amd") return CreateAmd(options);
-  return absl::InvalidArgumentError(absl::StrCat("unknown platform '", platform, "' (this build has ",
-                                                 absl::StrJoin(BackendPlatforms(), ", "), ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown platform '", platform, "' (this build has ", absl::StrJoin(BackendPlatforms(), ", "), ")"));
 }
 
 int DefaultSlots(const std::string& platform, Backend& backend) {

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
 #include "common/sandbox/sandbox.h"
 #include "worker/backend.h"
 #include "worker/pipeline/speed_of_light.h"
@@ -57,8 +58,7 @@ const std::vector<std::string>& BackendPlatforms();
 // `options`. Returns InvalidArgument naming the platforms this build has for
 // an unknown one; otherwise what the platform's Create...Backend returns
 // (FailedPrecondition when its compiler, runner or device is missing, ...).
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& platform,
-                                                       const BackendOptions& options);
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& platform, const BackendOptions& options);
 
 // How many evaluations a worker of `platform` runs at once when --slots is
 // not given: 1 on cpu and mtia-sim (timing is most stable alone); on a GPU

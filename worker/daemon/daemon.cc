@@ -1,12 +1,5 @@
 #include "worker/daemon/daemon.h"
 
-#include <grpcpp/grpcpp.h>
-#include <prometheus/counter.h>
-#include <prometheus/exposer.h>
-#include <prometheus/gauge.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
-
 #include <cstdio>
 #include <deque>
 #include <map>
@@ -17,6 +10,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include <grpcpp/grpcpp.h>
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
 #include "common/log.h"
 #include "common/rpc/health_server.h"
 #include "kevo/v1/worker.grpc.pb.h"
@@ -144,12 +144,12 @@ struct Daemon::Impl {
       // Every line logged while it runs names the evaluation (the stages'
       // "compile started" lines among them).
       ScopedLogContext context(absl::StrCat(a.eval_id(), "/", a.attempt()));
-      LogInfo("slot ", slot, " evaluating ", a.eval_id(), " attempt=", a.attempt(),
-              " task=", a.task().name());
+      LogInfo("slot ", slot, " evaluating ", a.eval_id(), " attempt=", a.attempt(), " task=", a.task().name());
       absl::Time start = absl::Now();
       auto on_event = [&](const v1::StageEvent& e) {
-        stage_seconds->Add({{"stage", v1::Stage_Name(e.stage())}},
-                           prometheus::Histogram::BucketBoundaries{0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60})
+        stage_seconds
+            ->Add({{"stage", v1::Stage_Name(e.stage())}},
+                  prometheus::Histogram::BucketBoundaries{0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60})
             .Observe(e.seconds());
         v1::WorkerMessage m;
         m.mutable_event()->set_eval_id(a.eval_id());
@@ -204,8 +204,8 @@ struct Daemon::Impl {
     }
     hello.set_worker_id(in.welcome().worker_id());
     int heartbeat_s = std::max(1, in.welcome().heartbeat_seconds());
-    LogInfo("connected to ", options.coordinator, " as ", hello.worker_id(), " (lease ",
-            in.welcome().lease_seconds(), "s)");
+    LogInfo("connected to ", options.coordinator, " as ", hello.worker_id(), " (lease ", in.welcome().lease_seconds(),
+            "s)");
     {
       absl::MutexLock l(&mu);
       stream = s.get();
@@ -235,9 +235,7 @@ struct Daemon::Impl {
         // The evaluation was recorded from another attempt; drop it if it has
         // not started (a running one finishes and its result is ignored).
         absl::MutexLock l(&mu);
-        std::erase_if(queue, [&](const v1::Assignment& a) {
-          return a.eval_id() == in.cancel().eval_id();
-        });
+        std::erase_if(queue, [&](const v1::Assignment& a) { return a.eval_id() == in.cancel().eval_id(); });
         LogInfo("cancelled ", in.cancel().eval_id(), " attempt=", in.cancel().attempt());
       }
     }
@@ -254,8 +252,7 @@ struct Daemon::Impl {
       // re-queued them and a duplicate result is simply dropped there.
     }
     grpc::Status st = s->Finish();
-    LogWarning("disconnected from ", options.coordinator, ": ",
-               st.ok() ? "stream closed" : st.error_message());
+    LogWarning("disconnected from ", options.coordinator, ": ", st.ok() ? "stream closed" : st.error_message());
     RefuseIfCredentials(st);
   }
 
@@ -274,8 +271,7 @@ struct Daemon::Impl {
   }
 };
 
-Daemon::Daemon(DaemonOptions options, std::unique_ptr<Backend> backend)
-    : impl_(std::make_unique<Impl>()) {
+Daemon::Daemon(DaemonOptions options, std::unique_ptr<Backend> backend) : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
   impl_->backend = std::move(backend);
 }
@@ -327,8 +323,7 @@ absl::Status Daemon::Run() {
         LogInfo("metrics on port ", ports.front());
       }
     } catch (const std::exception& e) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot serve metrics on ", d.options.metrics_listen, ": ", e.what()));
+      return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", d.options.metrics_listen, ": ", e.what()));
     }
   }
   if (!d.options.health_listen.empty()) {
@@ -343,18 +338,14 @@ absl::Status Daemon::Run() {
   if (!hello.ok()) return hello.status();
   d.hello = *hello;
   for (const auto& [name, value] : d.backend->Gauges()) {
-    d.backend_gauges[name] = &prometheus::BuildGauge()
-                                  .Name(name)
-                                  .Help("Reported by the platform backend")
-                                  .Register(*d.registry)
-                                  .Add({});
+    d.backend_gauges[name] =
+        &prometheus::BuildGauge().Name(name).Help("Reported by the platform backend").Register(*d.registry).Add({});
     d.backend_gauges[name]->Set(value);
   }
   d.hello.set_worker_id(d.options.worker_id);
   d.hello.set_slots(d.options.slots);
-  LogInfo("worker platform=", d.hello.platform(), " device=\"", d.hello.device(), "\" slots=",
-          d.options.slots, " bandwidth=", d.hello.mem_bandwidth_gbs(), "GB/s fp32_peak=",
-          d.hello.fp32_peak_gflops(), "GFLOP/s");
+  LogInfo("worker platform=", d.hello.platform(), " device=\"", d.hello.device(), "\" slots=", d.options.slots,
+          " bandwidth=", d.hello.mem_bandwidth_gbs(), "GB/s fp32_peak=", d.hello.fp32_peak_gflops(), "GFLOP/s");
 
   std::vector<std::thread> slots;
   for (int i = 0; i < d.options.slots; ++i) slots.emplace_back([&d, i] { d.SlotLoop(i); });
@@ -374,8 +365,7 @@ absl::Status Daemon::Run() {
       d.Session(channel);
       backoff = absl::Milliseconds(100);
     } else {
-      LogInfo("coordinator ", d.options.coordinator, " not reachable; retrying in ",
-              absl::FormatDuration(backoff));
+      LogInfo("coordinator ", d.options.coordinator, " not reachable; retrying in ", absl::FormatDuration(backoff));
     }
     absl::MutexLock l(&d.mu);
     auto stop = [&d]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(d.mu) { return d.stopping; };

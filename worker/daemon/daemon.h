@@ -8,10 +8,10 @@
 #include <memory>
 #include <string>
 
-#include "common/rpc/client_channel.h"
-
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+
+#include "common/rpc/client_channel.h"
 #include "worker/backend.h"
 
 namespace kevo::worker {

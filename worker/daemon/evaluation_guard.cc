@@ -9,12 +9,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/task/kernelbench.h"
@@ -49,7 +50,7 @@ int64_t UnixMicros() { return absl::ToUnixMicros(absl::Now()); }
 // An evaluation the guard ends itself, with `status` and `message`: what the
 // backend would have filled in had it run, so reports show it as any other.
 v1::Evaluation FailedEvaluation(const v1::Assignment& a, const std::string& platform, v1::EvalStatus status,
-                       const std::string& message, const EventSink& on_event, bool emit_stage) {
+                                const std::string& message, const EventSink& on_event, bool emit_stage) {
   v1::Evaluation ev;
   ev.set_task_name(a.task().name());
   ev.set_platform(platform);
@@ -117,9 +118,11 @@ absl::Status CheckTaskFitsMemory(const v1::Task& task, const std::string& platfo
       }
     }
     if (total > memory_bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the task's ", label, " needs ", FormatBytes(total), " (", total, " bytes) for its inputs and outputs; "
-          "this worker has ", FormatBytes(memory_bytes), " of memory available, so it does not run it"));
+      return absl::ResourceExhaustedError(absl::StrCat("the task's ", label, " needs ", FormatBytes(total), " (", total,
+                                                       " bytes) for its inputs and outputs; "
+                                                       "this worker has ",
+                                                       FormatBytes(memory_bytes),
+                                                       " of memory available, so it does not run it"));
     }
   }
   return absl::OkStatus();
@@ -130,8 +133,7 @@ v1::Evaluation GuardedEvaluate(Backend& backend, const v1::Assignment& a, const 
   const std::string who = absl::StrCat("evaluation ", a.eval_id(), " (task ", a.task().name(), ")");
   // Only what would break the worker itself is checked here; the size limits
   // are the coordinator's to set (docs/task-format.md, "Size limits").
-  if (absl::Status valid = task::ValidateReceivedTask(a.task(), task::TaskLimits{INT64_MAX, INT64_MAX});
-      !valid.ok()) {
+  if (absl::Status valid = task::ValidateReceivedTask(a.task(), task::TaskLimits{INT64_MAX, INT64_MAX}); !valid.ok()) {
     LogWarning(who, " refused: ", valid.message());
     return FailedEvaluation(a, platform, v1::INFRA_ERROR,
                             absl::StrCat("the worker refused the task: ", valid.message()), on_event,
@@ -154,8 +156,8 @@ v1::Evaluation GuardedEvaluate(Backend& backend, const v1::Assignment& a, const 
     what = absl::StrCat("the worker failed while evaluating it: an exception escaped the ", platform,
                         " backend: ", e.what());
   } catch (...) {
-    what = absl::StrCat("the worker failed while evaluating it: an exception of unknown type escaped the ",
-                        platform, " backend");
+    what = absl::StrCat("the worker failed while evaluating it: an exception of unknown type escaped the ", platform,
+                        " backend");
   }
   LogError(who, ": ", what, "; the worker carries on");
   return FailedEvaluation(a, platform, v1::INFRA_ERROR, what, on_event, /*emit_stage=*/false);

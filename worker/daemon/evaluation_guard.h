@@ -16,6 +16,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+
 #include "kevo/v1/evaluation.pb.h"
 #include "kevo/v1/task.pb.h"
 #include "kevo/v1/worker.pb.h"

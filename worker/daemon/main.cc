@@ -10,6 +10,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+
 #include "common/log.h"
 #include "common/sandbox/sandbox.h"
 #include "worker/backends/amd/hip_build.h"
@@ -103,42 +104,60 @@ int main(int argc, char** argv) {
     std::string value = argv[++i];
     double number = 0;
     bool numeric = absl::SimpleAtod(value, &number);
-    if (arg == "--coordinator") options.coordinator = value;
-    else if (arg == "--platform") platform = value;
-    else if (arg == "--worker-id") options.worker_id = value;
-    else if (arg == "--metrics") options.metrics_listen = value;
-    else if (arg == "--health-listen") options.health_listen = value;
-    else if (arg == "--work-dir") backend_options.work_dir = value;
+    if (arg == "--coordinator")
+      options.coordinator = value;
+    else if (arg == "--platform")
+      platform = value;
+    else if (arg == "--worker-id")
+      options.worker_id = value;
+    else if (arg == "--metrics")
+      options.metrics_listen = value;
+    else if (arg == "--health-listen")
+      options.health_listen = value;
+    else if (arg == "--work-dir")
+      backend_options.work_dir = value;
     else if (arg == "--slots" && numeric && number >= 1) {
       options.slots = static_cast<int>(number);
       slots_given = true;
-    }
-    else if (arg == "--compile-timeout" && numeric && number > 0) backend_options.compile_timeout = absl::Seconds(number);
-    else if (arg == "--run-timeout" && numeric && number > 0) backend_options.run_timeout = absl::Seconds(number);
-    else if (arg == "--mtia-config" && (value == "2i" || value == "1" || value == "300")) backend_options.mtia_chip = value;
+    } else if (arg == "--compile-timeout" && numeric && number > 0)
+      backend_options.compile_timeout = absl::Seconds(number);
+    else if (arg == "--run-timeout" && numeric && number > 0)
+      backend_options.run_timeout = absl::Seconds(number);
+    else if (arg == "--mtia-config" && (value == "2i" || value == "1" || value == "300"))
+      backend_options.mtia_chip = value;
     else if (arg == "--offload-arch") {
       auto targets = kevo::worker::ParseAmdTargets(value);
       if (!targets.ok()) return Usage(std::string(targets.status().message()));
       backend_options.amd_targets = *targets;
-    }
-    else if (arg == "--memory-limit-mb" && numeric && number > 0) backend_options.memory_limit_bytes = static_cast<int64_t>(number) << 20;
-    else if (arg == "--profile-cap" && numeric && number > 0) backend_options.profile_time_cap_s = number;
-    else if (arg == "--compiler" && !value.empty()) backend_options.compiler = value;
-    else if (arg == "--sol-margin" && numeric && number >= 0) backend_options.speed_of_light_margin = number;
-    else if (arg == "--python") backend_options.python = value;
-    else if (arg == "--torch-compile-timeout" && numeric && number > 0) backend_options.torch_compile_timeout = absl::Seconds(number);
-    else if (arg == "--production" && (value == "on" || value == "off")) backend_options.time_production = value == "on";
-    else if (arg == "--token-file") token_file = value;
-    else if (arg == "--tls-ca") tls_ca = value;
-    else if (arg == "--bwrap") bwrap_path = value;
-    else return Usage("bad flag or value: " + arg + " " + value);
+    } else if (arg == "--memory-limit-mb" && numeric && number > 0)
+      backend_options.memory_limit_bytes = static_cast<int64_t>(number) << 20;
+    else if (arg == "--profile-cap" && numeric && number > 0)
+      backend_options.profile_time_cap_s = number;
+    else if (arg == "--compiler" && !value.empty())
+      backend_options.compiler = value;
+    else if (arg == "--sol-margin" && numeric && number >= 0)
+      backend_options.speed_of_light_margin = number;
+    else if (arg == "--python")
+      backend_options.python = value;
+    else if (arg == "--torch-compile-timeout" && numeric && number > 0)
+      backend_options.torch_compile_timeout = absl::Seconds(number);
+    else if (arg == "--production" && (value == "on" || value == "off"))
+      backend_options.time_production = value == "on";
+    else if (arg == "--token-file")
+      token_file = value;
+    else if (arg == "--tls-ca")
+      tls_ca = value;
+    else if (arg == "--bwrap")
+      bwrap_path = value;
+    else
+      return Usage("bad flag or value: " + arg + " " + value);
   }
   if (sandbox_check) {
     // What the sandbox can be here, for scripts: 0 with bubblewrap, 3 without.
     const bool works = kevo::sandbox::BwrapWorks(bwrap_path);
-    std::printf("sandbox: %s\n", works ? "bwrap+seccomp+rlimits"
-                                       : ("seccomp+rlimits (bubblewrap, " + bwrap_path +
-                                          ", cannot start a container here)").c_str());
+    std::printf("sandbox: %s\n",
+                works ? "bwrap+seccomp+rlimits"
+                      : ("seccomp+rlimits (bubblewrap, " + bwrap_path + ", cannot start a container here)").c_str());
     return works ? 0 : 3;
   }
   if (options.coordinator.empty()) return Usage("--coordinator is required");

@@ -14,17 +14,16 @@
 #include <sstream>
 #include <thread>
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
-
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <nlohmann/json.hpp>
+
 #include "common/expr.h"
 #include "common/hash.h"
 #include "common/log.h"
@@ -43,9 +42,7 @@ std::string SyscallName(int nr) {
   return out;
 }
 
-std::string Tail(const std::string& s, size_t n) {
-  return s.size() <= n ? s : "..." + s.substr(s.size() - n);
-}
+std::string Tail(const std::string& s, size_t n) { return s.size() <= n ? s : "..." + s.substr(s.size() - n); }
 
 }  // namespace
 
@@ -90,8 +87,8 @@ std::string OsDescription() {
   }
   utsname u{};
   uname(&u);
-  return absl::StrCat(pretty.empty() ? std::string(u.sysname) : pretty, " (", u.sysname, " ",
-                      u.release, " ", u.machine, ")");
+  return absl::StrCat(pretty.empty() ? std::string(u.sysname) : pretty, " (", u.sysname, " ", u.release, " ", u.machine,
+                      ")");
 }
 
 std::string HostName() {
@@ -100,12 +97,10 @@ std::string HostName() {
   return buf;
 }
 
-
 int64_t UnixMicros() { return absl::ToUnixMicros(absl::Now()); }
 
-void BeginEvaluation(const v1::Task& task, const v1::Candidate& candidate,
-                     const std::string& platform, const v1::Fingerprint& fingerprint,
-                     v1::Evaluation* ev) {
+void BeginEvaluation(const v1::Task& task, const v1::Candidate& candidate, const std::string& platform,
+                     const v1::Fingerprint& fingerprint, v1::Evaluation* ev) {
   ev->set_task_name(task.name());
   ev->set_platform(platform);
   ev->set_created_unix_micros(UnixMicros());
@@ -114,17 +109,15 @@ void BeginEvaluation(const v1::Task& task, const v1::Candidate& candidate,
   *ev->mutable_fingerprint() = fingerprint;
 }
 
-RunnerOutcome ClassifyRunnerExit(const sandbox::Result& run, const runner::Report& report,
-                                 absl::Duration timeout) {
+RunnerOutcome ClassifyRunnerExit(const sandbox::Result& run, const runner::Report& report, absl::Duration timeout) {
   RunnerOutcome out;
   out.signal = run.term_signal;
   const std::string output = Tail(run.stderr_data + run.stdout_data, 1500);
   const std::string said = output.empty() ? "" : absl::StrCat("; output: ", output);
   if (run.timed_out || run.term_signal == SIGXCPU) {
     out.status = v1::RUN_TIMEOUT;
-    out.message = run.timed_out
-                      ? absl::StrCat("did not finish within ", absl::FormatDuration(timeout))
-                      : "exceeded its CPU-time limit (SIGXCPU)";
+    out.message = run.timed_out ? absl::StrCat("did not finish within ", absl::FormatDuration(timeout))
+                                : "exceeded its CPU-time limit (SIGXCPU)";
     return out;
   }
   if (report.sigsys_nr.has_value() || run.term_signal == SIGSYS ||
@@ -148,8 +141,7 @@ RunnerOutcome ClassifyRunnerExit(const sandbox::Result& run, const runner::Repor
     if (run.term_signal == SIGXFSZ) {
       out.message = "wrote more than the file-size limit (SIGXFSZ)";
     } else if (!report.alloc_failures.empty()) {
-      out.message = absl::StrCat("alloc failed ", report.alloc_failures.front(),
-                                 " bytes (memory limit)",
+      out.message = absl::StrCat("alloc failed ", report.alloc_failures.front(), " bytes (memory limit)",
                                  report.bad_alloc.empty() ? "" : "; std::bad_alloc escaped",
                                  run.term_signal ? absl::StrCat("; then ", run.Summary()) : "");
     } else {
@@ -191,16 +183,14 @@ RunnerOutcome ClassifyRunnerExit(const sandbox::Result& run, const runner::Repor
       return out;
     default:
       out.status = v1::INFRA_ERROR;
-      out.message = absl::StrCat("runner failed (", run.Summary(), "): ",
-                                 report.error.empty() ? output : report.error);
+      out.message = absl::StrCat("runner failed (", run.Summary(), "): ", report.error.empty() ? output : report.error);
       return out;
   }
 }
 
 // Compares one case's outputs and fills `result`.
-void JudgeCase(const v1::Task& task, const runner::CaseReport& report,
-               const std::vector<runner::OutputSlot>& slots, const std::string& got,
-               const std::string& want, v1::CaseResult& result) {
+void JudgeCase(const v1::Task& task, const runner::CaseReport& report, const std::vector<runner::OutputSlot>& slots,
+               const std::string& got, const std::string& want, v1::CaseResult& result) {
   result.set_binding(report.binding);
   result.set_seed(report.seed);
   result.set_first_bad_index(-1);
@@ -220,27 +210,27 @@ void JudgeCase(const v1::Task& task, const runner::CaseReport& report,
   for (const runner::OutputSlot& slot : slots) {
     if (slot.binding != report.binding || slot.seed != report.seed) continue;
     Tolerances tol = ToleranceFor(task, slot.dtype);
-    CompareResult cmp = CompareTensors(slot.dtype, got.data() + slot.offset, want.data() + slot.offset,
-                                       slot.count, tol);
+    CompareResult cmp =
+        CompareTensors(slot.dtype, got.data() + slot.offset, want.data() + slot.offset, slot.count, tol);
     result.set_max_abs_err(std::max(result.max_abs_err(), cmp.max_abs_err));
     result.set_max_rel_err(std::max(result.max_rel_err(), cmp.max_rel_err));
     if (cmp.ok || result.status() != v1::OK) continue;
     result.set_status(cmp.nonfinite ? v1::NONFINITE : v1::WRONG_ANSWER);
     result.set_output(slot.output);
     result.set_first_bad_index(cmp.first_bad_index);
-    result.set_detail(absl::StrCat(
-        slot.output, "[", cmp.first_bad_index, "] = ",
-        ElementAsDouble(slot.dtype, got.data() + slot.offset, cmp.first_bad_index), ", want ",
-        ElementAsDouble(slot.dtype, want.data() + slot.offset, cmp.first_bad_index), "; ",
-        cmp.bad_count, " of ", slot.count, " elements outside atol ", tol.atol, " + rtol ",
-        tol.rtol, cmp.nonfinite ? " (NaN/Inf where the reference is finite)" : ""));
+    result.set_detail(absl::StrCat(slot.output, "[", cmp.first_bad_index,
+                                   "] = ", ElementAsDouble(slot.dtype, got.data() + slot.offset, cmp.first_bad_index),
+                                   ", want ",
+                                   ElementAsDouble(slot.dtype, want.data() + slot.offset, cmp.first_bad_index), "; ",
+                                   cmp.bad_count, " of ", slot.count, " elements outside atol ", tol.atol, " + rtol ",
+                                   tol.rtol, cmp.nonfinite ? " (NaN/Inf where the reference is finite)" : ""));
   }
   if (result.status() == v1::OK && !report.nondet_output.empty()) {
     result.set_status(v1::NONDETERMINISTIC);
     result.set_output(report.nondet_output);
     result.set_first_bad_index(report.nondet_index);
-    result.set_detail(absl::StrCat(report.nondet_output, "[", report.nondet_index,
-                                   "] differs between two calls on the same inputs"));
+    result.set_detail(
+        absl::StrCat(report.nondet_output, "[", report.nondet_index, "] differs between two calls on the same inputs"));
   }
 }
 
@@ -273,8 +263,7 @@ absl::StatusOr<TimedOutputs> ResolveTimedOutputs(const v1::Task& task) {
   return out;
 }
 
-TimedCheck CompareTimedOutputs(const v1::Task& task, const TimedOutputs& outputs,
-                               const std::string& both) {
+TimedCheck CompareTimedOutputs(const v1::Task& task, const TimedOutputs& outputs, const std::string& both) {
   TimedCheck check;
   int64_t offset = 0;
   for (const auto& [spec, count] : outputs.tensors) {
@@ -285,11 +274,10 @@ TimedCheck CompareTimedOutputs(const v1::Task& task, const TimedOutputs& outputs
     if (!cmp.ok) {
       check.status = cmp.nonfinite ? v1::NONFINITE : v1::WRONG_ANSWER;
       check.message = absl::StrCat(
-          "at the timed binding '", task.time().name(), "': ", spec->name(), "[",
-          cmp.first_bad_index, "] = ", ElementAsDouble(spec->dtype(), got, cmp.first_bad_index),
-          ", baseline ", ElementAsDouble(spec->dtype(), want, cmp.first_bad_index), "; ",
-          cmp.bad_count, " of ", count, " elements outside atol ", tol.atol, " + rtol ", tol.rtol,
-          " (max abs err ", cmp.max_abs_err, ")");
+          "at the timed binding '", task.time().name(), "': ", spec->name(), "[", cmp.first_bad_index,
+          "] = ", ElementAsDouble(spec->dtype(), got, cmp.first_bad_index), ", baseline ",
+          ElementAsDouble(spec->dtype(), want, cmp.first_bad_index), "; ", cmp.bad_count, " of ", count,
+          " elements outside atol ", tol.atol, " + rtol ", tol.rtol, " (max abs err ", cmp.max_abs_err, ")");
       return check;
     }
     offset += count * static_cast<int64_t>(DTypeSize(spec->dtype()));
@@ -330,8 +318,16 @@ v1::Evaluation EvalRun::Finish(bool keep_scratch) {
 }
 
 std::vector<std::string> SandboxSystemPaths() {
-  return {"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache",
-          "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives"};
+  return {"/usr",
+          "/lib",
+          "/lib64",
+          "/lib32",
+          "/bin",
+          "/sbin",
+          "/etc/ld.so.cache",
+          "/etc/ld.so.conf",
+          "/etc/ld.so.conf.d",
+          "/etc/alternatives"};
 }
 
 RunnerHarnessOptions NativeRunnerOptions(const std::string& runner_path, const std::string& work_dir,
@@ -351,10 +347,9 @@ RunnerHarnessOptions NativeRunnerOptions(const std::string& runner_path, const s
 }
 
 RunnerHarnessOptions PythonRunnerOptions(const std::string& python, const std::string& script,
-                                         const std::string& work_dir,
-                                         const std::vector<std::string>& extra_visible,
-                                         absl::Duration run_timeout, int64_t memory_limit_bytes,
-                                         int64_t open_files, const std::vector<std::string>& env) {
+                                         const std::string& work_dir, const std::vector<std::string>& extra_visible,
+                                         absl::Duration run_timeout, int64_t memory_limit_bytes, int64_t open_files,
+                                         const std::vector<std::string>& env) {
   RunnerHarnessOptions h;
   h.runner_path = python;
   h.work_dir = work_dir;
@@ -375,8 +370,7 @@ absl::StatusOr<std::string> PrepareWorkDir(const std::string& work_dir, std::str
   std::error_code ec;
   fs::create_directories(work_dir, ec);
   if (ec) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(std::string(who), ": cannot create ", work_dir, ": ", ec.message()));
+    return absl::InvalidArgumentError(absl::StrCat(std::string(who), ": cannot create ", work_dir, ": ", ec.message()));
   }
   const std::string dir = fs::canonical(work_dir, ec).string();
   for (const char* sub : {"build", "golden", "inputs", "evals"}) fs::create_directories(dir + "/" + sub, ec);
@@ -397,8 +391,8 @@ bool BuildCandidate(const KernelBuilder& builder, const v1::Task& task, const v1
                     CandidateBuild& out) {
   const std::string language = absl::AsciiStrToLower(candidate.language());
   if (std::find(languages.begin(), languages.end(), language) == languages.end()) {
-    return out.Fail(v1::COMPILE_ERROR, absl::StrCat("language '", candidate.language(), "' is not supported on ",
-                                                    std::string(where)));
+    return out.Fail(v1::COMPILE_ERROR,
+                    absl::StrCat("language '", candidate.language(), "' is not supported on ", std::string(where)));
   }
   const std::vector<std::string> extra(candidate.extra_flags().begin(), candidate.extra_flags().end());
   if (absl::Status s = check_extra_flags(extra); !s.ok()) return out.Fail(v1::COMPILE_ERROR, std::string(s.message()));
@@ -440,8 +434,7 @@ absl::StatusOr<std::string> TaskWrapperSource(const v1::Task& task) {
   }
   auto wrapper = runner::GenerateWrapperSource(task);
   if (!wrapper.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the task's signature is malformed: ", wrapper.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat("the task's signature is malformed: ", wrapper.status().message()));
   }
   return wrapper;
 }
@@ -455,8 +448,8 @@ absl::StatusOr<BuildResult> BuildTaskReference(const KernelBuilder& builder, con
                                                std::string_view what) {
   auto built = builder.Build(spec);
   if (built.ok() && built->status == v1::OK) return built;
-  const std::string why = built.ok() ? absl::StrCat(built->message, "\n", built->compiler_output)
-                                     : std::string(built.status().message());
+  const std::string why =
+      built.ok() ? absl::StrCat(built->message, "\n", built->compiler_output) : std::string(built.status().message());
   return absl::InternalError(absl::StrCat("the task's ", std::string(what), " does not compile: ", why));
 }
 
@@ -486,8 +479,7 @@ absl::StatusOr<std::string> RunnerHash(const std::string& path, std::string_view
   return Sha256Hex(*bytes);
 }
 
-std::string FindTool(const std::string& configured, const char* env_var,
-                     const std::vector<std::string>& defaults) {
+std::string FindTool(const std::string& configured, const char* env_var, const std::vector<std::string>& defaults) {
   std::vector<std::string> candidates;
   if (!configured.empty()) {
     candidates.push_back(configured);
@@ -505,8 +497,7 @@ absl::StatusOr<HostCompiler> ProbeHostCompiler(const sandbox::Sandbox& sandbox, 
                                                std::string_view who) {
   auto v = RunVersion(sandbox, compiler);
   if (!v.ok() || !v->Succeeded()) {
-    return absl::FailedPreconditionError(absl::StrCat(std::string(who), ": compiler '", compiler,
-                                                      "' does not run: ",
+    return absl::FailedPreconditionError(absl::StrCat(std::string(who), ": compiler '", compiler, "' does not run: ",
                                                       v.ok() ? v->Summary() : std::string(v.status().message())));
   }
   HostCompiler out;
@@ -553,9 +544,8 @@ std::string RunnerHarness::NewScratchDir() const {
 }
 
 absl::StatusOr<RunnerHarness::RunnerRun> RunnerHarness::Run(const std::vector<std::string>& args,
-                                                           const std::string& dir,
-                                                           absl::Duration timeout,
-                                                           int64_t output_bytes) const {
+                                                            const std::string& dir, absl::Duration timeout,
+                                                            int64_t output_bytes) const {
   sandbox::Command cmd;
   cmd.argv.push_back(options_.runner_path);
   cmd.argv.insert(cmd.argv.end(), args.begin(), args.end());
@@ -564,8 +554,10 @@ absl::StatusOr<RunnerHarness::RunnerRun> RunnerHarness::Run(const std::vector<st
   // rather than /dev/tty, which the seccomp filter would not let it open.
   cmd.env = {"PATH=/usr/bin:/bin", "LC_ALL=C", "LIBC_FATAL_STDERR_=1"};
   for (const std::string& e : options_.env) {
-    if (absl::StartsWith(e, "PATH=")) cmd.env.front() = e;
-    else cmd.env.push_back(e);
+    if (absl::StartsWith(e, "PATH="))
+      cmd.env.front() = e;
+    else
+      cmd.env.push_back(e);
   }
   cmd.cwd = dir;
   cmd.writable_dirs = {dir};
@@ -586,12 +578,10 @@ absl::StatusOr<RunnerHarness::RunnerRun> RunnerHarness::Run(const std::vector<st
 }
 
 absl::StatusOr<std::string> RunnerHarness::GoldenOutputs(const v1::Task& task, const std::string& reference_so,
-                                             const std::vector<uint64_t>& seeds,
-                                             int64_t output_bytes) const {
-  const std::string key = Sha256Hex(absl::StrCat("kevo-golden-v1\n", options_.runner_hash, "\n",
-                                                 reference_so, "\n",
-                                                 absl::StrJoin(seeds, ","), "\n",
-                                                 DeterministicBytes(task)));
+                                                         const std::vector<uint64_t>& seeds,
+                                                         int64_t output_bytes) const {
+  const std::string key = Sha256Hex(absl::StrCat("kevo-golden-v1\n", options_.runner_hash, "\n", reference_so, "\n",
+                                                 absl::StrJoin(seeds, ","), "\n", DeterministicBytes(task)));
   const std::string dir = absl::StrCat(options_.work_dir, "/golden/", key);
   const std::string outputs_path = dir + "/outputs.bin";
   if (auto cached = ReadFileBytes(outputs_path); cached.ok() && static_cast<int64_t>(cached->size()) == output_bytes) {
@@ -602,18 +592,16 @@ absl::StatusOr<std::string> RunnerHarness::GoldenOutputs(const v1::Task& task, c
   fs::create_directories(scratch, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", scratch, ": ", ec.message()));
   KEVO_RETURN_IF_ERROR(WriteFileBytes(scratch + "/task.pb", task.SerializeAsString()));
-  KEVO_ASSIGN_OR_RETURN(
-      RunnerRun run,
-      Run({"run", "--task=" + scratch + "/task.pb", "--kernel=" + reference_so,
-                 "--seeds=" + absl::StrJoin(seeds, ","), "--outputs=" + scratch + "/outputs.bin",
-                 "--result=" + scratch + "/result.json", "--report=" + scratch + "/report.txt"},
-                scratch, options_.run_timeout, output_bytes));
+  KEVO_ASSIGN_OR_RETURN(RunnerRun run,
+                        Run({"run", "--task=" + scratch + "/task.pb", "--kernel=" + reference_so,
+                             "--seeds=" + absl::StrJoin(seeds, ","), "--outputs=" + scratch + "/outputs.bin",
+                             "--result=" + scratch + "/result.json", "--report=" + scratch + "/report.txt"},
+                            scratch, options_.run_timeout, output_bytes));
   auto cleanup = [&] { fs::remove_all(scratch, ec); };
   if (run.outcome.status != v1::OK) {
     cleanup();
-    return absl::InternalError(absl::StrCat("the task's reference failed: ",
-                                            v1::EvalStatus_Name(run.outcome.status), ": ",
-                                            run.outcome.message));
+    return absl::InternalError(absl::StrCat("the task's reference failed: ", v1::EvalStatus_Name(run.outcome.status),
+                                            ": ", run.outcome.message));
   }
   auto outputs = ReadFileBytes(scratch + "/outputs.bin");
   if (!outputs.ok() || static_cast<int64_t>(outputs->size()) != output_bytes) {
@@ -625,9 +613,9 @@ absl::StatusOr<std::string> RunnerHarness::GoldenOutputs(const v1::Task& task, c
     if (cases.ok()) {
       for (const auto& c : *cases) {
         if (!c.modified_input.empty() || !c.nondet_output.empty() || !c.overflowed.empty()) {
-          LogWarning("task ", task.name(), ": its reference misbehaves at ", c.binding, "/seed ",
-                     c.seed, " (modified input '", c.modified_input, "', nondeterministic '",
-                     c.nondet_output, "', overflow '", c.overflowed, "')");
+          LogWarning("task ", task.name(), ": its reference misbehaves at ", c.binding, "/seed ", c.seed,
+                     " (modified input '", c.modified_input, "', nondeterministic '", c.nondet_output, "', overflow '",
+                     c.overflowed, "')");
         }
       }
     }
@@ -675,8 +663,8 @@ absl::StatusOr<std::string> RunnerHarness::TimedInputs(const v1::Task& task) con
       data[i].resize(static_cast<size_t>(sizes[i]));
     } catch (const std::exception& e) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "cannot hold input '", specs[i]->name(), "' at the timed binding '", task.time().name(), "': ",
-          FormatBytes(sizes[i]), " (", sizes[i], " bytes; all inputs ", FormatBytes(total), "): ", e.what()));
+          "cannot hold input '", specs[i]->name(), "' at the timed binding '", task.time().name(),
+          "': ", FormatBytes(sizes[i]), " (", sizes[i], " bytes; all inputs ", FormatBytes(total), "): ", e.what()));
     }
   }
   std::vector<std::thread> threads;
@@ -712,9 +700,8 @@ absl::StatusOr<std::string> ReadFileRange(const std::string& path, int64_t offse
   return data;
 }
 
-TimedCheck CheckTimedCalls(const v1::Task& task, const TimedOutputs& outputs,
-                           const runner::ProfileReport& profile, const std::string& outputs_path,
-                           int min_timed_checks, const std::string& mismatch_suffix) {
+TimedCheck CheckTimedCalls(const v1::Task& task, const TimedOutputs& outputs, const runner::ProfileReport& profile,
+                           const std::string& outputs_path, int min_timed_checks, const std::string& mismatch_suffix) {
   if (static_cast<int>(profile.timed_checks.size()) < min_timed_checks) {
     return {v1::RUNTIME_ERROR,
             absl::StrCat("the profiler kept ", profile.timed_checks.size(), " timed calls for the check, not ",
@@ -730,8 +717,9 @@ TimedCheck CheckTimedCalls(const v1::Task& task, const TimedOutputs& outputs,
       // be random bytes), whatever the bad element happens to hold.
       return {v1::WRONG_ANSWER,
               absl::StrCat("a timed call disagreed with the baseline on the same inputs (the last call of "
-                           "timed sample ", profile.timed_checks[i] + 1, " of ", profile.candidate.samples_s.size(),
-                           "), ", check.message, mismatch_suffix)};
+                           "timed sample ",
+                           profile.timed_checks[i] + 1, " of ", profile.candidate.samples_s.size(), "), ",
+                           check.message, mismatch_suffix)};
     }
   }
   return {};
@@ -749,29 +737,30 @@ std::optional<RunnerHarness::Profiled> RunnerHarness::Profile(EvalRun& run, cons
   fs::remove(scratch + "/report.txt", ec);
   auto timed_inputs = TimedInputs(task);
   if (!timed_inputs.ok()) {
-    return fail(v1::INFRA_ERROR, absl::StrCat("cannot generate the timed inputs: ",
-                                              timed_inputs.status().message()));
+    return fail(v1::INFRA_ERROR, absl::StrCat("cannot generate the timed inputs: ", timed_inputs.status().message()));
   }
   // The outputs of both kernels at the timed binding, checked after timing.
   auto timed_outputs = ResolveTimedOutputs(task);
   if (!timed_outputs.ok()) return fail(v1::INFRA_ERROR, std::string(timed_outputs.status().message()));
-  std::vector<std::string> args = {
-      "profile", "--task=" + scratch + "/task.pb", "--kernel=" + call.candidate_so,
-      "--baseline=" + call.baseline_so, "--inputs=" + *timed_inputs,
-      "--outputs=" + scratch + "/timed_outputs.bin", "--result=" + scratch + "/profile.json",
-      "--report=" + scratch + "/report.txt"};
+  std::vector<std::string> args = {"profile",
+                                   "--task=" + scratch + "/task.pb",
+                                   "--kernel=" + call.candidate_so,
+                                   "--baseline=" + call.baseline_so,
+                                   "--inputs=" + *timed_inputs,
+                                   "--outputs=" + scratch + "/timed_outputs.bin",
+                                   "--result=" + scratch + "/profile.json",
+                                   "--report=" + scratch + "/report.txt"};
   args.insert(args.end(), call.extra_args.begin(), call.extra_args.end());
   // One output set of each kernel: the check after timing, then per kept
   // timed call (worker/runner/protocol.h).
   const int64_t pair_bytes = 2 * timed_outputs->bytes;
-  absl::StatusOr<RunnerRun> prof_run =
-      Run(args, scratch, call.timeout, pair_bytes * (1 + runner::kTimedChecks));
+  absl::StatusOr<RunnerRun> prof_run = Run(args, scratch, call.timeout, pair_bytes * (1 + runner::kTimedChecks));
   if (!prof_run.ok()) return fail(v1::INFRA_ERROR, std::string(prof_run.status().message()));
   if (prof_run->outcome.status != v1::OK) {
     run.ev.mutable_diagnostics()->set_signal(prof_run->outcome.signal);
     run.ev.mutable_diagnostics()->set_violation(prof_run->outcome.violation);
-    return fail(prof_run->outcome.status, absl::StrCat(call.who, " (at the timed binding '",
-                                                       task.time().name(), "') ", prof_run->outcome.message));
+    return fail(prof_run->outcome.status, absl::StrCat(call.who, " (at the timed binding '", task.time().name(), "') ",
+                                                       prof_run->outcome.message));
   }
   const std::string outputs_path = scratch + "/timed_outputs.bin";
   auto prof_json = ReadFileBytes(scratch + "/profile.json");
@@ -791,13 +780,12 @@ std::optional<RunnerHarness::Profiled> RunnerHarness::Profile(EvalRun& run, cons
   }
   if (!profile->modified_input.empty()) {
     return fail(v1::INPUT_MODIFIED, absl::StrCat("input '", profile->modified_input,
-                                                 "' changed while timing at binding '",
-                                                 task.time().name(), "'"));
+                                                 "' changed while timing at binding '", task.time().name(), "'"));
   }
   // Each kept timed call against the baseline on the same inputs, then both
   // kernels after timing; validation's tolerances.
-  if (TimedCheck check = CheckTimedCalls(task, *timed_outputs, *profile, outputs_path, call.min_timed_checks,
-                                         call.mismatch_suffix);
+  if (TimedCheck check =
+          CheckTimedCalls(task, *timed_outputs, *profile, outputs_path, call.min_timed_checks, call.mismatch_suffix);
       check.status != v1::OK) {
     return fail(check.status, check.message);
   }
@@ -809,8 +797,7 @@ std::optional<RunnerHarness::Profiled> RunnerHarness::Profile(EvalRun& run, cons
   return Profiled{*std::move(profile), prof_run->result.peak_rss_bytes, both->substr(timed_outputs->bytes)};
 }
 
-bool RunnerHarness::Validate(EvalRun& run, const std::string& candidate_so,
-                             const std::string& reference_so,
+bool RunnerHarness::Validate(EvalRun& run, const std::string& candidate_so, const std::string& reference_so,
                              const RunnerHarness* golden_from) const {
   const v1::Task& task = run.task;
   v1::Evaluation& ev = run.ev;
@@ -821,13 +808,11 @@ bool RunnerHarness::Validate(EvalRun& run, const std::string& candidate_so,
   const std::vector<uint64_t> seeds = runner::ValidationSeeds(task);
   auto layout = runner::OutputLayout(task, seeds);
   if (!layout.ok()) {
-    return fail(v1::INFRA_ERROR,
-                absl::StrCat("the task's shapes do not resolve: ", layout.status().message()));
+    return fail(v1::INFRA_ERROR, absl::StrCat("the task's shapes do not resolve: ", layout.status().message()));
   }
   int64_t output_bytes = 0;
   for (const auto& slot : *layout) output_bytes += slot.bytes;
-  auto golden = (golden_from != nullptr ? golden_from : this)
-                    ->GoldenOutputs(task, reference_so, seeds, output_bytes);
+  auto golden = (golden_from != nullptr ? golden_from : this)->GoldenOutputs(task, reference_so, seeds, output_bytes);
   if (!golden.ok()) return fail(v1::INFRA_ERROR, std::string(golden.status().message()));
 
   run.scratch = NewScratchDir();
@@ -838,11 +823,10 @@ bool RunnerHarness::Validate(EvalRun& run, const std::string& candidate_so,
   if (absl::Status s = WriteFileBytes(scratch + "/task.pb", task.SerializeAsString()); !s.ok()) {
     return fail(v1::INFRA_ERROR, std::string(s.message()));
   }
-  auto result = Run(
-      {"run", "--task=" + scratch + "/task.pb", "--kernel=" + candidate_so,
-       "--seeds=" + absl::StrJoin(seeds, ","), "--outputs=" + scratch + "/outputs.bin",
-       "--result=" + scratch + "/result.json", "--report=" + scratch + "/report.txt"},
-      scratch, options_.run_timeout, output_bytes);
+  auto result = Run({"run", "--task=" + scratch + "/task.pb", "--kernel=" + candidate_so,
+                     "--seeds=" + absl::StrJoin(seeds, ","), "--outputs=" + scratch + "/outputs.bin",
+                     "--result=" + scratch + "/result.json", "--report=" + scratch + "/report.txt"},
+                    scratch, options_.run_timeout, output_bytes);
   if (!result.ok()) return fail(v1::INFRA_ERROR, std::string(result.status().message()));
   if (result->outcome.status != v1::OK) {
     ev.mutable_diagnostics()->set_signal(result->outcome.signal);
@@ -871,8 +855,7 @@ bool RunnerHarness::Validate(EvalRun& run, const std::string& candidate_so,
   for (const runner::CaseReport& c : *cases) {
     JudgeCase(task, c, *layout, *outputs, *golden, *ev.add_validation());
   }
-  return ConcludeValidation(run, absl::StrCat(task.validate_size(), " bindings x ", seeds.size(),
-                                              " seeds"));
+  return ConcludeValidation(run, absl::StrCat(task.validate_size(), " bindings x ", seeds.size(), " seeds"));
 }
 
 std::string BuildRival(EvalRun& run, bool times_production,
@@ -906,10 +889,9 @@ bool ConcludeValidation(EvalRun& run, const std::string& cases_description) {
   }
   if (first_bad != nullptr) {
     return run.Fail(v1::STAGE_VALIDATE, first_bad->status(),
-                    absl::StrCat(v1::EvalStatus_Name(first_bad->status()), " at binding '",
-                                 first_bad->binding(), "' seed ", first_bad->seed(), ": ",
-                                 first_bad->detail(), " (", passed, "/", ev.validation_size(),
-                                 " cases passed)"));
+                    absl::StrCat(v1::EvalStatus_Name(first_bad->status()), " at binding '", first_bad->binding(),
+                                 "' seed ", first_bad->seed(), ": ", first_bad->detail(), " (", passed, "/",
+                                 ev.validation_size(), " cases passed)"));
   }
   run.Emit(v1::STAGE_VALIDATE, /*ok=*/true,
            absl::StrCat(passed, "/", ev.validation_size(), " cases passed (", cases_description, ")"));

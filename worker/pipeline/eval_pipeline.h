@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include <nlohmann/json_fwd.hpp>
+
 #include "common/sandbox/sandbox.h"
 #include "kevo/v1/evaluation.pb.h"
 #include "kevo/v1/task.pb.h"
@@ -51,9 +51,8 @@ std::string HostName();
 int64_t UnixMicros();
 // Fills what every platform's Evaluation starts with: task, platform, creation
 // time, candidate hash (source + flags), timed binding and `fingerprint`.
-void BeginEvaluation(const v1::Task& task, const v1::Candidate& candidate,
-                     const std::string& platform, const v1::Fingerprint& fingerprint,
-                     v1::Evaluation* ev);
+void BeginEvaluation(const v1::Task& task, const v1::Candidate& candidate, const std::string& platform,
+                     const v1::Fingerprint& fingerprint, v1::Evaluation* ev);
 std::string FirstLineOf(const std::string& s);
 // The read-only system folders every sandboxed command sees.
 std::vector<std::string> SandboxSystemPaths();
@@ -128,8 +127,7 @@ std::string RunnerPath(const std::string& configured, std::string_view name);
 absl::StatusOr<std::string> RunnerHash(const std::string& path, std::string_view who);
 // `configured` if it is executable, else "" when it is set; when it is not,
 // the first executable of $`env_var` and `defaults`, or "".
-std::string FindTool(const std::string& configured, const char* env_var,
-                     const std::vector<std::string>& defaults);
+std::string FindTool(const std::string& configured, const char* env_var, const std::vector<std::string>& defaults);
 // A C++ compiler as the sandbox runs it: the first line of its --version, and
 // the read-only folders a compile must see (SandboxSystemPaths() plus the
 // compiler's own installation when it lives elsewhere, e.g.
@@ -151,14 +149,12 @@ struct RunnerOutcome {
   std::string violation;
   int signal = 0;
 };
-RunnerOutcome ClassifyRunnerExit(const sandbox::Result& run, const runner::Report& report,
-                                 absl::Duration timeout);
+RunnerOutcome ClassifyRunnerExit(const sandbox::Result& run, const runner::Report& report, absl::Duration timeout);
 
 // Compares one validation case's outputs (`got`) with the golden ones
 // (`want`, same layout) and fills `result`.
-void JudgeCase(const v1::Task& task, const runner::CaseReport& report,
-               const std::vector<runner::OutputSlot>& slots, const std::string& got,
-               const std::string& want, v1::CaseResult& result);
+void JudgeCase(const v1::Task& task, const runner::CaseReport& report, const std::vector<runner::OutputSlot>& slots,
+               const std::string& got, const std::string& want, v1::CaseResult& result);
 
 v1::Timing ToTiming(const runner::TimingSeries& s);
 // A timing series as the Python runners write it: {"samples_s", "median_s",
@@ -182,8 +178,7 @@ struct TimedCheck {
   v1::EvalStatus status = v1::OK;
   std::string message;
 };
-TimedCheck CompareTimedOutputs(const v1::Task& task, const TimedOutputs& outputs,
-                               const std::string& both);
+TimedCheck CompareTimedOutputs(const v1::Task& task, const TimedOutputs& outputs, const std::string& both);
 
 // The checks of the timed calls a profile kept (worker/runner/protocol.h): in
 // the outputs file at `outputs_path`, output-set pair 1 + i holds the
@@ -195,9 +190,8 @@ TimedCheck CompareTimedOutputs(const v1::Task& task, const TimedOutputs& outputs
 // in the way); WRONG_ANSWER, even for NaN/Inf, naming the timed sample, with
 // `mismatch_suffix` appended, when a pair disagrees; INFRA_ERROR when the
 // file cannot be read.
-TimedCheck CheckTimedCalls(const v1::Task& task, const TimedOutputs& outputs,
-                           const runner::ProfileReport& profile, const std::string& outputs_path,
-                           int min_timed_checks, const std::string& mismatch_suffix);
+TimedCheck CheckTimedCalls(const v1::Task& task, const TimedOutputs& outputs, const runner::ProfileReport& profile,
+                           const std::string& outputs_path, int min_timed_checks, const std::string& mismatch_suffix);
 
 // One evaluation on its way through the stages. A stage that ends the
 // evaluation calls Fail(), which records the failed stage's event and the
@@ -232,8 +226,7 @@ struct EvalRun {
 // gets the rival to time beside the candidate, or null.
 class RivalBackend : public Backend {
  public:
-  v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate,
-                          const EventSink& on_event) final {
+  v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate, const EventSink& on_event) final {
     return Run(task, candidate, nullptr, on_event);
   }
   v1::Evaluation EvaluateBeside(const v1::Task& task, const v1::Candidate& candidate, const v1::Candidate& rival,
@@ -293,10 +286,9 @@ RunnerHarnessOptions NativeRunnerOptions(const std::string& runner_path, const s
 // topology, the script's folder and `extra_visible`, `open_files` (torch
 // opens its libraries; load_inline the compiler and ninja) and `env`.
 RunnerHarnessOptions PythonRunnerOptions(const std::string& python, const std::string& script,
-                                         const std::string& work_dir,
-                                         const std::vector<std::string>& extra_visible,
-                                         absl::Duration run_timeout, int64_t memory_limit_bytes,
-                                         int64_t open_files, const std::vector<std::string>& env);
+                                         const std::string& work_dir, const std::vector<std::string>& extra_visible,
+                                         absl::Duration run_timeout, int64_t memory_limit_bytes, int64_t open_files,
+                                         const std::vector<std::string>& env);
 
 // Runs a kevo runner in the sandbox and implements the stages that only need
 // the runner protocol.
@@ -312,15 +304,14 @@ class RunnerHarness {
   // Runs the runner with `args` (+ extra_args) in `dir` (writable) under
   // `timeout`; the report file is dir/report.txt. Returns the sandbox's error
   // when the process could not be started.
-  absl::StatusOr<RunnerRun> Run(const std::vector<std::string>& args, const std::string& dir,
-                                absl::Duration timeout, int64_t output_bytes) const;
+  absl::StatusOr<RunnerRun> Run(const std::vector<std::string>& args, const std::string& dir, absl::Duration timeout,
+                                int64_t output_bytes) const;
 
   // The outputs of `reference_so` (a kevo_entry .so: the task's reference)
   // for every validation case, cached under work_dir/golden. Internal when
   // the reference fails.
   absl::StatusOr<std::string> GoldenOutputs(const v1::Task& task, const std::string& reference_so,
-                                            const std::vector<uint64_t>& seeds,
-                                            int64_t output_bytes) const;
+                                            const std::vector<uint64_t>& seeds, int64_t output_bytes) const;
 
   // A file with the inputs of the task's timed binding (FillTensor, seed 1),
   // cached under work_dir/inputs.

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+
 #include "common/hash.h"
 #include "common/status.h"
 
@@ -25,9 +26,9 @@ constexpr size_t kMaxFlagLength = 200;
 bool StartsWith(const std::string& s, std::string_view prefix) { return s.rfind(prefix, 0) == 0; }
 
 absl::Status Refuse(const std::string& flag, std::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "extra flag \"", flag, "\" is not allowed: ", std::string(why),
-      ". Allowed: -O*, -f*, -m*, -D*, -U*, -std=*, -W<warning>, -g*, --param"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("extra flag \"", flag, "\" is not allowed: ", std::string(why),
+                   ". Allowed: -O*, -f*, -m*, -D*, -U*, -std=*, -W<warning>, -g*, --param"));
 }
 
 absl::Status WriteFile(const std::string& path, const std::string& data) {
@@ -40,8 +41,7 @@ absl::Status WriteFile(const std::string& path, const std::string& data) {
 
 std::string UniqueSuffix() {
   static std::atomic<uint64_t> counter{0};
-  return absl::StrCat(getpid(), "-", counter.fetch_add(1), "-",
-                      absl::ToUnixNanos(absl::Now()) % 1000000007);
+  return absl::StrCat(getpid(), "-", counter.fetch_add(1), "-", absl::ToUnixNanos(absl::Now()) % 1000000007);
 }
 
 // The first line of compiler output that says "error" (or the first line).
@@ -85,27 +85,42 @@ absl::Status CheckExtraFlags(const std::vector<std::string>& flags) {
     }
     if (f.empty() || f[0] != '-') return Refuse(f, "only options are accepted (no input files or @files)");
     // Families that read or write files, load code, or change the toolchain.
-    static constexpr std::string_view kRefused[] = {
-        "-fplugin", "-fprofile", "-fauto-profile", "-fcreate-profile", "-fbranch-probabilities",
-        "-fdump", "-fopt-info", "-fcallgraph-info", "-fstack-usage", "-fsave-optimization-record",
-        "-fdiagnostics-format", "-flto", "-fuse-ld", "-fdebug-prefix-map", "-ffile-prefix-map",
-        "-fmacro-prefix-map", "-gsplit-dwarf", "-Wl,", "-Wa,", "-Wp,"};
+    static constexpr std::string_view kRefused[] = {"-fplugin",
+                                                    "-fprofile",
+                                                    "-fauto-profile",
+                                                    "-fcreate-profile",
+                                                    "-fbranch-probabilities",
+                                                    "-fdump",
+                                                    "-fopt-info",
+                                                    "-fcallgraph-info",
+                                                    "-fstack-usage",
+                                                    "-fsave-optimization-record",
+                                                    "-fdiagnostics-format",
+                                                    "-flto",
+                                                    "-fuse-ld",
+                                                    "-fdebug-prefix-map",
+                                                    "-ffile-prefix-map",
+                                                    "-fmacro-prefix-map",
+                                                    "-gsplit-dwarf",
+                                                    "-Wl,",
+                                                    "-Wa,",
+                                                    "-Wp,"};
     for (std::string_view bad : kRefused) {
       if (StartsWith(f, bad)) {
         return Refuse(f, "it can read or write files, load code or change the toolchain");
       }
     }
     // Compile-only options: a short, explicit set of families.
-    const bool code_gen = StartsWith(f, "-O") || StartsWith(f, "-f") || StartsWith(f, "-m") ||
-                          StartsWith(f, "-std=") || f == "-g" || StartsWith(f, "-g") ||
-                          StartsWith(f, "--param");
+    const bool code_gen = StartsWith(f, "-O") || StartsWith(f, "-f") || StartsWith(f, "-m") || StartsWith(f, "-std=") ||
+                          f == "-g" || StartsWith(f, "-g") || StartsWith(f, "--param");
     const bool macro = (StartsWith(f, "-D") || StartsWith(f, "-U")) && f.size() > 2 &&
                        (std::isalpha(static_cast<unsigned char>(f[2])) || f[2] == '_');
     const bool warning = StartsWith(f, "-W") && f.find(',') == std::string::npos;
     if (!code_gen && !macro && !warning) {
-      return Refuse(f, "it is not a code-generation option (-B, -wrapper, -specs, -I, -include, "
-                       "-L, -l, -o, -x, -X*, -save-temps and the like can read files, run other "
-                       "programs or change the toolchain)");
+      return Refuse(f,
+                    "it is not a code-generation option (-B, -wrapper, -specs, -I, -include, "
+                    "-L, -l, -o, -x, -X*, -save-temps and the like can read files, run other "
+                    "programs or change the toolchain)");
     }
   }
   return absl::OkStatus();
@@ -117,9 +132,8 @@ std::string TrimCompilerOutput(const std::string& output, size_t max_bytes) {
                       " more bytes of compiler output trimmed]\n");
 }
 
-KernelBuilder::KernelBuilder(const sandbox::Sandbox* sandbox, std::string compiler,
-                             std::string compiler_identity, std::string cache_dir,
-                             absl::Duration timeout, int64_t memory_limit_bytes,
+KernelBuilder::KernelBuilder(const sandbox::Sandbox* sandbox, std::string compiler, std::string compiler_identity,
+                             std::string cache_dir, absl::Duration timeout, int64_t memory_limit_bytes,
                              std::vector<std::string> visible_paths, CompilerLayout layout)
     : sandbox_(sandbox),
       compiler_(std::move(compiler)),
@@ -130,14 +144,12 @@ KernelBuilder::KernelBuilder(const sandbox::Sandbox* sandbox, std::string compil
       visible_paths_(std::move(visible_paths)),
       layout_(std::move(layout)) {}
 
-absl::StatusOr<sandbox::Result> KernelBuilder::RunCompiler(const std::vector<std::string>& args,
-                                                           const std::string& dir,
+absl::StatusOr<sandbox::Result> KernelBuilder::RunCompiler(const std::vector<std::string>& args, const std::string& dir,
                                                            absl::Time deadline) const {
   sandbox::Command cmd;
   cmd.argv.push_back(compiler_);
   cmd.argv.insert(cmd.argv.end(), args.begin(), args.end());
-  cmd.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C", absl::StrCat("TMPDIR=", dir),
-             absl::StrCat("HOME=", dir)};
+  cmd.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C", absl::StrCat("TMPDIR=", dir), absl::StrCat("HOME=", dir)};
   cmd.env.insert(cmd.env.end(), layout_.env.begin(), layout_.env.end());
   cmd.cwd = dir;
   cmd.writable_dirs = {dir};
@@ -158,12 +170,11 @@ absl::StatusOr<BuildResult> KernelBuilder::Build(const BuildSpec& spec) const {
           ? ""
           : absl::StrCat("layout\n", layout_.source_file, "\x1f", layout_.wrapper_file, "\x1f",
                          absl::StrJoin(layout_.leading_flags, "\x1f"), "\x1e",
-                         absl::StrJoin(layout_.link_flags, "\x1f"), "\x1e",
-                         absl::StrJoin(layout_.env, "\x1f"), "\n");
-  const std::string key = Sha256Hex(absl::StrCat(
-      "kevo-kernel-v1\n", identity_.size(), ":", identity_, compiler_.size(), ":", compiler_,
-      absl::StrJoin(spec.flags, "\x1f"), "\n", spec.source.size(), ":", spec.source,
-      spec.wrapper_source.size(), ":", spec.wrapper_source, layout_key));
+                         absl::StrJoin(layout_.link_flags, "\x1f"), "\x1e", absl::StrJoin(layout_.env, "\x1f"), "\n");
+  const std::string key =
+      Sha256Hex(absl::StrCat("kevo-kernel-v1\n", identity_.size(), ":", identity_, compiler_.size(), ":", compiler_,
+                             absl::StrJoin(spec.flags, "\x1f"), "\n", spec.source.size(), ":", spec.source,
+                             spec.wrapper_source.size(), ":", spec.wrapper_source, layout_key));
   const std::string final_dir = absl::StrCat(cache_dir_, "/", key);
   BuildResult result;
   result.object_path = final_dir + "/source.o";
@@ -208,16 +219,15 @@ absl::StatusOr<BuildResult> KernelBuilder::Build(const BuildSpec& spec) const {
     result.compiler_output = TrimCompilerOutput(output);
     if (run.timed_out || run.term_signal == SIGXCPU || run.term_signal == SIGKILL) {
       result.status = v1::COMPILE_TIMEOUT;
-      result.message = absl::StrCat("compilation did not finish within ",
-                                    absl::FormatDuration(timeout_), " (", run.Summary(), ")");
+      result.message =
+          absl::StrCat("compilation did not finish within ", absl::FormatDuration(timeout_), " (", run.Summary(), ")");
       result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
       return result;
     }
     if (!run.Succeeded()) {
       result.status = v1::COMPILE_ERROR;
-      result.message = run.term_signal != 0
-                           ? absl::StrCat("the compiler crashed: ", run.Summary())
-                           : absl::StrCat("compilation failed: ", FirstErrorLine(output));
+      result.message = run.term_signal != 0 ? absl::StrCat("the compiler crashed: ", run.Summary())
+                                            : absl::StrCat("compilation failed: ", FirstErrorLine(output));
       result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
       return result;
     }
@@ -231,8 +241,8 @@ absl::StatusOr<BuildResult> KernelBuilder::Build(const BuildSpec& spec) const {
 
 absl::StatusOr<std::string> KernelBuilder::BuildProgram(const std::string& source,
                                                         const std::vector<std::string>& flags) const {
-  const std::string key = Sha256Hex(absl::StrCat("kevo-program-v1\n", identity_, "\n", compiler_,
-                                                 "\n", absl::StrJoin(flags, "\x1f"), "\n", source));
+  const std::string key = Sha256Hex(
+      absl::StrCat("kevo-program-v1\n", identity_, "\n", compiler_, "\n", absl::StrJoin(flags, "\x1f"), "\n", source));
   const std::string final_dir = absl::StrCat(cache_dir_, "/", key);
   const std::string program = final_dir + "/program";
   std::error_code ec;

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
 #include "common/sandbox/sandbox.h"
 #include "kevo/v1/evaluation.pb.h"
 
@@ -36,10 +37,10 @@ struct BuildSpec {
 
 struct BuildResult {
   v1::EvalStatus status = v1::EVAL_STATUS_UNSPECIFIED;  // OK, COMPILE_ERROR or COMPILE_TIMEOUT
-  std::string message;          // one line for humans when not OK
-  std::string compiler_output;  // trimmed
-  std::string object_path;      // the source's own object (the wrapper's is separate)
-  std::string library_path;     // the .so with kevo_entry
+  std::string message;                                  // one line for humans when not OK
+  std::string compiler_output;                          // trimmed
+  std::string object_path;                              // the source's own object (the wrapper's is separate)
+  std::string library_path;                             // the .so with kevo_entry
   bool cache_hit = false;
   double seconds = 0;
 };
@@ -67,10 +68,9 @@ class KernelBuilder {
   // `compiler_identity` (version, target CPU) goes into every cache key.
   // `visible_paths`: what the compiler may see of the file system (see
   // sandbox::Command::visible_paths); empty: everything, read-only.
-  KernelBuilder(const sandbox::Sandbox* sandbox, std::string compiler,
-                std::string compiler_identity, std::string cache_dir, absl::Duration timeout,
-                int64_t memory_limit_bytes, std::vector<std::string> visible_paths = {},
-                CompilerLayout layout = {});
+  KernelBuilder(const sandbox::Sandbox* sandbox, std::string compiler, std::string compiler_identity,
+                std::string cache_dir, absl::Duration timeout, int64_t memory_limit_bytes,
+                std::vector<std::string> visible_paths = {}, CompilerLayout layout = {});
 
   // Builds (or finds in the cache) `spec`. A compile error or timeout is an
   // OK StatusOr with that status in the result; returns Internal only for the
@@ -79,15 +79,13 @@ class KernelBuilder {
 
   // Compiles a stand-alone trusted program (the calibration benchmark) into
   // an executable; same cache and limits. Returns Internal on any failure.
-  absl::StatusOr<std::string> BuildProgram(const std::string& source,
-                                           const std::vector<std::string>& flags) const;
+  absl::StatusOr<std::string> BuildProgram(const std::string& source, const std::vector<std::string>& flags) const;
 
   // The sandbox the compiler runs in (for tools that read its output).
   const sandbox::Sandbox* sandbox() const { return sandbox_; }
 
  private:
-  absl::StatusOr<sandbox::Result> RunCompiler(const std::vector<std::string>& args,
-                                              const std::string& dir,
+  absl::StatusOr<sandbox::Result> RunCompiler(const std::vector<std::string>& args, const std::string& dir,
                                               absl::Time deadline) const;
 
   const sandbox::Sandbox* sandbox_;

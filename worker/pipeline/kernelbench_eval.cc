@@ -7,8 +7,6 @@
 #include <random>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -16,6 +14,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include <nlohmann/json.hpp>
+
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -113,8 +113,7 @@ bool KernelBenchEvaluator::Available() const {
 }
 
 KernelBenchEvaluator::Outcome KernelBenchEvaluator::RunRunner(const std::vector<std::string>& args,
-                                                              const std::string& device,
-                                                              const std::string& dir,
+                                                              const std::string& device, const std::string& dir,
                                                               absl::Duration timeout) const {
   Outcome out;
   std::vector<std::string> argv = {options_.runner_path};
@@ -156,22 +155,20 @@ KernelBenchEvaluator::Outcome KernelBenchEvaluator::RunRunner(const std::vector<
     }
   }
   const std::string stderr_text = out.process.stderr_data;
-  const bool watchdog = !out.process.timed_out && out.process.term_signal == 0 &&
-                        out.process.exit_code == 1 && absl::StrContains(stderr_text, "Timeout (");
+  const bool watchdog = !out.process.timed_out && out.process.term_signal == 0 && out.process.exit_code == 1 &&
+                        absl::StrContains(stderr_text, "Timeout (");
   if ((out.process.timed_out || watchdog) && out.phase == "baseline") {
     out.status = v1::INFRA_ERROR;
     out.message = absl::StrCat("a baseline (torch.compile) did not build within ",
-                               absl::FormatDuration(options_.torch_compile_timeout),
-                               " and did not stop when asked");
+                               absl::FormatDuration(options_.torch_compile_timeout), " and did not stop when asked");
     return out;
   }
   if (out.process.timed_out || watchdog) {
     const bool compiling = IsCompilePhase(out.phase);
     out.status = compiling ? v1::COMPILE_TIMEOUT : v1::RUN_TIMEOUT;
-    out.message = absl::StrCat(
-        compiling ? "did not import and build within " : "did not finish within ",
-        absl::FormatDuration(compiling ? options_.compile_timeout : options_.run_timeout),
-        watchdog ? HungAt(stderr_text) : "");
+    out.message = absl::StrCat(compiling ? "did not import and build within " : "did not finish within ",
+                               absl::FormatDuration(compiling ? options_.compile_timeout : options_.run_timeout),
+                               watchdog ? HungAt(stderr_text) : "");
     return out;
   }
   if (out.result.is_object()) {
@@ -203,8 +200,7 @@ KernelBenchEvaluator::Outcome KernelBenchEvaluator::RunRunner(const std::vector<
 
 v1::Evaluation KernelBenchEvaluator::Evaluate(const v1::Task& task, const v1::Candidate& candidate,
                                               const EventSink& on_event, const std::string& platform,
-                                              const v1::Fingerprint& fingerprint,
-                                              const DeviceHold& hold) const {
+                                              const v1::Fingerprint& fingerprint, const DeviceHold& hold) const {
   EvalRun run{task, candidate, on_event};
   v1::Evaluation& ev = run.ev;
   BeginEvaluation(task, candidate, platform, fingerprint, &ev);
@@ -215,14 +211,16 @@ v1::Evaluation KernelBenchEvaluator::Evaluate(const v1::Task& task, const v1::Ca
   bool ok = true;
   if (!language.empty() && language != task::kPythonLanguage && language != "py") {
     ok = run.Fail(v1::STAGE_COMPILE, v1::COMPILE_ERROR,
-                  absl::StrCat("KernelBench task '", task.name(), "' takes Python candidates (a module "
-                               "defining class ModelNew), not language '", candidate.language(), "'"));
+                  absl::StrCat("KernelBench task '", task.name(),
+                               "' takes Python candidates (a module "
+                               "defining class ModelNew), not language '",
+                               candidate.language(), "'"));
   } else if (absl::Status s = task::ValidateKernelBenchTask(task); !s.ok()) {
     ok = run.Fail(v1::STAGE_COMPILE, v1::INFRA_ERROR, std::string(s.message()));
   } else if (!Available()) {
     ok = run.Fail(v1::STAGE_COMPILE, v1::INFRA_ERROR,
-                  absl::StrCat("this worker cannot run KernelBench problems: ", options_.python,
-                               " or the runner ", options_.runner_path, " is missing"));
+                  absl::StrCat("this worker cannot run KernelBench problems: ", options_.python, " or the runner ",
+                               options_.runner_path, " is missing"));
   }
   if (ok) {
     run.scratch = harness_.NewScratchDir();
@@ -253,11 +251,10 @@ v1::Evaluation KernelBenchEvaluator::Evaluate(const v1::Task& task, const v1::Ca
   return std::move(ev);
 }
 
-bool KernelBenchEvaluator::ImportAhead(EvalRun& run, const std::string& problem,
-                                       const std::string& candidate) const {
+bool KernelBenchEvaluator::ImportAhead(EvalRun& run, const std::string& problem, const std::string& candidate) const {
   const absl::Time start = absl::Now();
-  Outcome out = RunRunner({"compile", "--problem=" + problem, "--candidate=" + candidate}, options_.device,
-                          run.scratch, options_.compile_timeout + kStartupAllowance);
+  Outcome out = RunRunner({"compile", "--problem=" + problem, "--candidate=" + candidate}, options_.device, run.scratch,
+                          options_.compile_timeout + kStartupAllowance);
   (*run.ev.mutable_profile())["import_ahead_s"] = absl::ToDoubleSeconds(absl::Now() - start);
   if (out.status == v1::OK) return true;
   std::string message = out.message;
@@ -284,21 +281,22 @@ bool KernelBenchEvaluator::Judge(EvalRun& run, const std::string& problem, const
   }
   auto evaluate = [&](bool with_compile) {
     std::vector<std::string> argv = {
-        "evaluate", "--problem=" + problem, "--candidate=" + candidate,
-        "--seeds=" + absl::StrJoin(seeds, ","), "--tolerances=" + ToleranceArg(task),
+        "evaluate",
+        "--problem=" + problem,
+        "--candidate=" + candidate,
+        "--seeds=" + absl::StrJoin(seeds, ","),
+        "--tolerances=" + ToleranceArg(task),
         absl::StrCat("--time_cap_s=", options_.profile_time_cap_s),
         absl::StrCat("--torch_compile_timeout_s=", absl::ToDoubleSeconds(options_.torch_compile_timeout)),
         with_compile ? "--baselines=eager,compile" : "--baselines=eager"};
     if (options_.sample_target_s >= 0) argv.push_back(absl::StrCat("--sample_target_s=", options_.sample_target_s));
-    return RunRunner(
-        argv,
-        device, run.scratch,
-        // The judge limits every stage itself (import and build: the compile
-        // timeout; each call: the run timeout; torch.compile: its own); this
-        // is the backstop for the judge.
-        options_.compile_timeout + options_.torch_compile_timeout + absl::Seconds(60) +
-            (2 * static_cast<int64_t>(seeds.size()) + 4) * options_.run_timeout + kStartupAllowance +
-            absl::Seconds(3 * options_.profile_time_cap_s + 30));
+    return RunRunner(argv, device, run.scratch,
+                     // The judge limits every stage itself (import and build: the compile
+                     // timeout; each call: the run timeout; torch.compile: its own); this
+                     // is the backstop for the judge.
+                     options_.compile_timeout + options_.torch_compile_timeout + absl::Seconds(60) +
+                         (2 * static_cast<int64_t>(seeds.size()) + 4) * options_.run_timeout + kStartupAllowance +
+                         absl::Seconds(3 * options_.profile_time_cap_s + 30));
   };
   run.stage_start = absl::Now();
   Outcome out = evaluate(want_compile && compile_note.empty());
@@ -314,15 +312,16 @@ bool KernelBenchEvaluator::Judge(EvalRun& run, const std::string& problem, const
     ev.mutable_fingerprint()->set_compiler(
         absl::StrCat("Python ", r.value("python", "?"), ", torch ", r.value("torch", "?")));
   }
-  const std::string stage = r.is_object() ? r.value("stage", "compile") : (IsCompilePhase(out.phase) ? "compile" : "validate");
+  const std::string stage =
+      r.is_object() ? r.value("stage", "compile") : (IsCompilePhase(out.phase) ? "compile" : "validate");
   std::string message = out.message;
   if (!out.traceback.empty()) absl::StrAppend(&message, "\n", out.traceback);
   // A problem too large for this worker is not the candidate's fault.
   const std::string who = r.is_object() && r.value("blame", "") == "problem"
                               ? absl::StrCat("KernelBench problem '", task.name(), "': ")
                               : std::string("candidate ");
-  if (out.status != v1::OK && (stage == "compile" || out.status == v1::COMPILE_ERROR ||
-                               out.status == v1::COMPILE_TIMEOUT)) {
+  if (out.status != v1::OK &&
+      (stage == "compile" || out.status == v1::COMPILE_ERROR || out.status == v1::COMPILE_TIMEOUT)) {
     ev.mutable_diagnostics()->set_compiler_output(out.traceback);
     ev.mutable_diagnostics()->set_signal(out.signal);
     return run.Fail(v1::STAGE_COMPILE, out.status, absl::StrCat(who, message));
@@ -438,12 +437,12 @@ bool KernelBenchEvaluator::Judge(EvalRun& run, const std::string& problem, const
     absl::MutexLock l(&mu_);
     torch_compile_unavailable_[problem_key] = compile_note;
   }
-  run.Emit(v1::STAGE_PROFILE, /*ok=*/true,
-           absl::StrCat("median ", cand.median_s * 1e3, " ms (spread ", cand.spread * 100,
-                        "%), PyTorch eager ", eager.median_s * 1e3, " ms, speedup ", ev.speedup(),
-                        "x", compile_line, ", ", cand.samples_s.size(), " samples",
-                        r.value("converged", false) ? "" : " (time cap reached before 1% spread)",
-                        ", every timed call's output checked"));
+  run.Emit(
+      v1::STAGE_PROFILE, /*ok=*/true,
+      absl::StrCat("median ", cand.median_s * 1e3, " ms (spread ", cand.spread * 100, "%), PyTorch eager ",
+                   eager.median_s * 1e3, " ms, speedup ", ev.speedup(), "x", compile_line, ", ", cand.samples_s.size(),
+                   " samples", r.value("converged", false) ? "" : " (time cap reached before 1% spread)",
+                   ", every timed call's output checked"));
   return true;
 }
 
@@ -456,7 +455,8 @@ absl::StatusOr<KernelBenchProbe> ProbeKernelBench(const sandbox::Sandbox& sandbo
     return absl::FailedPreconditionError(absl::StrCat(python, ": ", why));
   };
   if (access(python.c_str(), X_OK) != 0) return unavailable("no such interpreter");
-  if (access(runner_path.c_str(), R_OK) != 0) return unavailable(absl::StrCat("the runner ", runner_path, " is missing"));
+  if (access(runner_path.c_str(), R_OK) != 0)
+    return unavailable(absl::StrCat("the runner ", runner_path, " is missing"));
   std::error_code ec;
   fs::create_directories(scratch_dir, ec);
   // The interpreter's own folders: a virtual environment's (bin/..) and the
@@ -470,8 +470,10 @@ absl::StatusOr<KernelBenchProbe> ProbeKernelBench(const sandbox::Sandbox& sandbo
   cmd.argv = {python, runner_path, "probe", "--device=" + device, "--result=" + scratch_dir + "/probe.json"};
   cmd.env = {"PATH=/usr/bin:/bin", "LC_ALL=C"};
   for (const std::string& e : env) {
-    if (absl::StartsWith(e, "PATH=")) cmd.env.front() = e;
-    else cmd.env.push_back(e);
+    if (absl::StartsWith(e, "PATH="))
+      cmd.env.front() = e;
+    else
+      cmd.env.push_back(e);
   }
   cmd.cwd = scratch_dir;
   cmd.writable_dirs = {scratch_dir};
@@ -484,8 +486,7 @@ absl::StatusOr<KernelBenchProbe> ProbeKernelBench(const sandbox::Sandbox& sandbo
   if (!r.ok()) return unavailable(std::string(r.status().message()));
   nlohmann::json j = text.ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
   if (!j.is_object()) {
-    return unavailable(absl::StrCat("the probe wrote no result (", r->Summary(), ") ",
-                                    FirstLineOf(r->stderr_data)));
+    return unavailable(absl::StrCat("the probe wrote no result (", r->Summary(), ") ", FirstLineOf(r->stderr_data)));
   }
   if (j.value("status", "") != "OK") return unavailable(j.value("message", std::string("probe failed")));
   KernelBenchProbe p;

@@ -52,6 +52,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+
 #include "common/sandbox/sandbox.h"
 #include "kevo/v1/evaluation.pb.h"
 #include "kevo/v1/task.pb.h"
@@ -99,17 +100,16 @@ struct KernelBenchOptions {
 // afterwards, passing the runner's --device value ("cpu", "cuda:1").
 // Returns what `stages` returned, or false after run.Fail() when no device
 // can be had.
-using DeviceHold =
-    std::function<bool(EvalRun& run, const std::function<bool(const std::string& device)>& stages)>;
+using DeviceHold = std::function<bool(EvalRun& run, const std::function<bool(const std::string& device)>& stages)>;
 
 // What `python` offers for KernelBench problems, as the runner's `probe`
 // reports it.
 struct KernelBenchProbe {
-  std::string python;       // the interpreter probed
+  std::string python;  // the interpreter probed
   std::string python_version;
-  std::string torch;        // "2.11.0+cu130"
-  std::string torch_cuda;   // "13.0"; "" for a CPU-only build
-  std::string triton;       // "" when it does not import
+  std::string torch;       // "2.11.0+cu130"
+  std::string torch_cuda;  // "13.0"; "" for a CPU-only build
+  std::string triton;      // "" when it does not import
   bool torch_compile = false;
   std::vector<std::string> devices;  // GPU names (device "cuda")
   // Folders the interpreter needs to see in the sandbox (its prefixes, torch).
@@ -118,10 +118,8 @@ struct KernelBenchProbe {
 // Runs `kevo-runner-kernelbench probe --device=D` with `python` in the
 // sandbox. FailedPrecondition with the runner's reason ("torch 1.13.0a0 ...
 // is a CPU-only build ...") when it cannot run problems on `device`.
-absl::StatusOr<KernelBenchProbe> ProbeKernelBench(const sandbox::Sandbox& sandbox,
-                                                  const std::string& python,
-                                                  const std::string& runner_path,
-                                                  const std::string& device,
+absl::StatusOr<KernelBenchProbe> ProbeKernelBench(const sandbox::Sandbox& sandbox, const std::string& python,
+                                                  const std::string& runner_path, const std::string& device,
                                                   const std::string& scratch_dir,
                                                   std::vector<std::string> visible_paths,
                                                   const std::vector<std::string>& env);
@@ -143,22 +141,21 @@ class KernelBenchEvaluator {
   // device. `fingerprint` is the backend's; its compiler field is
   // replaced by the Python and torch versions. Never throws; candidate
   // faults are statuses, the worker's own failures INFRA_ERROR.
-  v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate,
-                          const EventSink& on_event, const std::string& platform,
-                          const v1::Fingerprint& fingerprint, const DeviceHold& hold) const;
+  v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate, const EventSink& on_event,
+                          const std::string& platform, const v1::Fingerprint& fingerprint,
+                          const DeviceHold& hold) const;
 
  private:
   struct Outcome;
   // Runs the runner with `args` and --device=`device` in `dir`; reads
   // dir/result.json and dir/phase.
-  Outcome RunRunner(const std::vector<std::string>& args, const std::string& device,
-                    const std::string& dir, absl::Duration timeout) const;
+  Outcome RunRunner(const std::vector<std::string>& args, const std::string& device, const std::string& dir,
+                    absl::Duration timeout) const;
   // The candidate imported without the device (where load_inline builds).
   bool ImportAhead(EvalRun& run, const std::string& problem, const std::string& candidate) const;
   // The runner's `evaluate`: the judge validates every seed and times the
   // candidate (in its own process) against eager and torch.compile.
-  bool Judge(EvalRun& run, const std::string& problem, const std::string& candidate,
-             const std::string& device) const;
+  bool Judge(EvalRun& run, const std::string& problem, const std::string& candidate, const std::string& device) const;
 
   const sandbox::Sandbox* sandbox_;
   const KernelBenchOptions options_;

@@ -6,12 +6,12 @@
 #include <filesystem>
 #include <map>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include <nlohmann/json.hpp>
+
 #include "common/log.h"
 #include "common/status.h"
 #include "common/tensor.h"
@@ -30,9 +30,10 @@ absl::StatusOr<nlohmann::json> SpecJson(const v1::Task& task, const v1::Producti
                                         const ProductionOptions& o) {
   KEVO_ASSIGN_OR_RETURN(std::vector<runner::Param> params, runner::ClassifyParams(task));
   const SymbolValues symbols = BindingValues(task.time());
-  nlohmann::json spec = {{"task", task.name()}, {"torch", p.torch()}, {"vendor", p.vendor()},
-                         {"threads", o.threads}, {"llc_bytes", o.llc_bytes},
-                         {"mem_budget_bytes", std::max<int64_t>(o.memory_limit_bytes / 3, int64_t{64} << 20)}};
+  nlohmann::json spec = {
+      {"task", task.name()},      {"torch", p.torch()},
+      {"vendor", p.vendor()},     {"threads", o.threads},
+      {"llc_bytes", o.llc_bytes}, {"mem_budget_bytes", std::max<int64_t>(o.memory_limit_bytes / 3, int64_t{64} << 20)}};
   spec["inputs"] = nlohmann::json::array();
   spec["outputs"] = nlohmann::json::array();
   spec["params"] = nlohmann::json::array();
@@ -80,9 +81,9 @@ void ChooseYardstick(v1::Evaluation& ev) {
 ProductionTimer::ProductionTimer(const sandbox::Sandbox* sandbox, ProductionOptions options)
     : sandbox_(sandbox),
       options_(std::move(options)),
-      harness_(sandbox, PythonRunnerOptions(options_.python, options_.runner_path, options_.work_dir,
-                                            options_.visible_paths, options_.timeout,
-                                            options_.memory_limit_bytes, /*open_files=*/4096, options_.env)) {}
+      harness_(sandbox,
+               PythonRunnerOptions(options_.python, options_.runner_path, options_.work_dir, options_.visible_paths,
+                                   options_.timeout, options_.memory_limit_bytes, /*open_files=*/4096, options_.env)) {}
 
 bool ProductionTimer::Available() const {
   return access(options_.python.c_str(), X_OK) == 0 && access(options_.runner_path.c_str(), R_OK) == 0;
@@ -121,13 +122,18 @@ void ProductionTimer::Time(EvalRun& run, const std::string& candidate_so, const 
     return note(absl::StrCat("not timed: ", s.message()));
   }
   const absl::Time start = absl::Now();
-  const int forms = (p->torch().empty() ? 0 : 2 + static_cast<int>(options_.threads.size())) +
-                    (p->vendor().empty() ? 0 : 1);
+  const int forms =
+      (p->torch().empty() ? 0 : 2 + static_cast<int>(options_.threads.size())) + (p->vendor().empty() ? 0 : 1);
   const bool with_rival = !run.rival_so.empty();
   std::vector<std::string> argv = {
-      options_.runner_path, "--spec=" + dir + "/spec.json", "--inputs=" + inputs_file,
-      "--kernel=" + candidate_so, "--device=" + device, "--outputs=" + dir + "/outputs.bin",
-      "--result=" + dir + "/result.json", "--phase=" + dir + "/phase",
+      options_.runner_path,
+      "--spec=" + dir + "/spec.json",
+      "--inputs=" + inputs_file,
+      "--kernel=" + candidate_so,
+      "--device=" + device,
+      "--outputs=" + dir + "/outputs.bin",
+      "--result=" + dir + "/result.json",
+      "--phase=" + dir + "/phase",
       absl::StrCat("--time_cap_s=", options_.time_cap_s),
       absl::StrCat("--torch_compile_timeout_s=", absl::ToDoubleSeconds(options_.torch_compile_timeout))};
   if (with_rival) argv.push_back("--rival=" + run.rival_so);
@@ -135,15 +141,15 @@ void ProductionTimer::Time(EvalRun& run, const std::string& candidate_so, const 
                               (forms + 1 + (with_rival ? 1 : 0)) * timed_outputs->bytes);
   if (!process.ok()) return note(absl::StrCat("not timed: ", process.status().message()));
   auto text = ReadFileBytes(dir + "/result.json");
-  nlohmann::json result = text.ok() ? nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false)
-                                    : nlohmann::json();
+  nlohmann::json result =
+      text.ok() ? nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false) : nlohmann::json();
   if (!result.is_object() || result.value("status", "") != "OK") {
     std::string phase;
     if (auto ph = ReadFileBytes(dir + "/phase"); ph.ok()) phase = std::string(absl::StripAsciiWhitespace(*ph));
     std::string why = result.is_object() ? result.value("message", "") : "";
     if (why.empty()) why = process->result.Summary();
-    return note(absl::StrCat("not timed: kevo-runner-production failed", phase.empty() ? "" : " in phase ",
-                             phase, ": ", why));
+    return note(
+        absl::StrCat("not timed: kevo-runner-production failed", phase.empty() ? "" : " in phase ", phase, ": ", why));
   }
   auto outputs = ReadFileBytes(dir + "/outputs.bin");
   if (!outputs.ok()) return note("not timed: the production runner wrote no outputs");
@@ -179,8 +185,7 @@ void ProductionTimer::Time(EvalRun& run, const std::string& candidate_so, const 
       }
       TimedCheck check = CompareTimedOutputs(task, *timed_outputs, both);
       if (check.status != v1::OK) {
-        t->set_error(absl::StrCat("disagrees with the task's reference, so it is no yardstick: ",
-                                  check.message));
+        t->set_error(absl::StrCat("disagrees with the task's reference, so it is no yardstick: ", check.message));
         LogWarning("production baseline of ", task.name(), ": ", t->name(), " (", t->call(), ") ", t->error());
         continue;
       }
@@ -212,8 +217,8 @@ void ProductionTimer::Time(EvalRun& run, const std::string& candidate_so, const 
       if (t.error().empty()) t.set_error("the candidate's own outputs in this process were wrong");
       t.set_speedup(0);
     }
-    note(absl::StrCat("the candidate disagreed with the reference when timed against production: ",
-                      cand_check.message));
+    note(
+        absl::StrCat("the candidate disagreed with the reference when timed against production: ", cand_check.message));
   }
   if (with_rival) {
     if (result.contains("rival_error")) {

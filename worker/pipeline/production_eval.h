@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+
 #include "common/sandbox/sandbox.h"
 #include "kevo/v1/evaluation.pb.h"
 #include "kevo/v1/task.pb.h"

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+
 #include "common/log.h"
 #include "common/tensor.h"
 
@@ -49,11 +50,11 @@ std::string SpeedOfLight::Describe() const {
       "%.3gx the roofline (allowed up to %.3gx)",
       time_s * 1e3, FormatBytes(static_cast<int64_t>(work.bytes)),
       // Said where it shows at the precision the bytes are printed with.
-      bound < 0.99 * work.bytes ? absl::StrCat(" (", FormatBytes(static_cast<int64_t>(bound)),
-                                        " of them through memory while timed: outputs up to the ",
-                                        FormatBytes(static_cast<int64_t>(limits.cache_bytes)),
-                                        " cache may be written back after)")
-                         : "",
+      bound < 0.99 * work.bytes
+          ? absl::StrCat(" (", FormatBytes(static_cast<int64_t>(bound)),
+                         " of them through memory while timed: outputs up to the ",
+                         FormatBytes(static_cast<int64_t>(limits.cache_bytes)), " cache may be written back after)")
+          : "",
       work.flops / 1e6, implied_gbs, implied_gflops, Limit(limits.bandwidth_gbs, "GB/s", limits.bandwidth_source),
       Limit(limits.peak_gflops, "GFLOP/s", limits.peak_source), bound_fraction, 1 + margin);
 }
@@ -79,8 +80,8 @@ SpeedOfLight MeasureSpeedOfLight(double time_s, const Work& work, const DeviceLi
   return sol;
 }
 
-std::optional<SpeedOfLight> CheckSpeedOfLight(EvalRun& run, double time_s, const Work& work,
-                                              const DeviceLimits& limits, double margin,
+std::optional<SpeedOfLight> CheckSpeedOfLight(EvalRun& run, double time_s, const Work& work, const DeviceLimits& limits,
+                                              double margin,
                                               const std::function<std::optional<Remeasured>()>& remeasure) {
   v1::Evaluation& ev = run.ev;
   const SpeedOfLight first = MeasureSpeedOfLight(time_s, work, limits, margin);
@@ -114,10 +115,9 @@ std::optional<SpeedOfLight> CheckSpeedOfLight(EvalRun& run, double time_s, const
   constexpr char kWhy[] =
       ". Either the candidate does not do the work the task declares (it skips or caches it), or its "
       "timing was fooled, or the task declares more bytes or flops than a call moves or computes";
-  const std::string message =
-      remeasure ? absl::StrCat("faster than the device can be: ", first.Describe(),
-                               "; timed again in a fresh process: ", standing.Describe(), kWhy)
-                : absl::StrCat("faster than the device can be: ", first.Describe(), kWhy);
+  const std::string message = remeasure ? absl::StrCat("faster than the device can be: ", first.Describe(),
+                                                       "; timed again in a fresh process: ", standing.Describe(), kWhy)
+                                        : absl::StrCat("faster than the device can be: ", first.Describe(), kWhy);
   (*ev.mutable_notes())["speed_of_light"] = message;
   run.Fail(v1::STAGE_PROFILE, v1::SUSPICIOUS, message);
   return std::nullopt;

@@ -103,8 +103,8 @@ struct Remeasured {
 // that stand (the second look's, when there was one); nullopt when the
 // evaluation has failed: SUSPICIOUS at STAGE_PROFILE, with the figures in the
 // message, or the failure `remeasure` recorded.
-std::optional<SpeedOfLight> CheckSpeedOfLight(EvalRun& run, double time_s, const Work& work,
-                                              const DeviceLimits& limits, double margin,
+std::optional<SpeedOfLight> CheckSpeedOfLight(EvalRun& run, double time_s, const Work& work, const DeviceLimits& limits,
+                                              double margin,
                                               const std::function<std::optional<Remeasured>()>& remeasure);
 
 }  // namespace kevo::worker

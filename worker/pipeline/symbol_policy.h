@@ -57,7 +57,6 @@ struct ImportVerdict {
   std::string message;                 // SANDBOX_VIOLATION's message when !ok
   std::vector<std::string> forbidden;  // every refused import
 };
-ImportVerdict CheckDeviceImports(const std::vector<std::string>& imports,
-                                 const DeviceImportPolicy& policy);
+ImportVerdict CheckDeviceImports(const std::vector<std::string>& imports, const DeviceImportPolicy& policy);
 
 }  // namespace kevo::worker

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+
 #include "worker/runner/protocol.h"
 #include "worker/runner/runner_io.h"
 
@@ -27,8 +28,8 @@ uint64_t SeedFromOs() {
 }
 
 InputPerturber::InputPerturber(const std::vector<const v1::TensorSpec*>& specs,
-                               const std::vector<std::vector<int64_t>>& shapes,
-                               const SymbolValues& symbols, SecretRng& rng)
+                               const std::vector<std::vector<int64_t>>& shapes, const SymbolValues& symbols,
+                               SecretRng& rng)
     : rng_(rng) {
   constexpr int64_t kPoolSize = 1024;
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -89,10 +90,9 @@ std::vector<Poke> InputPerturber::Draw(const std::function<uint64_t(const Poke& 
   return pokes;
 }
 
-void InputPerturber::Repoke(const PokeAccess& access,
-                            const std::function<uint64_t(const Poke& p)>& timed_value,
-                            const std::vector<const v1::TensorSpec*>& input_specs,
-                            std::vector<Poke>& pokes, std::string* modified) {
+void InputPerturber::Repoke(const PokeAccess& access, const std::function<uint64_t(const Poke& p)>& timed_value,
+                            const std::vector<const v1::TensorSpec*>& input_specs, std::vector<Poke>& pokes,
+                            std::string* modified) {
   UndoPokes(access, pokes, input_specs, modified);
   pokes = Draw(timed_value);
   ApplyPokes(access, pokes);

@@ -71,9 +71,8 @@ class InputPerturber {
  public:
   // The call's inputs in signature order, their shapes at the binding, and
   // the binding's symbols (for bounds that follow it).
-  InputPerturber(const std::vector<const v1::TensorSpec*>& specs,
-                 const std::vector<std::vector<int64_t>>& shapes, const SymbolValues& symbols,
-                 SecretRng& rng);
+  InputPerturber(const std::vector<const v1::TensorSpec*>& specs, const std::vector<std::vector<int64_t>>& shapes,
+                 const SymbolValues& symbols, SecretRng& rng);
 
   const std::vector<std::string>& perturbed() const { return perturbed_; }
   const std::vector<std::string>& left_alone() const { return left_alone_; }
@@ -88,8 +87,7 @@ class InputPerturber {
   // (UndoPokes, checked where `modified` is given), new ones drawn and
   // applied, and recorded in `pokes`.
   void Repoke(const PokeAccess& access, const std::function<uint64_t(const Poke& p)>& timed_value,
-              const std::vector<const v1::TensorSpec*>& input_specs, std::vector<Poke>& pokes,
-              std::string* modified);
+              const std::vector<const v1::TensorSpec*>& input_specs, std::vector<Poke>& pokes, std::string* modified);
 
  private:
   struct Source {

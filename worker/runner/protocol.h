@@ -70,17 +70,18 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "kevo/v1/task.pb.h"
 
 namespace kevo::runner {
 
 // Runner exit codes (kept below 64 so bubblewrap's 128+signal never collides).
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitInfra = 2;             // bad arguments, unreadable files, seccomp set-up
-inline constexpr int kExitSandboxViolation = 3;  // SIGSYS from the seccomp filter
-inline constexpr int kExitResourceExhausted = 4; // std::bad_alloc escaped the candidate
+inline constexpr int kExitInfra = 2;              // bad arguments, unreadable files, seccomp set-up
+inline constexpr int kExitSandboxViolation = 3;   // SIGSYS from the seccomp filter
+inline constexpr int kExitResourceExhausted = 4;  // std::bad_alloc escaped the candidate
 inline constexpr int kExitCandidateException = 5;
-inline constexpr int kExitLoadFailed = 6;        // dlopen/dlsym of a kernel failed
+inline constexpr int kExitLoadFailed = 6;  // dlopen/dlsym of a kernel failed
 // kevo-runner-cuda: a CUDA error after a candidate call (illegal address,
 // launch failure, bad launch configuration). A sticky error leaves the GPU
 // context unusable, so the runner always ends; "device_error <what>" says why.
@@ -130,18 +131,17 @@ struct OutputSlot {
 // The layout of the outputs file for `seeds` (outputs in signature order).
 // Returns the shape-resolution error when a binding does not give every
 // symbol, InvalidArgument for a malformed signature.
-absl::StatusOr<std::vector<OutputSlot>> OutputLayout(const v1::Task& task,
-                                                     const std::vector<uint64_t>& seeds);
+absl::StatusOr<std::vector<OutputSlot>> OutputLayout(const v1::Task& task, const std::vector<uint64_t>& seeds);
 
 // What the runner observed in one (binding, seed) case; correctness against the
 // reference is judged by the worker, outside the sandbox.
 struct CaseReport {
   std::string binding;
   uint64_t seed = 0;
-  std::string modified_input;   // first input whose hash changed, empty if none
-  std::string nondet_output;    // first output that differed bitwise between two calls
-  int64_t nondet_index = -1;    // first differing element
-  std::string overflowed;       // tensor whose guard bytes past the end were written
+  std::string modified_input;  // first input whose hash changed, empty if none
+  std::string nondet_output;   // first output that differed bitwise between two calls
+  int64_t nondet_index = -1;   // first differing element
+  std::string overflowed;      // tensor whose guard bytes past the end were written
 };
 
 struct TimingSeries {
@@ -154,10 +154,10 @@ struct TimingSeries {
 struct ProfileReport {
   TimingSeries candidate;
   TimingSeries baseline;
-  int64_t copies = 1;          // input sets rotated to defeat the caches
+  int64_t copies = 1;  // input sets rotated to defeat the caches
   int64_t working_set_bytes = 0;
   double elapsed_s = 0;
-  bool converged = false;      // spread under target for both before the cap
+  bool converged = false;  // spread under target for both before the cap
   // First input of the timed binding found changed, in any frame, while
   // timing or in the final check (a kernel that zeroes its inputs so the
   // baseline agrees).

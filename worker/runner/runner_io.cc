@@ -3,20 +3,20 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
-
-#include <algorithm>
 #include <xmmintrin.h>
 
-#include <cfenv>
-#include <cstdint>
+#include <algorithm>
 #include <cerrno>
+#include <cfenv>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+
 #include "worker/runner/protocol.h"
 
 namespace kevo::runner {
@@ -58,9 +58,7 @@ void Fail(int code, absl::string_view key, absl::string_view message) {
   _exit(code);
 }
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 uint64_t HashBytes(const void* data, size_t n) {
   const unsigned char* p = static_cast<const unsigned char*>(data);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+
 #include "kevo/v1/task.pb.h"
 
 namespace kevo::runner {

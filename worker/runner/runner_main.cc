@@ -43,6 +43,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+
 #include "common/tensor.h"
 #include "kevo/v1/task.pb.h"
 #include "worker/runner/alloc_hooks.h"
@@ -59,7 +60,6 @@ namespace kevo::runner {
 namespace {
 
 using EntryFn = void (*)(void**);
-
 
 // Bytes written past the end of every buffer: a kernel that overruns its
 // output is caught even when the write lands in mapped memory.
@@ -79,8 +79,7 @@ class Buffer {
     if (data_ == nullptr) {
       // The alloc hook has recorded the failure; the task does not fit the
       // memory limit.
-      Fail(kExitResourceExhausted, "bad_alloc",
-           absl::StrCat("runner could not allocate a ", bytes, "-byte tensor"));
+      Fail(kExitResourceExhausted, "bad_alloc", absl::StrCat("runner could not allocate a ", bytes, "-byte tensor"));
     }
     std::memset(data_ + bytes_, kGuardByte, total - bytes_);
     guard_end_ = total;
@@ -104,7 +103,6 @@ class Buffer {
   size_t guard_end_ = 0;
   unsigned char* data_ = nullptr;
 };
-
 
 // A loaded kernel: the CPU ABI (kevo_entry) or, in kevo-runner-mtia, the MTIA
 // candidate ABI (kevo_mtia_launch).
@@ -141,8 +139,7 @@ Kernel LoadKernel(const std::string& path) {
 using CallFrame = CallArgs<Buffer>;
 
 // Resolves shapes and allocates buffers (inputs unfilled, outputs unpoisoned).
-CallFrame MakeFrame(const v1::Task& task, const std::vector<Param>& params,
-                    const v1::Binding& binding) {
+CallFrame MakeFrame(const v1::Task& task, const std::vector<Param>& params, const v1::Binding& binding) {
   CallFrame f;
   AllocateCallArgs(params, binding, f);
   return f;
@@ -194,8 +191,7 @@ void CallMtia(mtia::LaunchFn fn, CallFrame& f) {
   }
   Guarded([&] { fn(**device, args.data()); });
   if (absl::Status s = (*device)->status(); !s.ok()) {
-    Fail(kExitCandidateException, "exception",
-         absl::StrCat("the simulated kernel failed: ", s.ToString()));
+    Fail(kExitCandidateException, "exception", absl::StrCat("the simulated kernel failed: ", s.ToString()));
   }
   // What the simulator counted, not what the kernel may have rewritten.
   absl::StatusOr<mtia::RunStats> stats = (*device)->CheckedStats();
@@ -218,45 +214,43 @@ void Call(const Kernel& k, CallFrame& f) {
 // The bytes of buffer `b`, for comparing two calls' outputs.
 std::string_view Bytes(const Buffer& b) { return {static_cast<const char*>(b.data()), b.bytes()}; }
 
-int RunMode(const v1::Task& task, const Kernel& fn, const std::vector<uint64_t>& seeds, int outputs_fd,
-            int result_fd) {
-  return RunValidationCases(task, seeds, result_fd, [&](const std::vector<Param>& params, const v1::Binding& binding,
-                                                        CaseReport& report) {
-    const uint64_t seed = report.seed;
-    CallFrame first = MakeFrame(task, params, binding);
-    FillInputs(first, seed);
-    std::vector<uint64_t> hashes;
-    for (const auto& in : first.inputs) hashes.push_back(HashBytes(in->data(), in->bytes()));
-    PoisonOutputs(first);
-    Call(fn, first);
-    bool refill = false;
-    for (size_t i = 0; i < first.inputs.size(); ++i) {
-      if (HashBytes(first.inputs[i]->data(), first.inputs[i]->bytes()) != hashes[i]) {
-        if (report.modified_input.empty()) report.modified_input = first.input_specs[i]->name();
-        refill = true;
-      }
-    }
-    report.overflowed = FirstOverflow(first);
-    for (const auto& out : first.outputs) WriteAll(outputs_fd, out->data(), out->bytes());
+int RunMode(const v1::Task& task, const Kernel& fn, const std::vector<uint64_t>& seeds, int outputs_fd, int result_fd) {
+  return RunValidationCases(
+      task, seeds, result_fd, [&](const std::vector<Param>& params, const v1::Binding& binding, CaseReport& report) {
+        const uint64_t seed = report.seed;
+        CallFrame first = MakeFrame(task, params, binding);
+        FillInputs(first, seed);
+        std::vector<uint64_t> hashes;
+        for (const auto& in : first.inputs) hashes.push_back(HashBytes(in->data(), in->bytes()));
+        PoisonOutputs(first);
+        Call(fn, first);
+        bool refill = false;
+        for (size_t i = 0; i < first.inputs.size(); ++i) {
+          if (HashBytes(first.inputs[i]->data(), first.inputs[i]->bytes()) != hashes[i]) {
+            if (report.modified_input.empty()) report.modified_input = first.input_specs[i]->name();
+            refill = true;
+          }
+        }
+        report.overflowed = FirstOverflow(first);
+        for (const auto& out : first.outputs) WriteAll(outputs_fd, out->data(), out->bytes());
 
-    // Same inputs, fresh poisoned outputs: the results must match bitwise.
-    CallFrame second = MakeFrame(task, params, binding);
-    if (refill) {
-      FillInputs(second, seed);
-    } else {
-      for (size_t i = 0; i < first.inputs.size(); ++i) {
-        std::memcpy(second.inputs[i]->data(), first.inputs[i]->data(), first.inputs[i]->bytes());
-      }
-    }
-    PoisonOutputs(second);
-    Call(fn, second);
-    for (size_t i = 0; i < first.outputs.size(); ++i) {
-      NoteNondeterminism(*first.output_specs[i], Bytes(*first.outputs[i]), Bytes(*second.outputs[i]), report);
-    }
-    if (report.overflowed.empty()) report.overflowed = FirstOverflow(second);
-  });
+        // Same inputs, fresh poisoned outputs: the results must match bitwise.
+        CallFrame second = MakeFrame(task, params, binding);
+        if (refill) {
+          FillInputs(second, seed);
+        } else {
+          for (size_t i = 0; i < first.inputs.size(); ++i) {
+            std::memcpy(second.inputs[i]->data(), first.inputs[i]->data(), first.inputs[i]->bytes());
+          }
+        }
+        PoisonOutputs(second);
+        Call(fn, second);
+        for (size_t i = 0; i < first.outputs.size(); ++i) {
+          NoteNondeterminism(*first.output_specs[i], Bytes(*first.outputs[i]), Bytes(*second.outputs[i]), report);
+        }
+        if (report.overflowed.empty()) report.overflowed = FirstOverflow(second);
+      });
 }
-
 
 struct ProfileOptions {
   double time_cap_s = 3.0;
@@ -324,8 +318,8 @@ void ReadTimedInputs(CallFrame& f, int inputs_fd) {
   for (auto& in : f.inputs) ReadTimedInputBytes(inputs_fd, in->data(), in->bytes());
 }
 
-int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel& baseline,
-                const ProfileOptions& opts, int inputs_fd, int outputs_fd, int result_fd) {
+int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel& baseline, const ProfileOptions& opts,
+                int inputs_fd, int outputs_fd, int result_fd) {
   auto params = ClassifyParams(task);
   if (!params.ok()) Fail(kExitInfra, "error", params.status().message());
   ProfileReport report;
@@ -531,8 +525,8 @@ void AddCounters(const mtia::RunStats& s, const std::string& prefix, std::map<st
 // candidate and the baseline each run once at the timed binding on the
 // same inputs; the one "sample" is the simulated time (spread 0). Their
 // outputs go to O as in ProfileMode, for the worker's check.
-int SimulatedProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel& baseline,
-                         int inputs_fd, int outputs_fd, int result_fd) {
+int SimulatedProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel& baseline, int inputs_fd,
+                         int outputs_fd, int result_fd) {
   auto params = ClassifyParams(task);
   if (!params.ok()) Fail(kExitInfra, "error", params.status().message());
   const double start = Now();
@@ -570,7 +564,6 @@ int SimulatedProfileMode(const v1::Task& task, const Kernel& candidate, const Ke
   return kExitOk;
 }
 #endif
-
 
 #ifdef KEVO_RUNNER_MTIA
 constexpr char kRunnerName[] = "kevo-runner-mtia";

@@ -10,10 +10,9 @@
 
 namespace kevo::runner {
 
-int RunValidationCases(
-    const v1::Task& task, const std::vector<uint64_t>& seeds, int result_fd,
-    const std::function<void(const std::vector<Param>& params, const v1::Binding& binding, CaseReport& report)>&
-        run_case) {
+int RunValidationCases(const v1::Task& task, const std::vector<uint64_t>& seeds, int result_fd,
+                       const std::function<void(const std::vector<Param>& params, const v1::Binding& binding,
+                                                CaseReport& report)>& run_case) {
   auto params = ClassifyParams(task);
   if (!params.ok()) Fail(kExitInfra, "error", params.status().message());
   std::vector<CaseReport> cases;
@@ -58,8 +57,7 @@ void SampleUntilStable(double start, double time_cap_s, double target_spread, Pr
     if (n >= kMinSamples && (n % 5 == 0 || Now() - start > time_cap_s)) {
       Summarise(report.candidate);
       Summarise(report.baseline);
-      if (report.candidate.spread < target_spread &&
-          (!sample_baseline || report.baseline.spread < target_spread)) {
+      if (report.candidate.spread < target_spread && (!sample_baseline || report.baseline.spread < target_spread)) {
         report.converged = true;
         break;
       }

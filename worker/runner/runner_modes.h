@@ -7,16 +7,16 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <functional>
+#include <memory>
+#include <new>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <exception>
-#include <memory>
-#include <new>
-
 #include "absl/strings/str_cat.h"
+
 #include "common/expr.h"
 #include "common/tensor.h"
 #include "kevo/v1/task.pb.h"
@@ -98,10 +98,9 @@ void Guarded(Fn&& fn) {
 // nondet_* filled; binding and seed are set before), then the cases' JSON
 // written to `result_fd`. Fails with kExitInfra when the task's parameters do
 // not classify. Returns kExitOk.
-int RunValidationCases(
-    const v1::Task& task, const std::vector<uint64_t>& seeds, int result_fd,
-    const std::function<void(const std::vector<Param>& params, const v1::Binding& binding, CaseReport& report)>&
-        run_case);
+int RunValidationCases(const v1::Task& task, const std::vector<uint64_t>& seeds, int result_fd,
+                       const std::function<void(const std::vector<Param>& params, const v1::Binding& binding,
+                                                CaseReport& report)>& run_case);
 
 // Compares output `spec`'s bytes from a case's first call and its second
 // (same inputs, fresh poisoned outputs): where they differ, and report has no

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+
 #include "worker/runner/protocol.h"
 
 namespace kevo::runner {
@@ -76,9 +77,8 @@ absl::Status InstallRunnerFilter() {
   const uint32_t allow = SCMP_ACT_ALLOW;
   // File access on descriptors that are already open (the runner's own
   // result files, stdout/stderr, the .so files dlopen maps).
-  for (int nr : {SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(readv), SCMP_SYS(writev),
-                 SCMP_SYS(pread64), SCMP_SYS(close), SCMP_SYS(fstat), SCMP_SYS(newfstatat),
-                 SCMP_SYS(statx), SCMP_SYS(lseek)}) {
+  for (int nr : {SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(readv), SCMP_SYS(writev), SCMP_SYS(pread64), SCMP_SYS(close),
+                 SCMP_SYS(fstat), SCMP_SYS(newfstatat), SCMP_SYS(statx), SCMP_SYS(lseek)}) {
     add(nr, allow);
   }
   // dlopen opens the .so and its dependencies: read-only, never creating,
@@ -86,8 +86,8 @@ absl::Status InstallRunnerFilter() {
   add(SCMP_SYS(openat), allow,
       {SCMP_A2(SCMP_CMP_MASKED_EQ, O_ACCMODE | O_CREAT | O_TRUNC | O_APPEND | __O_TMPFILE, 0)});
   // Memory.
-  for (int nr : {SCMP_SYS(mmap), SCMP_SYS(munmap), SCMP_SYS(mprotect), SCMP_SYS(madvise),
-                 SCMP_SYS(brk), SCMP_SYS(mremap)}) {
+  for (int nr :
+       {SCMP_SYS(mmap), SCMP_SYS(munmap), SCMP_SYS(mprotect), SCMP_SYS(madvise), SCMP_SYS(brk), SCMP_SYS(mremap)}) {
     add(nr, allow);
   }
   // Threads (OpenMP): clone only for threads; glibc tries clone3 first and
@@ -95,18 +95,17 @@ absl::Status InstallRunnerFilter() {
   // seccomp's reach, so it cannot be filtered by argument).
   add(SCMP_SYS(clone), allow, {SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD)});
   add(SCMP_SYS(clone3), SCMP_ACT_ERRNO(ENOSYS));
-  for (int nr : {SCMP_SYS(futex), SCMP_SYS(set_robust_list), SCMP_SYS(rseq), SCMP_SYS(exit),
-                 SCMP_SYS(exit_group), SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigreturn),
-                 SCMP_SYS(sched_yield), SCMP_SYS(sched_getaffinity), SCMP_SYS(sched_setaffinity),
-                 SCMP_SYS(getpid), SCMP_SYS(gettid), SCMP_SYS(getcpu)}) {
+  for (int nr : {SCMP_SYS(futex), SCMP_SYS(set_robust_list), SCMP_SYS(rseq), SCMP_SYS(exit), SCMP_SYS(exit_group),
+                 SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigreturn), SCMP_SYS(sched_yield), SCMP_SYS(sched_getaffinity),
+                 SCMP_SYS(sched_setaffinity), SCMP_SYS(getpid), SCMP_SYS(gettid), SCMP_SYS(getcpu)}) {
     add(nr, allow);
   }
   // abort() raises SIGABRT through tgkill: only to this process.
   add(SCMP_SYS(tgkill), allow, {SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(getpid()))});
   // Time and system information.
-  for (int nr : {SCMP_SYS(clock_gettime), SCMP_SYS(clock_getres), SCMP_SYS(gettimeofday),
-                 SCMP_SYS(nanosleep), SCMP_SYS(clock_nanosleep), SCMP_SYS(sysinfo),
-                 SCMP_SYS(uname), SCMP_SYS(getrandom), SCMP_SYS(getrlimit)}) {
+  for (int nr :
+       {SCMP_SYS(clock_gettime), SCMP_SYS(clock_getres), SCMP_SYS(gettimeofday), SCMP_SYS(nanosleep),
+        SCMP_SYS(clock_nanosleep), SCMP_SYS(sysinfo), SCMP_SYS(uname), SCMP_SYS(getrandom), SCMP_SYS(getrlimit)}) {
     add(nr, allow);
   }
   // Reading a limit is fine, setting one is not.
@@ -141,12 +140,28 @@ absl::Status InstallDenylistFilter() {
     }
   };
   const uint32_t trap = SCMP_ACT_TRAP;
-  for (int nr : {SCMP_SYS(execve), SCMP_SYS(execveat), SCMP_SYS(fork), SCMP_SYS(vfork),
-                 SCMP_SYS(socket), SCMP_SYS(socketpair), SCMP_SYS(connect), SCMP_SYS(bind),
-                 SCMP_SYS(listen), SCMP_SYS(accept), SCMP_SYS(accept4), SCMP_SYS(ptrace),
-                 SCMP_SYS(process_vm_readv), SCMP_SYS(process_vm_writev), SCMP_SYS(kill),
-                 SCMP_SYS(setrlimit), SCMP_SYS(setuid), SCMP_SYS(setgid), SCMP_SYS(setns),
-                 SCMP_SYS(unshare), SCMP_SYS(mount), SCMP_SYS(init_module),
+  for (int nr : {SCMP_SYS(execve),
+                 SCMP_SYS(execveat),
+                 SCMP_SYS(fork),
+                 SCMP_SYS(vfork),
+                 SCMP_SYS(socket),
+                 SCMP_SYS(socketpair),
+                 SCMP_SYS(connect),
+                 SCMP_SYS(bind),
+                 SCMP_SYS(listen),
+                 SCMP_SYS(accept),
+                 SCMP_SYS(accept4),
+                 SCMP_SYS(ptrace),
+                 SCMP_SYS(process_vm_readv),
+                 SCMP_SYS(process_vm_writev),
+                 SCMP_SYS(kill),
+                 SCMP_SYS(setrlimit),
+                 SCMP_SYS(setuid),
+                 SCMP_SYS(setgid),
+                 SCMP_SYS(setns),
+                 SCMP_SYS(unshare),
+                 SCMP_SYS(mount),
+                 SCMP_SYS(init_module),
                  SCMP_SYS(finit_module)}) {
     add(nr, trap);
   }
@@ -182,8 +197,7 @@ absl::Status InstallPostLoadFilter() {
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
   };
-  struct sock_fprog prog = {static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])),
-                            filter};
+  struct sock_fprog prog = {static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
   if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) {
     return absl::InternalError(absl::StrCat("seccomp(post-load): ", strerror(errno)));
   }

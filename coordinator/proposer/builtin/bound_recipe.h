@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+
 #include "common/status.h"
 #include "coordinator/proposer/builtin/codegen.h"
 #include "coordinator/proposer/builtin/recipe.h"
@@ -29,8 +30,7 @@ struct RecipeInfo {
 template <typename Binding>
 class BoundRecipe : public Recipe {
  public:
-  BoundRecipe(RecipeInfo info, SearchSpace space)
-      : info_(std::move(info)), space_(std::move(space)) {}
+  BoundRecipe(RecipeInfo info, SearchSpace space) : info_(std::move(info)), space_(std::move(space)) {}
 
   std::string name() const final { return info_.name; }
   std::string family() const final { return info_.family; }
@@ -45,8 +45,7 @@ class BoundRecipe : public Recipe {
   // InvalidArgument for a genome of another recipe or outside the space,
   // FailedPrecondition when the recipe does not apply (CheckGenerate); else
   // what Write returns for the task's binding.
-  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task,
-                                         const Genome& genome) const final {
+  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task, const Genome& genome) const final {
     KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome, info_.platform));
     Binding b;
     Bind(task, &b);  // binds: CheckGenerate asked Applies
@@ -60,8 +59,7 @@ class BoundRecipe : public Recipe {
 
   // The candidate for `genome`, which lies in the space, and a task that
   // binds to `b`. An error when the task's signature cannot be written.
-  virtual absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome,
-                                              const Binding& b) const = 0;
+  virtual absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome, const Binding& b) const = 0;
 
  private:
   RecipeInfo info_;

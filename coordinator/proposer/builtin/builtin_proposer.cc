@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+
 #include "common/status.h"
 
 namespace kevo::proposer {
@@ -27,8 +28,7 @@ std::string ParamPriorKey(const std::string& name, const std::string& value) {
   return absl::StrCat("param:", name, "=", value);
 }
 
-double ParamPrior(const ProposeRequest& request, const std::string& name,
-                  const std::string& value) {
+double ParamPrior(const ProposeRequest& request, const std::string& name, const std::string& value) {
   auto it = request.priors.find(ParamPriorKey(name, value));
   return it == request.priors.end() ? 1.0 : std::max(0.0, it->second);
 }
@@ -61,8 +61,7 @@ int PickWeighted(const std::vector<double>& weights, std::mt19937_64& rng) {
 
 // `params` brought into `space`: unknown keys dropped, missing or disallowed
 // values replaced by the default. Shared parameters keep their values.
-std::map<std::string, std::string> Repair(const SearchSpace& space,
-                                          const std::map<std::string, std::string>& params) {
+std::map<std::string, std::string> Repair(const SearchSpace& space, const std::map<std::string, std::string>& params) {
   std::map<std::string, std::string> out = space.Defaults();
   for (const ParamSpec& p : space.params()) {
     auto it = params.find(p.name);
@@ -73,14 +72,12 @@ std::map<std::string, std::string> Repair(const SearchSpace& space,
 
 class Batch {
  public:
-  Batch(const ProposeRequest& request, std::set<std::string> seen)
-      : request_(request), seen_(std::move(seen)) {}
+  Batch(const ProposeRequest& request, std::set<std::string> seen) : request_(request), seen_(std::move(seen)) {}
 
   bool full() const { return static_cast<int>(out_.size()) >= request_.count; }
 
   // Adds the proposal unless its genome was seen or it fails to generate.
-  bool Add(const Recipe& recipe, Genome genome, std::string mutation,
-           std::vector<std::string> parent_ids) {
+  bool Add(const Recipe& recipe, Genome genome, std::string mutation, std::vector<std::string> parent_ids) {
     if (full() || !seen_.insert(genome.ToString()).second) return false;
     absl::StatusOr<v1::Candidate> candidate = recipe.Generate(*request_.task, genome);
     if (!candidate.ok()) return false;
@@ -114,15 +111,13 @@ struct SeedPoint {
 // that won earlier jobs ("genome:" priors, repaired into the recipe's current
 // space); for each recipe with parameter priors its default with every such
 // parameter at its most favoured value; the defaults of favoured recipes.
-std::vector<SeedPoint> SkillSeeds(const ProposeRequest& request,
-                                  const std::vector<const Recipe*>& recipes) {
+std::vector<SeedPoint> SkillSeeds(const ProposeRequest& request, const std::vector<const Recipe*>& recipes) {
   std::vector<SeedPoint> out;
   std::vector<std::pair<double, std::string>> genomes;
   for (const auto& [key, weight] : request.priors) {
     if (key.starts_with("genome:") && weight > 1) genomes.emplace_back(weight, key);
   }
-  std::stable_sort(genomes.begin(), genomes.end(),
-                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::stable_sort(genomes.begin(), genomes.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   for (const auto& [weight, key] : genomes) {
     auto g = Genome::FromString(key.substr(7));
     if (!g.ok()) continue;
@@ -152,20 +147,17 @@ std::vector<SeedPoint> SkillSeeds(const ProposeRequest& request,
   for (const Recipe* r : recipes) {
     if (Prior(request, *r) > 1) favoured.push_back(r);
   }
-  std::stable_sort(favoured.begin(), favoured.end(), [&](const Recipe* a, const Recipe* b) {
-    return Prior(request, *a) > Prior(request, *b);
-  });
+  std::stable_sort(favoured.begin(), favoured.end(),
+                   [&](const Recipe* a, const Recipe* b) { return Prior(request, *a) > Prior(request, *b); });
   for (const Recipe* r : favoured) {
-    out.push_back({r, Genome{r->name(), r->space().Defaults()},
-                   SkillSeedLabel({absl::StrCat("recipe:", r->name())})});
+    out.push_back({r, Genome{r->name(), r->space().Defaults()}, SkillSeedLabel({absl::StrCat("recipe:", r->name())})});
   }
   return out;
 }
 
 // The proposer's own first points, as a job without skills gets them: each
 // recipe's default in recipe order, then each recipe's seed overrides of it.
-std::vector<SeedPoint> OwnSeeds(const ProposeRequest& request,
-                                const std::vector<const Recipe*>& recipes) {
+std::vector<SeedPoint> OwnSeeds(const ProposeRequest& request, const std::vector<const Recipe*>& recipes) {
   std::vector<SeedPoint> out;
   for (const Recipe* r : recipes) {
     if (Prior(request, *r) <= 0) continue;
@@ -182,8 +174,8 @@ std::vector<SeedPoint> OwnSeeds(const ProposeRequest& request,
   return out;
 }
 
-void ProposeSeeds(const ProposeRequest& request, const std::vector<const Recipe*>& recipes,
-                  std::mt19937_64& rng, Batch& batch) {
+void ProposeSeeds(const ProposeRequest& request, const std::vector<const Recipe*>& recipes, std::mt19937_64& rng,
+                  Batch& batch) {
   // Skill seeds and own seeds take turns, a skill's first: a skill that
   // misleads costs every other seed, never a short budget's own seeds.
   std::vector<SeedPoint> skill = SkillSeeds(request, recipes);
@@ -199,12 +191,10 @@ void ProposeSeeds(const ProposeRequest& request, const std::vector<const Recipe*
   }
   std::vector<double> weights;
   for (const Recipe* r : recipes) weights.push_back(Prior(request, *r));
-  for (int attempt = 0; attempt < kAttemptsPerProposal * request.count && !batch.full();
-       ++attempt) {
+  for (int attempt = 0; attempt < kAttemptsPerProposal * request.count && !batch.full(); ++attempt) {
     int i = PickWeighted(weights, rng);
     if (i < 0) break;
-    batch.Add(*recipes[i], Genome{recipes[i]->name(), recipes[i]->space().Random(rng)}, "seed",
-              {});
+    batch.Add(*recipes[i], Genome{recipes[i]->name(), recipes[i]->space().Random(rng)}, "seed", {});
   }
 }
 
@@ -212,8 +202,8 @@ void ProposeSeeds(const ProposeRequest& request, const std::vector<const Recipe*
 // proportional to its prior times the unweighted move's probability (a
 // neighbouring value kNeighbourProbability of the time); false when no move
 // has a positive weight.
-bool MutateParamWithPriors(const ProposeRequest& request, const SearchSpace& space,
-                           Genome& genome, std::mt19937_64& rng, std::string* mutation) {
+bool MutateParamWithPriors(const ProposeRequest& request, const SearchSpace& space, Genome& genome,
+                           std::mt19937_64& rng, std::string* mutation) {
   std::vector<std::pair<const ParamSpec*, int>> moves;
   std::vector<double> weights;
   for (const ParamSpec& p : space.params()) {
@@ -225,8 +215,7 @@ bool MutateParamWithPriors(const ProposeRequest& request, const SearchSpace& spa
       if (i == at) continue;
       const bool neighbour = i == at - 1 || i == at + 1;
       // Unweighted: a neighbour with kNeighbourProbability, else any other value.
-      const double base = neighbour ? kNeighbourProbability / neighbours +
-                                          (1 - kNeighbourProbability) / (n - 1)
+      const double base = neighbour ? kNeighbourProbability / neighbours + (1 - kNeighbourProbability) / (n - 1)
                                     : (1 - kNeighbourProbability) / (n - 1);
       moves.emplace_back(&p, i);
       weights.push_back(base * ParamPrior(request, p.name, p.values[i]));
@@ -243,15 +232,13 @@ bool MutateParamWithPriors(const ProposeRequest& request, const SearchSpace& spa
 
 // One parameter of `genome` changed; false when the space has no parameter
 // with two values.
-bool MutateParam(const SearchSpace& space, Genome& genome, std::mt19937_64& rng,
-                 std::string* mutation) {
+bool MutateParam(const SearchSpace& space, Genome& genome, std::mt19937_64& rng, std::string* mutation) {
   std::vector<const ParamSpec*> mutable_params;
   for (const ParamSpec& p : space.params()) {
     if (p.values.size() > 1) mutable_params.push_back(&p);
   }
   if (mutable_params.empty()) return false;
-  const ParamSpec& p = *mutable_params[std::uniform_int_distribution<size_t>(
-      0, mutable_params.size() - 1)(rng)];
+  const ParamSpec& p = *mutable_params[std::uniform_int_distribution<size_t>(0, mutable_params.size() - 1)(rng)];
   const std::string old = genome.params[p.name];
   const int at = SearchSpace::IndexOf(p, old);
   const int n = static_cast<int>(p.values.size());
@@ -274,8 +261,8 @@ bool MutateParam(const SearchSpace& space, Genome& genome, std::mt19937_64& rng,
 }
 
 void ProposeMutations(const ProposeRequest& request, const std::vector<const Recipe*>& recipes,
-                      const ParentInfo& parent, const Recipe& recipe, const Genome& genome,
-                      std::mt19937_64& rng, Batch& batch) {
+                      const ParentInfo& parent, const Recipe& recipe, const Genome& genome, std::mt19937_64& rng,
+                      Batch& batch) {
   std::vector<double> variant_weights;
   bool has_variant = false;
   for (const Recipe* r : recipes) {
@@ -284,13 +271,11 @@ void ProposeMutations(const ProposeRequest& request, const std::vector<const Rec
     has_variant |= w > 0;
   }
   const bool param_priors = HasParamPriors(request, recipe.space());
-  for (int attempt = 0; attempt < kAttemptsPerProposal * request.count && !batch.full();
-       ++attempt) {
+  for (int attempt = 0; attempt < kAttemptsPerProposal * request.count && !batch.full(); ++attempt) {
     if (has_variant && std::uniform_real_distribution<double>(0, 1)(rng) < kVariantProbability) {
       const Recipe& to = *recipes[PickWeighted(variant_weights, rng)];
       Genome child{to.name(), Repair(to.space(), genome.params)};
-      batch.Add(to, std::move(child), absl::StrCat("variant:", recipe.name(), "->", to.name()),
-                {parent.node_id});
+      batch.Add(to, std::move(child), absl::StrCat("variant:", recipe.name(), "->", to.name()), {parent.node_id});
       continue;
     }
     Genome child = genome;
@@ -305,25 +290,22 @@ void ProposeMutations(const ProposeRequest& request, const std::vector<const Rec
   }
 }
 
-void ProposeCrossovers(const ProposeRequest& request, const Recipe& recipe, const Genome& a,
-                       const Genome& b, int wanted, std::mt19937_64& rng, Batch& batch) {
+void ProposeCrossovers(const ProposeRequest& request, const Recipe& recipe, const Genome& a, const Genome& b,
+                       int wanted, std::mt19937_64& rng, Batch& batch) {
   int made = 0;
-  for (int attempt = 0; attempt < kAttemptsPerProposal * wanted && made < wanted && !batch.full();
-       ++attempt) {
+  for (int attempt = 0; attempt < kAttemptsPerProposal * wanted && made < wanted && !batch.full(); ++attempt) {
     Genome child{recipe.name(), {}};
     for (const ParamSpec& p : recipe.space().params()) {
       const bool from_a = std::uniform_int_distribution<int>(0, 1)(rng) == 0;
       child.params[p.name] = (from_a ? a : b).params.at(p.name);
     }
-    made += batch.Add(recipe, std::move(child), "crossover",
-                      {request.parents[0].node_id, request.parents[1].node_id});
+    made += batch.Add(recipe, std::move(child), "crossover", {request.parents[0].node_id, request.parents[1].node_id});
   }
 }
 
 }  // namespace
 
-std::vector<const Recipe*> BuiltinProposer::ApplicableRecipes(const v1::Task& task,
-                                                              std::string_view platform) {
+std::vector<const Recipe*> BuiltinProposer::ApplicableRecipes(const v1::Task& task, std::string_view platform) {
   std::vector<const Recipe*> out;
   for (const auto& r : AllRecipes()) {
     if (r->Applies(task, platform)) out.push_back(r.get());
@@ -334,14 +316,12 @@ std::vector<const Recipe*> BuiltinProposer::ApplicableRecipes(const v1::Task& ta
 absl::StatusOr<std::vector<Proposal>> BuiltinProposer::Propose(const ProposeRequest& request) {
   if (request.task == nullptr) return absl::InvalidArgumentError("ProposeRequest.task is null");
   if (request.count < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ProposeRequest.count is ", request.count, "; want at least 1"));
+    return absl::InvalidArgumentError(absl::StrCat("ProposeRequest.count is ", request.count, "; want at least 1"));
   }
   const std::vector<const Recipe*> recipes = ApplicableRecipes(*request.task, request.platform);
   if (recipes.empty()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("no built-in recipe applies to task '", request.task->name(), "' on '",
-                     request.platform,
+        absl::StrCat("no built-in recipe applies to task '", request.task->name(), "' on '", request.platform,
                      "': give the task hints (docs/search.md) or a C++ reference defining '",
                      request.task->signature().function(), "'"));
   }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "coordinator/proposer/builtin/recipe.h"
 #include "coordinator/proposer/proposer.h"
 
@@ -44,8 +45,7 @@ class BuiltinProposer final : public Proposer {
   bool NeedsParentDetails() const override { return false; }  // genomes only
 
   // The recipes that apply to `task` on `platform`, in AllRecipes() order.
-  static std::vector<const Recipe*> ApplicableRecipes(const v1::Task& task,
-                                                      std::string_view platform);
+  static std::vector<const Recipe*> ApplicableRecipes(const v1::Task& task, std::string_view platform);
 };
 
 }  // namespace kevo::proposer

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+
 #include "common/tensor.h"
 
 namespace kevo::proposer {
@@ -66,16 +67,14 @@ absl::StatusOr<std::string> DefinitionLine(const v1::Task& task, bool restrict_p
     const v1::TensorSpec* out = in == nullptr ? FindOutput(task, p) : nullptr;
     const char* restrict_kw = restrict_pointers ? " __restrict" : "";
     if (in != nullptr) {
-      params.push_back(absl::StrCat("const ", std::string(CTypeName(in->dtype())), "*",
-                                    restrict_kw, " ", p));
+      params.push_back(absl::StrCat("const ", std::string(CTypeName(in->dtype())), "*", restrict_kw, " ", p));
     } else if (out != nullptr) {
       params.push_back(absl::StrCat(std::string(CTypeName(out->dtype())), "*", restrict_kw, " ", p));
     } else {
       params.push_back(absl::StrCat("int64_t ", p));
     }
   }
-  return absl::StrCat("extern \"C\" void ", task.signature().function(), "(",
-                      absl::StrJoin(params, ", "), ")");
+  return absl::StrCat("extern \"C\" void ", task.signature().function(), "(", absl::StrJoin(params, ", "), ")");
 }
 
 std::string ElementCountExpr(const v1::TensorSpec& spec) {
@@ -93,8 +92,8 @@ std::string ElementCountExpr(const v1::TensorSpec& spec) {
 absl::Status CheckGenerate(const Recipe& recipe, const v1::Task& task, const Genome& genome,
                            std::string_view platform) {
   if (genome.recipe != recipe.name()) {
-    return absl::InvalidArgumentError(absl::StrCat("genome '", genome.ToString(),
-                                                   "' is not for recipe ", recipe.name()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("genome '", genome.ToString(), "' is not for recipe ", recipe.name()));
   }
   absl::Status in_space = recipe.space().Check(genome.params);
   if (!in_space.ok()) {
@@ -102,22 +101,17 @@ absl::Status CheckGenerate(const Recipe& recipe, const v1::Task& task, const Gen
         absl::StrCat("genome '", genome.ToString(), "': ", std::string(in_space.message())));
   }
   if (!recipe.Applies(task, platform)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "recipe ", recipe.name(), " does not apply to task ", task.name(), " on ", std::string(platform)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("recipe ", recipe.name(), " does not apply to task ", task.name(), " on ", std::string(platform)));
   }
   return absl::OkStatus();
 }
 
-int64_t IntParam(const Genome& genome, const std::string& key) {
-  return std::stoll(genome.params.at(key));
-}
+int64_t IntParam(const Genome& genome, const std::string& key) { return std::stoll(genome.params.at(key)); }
 
-const std::string& StrParam(const Genome& genome, const std::string& key) {
-  return genome.params.at(key);
-}
+const std::string& StrParam(const Genome& genome, const std::string& key) { return genome.params.at(key); }
 
-std::string ReplaceWord(const std::string& text, const std::string& word,
-                        const std::string& with) {
+std::string ReplaceWord(const std::string& text, const std::string& word, const std::string& with) {
   auto is_ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   std::string out;
   size_t i = 0;
@@ -172,17 +166,15 @@ bool BindEmbeddingBag(const v1::Task& task, EmbeddingBagShapes* b) {
   const v1::TensorSpec* tl = FindInput(task, b->lengths);
   const v1::TensorSpec* to = FindOutput(task, b->out);
   if (tt == nullptr || ti == nullptr || tl == nullptr || to == nullptr) return false;
-  if (tt->dtype() != v1::F32 || ti->dtype() != v1::I64 || tl->dtype() != v1::I64 ||
-      to->dtype() != v1::F32) {
+  if (tt->dtype() != v1::F32 || ti->dtype() != v1::I64 || tl->dtype() != v1::I64 || to->dtype() != v1::F32) {
     return false;
   }
   for (const std::string& name : {b->table, b->indices, b->lengths, b->out}) {
     if (!IsSignatureParam(task, name)) return false;
   }
-  return tt->shape_size() == 2 && tt->shape(1) == b->d && tl->shape_size() == 1 &&
-         tl->shape(0) == b->bags && to->shape_size() == 2 && to->shape(0) == b->bags &&
-         to->shape(1) == b->d && ti->shape_size() == 1 && IsSymbolParam(task, b->d) &&
-         IsSymbolParam(task, b->bags);
+  return tt->shape_size() == 2 && tt->shape(1) == b->d && tl->shape_size() == 1 && tl->shape(0) == b->bags &&
+         to->shape_size() == 2 && to->shape(0) == b->bags && to->shape(1) == b->d && ti->shape_size() == 1 &&
+         IsSymbolParam(task, b->d) && IsSymbolParam(task, b->bags);
 }
 
 }  // namespace kevo::proposer

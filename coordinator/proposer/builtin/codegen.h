@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+
 #include "common/status.h"
 #include "coordinator/proposer/builtin/recipe.h"
 #include "kevo/v1/task.pb.h"
@@ -44,9 +45,7 @@ extern const char kPrelude[];
 // A candidate of `language` with `source` and no extra flags.
 v1::Candidate SourceCandidate(std::string_view language, std::string source);
 // The C++ one (language "c++").
-inline v1::Candidate CppCandidate(std::string source) {
-  return SourceCandidate("c++", std::move(source));
-}
+inline v1::Candidate CppCandidate(std::string source) { return SourceCandidate("c++", std::move(source)); }
 
 // OK when `genome` names `recipe` and lies in its space; InvalidArgument
 // otherwise. FailedPrecondition when the recipe does not apply to `task` on

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+
 #include "coordinator/proposer/builtin/codegen.h"
 #include "coordinator/proposer/builtin/gpu_codegen.h"
 #include "coordinator/proposer/builtin/recipe.h"
@@ -27,7 +28,9 @@ class CudaElementwiseRecipe final : public GpuElementwiseRecipe {
                 {"vec", {"1", "2", "4"}, "4", "floats per load and store (4: 16-byte accesses)"},
                 {"unroll", {"1", "2", "4"}, "2", "vectors in flight per thread per iteration"},
                 {"threads", {"128", "256", "512"}, "256", "threads per block"},
-                {"blocks_per_sm", {"2", "4", "8", "16", "all"}, "8",
+                {"blocks_per_sm",
+                 {"2", "4", "8", "16", "all"},
+                 "8",
                  "grid-stride grid: blocks per multiprocessor; all: one round per thread over a "
                  "grid covering the tensor (as PyTorch's vectorised elementwise kernels launch)"},
                 {"fast_math", {"off", "on"}, "off", "--use_fast_math (approximate exp, tanh, division)"},
@@ -73,23 +76,31 @@ class CudaElementwiseRecipe final : public GpuElementwiseRecipe {
     absl::StrAppend(&s, R"(
 namespace {
 
-constexpr int kVec = )", vec, R"(;
-constexpr int kUnroll = )", IntParam(genome, "unroll"), R"(;
-constexpr int kThreads = )", IntParam(genome, "threads"), R"(;
-constexpr int kBlocksPerSm = )", StrParam(genome, "blocks_per_sm") == "all" ? std::string("0") : StrParam(genome, "blocks_per_sm"), R"(;  // 0: a grid over the whole tensor
+constexpr int kVec = )",
+                    vec, R"(;
+constexpr int kUnroll = )",
+                    IntParam(genome, "unroll"), R"(;
+constexpr int kThreads = )",
+                    IntParam(genome, "threads"), R"(;
+constexpr int kBlocksPerSm = )",
+                    StrParam(genome, "blocks_per_sm") == "all" ? std::string("0") : StrParam(genome, "blocks_per_sm"),
+                    R"(;  // 0: a grid over the whole tensor
 
 template <int N>
 struct alignas(4 * N) Vec {
   float v[N];
 };
 
-__device__ __forceinline__ float kevo_op()", absl::StrJoin(params.scalars, ", "), R"() {
-  return (float)()", Hint(task, "expr"), R"();
+__device__ __forceinline__ float kevo_op()",
+                    absl::StrJoin(params.scalars, ", "), R"() {
+  return (float)()",
+                    Hint(task, "expr"), R"();
 }
 
 // N floats per access (1 when a pointer is not aligned to N floats).
 template <int N>
-__global__ void __launch_bounds__(kThreads) kevo_kernel()", absl::StrJoin(params.pointers, ", "), R"(, int64_t n) {
+__global__ void __launch_bounds__(kThreads) kevo_kernel()",
+                    absl::StrJoin(params.pointers, ", "), R"(, int64_t n) {
   using V = Vec<N>;
   const int64_t nv = n / N;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
@@ -98,26 +109,37 @@ __global__ void __launch_bounds__(kThreads) kevo_kernel()", absl::StrJoin(params
   // the round is issued before the first result is computed, so a thread
   // keeps kUnroll vectors in flight while a transcendental op computes.
   for (; j0 + (kUnroll - 1) * stride < nv; j0 += kUnroll * stride) {
-)", absl::StrJoin(unrolled_loads, ""), R"(#pragma unroll
+)",
+                    absl::StrJoin(unrolled_loads, ""), R"(#pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       V r;
 #pragma unroll
-      for (int l = 0; l < N; ++l) r.v[l] = kevo_op()", absl::StrJoin(unrolled_lanes, ", "), R"();
-      reinterpret_cast<V*>()", out, R"()[j0 + u * stride] = r;
+      for (int l = 0; l < N; ++l) r.v[l] = kevo_op()",
+                    absl::StrJoin(unrolled_lanes, ", "), R"();
+      reinterpret_cast<V*>()",
+                    out, R"()[j0 + u * stride] = r;
     }
   }
   for (int64_t j = j0; j < nv; j += stride) {
-)", absl::StrJoin(loads, ""), R"(    V r;
+)",
+                    absl::StrJoin(loads, ""), R"(    V r;
 #pragma unroll
-    for (int l = 0; l < N; ++l) r.v[l] = kevo_op()", absl::StrJoin(lanes_args, ", "), R"();
-    reinterpret_cast<V*>()", out, R"()[j] = r;
+    for (int l = 0; l < N; ++l) r.v[l] = kevo_op()",
+                    absl::StrJoin(lanes_args, ", "), R"();
+    reinterpret_cast<V*>()",
+                    out, R"()[j] = r;
   }
-)", ElementwiseKernelEnd(params, out, definition, *b.out), R"(  const int64_t whole = kevo_ceil_div(kevo_n, per_block);
+)",
+                    ElementwiseKernelEnd(params, out, definition, *b.out),
+                    R"(  const int64_t whole = kevo_ceil_div(kevo_n, per_block);
   const int64_t blocks = kBlocksPerSm > 0 ? kevo_min(kevo_grid_blocks(kBlocksPerSm), whole) : whole;
-)", ElementwiseLaunches(params, [](const std::string& kernel, const std::string& args) {
-                      return absl::StrCat("    ", kernel, "<<<static_cast<unsigned>(blocks), kThreads>>>(",
-                                          args, ", kevo_n);\n");
-                    }),
+)",
+                    ElementwiseLaunches(params,
+                                        [](const std::string& kernel, const std::string& args) {
+                                          return absl::StrCat("    ", kernel,
+                                                              "<<<static_cast<unsigned>(blocks), kThreads>>>(", args,
+                                                              ", kevo_n);\n");
+                                        }),
                     "}\n");
     v1::Candidate c = CudaCandidate(std::move(s));
     if (StrParam(genome, "fast_math") == "on") c.add_extra_flags("--use_fast_math");

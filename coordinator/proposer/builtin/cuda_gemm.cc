@@ -28,6 +28,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+
 #include "coordinator/proposer/builtin/codegen.h"
 #include "coordinator/proposer/builtin/gpu_codegen.h"
 #include "coordinator/proposer/builtin/recipe.h"
@@ -184,7 +185,6 @@ bool kevo_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 
 
 }  // namespace
 )";
-
 
 // Hopper's path (sm_90a). One producer warpgroup (one thread issues the TMA
 // loads) and two consumer warpgroups (wgmma); `kStages` shared-memory stages
@@ -455,8 +455,10 @@ absl::StatusOr<std::string> EntryPoint(const v1::Task& task, const GemmShapes& g
                       ");\n  const T* kevo_b = reinterpret_cast<const T*>(", g.b,
                       ");\n  OutT* kevo_c = reinterpret_cast<OutT*>(", g.c, R"();
   if (kevo_m <= 0 || kevo_n <= 0) return;
-  if ()", fast, R"() {
-)", fast_body, R"(  }
+  if ()",
+                      fast, R"() {
+)",
+                      fast_body, R"(  }
   const dim3 grid(static_cast<unsigned>(kevo_ceil_div(kevo_n, 16)), static_cast<unsigned>(kevo_ceil_div(kevo_m, 16)));
   kevo_gemm_plain<<<grid, dim3(16, 16)>>>(kevo_a, kevo_b, kevo_c, kevo_m, kevo_n, kevo_k);
 }
@@ -516,11 +518,12 @@ class CudaGemmMmaRecipe final : public CudaGemmRecipe {
  public:
   CudaGemmMmaRecipe()
       : CudaGemmRecipe({
-            {"tile", {"64x128", "128x64", "128x128", "128x256", "256x128"}, "128x256",
+            {"tile",
+             {"64x128", "128x64", "128x128", "128x256", "256x128"},
+             "128x256",
              "rows x columns of C a block computes"},
             {"tile_k", {"32", "64"}, "32", "depth of the A and B tiles a pipeline stage holds"},
-            {"warp_tile", {"32x64", "64x32", "64x64"}, "64x64",
-             "rows x columns of C a warp holds in registers"},
+            {"warp_tile", {"32x64", "64x32", "64x64"}, "64x64", "rows x columns of C a warp holds in registers"},
             {"stages", {"2", "3", "4"}, "3", "shared-memory pipeline stages (cp.async in flight)"},
         }) {}
 
@@ -537,10 +540,10 @@ class CudaGemmMmaRecipe final : public CudaGemmRecipe {
   absl::StatusOr<std::string> Source(const v1::Task& task, const Genome& genome, const GemmShapes& g, int64_t bm,
                                      int64_t bn) const override {
     const auto [wm, wn] = Dims(StrParam(genome, "warp_tile"));
-    std::string s = absl::StrCat(
-        SourceHead(genome, g, ""), "constexpr int kBM = ", bm, ", kBN = ", bn, ", kBK = ", IntParam(genome, "tile_k"),
-        ";\n", "constexpr int kWM = ", wm, ", kWN = ", wn, ";\n", "constexpr int kStages = ", IntParam(genome, "stages"),
-        ";\n", WithMmaType(kMmaKernels, g.a_dtype == v1::BF16), kPlainKernel);
+    std::string s = absl::StrCat(SourceHead(genome, g, ""), "constexpr int kBM = ", bm, ", kBN = ", bn,
+                                 ", kBK = ", IntParam(genome, "tile_k"), ";\n", "constexpr int kWM = ", wm,
+                                 ", kWN = ", wn, ";\n", "constexpr int kStages = ", IntParam(genome, "stages"), ";\n",
+                                 WithMmaType(kMmaKernels, g.a_dtype == v1::BF16), kPlainKernel);
     KEVO_ASSIGN_OR_RETURN(std::string entry, EntryPoint(task, g, kFastShape, R"(    static bool configured = false;
     if (!configured) {
       cudaFuncSetAttribute(kevo_gemm_mma, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes));
@@ -566,18 +569,23 @@ std::string WgmmaInstruction(int n, bool bf16) {
   }
   return absl::StrCat("__device__ __forceinline__ void kevo_wgmma(float (&d)[", n / 2,
                       "], uint64_t desc_a, uint64_t desc_b) {\n  asm volatile(\n      \"{\\n.reg .pred p;\\n"
-                      "setp.ne.b32 p, %", n / 2 + 2, ", 0;\\n\"\n      \"wgmma.mma_async.sync.aligned.m64n", n, "k16.f32.",
-                      type, ".", type, " {", regs, "}, %", n / 2, ", %", n / 2 + 1,
-                      ", p, 1, 1, 0, 1;\\n}\\n\"\n      :", operands, "\n      : \"l\"(desc_a), \"l\"(desc_b), \"r\"(1));\n}\n");
+                      "setp.ne.b32 p, %",
+                      n / 2 + 2, ", 0;\\n\"\n      \"wgmma.mma_async.sync.aligned.m64n", n, "k16.f32.", type, ".", type,
+                      " {", regs, "}, %", n / 2, ", %", n / 2 + 1, ", p, 1, 1, 0, 1;\\n}\\n\"\n      :", operands,
+                      "\n      : \"l\"(desc_a), \"l\"(desc_b), \"r\"(1));\n}\n");
 }
 
 class CudaGemmWgmmaRecipe final : public CudaGemmRecipe {
  public:
   CudaGemmWgmmaRecipe()
       : CudaGemmRecipe({
-            {"tile", {"128x128", "128x256", "256x128"}, "128x256",
+            {"tile",
+             {"128x128", "128x256", "256x128"},
+             "128x256",
              "rows x columns of C a block computes (two consumer warpgroups split the rows)"},
-            {"stages", {"2", "3", "4", "5", "6"}, "4",
+            {"stages",
+             {"2", "3", "4", "5", "6"},
+             "4",
              "shared-memory pipeline stages of 64-deep A and B tiles (at most what fits in 227 KB: 4 for "
              "128x256 and 256x128)"},
         }) {}
@@ -599,15 +607,15 @@ class CudaGemmWgmmaRecipe final : public CudaGemmRecipe {
     // Stages beyond the opt-in limit (227 KB) are clamped: 64-deep tiles of 16-bit elements.
     const int64_t stage_bytes = (bm + bn) * 64 * 2;
     const int64_t stages = std::min<int64_t>(IntParam(genome, "stages"), (227 * 1024 - 1024) / (stage_bytes + 16));
-    std::string s = absl::StrCat(
-        SourceHead(genome, g, "#include <cuda.h>  // CUtensorMap and its enums only: no libcuda calls\n"),
-        "constexpr int kBM = ", bm, ", kBN = ", bn, ";\n", "constexpr int kStages = ", stages, ";\n",
-        "constexpr CUtensorMapDataType kTmaType = ",
-        bf16 ? "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16" : "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", ";\n",
-        WgmmaInstruction(static_cast<int>(bn), bf16), kWgmmaKernels, kPlainKernel);
-    KEVO_ASSIGN_OR_RETURN(
-        std::string entry,
-        EntryPoint(task, g, absl::StrCat("kevo_k > 0 && ", kFastShape, " && kevo_is_sm90()"), R"(    KevoMaps* maps = nullptr;
+    std::string s =
+        absl::StrCat(SourceHead(genome, g, "#include <cuda.h>  // CUtensorMap and its enums only: no libcuda calls\n"),
+                     "constexpr int kBM = ", bm, ", kBN = ", bn, ";\n", "constexpr int kStages = ", stages, ";\n",
+                     "constexpr CUtensorMapDataType kTmaType = ",
+                     bf16 ? "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16" : "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", ";\n",
+                     WgmmaInstruction(static_cast<int>(bn), bf16), kWgmmaKernels, kPlainKernel);
+    KEVO_ASSIGN_OR_RETURN(std::string entry,
+                          EntryPoint(task, g, absl::StrCat("kevo_k > 0 && ", kFastShape, " && kevo_is_sm90()"),
+                                     R"(    KevoMaps* maps = nullptr;
     if (kevo_maps_for(kevo_a, kevo_b, kevo_m, kevo_n, kevo_k, &maps)) {
       static bool configured = false;
       if (!configured) {

@@ -19,6 +19,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+
 #include "coordinator/proposer/builtin/codegen.h"
 #include "coordinator/proposer/builtin/gpu_codegen.h"
 #include "coordinator/proposer/builtin/recipe.h"
@@ -127,7 +128,8 @@ std::string KernelHead(const std::string& params) {
 // kPer vectors of kV floats per thread cached in registers; kPer = 0: the
 // row is streamed from memory (read again for the output pass).
 template <int kPer, int kV>
-__global__ void __launch_bounds__(kThreads) kevo_rows()", params, R"(int64_t rows, int64_t cols) {
+__global__ void __launch_bounds__(kThreads) kevo_rows()",
+                      params, R"(int64_t rows, int64_t cols) {
   __shared__ float smem[64];
   constexpr int kGT = kGroupWarps * 32;  // threads per row
   constexpr int kRowsPerBlock = kThreads / kGT;
@@ -175,7 +177,8 @@ std::string SoftmaxBody(bool online) {
     }
   } else {
     float m = -INFINITY, s = 0;
-)", online ? R"(    for (int64_t c = t; c < nv; c += kGT) {
+)",
+                      online ? R"(    for (int64_t c = t; c < nv; c += kGT) {
       const V v = xr[c];
 #pragma unroll
       for (int l = 0; l < kV; ++l) {
@@ -190,7 +193,7 @@ std::string SoftmaxBody(bool online) {
     }
     GroupMaxSum(m, s, smem);
 )"
-                   : R"(    for (int64_t c = t; c < nv; c += kGT) {
+                             : R"(    for (int64_t c = t; c < nv; c += kGT) {
       const V v = xr[c];
 #pragma unroll
       for (int l = 0; l < kV; ++l) m = fmaxf(m, v.v[l]);
@@ -291,18 +294,20 @@ std::string ReduceBody(const std::string& op) {
   for (int64_t c = t; c < nv; c += kGT) {
     const V v = xr[c];
 #pragma unroll
-    for (int l = 0; l < kV; ++l) a = )", max ? "fmaxf(a, v.v[l])" : "a + v.v[l]", R"(;
+    for (int l = 0; l < kV; ++l) a = )",
+                      max ? "fmaxf(a, v.v[l])" : "a + v.v[l]", R"(;
   }
-  a = )", max ? "GroupMax" : "GroupSum", R"((a, smem);
-  if (t == 0) y[row] = a)", op == "mean" ? " / static_cast<float>(cols)" : "", R"(;
+  a = )",
+                      max ? "GroupMax" : "GroupSum", R"((a, smem);
+  if (t == 0) y[row] = a)",
+                      op == "mean" ? " / static_cast<float>(cols)" : "", R"(;
 }
 )");
 }
 
 // The exported function: picks the vector width the row length and the
 // pointers allow, and the smallest register cache that holds the row.
-std::string Launcher(const std::string& definition, const std::string& args,
-                     const std::vector<std::string>& vec_ptrs) {
+std::string Launcher(const std::string& definition, const std::string& args, const std::vector<std::string>& vec_ptrs) {
   std::string aligned = "cols % kVec == 0";
   for (const std::string& p : vec_ptrs) {
     absl::StrAppend(&aligned, " && reinterpret_cast<uintptr_t>(", p, ") % (4 * kVec) == 0");
@@ -311,10 +316,12 @@ std::string Launcher(const std::string& definition, const std::string& args,
   if (rows <= 0 || cols <= 0) return;
   constexpr int kGT = kGroupWarps * 32;
   const dim3 grid(static_cast<unsigned>(kevo_ceil_div(rows, kThreads / kGT)));
-  const bool vec = )", aligned, R"(;
+  const bool vec = )",
+                      aligned, R"(;
   const int64_t nv = vec ? cols / kVec : cols;
   const int64_t per = kevo_ceil_div(nv, kGT);  // vectors a thread holds
-#define KEVO_LAUNCH(P, W) kevo_rows<P, W><<<grid, kThreads>>>()", args, R"(, rows, cols)
+#define KEVO_LAUNCH(P, W) kevo_rows<P, W><<<grid, kThreads>>>()",
+                      args, R"(, rows, cols)
 #define KEVO_DISPATCH(W)                     \
   if (!kCache || per > 8) KEVO_LAUNCH(0, W); \
   else if (per <= 1) KEVO_LAUNCH(1, W);      \
@@ -341,12 +348,14 @@ class CudaRowRecipe final : public Recipe {
         {"vec", {"1", "2", "4"}, "4", "floats per load and store when the row length allows"},
     };
     if (op != RowOp::kReduce) {
-      params.push_back({"cache", {"registers", "reread"}, "registers",
+      params.push_back({"cache",
+                        {"registers", "reread"},
+                        "registers",
                         "hold the row in registers (x read once), or read it again to write"});
     }
     if (op == RowOp::kSoftmax) {
-      params.push_back({"online", {"on", "off"}, "on",
-                        "streamed rows: one online (max, sum) pass, or a max pass and a sum pass"});
+      params.push_back(
+          {"online", {"on", "off"}, "on", "streamed rows: one online (max, sum) pass, or a max pass and a sum pass"});
     }
     space_ = SearchSpace(std::move(params));
   }
@@ -356,7 +365,10 @@ class CudaRowRecipe final : public Recipe {
   }
   std::string family() const override { return name(); }
   std::string description() const override {
-    return absl::StrCat("CUDA ", op_ == RowOp::kSoftmax ? "softmax" : op_ == RowOp::kLayerNorm ? "layer norm" : "row reduction",
+    return absl::StrCat("CUDA ",
+                        op_ == RowOp::kSoftmax     ? "softmax"
+                        : op_ == RowOp::kLayerNorm ? "layer norm"
+                                                   : "row reduction",
                         ": a warp or a block per row, shuffle reductions, rows cached in registers, 16-byte loads");
   }
   const SearchSpace& space() const override { return space_; }
@@ -371,12 +383,13 @@ class CudaRowRecipe final : public Recipe {
     const std::string pattern = Hint(task, "pattern");
     CudaRowBinding b;
     switch (op_) {
-      case RowOp::kSoftmax: return pattern == "row_softmax" && BindCudaRows(task, op_, &b);
-      case RowOp::kLayerNorm: return pattern == "layer_norm" && BindCudaRows(task, op_, &b);
+      case RowOp::kSoftmax:
+        return pattern == "row_softmax" && BindCudaRows(task, op_, &b);
+      case RowOp::kLayerNorm:
+        return pattern == "layer_norm" && BindCudaRows(task, op_, &b);
       case RowOp::kReduce: {
         const std::string op = Hint(task, "op");
-        return pattern == "row_reduce" && (op == "sum" || op == "max" || op == "mean") &&
-               BindCudaRows(task, op_, &b);
+        return pattern == "row_reduce" && (op == "sum" || op == "max" || op == "mean") && BindCudaRows(task, op_, &b);
       }
     }
     return false;
@@ -390,13 +403,11 @@ class CudaRowRecipe final : public Recipe {
     const bool block = StrParam(genome, "mapping") == "block";
     const int64_t warps = IntParam(genome, "warps");
     const bool cache = op_ != RowOp::kReduce && StrParam(genome, "cache") == "registers";
-    std::string s = absl::StrCat("// Generated by kevo builtin recipe ", genome.ToString(), "\n",
-                                 CudaPrelude(), "\nnamespace {\n\n",
-                                 "constexpr int kGroupWarps = ", block ? warps : 1, ";  // warps per row\n",
-                                 "constexpr int kThreads = ", warps * 32, ";\n",
-                                 "constexpr int kVec = ", IntParam(genome, "vec"), ";\n",
-                                 "constexpr bool kCache = ", cache ? "true" : "false", ";\n",
-                                 kRowHelpers);
+    std::string s =
+        absl::StrCat("// Generated by kevo builtin recipe ", genome.ToString(), "\n", CudaPrelude(),
+                     "\nnamespace {\n\n", "constexpr int kGroupWarps = ", block ? warps : 1, ";  // warps per row\n",
+                     "constexpr int kThreads = ", warps * 32, ";\n", "constexpr int kVec = ", IntParam(genome, "vec"),
+                     ";\n", "constexpr bool kCache = ", cache ? "true" : "false", ";\n", kRowHelpers);
     // Kernel parameters are named as the generated body uses them (x, y,
     // gamma, beta); the launcher passes the task's names.
     std::string args;

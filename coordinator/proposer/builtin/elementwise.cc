@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+
 #include "common/tensor.h"
 #include "coordinator/proposer/builtin/codegen.h"
 #include "coordinator/proposer/builtin/recipe.h"
@@ -30,9 +31,8 @@ ExprInfo AnalyzeExpr(const v1::Task& task, const std::string& expr) {
     unsigned char c = expr[i];
     if (std::isdigit(c) || (c == '.' && i + 1 < expr.size() && std::isdigit(expr[i + 1]))) {
       const size_t start = i;
-      while (i < expr.size() &&
-             (std::isalnum(static_cast<unsigned char>(expr[i])) || expr[i] == '.' ||
-              ((expr[i] == '+' || expr[i] == '-') && (expr[i - 1] == 'e' || expr[i - 1] == 'E')))) {
+      while (i < expr.size() && (std::isalnum(static_cast<unsigned char>(expr[i])) || expr[i] == '.' ||
+                                 ((expr[i] == '+' || expr[i] == '-') && (expr[i - 1] == 'e' || expr[i - 1] == 'E')))) {
         ++i;
       }
       const std::string literal = expr.substr(start, i - start);
@@ -100,10 +100,9 @@ namespace {
 // The functions `expr` calls that glibc's libmvec (2.35 and later) has vector
 // variants of, float and double, each once.
 std::vector<std::string> LibmvecCalls(const std::string& expr) {
-  static const std::set<std::string> kVector = {
-      "acos", "acosh", "asin",  "asinh", "atan",  "atanh", "cbrt", "cos",   "cosh",  "erf",
-      "erfc", "exp",   "exp10", "exp2",  "expm1", "log",   "log10", "log1p", "log2", "sin",
-      "sinh", "tan",   "tanh"};
+  static const std::set<std::string> kVector = {"acos",  "acosh", "asin", "asinh", "atan",  "atanh", "cbrt",  "cos",
+                                                "cosh",  "erf",   "erfc", "exp",   "exp10", "exp2",  "expm1", "log",
+                                                "log10", "log1p", "log2", "sin",   "sinh",  "tan",   "tanh"};
   std::vector<std::string> out;
   size_t i = 0;
   while (i < expr.size()) {
@@ -129,18 +128,28 @@ class ElementwiseRecipe final : public Recipe {
  public:
   ElementwiseRecipe()
       : space_({
-            {"style", {"vector_ext", "omp_simd"}, "vector_ext",
+            {"style",
+             {"vector_ext", "omp_simd"},
+             "vector_ext",
              "explicit GCC vector types, or an omp simd loop the compiler vectorises"},
             {"width", {"8", "16", "32"}, "16", "elements per vector"},
             {"unroll", {"1", "2", "4", "8"}, "4", "vectors per loop iteration"},
             {"threads", {"1", "all"}, "all", "OpenMP threads"},
-            {"split", {"block", "chunk_16k", "dynamic_64k"}, "block",
+            {"split",
+             {"block", "chunk_16k", "dynamic_64k"},
+             "block",
              "work split: one aligned block per thread, static 16k chunks, dynamic 64k chunks"},
-            {"store", {"normal", "nontemporal"}, "nontemporal",
+            {"store",
+             {"normal", "nontemporal"},
+             "nontemporal",
              "nontemporal stores bypass the cache (no read-for-ownership)"},
-            {"fast_math", {"off", "on"}, "off",
+            {"fast_math",
+             {"off", "on"},
+             "off",
              "-ffast-math: lets libm calls in the expression use glibc's vector variants"},
-            {"vector_math", {"libmvec", "off"}, "libmvec",
+            {"vector_math",
+             {"libmvec", "off"},
+             "libmvec",
              "the expression's libm calls through glibc's vector variants (declare simd, "
              "-fno-math-errno), or one scalar call per element"},
         }) {}
@@ -157,8 +166,7 @@ class ElementwiseRecipe final : public Recipe {
     if (platform != "cpu" || Hint(task, "pattern") != "elementwise") return false;
     const v1::TensorSpec* out = FindOutput(task, ElementwiseOutputName(task));
     if (out == nullptr || !IsSignatureParam(task, out->name())) return false;
-    if (out->dtype() != v1::F32 && out->dtype() != v1::F64 && out->dtype() != v1::I32 &&
-        out->dtype() != v1::I64) {
+    if (out->dtype() != v1::F32 && out->dtype() != v1::F64 && out->dtype() != v1::I32 && out->dtype() != v1::I64) {
       return false;
     }
     ExprInfo info = AnalyzeExpr(task, Hint(task, "expr"));
@@ -172,8 +180,7 @@ class ElementwiseRecipe final : public Recipe {
     return DefinitionLine(task).ok();
   }
 
-  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task,
-                                         const Genome& genome) const override {
+  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task, const Genome& genome) const override {
     KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome));
     const std::string out = ElementwiseOutputName(task);
     const v1::TensorSpec* out_spec = FindOutput(task, out);
@@ -211,24 +218,25 @@ class ElementwiseRecipe final : public Recipe {
       const char* t = fn.back() == 'f' ? "float" : "double";
       absl::StrAppend(&s, "#pragma omp declare simd notinbranch\nextern \"C\" ", t, " ", fn, "(", t, ");\n");
     }
-    absl::StrAppend(&s, "typedef ", type, " kevo_v __attribute__((vector_size(", width * elem,
-                    ")));\n");
-    absl::StrAppend(&s, "static inline ", type, " kevo_op(", absl::StrJoin(scalar_args, ", "),
-                    ") { return (", type, ")(", expr, "); }\n");
+    absl::StrAppend(&s, "typedef ", type, " kevo_v __attribute__((vector_size(", width * elem, ")));\n");
+    absl::StrAppend(&s, "static inline ", type, " kevo_op(", absl::StrJoin(scalar_args, ", "), ") { return (", type,
+                    ")(", expr, "); }\n");
     if (vector_ext) {
-      absl::StrAppend(&s, "static inline kevo_v kevo_vop(", absl::StrJoin(vector_args, ", "),
-                      ") { return ", expr, "; }\n");
+      absl::StrAppend(&s, "static inline kevo_v kevo_vop(", absl::StrJoin(vector_args, ", "), ") { return ", expr,
+                      "; }\n");
     }
     absl::StrAppend(&s, R"(static inline kevo_v kevo_load(const )", type, R"(* p) {
   kevo_v v;
   __builtin_memcpy(&v, p, sizeof v);
   return v;
 }
-static inline void kevo_store()", type, R"(* p, kevo_v v) { __builtin_memcpy(p, &v, sizeof v); }
+static inline void kevo_store()",
+                    type, R"(* p, kevo_v v) { __builtin_memcpy(p, &v, sizeof v); }
 )");
     if (nontemporal) {
       absl::StrAppend(&s, R"(// p is aligned to 64 bytes.
-static inline void kevo_stream()", type, R"(* p, kevo_v v) {
+static inline void kevo_stream()",
+                      type, R"(* p, kevo_v v) {
 #if defined(__AVX512F__)
   if (sizeof(v) % 64 == 0) {
     for (unsigned k = 0; k < sizeof(v) / 64; ++k) {
@@ -259,8 +267,7 @@ static inline void kevo_stream()", type, R"(* p, kevo_v v) {
                     ", int64_t kevo_begin, int64_t kevo_end) {\n  int64_t kevo_i = kevo_begin;\n");
     std::vector<std::string> at_i;
     for (const std::string& in : info.inputs) at_i.push_back(absl::StrCat(in, "[kevo_i]"));
-    const std::string scalar_stmt =
-        absl::StrCat(out, "[kevo_i] = kevo_op(", absl::StrJoin(at_i, ", "), ");");
+    const std::string scalar_stmt = absl::StrCat(out, "[kevo_i] = kevo_op(", absl::StrJoin(at_i, ", "), ");");
     if (nontemporal) {
       absl::StrAppend(&s, "  for (; kevo_i < kevo_end && ((uintptr_t)(", out, " + kevo_i) & 63) != 0; ++kevo_i) ",
                       scalar_stmt, "\n");
@@ -293,8 +300,7 @@ static inline void kevo_stream()", type, R"(* p, kevo_v v) {
 
     // The exported function.
     const std::string args = absl::StrJoin(ptr_args, ", ");
-    absl::StrAppend(&s, definition, " {\n  const int64_t kevo_n = ", ElementCountExpr(*out_spec),
-                    ";\n");
+    absl::StrAppend(&s, definition, " {\n  const int64_t kevo_n = ", ElementCountExpr(*out_spec), ";\n");
     if (!threaded) {
       absl::StrAppend(&s, "  kevo_range(", args, ", 0, kevo_n);\n}\n");
     } else if (split == "block") {
@@ -302,12 +308,14 @@ static inline void kevo_stream()", type, R"(* p, kevo_v v) {
   {
     const int64_t kevo_nt = omp_get_num_threads(), kevo_t = omp_get_thread_num();
     // Blocks of whole 256-byte lines so that streaming stores stay aligned.
-    const int64_t kevo_align = 256 / (int64_t)sizeof(*)", out, R"();
+    const int64_t kevo_align = 256 / (int64_t)sizeof(*)",
+                      out, R"();
     const int64_t kevo_per =
         ((kevo_n + kevo_nt - 1) / kevo_nt + kevo_align - 1) / kevo_align * kevo_align;
     const int64_t kevo_b = kevo_min(kevo_t * kevo_per, kevo_n);
     const int64_t kevo_e = kevo_min(kevo_b + kevo_per, kevo_n);
-    kevo_range()", args, R"(, kevo_b, kevo_e);
+    kevo_range()",
+                      args, R"(, kevo_b, kevo_e);
   }
 }
 )");
@@ -316,9 +324,8 @@ static inline void kevo_stream()", type, R"(* p, kevo_v v) {
       const char* schedule = split == "chunk_16k" ? "static" : "dynamic";
       absl::StrAppend(&s, "  const int64_t kevo_chunks = (kevo_n + ", chunk - 1, ") / ", chunk,
                       ";\n#pragma omp parallel for schedule(", schedule,
-                      ")\n  for (int64_t kevo_c = 0; kevo_c < kevo_chunks; ++kevo_c) {\n",
-                      "    kevo_range(", args, ", kevo_c * ", chunk, ", kevo_min((kevo_c + 1) * ",
-                      chunk, ", kevo_n));\n  }\n}\n");
+                      ")\n  for (int64_t kevo_c = 0; kevo_c < kevo_chunks; ++kevo_c) {\n", "    kevo_range(", args,
+                      ", kevo_c * ", chunk, ", kevo_min((kevo_c + 1) * ", chunk, ", kevo_n));\n  }\n}\n");
     }
     v1::Candidate candidate;
     candidate.set_language("c++");

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+
 #include "coordinator/proposer/builtin/codegen.h"
 #include "coordinator/proposer/builtin/generic_source.h"
 #include "coordinator/proposer/builtin/recipe.h"
@@ -26,15 +27,15 @@ class GenericRecipe final : public Recipe {
   GenericRecipe()
       : space_({
             {"restrict", {"off", "on"}, "on", "__restrict on every pointer parameter"},
-            {"omp", {"off", "parallel_for", "parallel_for_simd"}, "parallel_for",
+            {"omp",
+             {"off", "parallel_for", "parallel_for_simd"},
+             "parallel_for",
              "OpenMP pragma before each outermost loop of the exported function"},
             {"schedule", {"static", "dynamic"}, "static", "OpenMP schedule of that loop"},
-            {"unroll", {"0", "2", "4", "8"}, "0",
-             "#pragma GCC unroll N before each innermost loop (0: none)"},
+            {"unroll", {"0", "2", "4", "8"}, "0", "#pragma GCC unroll N before each innermost loop (0: none)"},
             {"funroll_loops", {"off", "on"}, "off", "-funroll-loops"},
             {"no_math_errno", {"off", "on"}, "on", "-fno-math-errno (lets libm calls vectorise)"},
-            {"fast_math", {"off", "on"}, "off",
-             "-ffast-math (reassociation; may break the task's tolerance)"},
+            {"fast_math", {"off", "on"}, "off", "-ffast-math (reassociation; may break the task's tolerance)"},
         }) {}
 
   std::string name() const override { return "generic"; }
@@ -54,16 +55,14 @@ class GenericRecipe final : public Recipe {
     return FindFunction(task.reference().source(), task.signature().function()).ok();
   }
 
-  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task,
-                                         const Genome& genome) const override {
+  absl::StatusOr<v1::Candidate> Generate(const v1::Task& task, const Genome& genome) const override {
     KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome));
     SourceEdits edits;
     edits.restrict_pointers = StrParam(genome, "restrict") == "on";
     const std::string& omp = StrParam(genome, "omp");
     if (omp != "off") {
-      edits.outer_pragma =
-          absl::StrCat("#pragma omp parallel for", omp == "parallel_for_simd" ? " simd" : "",
-                       " schedule(", StrParam(genome, "schedule"), ")");
+      edits.outer_pragma = absl::StrCat("#pragma omp parallel for", omp == "parallel_for_simd" ? " simd" : "",
+                                        " schedule(", StrParam(genome, "schedule"), ")");
     }
     const int64_t unroll = IntParam(genome, "unroll");
     if (unroll > 0) edits.inner_pragma = absl::StrCat("#pragma GCC unroll ", unroll);

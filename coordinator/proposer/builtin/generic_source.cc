@@ -134,8 +134,7 @@ absl::StatusOr<FunctionSpan> FindFunction(const std::string& source, std::string
     }
     size_t close = Match(m, open);
     if (close == std::string::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unbalanced parentheses after '", std::string(function), "'"));
+      return absl::InvalidArgumentError(absl::StrCat("unbalanced parentheses after '", std::string(function), "'"));
     }
     size_t body = SkipSpace(m, close + 1);
     // Skip trailing qualifiers such as `noexcept`.
@@ -153,8 +152,7 @@ absl::StatusOr<FunctionSpan> FindFunction(const std::string& source, std::string
     }
     pos = after;  // a declaration or a call
   }
-  return absl::NotFoundError(
-      absl::StrCat("no definition of '", std::string(function), "' in the reference"));
+  return absl::NotFoundError(absl::StrCat("no definition of '", std::string(function), "' in the reference"));
 }
 
 std::vector<LoopSpan> FindLoops(const std::string& source, const FunctionSpan& fn) {
@@ -198,8 +196,7 @@ std::set<std::string> Words(const std::string& m, size_t from, size_t to,
       }
     }
     if (skipped) continue;
-    if (IsIdent(m[i]) && !std::isdigit(static_cast<unsigned char>(m[i])) &&
-        (i == 0 || !IsIdent(m[i - 1]))) {
+    if (IsIdent(m[i]) && !std::isdigit(static_cast<unsigned char>(m[i])) && (i == 0 || !IsIdent(m[i - 1]))) {
       size_t e = i;
       while (e < to && IsIdent(m[e])) ++e;
       out.insert(m.substr(i, e - i));
@@ -244,14 +241,12 @@ size_t AssignmentAt(const std::string& m, size_t i) {
 
 // The statement of `fn` (parameter or declaration) that first names `word`
 // before `before`: a parameter's text, or the body's statement around it.
-std::string Declaration(const std::string& m, const FunctionSpan& fn, const std::string& word,
-                        size_t before) {
+std::string Declaration(const std::string& m, const FunctionSpan& fn, const std::string& word, size_t before) {
   for (auto [b, e] : SplitParams(m, fn.params_open + 1, fn.params_close)) {
     std::string param = m.substr(b, e - b);
     if (HasWord(param, word)) return param;
   }
-  for (size_t p = m.find(word, fn.body_open); p != std::string::npos && p < before;
-       p = m.find(word, p + 1)) {
+  for (size_t p = m.find(word, fn.body_open); p != std::string::npos && p < before; p = m.find(word, p + 1)) {
     const size_t e = p + word.size();
     if (IsIdent(m[p - 1]) || IsIdent(m[e])) continue;
     size_t start = m.find_last_of(";{}", p);
@@ -294,9 +289,7 @@ LoopSharing AnalyseLoop(const std::string& source, const FunctionSpan& fn, const
   const std::set<std::string> params = Words(m, fn.params_open, fn.params_close);
   const std::set<std::string> locals = Words(m, fn.body_open, loop.begin, earlier);
   const std::set<std::string> globals = Words(m, 0, fn.params_open);
-  auto is_outer = [&](const std::string& w) {
-    return locals.contains(w) || params.contains(w) || globals.contains(w);
-  };
+  auto is_outer = [&](const std::string& w) { return locals.contains(w) || params.contains(w) || globals.contains(w); };
   auto unshareable = [&](std::string reason) {
     out.shareable = false;
     out.reductions.clear();
@@ -356,8 +349,7 @@ LoopSharing AnalyseLoop(const std::string& source, const FunctionSpan& fn, const
                            m.compare(next, 2, "--") == 0 ||
                            (prev_at > 0 && (prev == '+' || prev == '-') && m[prev_at - 1] == prev);
       if (written && !HasWord(m.substr(after + 1, index_close - after - 1), var)) {
-        return unshareable(absl::StrCat("iterations write `", w, "[", 
-                                        m.substr(after + 1, index_close - after - 1),
+        return unshareable(absl::StrCat("iterations write `", w, "[", m.substr(after + 1, index_close - after - 1),
                                         "]`, an index that does not name `", var, "`"));
       }
       use.accumulations = -1;  // an array, never a reduction
@@ -369,8 +361,7 @@ LoopSharing AnalyseLoop(const std::string& source, const FunctionSpan& fn, const
     if (local && buffer) {
       return unshareable(absl::StrCat("the buffer `", w, "` declared before it is used whole in it"));
     }
-    const bool accumulate =
-        pre_step || post_step || m.compare(after, 2, "+=") == 0 || m.compare(after, 2, "-=") == 0;
+    const bool accumulate = pre_step || post_step || m.compare(after, 2, "+=") == 0 || m.compare(after, 2, "-=") == 0;
     if (accumulate || assign > 0) {
       if (!accumulate || buffer || !local) {
         return unshareable(absl::StrCat("iterations assign `", w, "`, declared before it"));
@@ -382,8 +373,7 @@ LoopSharing AnalyseLoop(const std::string& source, const FunctionSpan& fn, const
     const Use& use = uses[w];
     if (use.accumulations <= 0) continue;
     if (use.accumulations != use.total) {
-      return unshareable(
-          absl::StrCat("`", w, "` is accumulated and also read in it (a running value)"));
+      return unshareable(absl::StrCat("`", w, "` is accumulated and also read in it (a running value)"));
     }
     out.reductions.push_back(w);
   }
@@ -412,9 +402,10 @@ absl::StatusOr<EditedSource> EditFunction(const std::string& source, std::string
       } else {
         ++result.shared_loops;
         regions = true;
-        std::string before = "\n{  // kevo: each thread accumulates into its own copy\n"
-                             "const int kevo_threads = omp_get_max_threads() < 64 ? "
-                             "omp_get_max_threads() : 64;\n";
+        std::string before =
+            "\n{  // kevo: each thread accumulates into its own copy\n"
+            "const int kevo_threads = omp_get_max_threads() < 64 ? "
+            "omp_get_max_threads() : 64;\n";
         std::string inside, after_loop = "\n", combine;
         for (const std::string& r : sharing.reductions) {
           absl::StrAppend(&before, "decltype(", r, ") kevo_part_", r, "[64] = {};\n");
@@ -422,10 +413,9 @@ absl::StatusOr<EditedSource> EditFunction(const std::string& source, std::string
           absl::StrAppend(&after_loop, "kevo_part_", r, "[omp_get_thread_num()] = ", r, ";\n");
           absl::StrAppend(&combine, r, " += kevo_part_", r, "[kevo_t];\n");
         }
-        absl::StrAppend(&before, "#pragma omp parallel num_threads(kevo_threads)\n{\n", inside,
-                        edits.outer_for_pragma, "\n");
-        absl::StrAppend(&after_loop, "}\nfor (int kevo_t = 0; kevo_t < kevo_threads; ++kevo_t) {\n",
-                        combine, "}\n}\n");
+        absl::StrAppend(&before, "#pragma omp parallel num_threads(kevo_threads)\n{\n", inside, edits.outer_for_pragma,
+                        "\n");
+        absl::StrAppend(&after_loop, "}\nfor (int kevo_t = 0; kevo_t < kevo_threads; ++kevo_t) {\n", combine, "}\n}\n");
         inserts.emplace_back(loop.end, after_loop);
         inserts.emplace_back(loop.begin, before);
         continue;
@@ -445,8 +435,7 @@ absl::StatusOr<EditedSource> EditFunction(const std::string& source, std::string
       inserts.emplace_back(b + star + 1, " __restrict ");
     }
   }
-  std::stable_sort(inserts.begin(), inserts.end(),
-                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::stable_sort(inserts.begin(), inserts.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   result.source = source;
   for (const auto& [pos, text] : inserts) result.source.insert(pos, text);
   if (regions) result.source.insert(0, "#include <omp.h>\n");

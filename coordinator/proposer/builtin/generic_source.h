@@ -71,7 +71,7 @@ struct SourceEdits {
 
 struct EditedSource {
   std::string source;
-  int shared_loops = 0;  // outermost loops that got outer_pragma (or a reduction region)
+  int shared_loops = 0;               // outermost loops that got outer_pragma (or a reduction region)
   std::vector<std::string> unshared;  // why each other outermost loop did not
 };
 

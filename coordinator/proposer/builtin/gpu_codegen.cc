@@ -11,13 +11,12 @@ namespace {
 // kevo_min, kevo_max and kevo_ceil_div for host and device code, declared
 // `inline_keyword` (the dialects spell forced inlining differently).
 std::string IntHelpers(const char* inline_keyword) {
-  return absl::StrCat(
-      "static __host__ __device__ ", inline_keyword,
-      " int64_t kevo_min(int64_t a, int64_t b) { return a < b ? a : b; }\n",
-      "static __host__ __device__ ", inline_keyword,
-      " int64_t kevo_max(int64_t a, int64_t b) { return a > b ? a : b; }\n",
-      "static __host__ __device__ ", inline_keyword,
-      " int64_t kevo_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }\n");
+  return absl::StrCat("static __host__ __device__ ", inline_keyword,
+                      " int64_t kevo_min(int64_t a, int64_t b) { return a < b ? a : b; }\n",
+                      "static __host__ __device__ ", inline_keyword,
+                      " int64_t kevo_max(int64_t a, int64_t b) { return a > b ? a : b; }\n",
+                      "static __host__ __device__ ", inline_keyword,
+                      " int64_t kevo_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }\n");
 }
 
 // Each dialect's kevo_grid_blocks. The raw strings start on a line of their
@@ -56,7 +55,8 @@ const std::string& CudaPrelude() {
   static const std::string* prelude = new std::string(absl::StrCat(R"(#include <cstdint>
 #include <cuda_runtime.h>
 
-)", IntHelpers("__forceinline__"), kCudaGridBlocks + 1));
+)",
+                                                                   IntHelpers("__forceinline__"), kCudaGridBlocks + 1));
   return *prelude;
 }
 
@@ -67,12 +67,12 @@ const std::string& HipPrelude() {
 #include <cstdint>
 
 constexpr int kWave = 64;  // CDNA wavefront
-)", IntHelpers("inline"), kHipGridBlocks + 1));
+)",
+                                                                   IntHelpers("inline"), kHipGridBlocks + 1));
   return *prelude;
 }
 
-ElementwiseParams MakeElementwiseParams(const std::vector<std::string>& inputs,
-                                        const std::string& out) {
+ElementwiseParams MakeElementwiseParams(const std::vector<std::string>& inputs, const std::string& out) {
   ElementwiseParams p;
   for (const std::string& in : inputs) {
     p.scalars.push_back(absl::StrCat("float ", in));
@@ -87,11 +87,12 @@ ElementwiseParams MakeElementwiseParams(const std::vector<std::string>& inputs,
   return p;
 }
 
-std::string ElementwiseKernelEnd(const ElementwiseParams& p, const std::string& out,
-                                 const std::string& definition, const v1::TensorSpec& out_spec) {
+std::string ElementwiseKernelEnd(const ElementwiseParams& p, const std::string& out, const std::string& definition,
+                                 const v1::TensorSpec& out_spec) {
   return absl::StrCat(R"(  // The tail after the last whole vector.
   for (int64_t i = nv * N + static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += stride) {
-    )", out, "[i] = kevo_op(", absl::StrJoin(p.at_i, ", "), R"();
+    )",
+                      out, "[i] = kevo_op(", absl::StrJoin(p.at_i, ", "), R"();
   }
 }
 
@@ -99,7 +100,8 @@ bool kevo_aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % (4 * 
 
 }  // namespace
 
-)", definition, " {\n  const int64_t kevo_n = ", ElementCountExpr(out_spec), R"(;
+)",
+                      definition, " {\n  const int64_t kevo_n = ", ElementCountExpr(out_spec), R"(;
   if (kevo_n <= 0) return;
   const int64_t per_block = static_cast<int64_t>(kThreads) * kVec * kUnroll;
 )");
@@ -109,9 +111,8 @@ std::string ElementwiseLaunches(
     const ElementwiseParams& p,
     const std::function<std::string(const std::string& kernel, const std::string& args)>& launch) {
   const std::string args = absl::StrJoin(p.args, ", ");
-  return absl::StrCat("  if (", absl::StrJoin(p.aligned, " && "), ") {\n",
-                      launch("kevo_kernel<kVec>", args), "  } else {\n",
-                      launch("kevo_kernel<1>", args), "  }\n");
+  return absl::StrCat("  if (", absl::StrJoin(p.aligned, " && "), ") {\n", launch("kevo_kernel<kVec>", args),
+                      "  } else {\n", launch("kevo_kernel<1>", args), "  }\n");
 }
 
 }  // namespace kevo::proposer

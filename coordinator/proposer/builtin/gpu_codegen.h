@@ -32,12 +32,8 @@ const std::string& CudaPrelude();
 const std::string& HipPrelude();
 
 // A candidate of language "cuda" or "hip" with `source`.
-inline v1::Candidate CudaCandidate(std::string source) {
-  return SourceCandidate("cuda", std::move(source));
-}
-inline v1::Candidate HipCandidate(std::string source) {
-  return SourceCandidate("hip", std::move(source));
-}
+inline v1::Candidate CudaCandidate(std::string source) { return SourceCandidate("cuda", std::move(source)); }
+inline v1::Candidate HipCandidate(std::string source) { return SourceCandidate("hip", std::move(source)); }
 
 // What the elementwise recipes bind (BindElementwiseF32): the expression's
 // inputs and the output, which points into the task.
@@ -67,15 +63,14 @@ struct ElementwiseParams {
   std::vector<std::string> aligned;   // "kevo_aligned(x)", ...: the vector path's test
   std::vector<std::string> at_i;      // "x[i]", ...: the scalar tail's operands
 };
-ElementwiseParams MakeElementwiseParams(const std::vector<std::string>& inputs,
-                                        const std::string& out);
+ElementwiseParams MakeElementwiseParams(const std::vector<std::string>& inputs, const std::string& out);
 
 // The end of an elementwise kernel template (the scalar tail after the last
 // whole vector, writing `out`) and of the anonymous namespace (kevo_aligned),
 // then the start of the exported function `definition` up to `per_block`,
 // the elements one block handles per round; `out_spec` gives the count.
-std::string ElementwiseKernelEnd(const ElementwiseParams& p, const std::string& out,
-                                 const std::string& definition, const v1::TensorSpec& out_spec);
+std::string ElementwiseKernelEnd(const ElementwiseParams& p, const std::string& out, const std::string& definition,
+                                 const v1::TensorSpec& out_spec);
 
 // The launch of kevo_kernel<kVec> when every pointer is aligned to a vector,
 // else of kevo_kernel<1>; `launch(kernel, args)` writes one launch statement.

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+
 #include "coordinator/proposer/builtin/codegen.h"
 #include "coordinator/proposer/builtin/gpu_codegen.h"
 #include "coordinator/proposer/builtin/recipe.h"
@@ -29,10 +30,8 @@ class HipElementwiseRecipe final : public GpuElementwiseRecipe {
                 {"vec", {"1", "2", "4"}, "4", "floats per access (4: 16-byte float4)"},
                 {"unroll", {"1", "2", "4"}, "2", "accesses in flight per thread per iteration"},
                 {"waves", {"1", "2", "4", "8"}, "4", "64-lane wavefronts per workgroup"},
-                {"blocks_per_cu", {"2", "4", "8", "16"}, "8",
-                 "grid-stride grid: workgroups per compute unit"},
-                {"fast_math", {"off", "on"}, "off",
-                 "-ffast-math (approximate exp, tanh, division)"},
+                {"blocks_per_cu", {"2", "4", "8", "16"}, "8", "grid-stride grid: workgroups per compute unit"},
+                {"fast_math", {"off", "on"}, "off", "-ffast-math (approximate exp, tanh, division)"},
             })) {}
 
   std::vector<std::map<std::string, std::string>> SeedOverrides() const override {
@@ -52,19 +51,26 @@ class HipElementwiseRecipe final : public GpuElementwiseRecipe {
     absl::StrAppend(&s, R"(
 namespace {
 
-constexpr int kVec = )", IntParam(genome, "vec"), R"(;
-constexpr int kUnroll = )", IntParam(genome, "unroll"), R"(;
-constexpr int kThreads = kWave * )", IntParam(genome, "waves"), R"(;
-constexpr int kBlocksPerCu = )", IntParam(genome, "blocks_per_cu"), R"(;
+constexpr int kVec = )",
+                    IntParam(genome, "vec"), R"(;
+constexpr int kUnroll = )",
+                    IntParam(genome, "unroll"), R"(;
+constexpr int kThreads = kWave * )",
+                    IntParam(genome, "waves"), R"(;
+constexpr int kBlocksPerCu = )",
+                    IntParam(genome, "blocks_per_cu"), R"(;
 
-__device__ inline float kevo_op()", absl::StrJoin(params.scalars, ", "), R"() {
-  return (float)()", Hint(task, "expr"), R"();
+__device__ inline float kevo_op()",
+                    absl::StrJoin(params.scalars, ", "), R"() {
+  return (float)()",
+                    Hint(task, "expr"), R"();
 }
 
 // N consecutive floats per access (the compiler merges them into one
 // 16-byte access for N = 4 on aligned pointers).
 template <int N>
-__global__ __launch_bounds__(kThreads) void kevo_kernel()", absl::StrJoin(params.pointers, ", "), R"(, int64_t n) {
+__global__ __launch_bounds__(kThreads) void kevo_kernel()",
+                    absl::StrJoin(params.pointers, ", "), R"(, int64_t n) {
   const int64_t nv = n / N;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
   int64_t j0 = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
@@ -73,19 +79,25 @@ __global__ __launch_bounds__(kThreads) void kevo_kernel()", absl::StrJoin(params
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t j = j0 + u * stride;
 #pragma unroll
-      for (int l = 0; l < N; ++l) )", out, "[j * N + l] = kevo_op(", absl::StrJoin(at_lane, ", "), R"();
+      for (int l = 0; l < N; ++l) )",
+                    out, "[j * N + l] = kevo_op(", absl::StrJoin(at_lane, ", "), R"();
     }
   }
   for (int64_t j = j0; j < nv; j += stride) {
 #pragma unroll
-    for (int l = 0; l < N; ++l) )", out, "[j * N + l] = kevo_op(", absl::StrJoin(at_lane, ", "), R"();
+    for (int l = 0; l < N; ++l) )",
+                    out, "[j * N + l] = kevo_op(", absl::StrJoin(at_lane, ", "), R"();
   }
-)", ElementwiseKernelEnd(params, out, definition, *b.out), R"(  const unsigned blocks =
+)",
+                    ElementwiseKernelEnd(params, out, definition, *b.out), R"(  const unsigned blocks =
       static_cast<unsigned>(kevo_min(kevo_grid_blocks(kBlocksPerCu), kevo_ceil_div(kevo_n, per_block)));
-)", ElementwiseLaunches(params, [](const std::string& kernel, const std::string& args) {
-                      return absl::StrCat("    hipLaunchKernelGGL(", kernel,
-                                          ", dim3(blocks), dim3(kThreads), 0, 0, ", args, ", kevo_n);\n");
-                    }),
+)",
+                    ElementwiseLaunches(params,
+                                        [](const std::string& kernel, const std::string& args) {
+                                          return absl::StrCat("    hipLaunchKernelGGL(", kernel,
+                                                              ", dim3(blocks), dim3(kThreads), 0, 0, ", args,
+                                                              ", kevo_n);\n");
+                                        }),
                     "}\n");
     v1::Candidate c = HipCandidate(std::move(s));
     if (StrParam(genome, "fast_math") == "on") c.add_extra_flags("-ffast-math");

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+
 #include "coordinator/proposer/builtin/bound_recipe.h"
 #include "coordinator/proposer/builtin/codegen.h"
 #include "coordinator/proposer/builtin/mtia_codegen.h"
@@ -46,8 +47,8 @@ bool BindBucketize(const v1::Task& task, BucketizeBinding* b) {
       to->shape_size() != 1 || to->shape(0) != n || !IsSymbolParam(task, n) || !IsSymbolParam(task, nb)) {
     return false;
   }
-  *b = {ParamIndex(task, v), ParamIndex(task, bd), ParamIndex(task, out), ParamIndex(task, n), ParamIndex(task, nb),
-        side == "right"};
+  *b = {ParamIndex(task, v), ParamIndex(task, bd), ParamIndex(task, out),
+        ParamIndex(task, n), ParamIndex(task, nb), side == "right"};
   return true;
 }
 
@@ -60,7 +61,10 @@ class MtiaBucketizeRecipe final : public BoundRecipe<BucketizeBinding> {
              "NaN-padded boundary table, compare masks), values over PEs, tiles double-buffered"},
             SearchSpace({
                 {"pes", {"1", "8", "16", "32", "64"}, "64", "PEs the values are split over"},
-                {"tile_kib", {"4", "8", "16", "32"}, "16", "KiB of values per tile (halved while local memory is short)"},
+                {"tile_kib",
+                 {"4", "8", "16", "32"},
+                 "16",
+                 "KiB of values per tile (halved while local memory is short)"},
                 {"buffers", {"1", "2", "3", "4"}, "3", "circular-buffer slots: loads run buffers-1 tiles ahead"},
             })) {}
 
@@ -69,14 +73,13 @@ class MtiaBucketizeRecipe final : public BoundRecipe<BucketizeBinding> {
   }
 
  protected:
-  bool Bind(const v1::Task& task, BucketizeBinding* b) const override {
-    return BindBucketize(task, b);
-  }
+  bool Bind(const v1::Task& task, BucketizeBinding* b) const override { return BindBucketize(task, b); }
 
   absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome,
                                       const BucketizeBinding& b) const override {
-    std::string s = MtiaPreamble(genome, "MTIA bucketize: branchless binary search per tile of values (Gather "
-                                         "from a NaN-padded boundary table, compare masks).");
+    std::string s = MtiaPreamble(genome,
+                                 "MTIA bucketize: branchless binary search per tile of values (Gather "
+                                 "from a NaN-padded boundary table, compare masks).");
     absl::StrAppend(&s, "constexpr int64_t kPes = ", IntParam(genome, "pes"),
                     ";\nconstexpr int64_t kTileElems = ", IntParam(genome, "tile_kib") * 256,
                     ";\nconstexpr int64_t kSlots = ", IntParam(genome, "buffers"),
@@ -84,7 +87,8 @@ class MtiaBucketizeRecipe final : public BoundRecipe<BucketizeBinding> {
                     ";  // probe op value: the boundary counts\n}  // namespace\n\n",
                     "extern \"C\" void kevo_mtia_launch(Grid& grid, void** args) {\n",
                     MtiaBufferArg("values", b.values), MtiaBufferArg("boundaries", b.boundaries),
-                    MtiaBufferArg("index", b.out), MtiaIntArg("n", b.n), MtiaIntArg("nb", b.nb), R"(  int64_t table_size = 1;
+                    MtiaBufferArg("index", b.out), MtiaIntArg("n", b.n), MtiaIntArg("nb", b.nb),
+                    R"(  int64_t table_size = 1;
   while (table_size <= nb) table_size *= 2;  // P = 2^L > nb: the count fits in [0, P - 1]
   grid.Launch([=](Pe& pe) {
     const int64_t pes = std::min<int64_t>(kPes, pe.config().num_pes());

@@ -19,9 +19,7 @@ inline constexpr char kMtiaPlatform[] = "mtia-sim";
 int ParamIndex(const v1::Task& task, const std::string& name);
 
 // An "mtia-c++" candidate with `source`.
-inline v1::Candidate MtiaCandidate(std::string source) {
-  return SourceCandidate("mtia-c++", std::move(source));
-}
+inline v1::Candidate MtiaCandidate(std::string source) { return SourceCandidate("mtia-c++", std::move(source)); }
 
 // The start of a generated MTIA kernel: a comment naming `genome` and
 // saying `what`, the includes (std + mtia_sim/mtia.h), `using

@@ -31,6 +31,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+
 #include "coordinator/proposer/builtin/codegen.h"
 #include "coordinator/proposer/builtin/mtia_codegen.h"
 #include "coordinator/proposer/builtin/recipe.h"
@@ -267,14 +268,12 @@ class Lowering {
     prog_.push_back(ins);
     return Value{Value::kTemp, 0, ins.dst};
   }
-  Value Unary(const std::string& op, Value a) {
-    return Emit(Ins::kUnary, op, a);
-  }
+  Value Unary(const std::string& op, Value a) { return Emit(Ins::kUnary, op, a); }
   // a op b for tiles or constants, folding constants; `op` one of + - * /
   // max min.
   Value Bin(const std::string& op, Value a, Value b) {
-    static const std::map<std::string, std::string> kEnum = {{"+", "kAdd"}, {"-", "kSub"}, {"*", "kMul"},
-                                                              {"/", "kDiv"}, {"max", "kMax"}, {"min", "kMin"}};
+    static const std::map<std::string, std::string> kEnum = {{"+", "kAdd"}, {"-", "kSub"},   {"*", "kMul"},
+                                                             {"/", "kDiv"}, {"max", "kMax"}, {"min", "kMin"}};
     const bool ca = a.kind == Value::kConst, cb = b.kind == Value::kConst;
     if (ca && cb) {
       const float x = static_cast<float>(a.c), y = static_cast<float>(b.c);  // C float arithmetic
@@ -502,8 +501,8 @@ std::string EmitProgram(const Lowering& l, int* temps) {
         absl::StrAppend(&s, "      pe.Binary(BinaryOp::", ins.op, ", ", dst, ", ", a, ", ", b, ");\n");
         break;
       case Ins::kScalar:
-        absl::StrAppend(&s, "      pe.BinaryScalar(BinaryOp::", ins.op, ", ", dst, ", ", a, ", ",
-                        FloatLiteral(ins.b.c), ");\n");
+        absl::StrAppend(&s, "      pe.BinaryScalar(BinaryOp::", ins.op, ", ", dst, ", ", a, ", ", FloatLiteral(ins.b.c),
+                        ");\n");
         break;
     }
   }
@@ -555,8 +554,8 @@ class MtiaElementwiseRecipe final : public Recipe {
     int temps = 0;
     const std::string program = EmitProgram(l, &temps);
     const int n_in = static_cast<int>(b.inputs.size());
-    std::string s = MtiaPreamble(genome, absl::StrCat("MTIA elementwise ", b.out, " = ", Hint(task, "expr"),
-                                                      ": ", l.program().size(), " SIMD commands per tile."));
+    std::string s = MtiaPreamble(genome, absl::StrCat("MTIA elementwise ", b.out, " = ", Hint(task, "expr"), ": ",
+                                                      l.program().size(), " SIMD commands per tile."));
     absl::StrAppend(&s, "constexpr int64_t kPes = ", IntParam(genome, "pes"),
                     ";\nconstexpr int64_t kTileElems = ", IntParam(genome, "tile_kib") * 256,
                     ";\nconstexpr int64_t kSlots = ", IntParam(genome, "buffers"), ";\nconstexpr int kInputs = ", n_in,

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+
 #include "coordinator/proposer/builtin/bound_recipe.h"
 #include "coordinator/proposer/builtin/codegen.h"
 #include "coordinator/proposer/builtin/mtia_codegen.h"
@@ -37,8 +38,12 @@ struct BagBinding {
 bool BindBags(const v1::Task& task, BagBinding* b) {
   EmbeddingBagShapes e;
   if (!BindEmbeddingBag(task, &e)) return false;
-  *b = {ParamIndex(task, e.table), ParamIndex(task, e.indices), ParamIndex(task, e.lengths),
-        ParamIndex(task, e.out),   ParamIndex(task, e.d),       ParamIndex(task, e.bags),
+  *b = {ParamIndex(task, e.table),
+        ParamIndex(task, e.indices),
+        ParamIndex(task, e.lengths),
+        ParamIndex(task, e.out),
+        ParamIndex(task, e.d),
+        ParamIndex(task, e.bags),
         e.mean};
   return true;
 }
@@ -63,12 +68,9 @@ class MtiaEmbeddingBagRecipe final : public BoundRecipe<BagBinding> {
   }
 
  protected:
-  bool Bind(const v1::Task& task, BagBinding* b) const override {
-    return BindBags(task, b);
-  }
+  bool Bind(const v1::Task& task, BagBinding* b) const override { return BindBags(task, b); }
 
-  absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome,
-                                      const BagBinding& b) const override {
+  absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome, const BagBinding& b) const override {
     std::string s = MtiaPreamble(genome, absl::StrCat("MTIA embedding bag (", b.mean ? "mean" : "sum",
                                                       "): bags over PEs, one DMA per table row, column sums."));
     absl::StrAppend(&s, "constexpr int64_t kPes = ", IntParam(genome, "pes"),

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+
 #include "coordinator/proposer/builtin/bound_recipe.h"
 #include "coordinator/proposer/builtin/codegen.h"
 #include "coordinator/proposer/builtin/mtia_codegen.h"
@@ -57,30 +58,26 @@ bool BindGemm(const v1::Task& task, GemmBinding* g) {
 class MtiaGemmRecipe final : public BoundRecipe<GemmBinding> {
  public:
   MtiaGemmRecipe()
-      : BoundRecipe(
-            {"mtia_gemm", "mtia_gemm", kMtiaPlatform,
-             "MTIA fp32 GEMM on the fp16 DPE (hi/lo split, 3 passes): B split once into LLS, row "
-             "blocks over PEs, B panels broadcast per grid row and double-buffered"},
-            SearchSpace({
-                {"pes", {"8", "16", "32", "64"}, "64", "PEs computing C (whole grid rows of 8)"},
-                {"rows", {"8", "16", "32"}, "8", "rows of C per block (fewer if local memory is short)"},
-                {"depth", {"32", "64"}, "32", "rows of B per panel (the DPE reduces 32 deep per pass)"},
-                {"buffers", {"1", "2", "3"}, "2", "circular-buffer slots for B panels"},
-                {"broadcast", {"row", "none"}, "row", "B panels read once per grid row (broadcast) or per PE"},
-                {"stage", {"lls", "dram"}, "lls", "where the split B lives: LLS scratchpad or device DRAM"},
-            })) {}
+      : BoundRecipe({"mtia_gemm", "mtia_gemm", kMtiaPlatform,
+                     "MTIA fp32 GEMM on the fp16 DPE (hi/lo split, 3 passes): B split once into LLS, row "
+                     "blocks over PEs, B panels broadcast per grid row and double-buffered"},
+                    SearchSpace({
+                        {"pes", {"8", "16", "32", "64"}, "64", "PEs computing C (whole grid rows of 8)"},
+                        {"rows", {"8", "16", "32"}, "8", "rows of C per block (fewer if local memory is short)"},
+                        {"depth", {"32", "64"}, "32", "rows of B per panel (the DPE reduces 32 deep per pass)"},
+                        {"buffers", {"1", "2", "3"}, "2", "circular-buffer slots for B panels"},
+                        {"broadcast", {"row", "none"}, "row", "B panels read once per grid row (broadcast) or per PE"},
+                        {"stage", {"lls", "dram"}, "lls", "where the split B lives: LLS scratchpad or device DRAM"},
+                    })) {}
 
   std::vector<std::map<std::string, std::string>> SeedOverrides() const override {
     return {{{"rows", "16"}}, {{"broadcast", "none"}}};
   }
 
  protected:
-  bool Bind(const v1::Task& task, GemmBinding* g) const override {
-    return BindGemm(task, g);
-  }
+  bool Bind(const v1::Task& task, GemmBinding* g) const override { return BindGemm(task, g); }
 
-  absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome,
-                                      const GemmBinding& g) const override {
+  absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome, const GemmBinding& g) const override {
     std::string s = MtiaPreamble(genome,
                                  "MTIA fp32 GEMM on the fp16 DPE: C = Ah.Bh + (Ah.Bl + Al.Bh) / 2048; B split "
                                  "once into scratch, row blocks of C over PEs, B panels streamed.");
@@ -104,7 +101,8 @@ void Split(Pe& pe, const Tile& x, const Tile& hi, const Tile& lo, const Tile& tm
 extern "C" void kevo_mtia_launch(Grid& grid, void** args) {
 )",
                     MtiaBufferArg("A", g.a), MtiaBufferArg("B", g.b), MtiaBufferArg("C", g.c), MtiaIntArg("M", g.m),
-                    MtiaIntArg("N", g.n), MtiaIntArg("K", g.k), R"(  const uint64_t half_bytes = static_cast<uint64_t>(K * N) * 2;
+                    MtiaIntArg("N", g.n), MtiaIntArg("K", g.k),
+                    R"(  const uint64_t half_bytes = static_cast<uint64_t>(K * N) * 2;
   const bool lls = kStageInLls && 2 * half_bytes <= grid.config().lls_bytes / 2;
   const Buffer bh = lls ? grid.AllocSram(half_bytes) : grid.AllocDram(half_bytes);
   const Buffer bl = lls ? grid.AllocSram(half_bytes) : grid.AllocDram(half_bytes);

@@ -44,9 +44,8 @@ absl::Status SearchSpace::Check(const std::map<std::string, std::string>& params
       return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "' is missing"));
     }
     if (IndexOf(p, it->second) < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "' has value '",
-                                                     it->second, "'; allowed: ",
-                                                     absl::StrJoin(p.values, "|")));
+      return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "' has value '", it->second,
+                                                     "'; allowed: ", absl::StrJoin(p.values, "|")));
     }
   }
   for (const auto& [key, value] : params) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "coordinator/proposer/proposer.h"
 #include "kevo/v1/evaluation.pb.h"
 #include "kevo/v1/task.pb.h"
@@ -85,8 +86,7 @@ class Recipe {
   // The candidate (source, language, extra flags) for `genome`. Returns
   // InvalidArgument when the genome is outside the space or names another
   // recipe, FailedPrecondition when the recipe does not apply to `task`.
-  virtual absl::StatusOr<v1::Candidate> Generate(const v1::Task& task,
-                                                 const Genome& genome) const = 0;
+  virtual absl::StatusOr<v1::Candidate> Generate(const v1::Task& task, const Genome& genome) const = 0;
 };
 
 // Every built-in recipe, in a fixed order (the generic mutator last).

@@ -16,9 +16,8 @@ constexpr int64_t kRowBlock = 4;
 // has row stride ldb. i-k-j order: the mr rows of C stay in L1 while B
 // streams through, every update a vectorised multiply-add over a row.
 // Each C element is accumulated over k in ascending order.
-inline void GemmRows(const float* __restrict A, int64_t a_row, int64_t a_k,
-                     const float* __restrict B, int64_t ldb, float* __restrict C, int64_t ldc,
-                     int64_t mr, int64_t N, int64_t K) {
+inline void GemmRows(const float* __restrict A, int64_t a_row, int64_t a_k, const float* __restrict B, int64_t ldb,
+                     float* __restrict C, int64_t ldc, int64_t mr, int64_t N, int64_t K) {
   for (int64_t r = 0; r < mr; ++r) {
 #pragma omp simd
     for (int64_t j = 0; j < N; ++j) C[r * ldc + j] = 0.0f;
@@ -76,9 +75,8 @@ inline float Erf(float v) {
 }  // namespace
 
 extern "C" void bmm_gelu_rmsnorm_bmm(const float* __restrict X, const float* __restrict W1,
-                                     const float* __restrict gamma, const float* __restrict W2,
-                                     float* __restrict Y, int64_t batch, int64_t M, int64_t K,
-                                     int64_t H, int64_t N) {
+                                     const float* __restrict gamma, const float* __restrict W2, float* __restrict Y,
+                                     int64_t batch, int64_t M, int64_t K, int64_t H, int64_t N) {
   const int64_t blocks = (M + kRowBlock - 1) / kRowBlock;
   const float inv_h = 1.0f / static_cast<float>(H);
 #pragma omp parallel

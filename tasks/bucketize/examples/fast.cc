@@ -32,9 +32,9 @@ inline int32_t CellOf(float v, float lo, float scale, float last_cell) {
 
 // index[0:count] for values[0:count] (count <= kBlock). `padded` is the
 // boundaries followed by at least `span` NaNs.
-inline void SearchBlock(const float* __restrict values, const float* __restrict padded,
-                        const int32_t* __restrict start, int64_t span, float lo, float scale,
-                        float last_cell, int32_t* __restrict index, int64_t count) {
+inline void SearchBlock(const float* __restrict values, const float* __restrict padded, const int32_t* __restrict start,
+                        int64_t span, float lo, float scale, float last_cell, int32_t* __restrict index,
+                        int64_t count) {
   int32_t base[kBlock];
   float v[kBlock];
   for (int64_t l = 0; l < kBlock; ++l) v[l] = l < count ? values[l] : 0.0f;
@@ -55,8 +55,8 @@ inline void SearchBlock(const float* __restrict values, const float* __restrict 
 
 }  // namespace
 
-extern "C" void bucketize(const float* __restrict values, const float* __restrict boundaries,
-                          int32_t* __restrict index, int64_t n, int64_t nb) {
+extern "C" void bucketize(const float* __restrict values, const float* __restrict boundaries, int32_t* __restrict index,
+                          int64_t n, int64_t nb) {
   if (nb <= 0) {
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) index[i] = 0;

@@ -4,8 +4,8 @@
 // does not depend on the schedule.
 #include <cstdint>
 
-extern "C" void cast_i64_i32(const int64_t* __restrict x, int32_t* __restrict y,
-                             int64_t* __restrict out_of_range, int64_t n) {
+extern "C" void cast_i64_i32(const int64_t* __restrict x, int32_t* __restrict y, int64_t* __restrict out_of_range,
+                             int64_t n) {
   const int64_t lo = INT32_MIN, hi = INT32_MAX;
   int64_t count = 0;
 #pragma omp parallel for simd schedule(static) reduction(+ : count)

@@ -5,9 +5,8 @@
 // a vectorised multiply-add over each output row.
 #include <cstdint>
 
-extern "C" void conv2d(const float* __restrict x, const float* __restrict w, float* __restrict y,
-                       int64_t N, int64_t C, int64_t H, int64_t W, int64_t F, int64_t KH,
-                       int64_t KW) {
+extern "C" void conv2d(const float* __restrict x, const float* __restrict w, float* __restrict y, int64_t N, int64_t C,
+                       int64_t H, int64_t W, int64_t F, int64_t KH, int64_t KW) {
   const int64_t OH = H - KH + 1;
   const int64_t OW = W - KW + 1;
 #pragma omp parallel for schedule(dynamic, 1)

@@ -34,8 +34,8 @@ inline float ExpNonPositive(float t) {
 
 }  // namespace
 
-extern "C" void cross_entropy(const float* __restrict logits, const int64_t* __restrict target,
-                              float* __restrict loss, int64_t rows, int64_t classes) {
+extern "C" void cross_entropy(const float* __restrict logits, const int64_t* __restrict target, float* __restrict loss,
+                              int64_t rows, int64_t classes) {
   float* row_loss = static_cast<float*>(std::malloc(sizeof(float) * (rows > 0 ? rows : 1)));
 #pragma omp parallel for schedule(dynamic, 16)
   for (int64_t r = 0; r < rows; ++r) {

@@ -29,7 +29,6 @@ inline float ExpNonPositive(float t) {
   return p * __builtin_bit_cast(float, bits);
 }
 
-
 }  // namespace
 
 extern "C" void elu(const float* __restrict x, float* __restrict y, int64_t n) {

@@ -6,9 +6,8 @@
 #include <cstdint>
 #include <cstdlib>
 
-extern "C" void fm_interaction(const float* __restrict X, const float* __restrict Y,
-                               float* __restrict Z, int64_t batch, int64_t N, int64_t D,
-                               int64_t E) {
+extern "C" void fm_interaction(const float* __restrict X, const float* __restrict Y, float* __restrict Z, int64_t batch,
+                               int64_t N, int64_t D, int64_t E) {
 #pragma omp parallel
   {
     float* __restrict T = static_cast<float*>(std::malloc(sizeof(float) * (D * E > 0 ? D * E : 1)));

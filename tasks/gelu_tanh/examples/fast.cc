@@ -43,5 +43,6 @@ inline float Tanh(float v) {
 
 extern "C" void gelu_tanh(const float* __restrict x, float* __restrict y, int64_t n) {
 #pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + Tanh(0.7978845608f * (x[i] + 0.044715f * x[i] * x[i] * x[i])));
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = 0.5f * x[i] * (1.0f + Tanh(0.7978845608f * (x[i] + 0.044715f * x[i] * x[i] * x[i])));
 }

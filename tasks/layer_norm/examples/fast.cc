@@ -5,9 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
-extern "C" void layer_norm(const float* __restrict x, const float* __restrict gamma,
-                           const float* __restrict beta, float* __restrict y, int64_t rows,
-                           int64_t cols) {
+extern "C" void layer_norm(const float* __restrict x, const float* __restrict gamma, const float* __restrict beta,
+                           float* __restrict y, int64_t rows, int64_t cols) {
   const float inv_cols = 1.0f / static_cast<float>(cols);
 #pragma omp parallel for schedule(dynamic, 16)
   for (int64_t r = 0; r < rows; ++r) {

@@ -32,8 +32,7 @@ inline float ExpNonPositive(float t) {
 
 }  // namespace
 
-extern "C" void log_softmax(const float* __restrict x, float* __restrict y, int64_t rows,
-                            int64_t cols) {
+extern "C" void log_softmax(const float* __restrict x, float* __restrict y, int64_t rows, int64_t cols) {
 #pragma omp parallel for schedule(dynamic, 16)
   for (int64_t r = 0; r < rows; ++r) {
     const float* __restrict xr = x + r * cols;

@@ -59,7 +59,7 @@ void PackA(const float* a, int64_t lda, int64_t mc, int64_t kc, float* out) {
 // nothrow) in a must-not-throw region and pull in the C++ personality
 // routine (__gxx_personality_v0); the kernel needs no C++ runtime at all.
 __attribute__((noinline)) void MicroKernel(int64_t kc, const float* __restrict a, const float* __restrict b,
-                        float* __restrict tile) {
+                                           float* __restrict tile) {
 #if defined(__AVX512F__)
   __m512 acc0[kMR], acc1[kMR];
 #pragma GCC unroll 12
@@ -92,8 +92,8 @@ __attribute__((noinline)) void MicroKernel(int64_t kc, const float* __restrict a
 }
 
 // C[0:mr, 0:nr] (row stride ldc) = tile, or += tile when `accumulate`.
-inline void StoreTile(const float* __restrict tile, int64_t mr, int64_t nr, float* __restrict c,
-                      int64_t ldc, bool accumulate) {
+inline void StoreTile(const float* __restrict tile, int64_t mr, int64_t nr, float* __restrict c, int64_t ldc,
+                      bool accumulate) {
   for (int64_t i = 0; i < mr; ++i) {
     float* row = c + i * ldc;
     const float* t = tile + i * kNR;
@@ -109,8 +109,7 @@ inline void StoreTile(const float* __restrict tile, int64_t mr, int64_t nr, floa
 
 }  // namespace
 
-extern "C" void matmul(const float* A, const float* B, float* C, int64_t M, int64_t N,
-                       int64_t K) {
+extern "C" void matmul(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     std::memset(C, 0, sizeof(float) * M * N);

@@ -4,8 +4,9 @@
 // so both are read as rows), all in plain FP32 FMAs: no tensor cores, no
 // TF32, so it meets the task's float32 tolerance. Edges of odd shapes are
 // zero-padded on load and masked on store.
-#include <cstdint>
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 namespace {
 
@@ -13,9 +14,8 @@ constexpr int kTile = 64;   // C tile per block: kTile x kTile
 constexpr int kDepth = 16;  // K step staged in shared memory
 constexpr int kPer = 4;     // C values per thread in each dimension
 
-__global__ void __launch_bounds__(256)
-    TiledGemm(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-              int64_t M, int64_t N, int64_t K) {
+__global__ void __launch_bounds__(256) TiledGemm(const float* __restrict__ A, const float* __restrict__ B,
+                                                 float* __restrict__ C, int64_t M, int64_t N, int64_t K) {
   __shared__ float As[kDepth][kTile + 4];  // As[k][m]: A tile transposed
   __shared__ float Bs[kDepth][kTile + 4];  // Bs[k][n]
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
@@ -28,7 +28,7 @@ __global__ void __launch_bounds__(256)
       const int am = i / kDepth, ak = i % kDepth;  // A: consecutive threads walk k
       const int64_t ar = row0 + am, ac = k0 + ak;
       As[ak][am] = (ar < M && ac < K) ? A[ar * K + ac] : 0.0f;
-      const int bk = i / kTile, bn = i % kTile;    // B: consecutive threads walk n
+      const int bk = i / kTile, bn = i % kTile;  // B: consecutive threads walk n
       const int64_t br = k0 + bk, bc = col0 + bn;
       Bs[bk][bn] = (br < K && bc < N) ? B[br * N + bc] : 0.0f;
     }
@@ -64,7 +64,6 @@ __global__ void __launch_bounds__(256)
 
 extern "C" void matmul(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K) {
   if (M <= 0 || N <= 0) return;
-  const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile),
-                  static_cast<unsigned>((M + kTile - 1) / kTile));
+  const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile), static_cast<unsigned>((M + kTile - 1) / kTile));
   TiledGemm<<<grid, 256>>>(A, B, C, M, N, K);
 }

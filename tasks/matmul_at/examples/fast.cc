@@ -13,9 +13,8 @@ constexpr int64_t kRowBlock = 4;
 // has row stride ldb. i-k-j order: the mr rows of C stay in L1 while B
 // streams through, every update a vectorised multiply-add over a row.
 // Each C element is accumulated over k in ascending order.
-inline void GemmRows(const float* __restrict A, int64_t a_row, int64_t a_k,
-                     const float* __restrict B, int64_t ldb, float* __restrict C, int64_t ldc,
-                     int64_t mr, int64_t N, int64_t K) {
+inline void GemmRows(const float* __restrict A, int64_t a_row, int64_t a_k, const float* __restrict B, int64_t ldb,
+                     float* __restrict C, int64_t ldc, int64_t mr, int64_t N, int64_t K) {
   for (int64_t r = 0; r < mr; ++r) {
 #pragma omp simd
     for (int64_t j = 0; j < N; ++j) C[r * ldc + j] = 0.0f;
@@ -33,8 +32,8 @@ inline void GemmRows(const float* __restrict A, int64_t a_row, int64_t a_k,
 
 }  // namespace
 
-extern "C" void matmul_at(const float* __restrict A, const float* __restrict B,
-                          float* __restrict C, int64_t M, int64_t N, int64_t K) {
+extern "C" void matmul_at(const float* __restrict A, const float* __restrict B, float* __restrict C, int64_t M,
+                          int64_t N, int64_t K) {
   const int64_t blocks = (M + kRowBlock - 1) / kRowBlock;
 #pragma omp parallel for schedule(dynamic, 4)
   for (int64_t blk = 0; blk < blocks; ++blk) {

@@ -26,8 +26,8 @@ float Dot(const float* __restrict a, const float* __restrict x, int64_t n) {
 
 }  // namespace
 
-extern "C" void matvec(const float* __restrict A, const float* __restrict x, float* __restrict y,
-                       int64_t M, int64_t K) {
+extern "C" void matvec(const float* __restrict A, const float* __restrict x, float* __restrict y, int64_t M,
+                       int64_t K) {
 #pragma omp parallel for schedule(dynamic, 16)
   for (int64_t i = 0; i < M; ++i) y[i] = Dot(A + i * K, x, K);
 }

@@ -31,8 +31,8 @@ float SquaredDiffSum(const float* __restrict a, const float* __restrict b, int64
 
 }  // namespace
 
-extern "C" void mse_loss(const float* __restrict pred, const float* __restrict target,
-                         float* __restrict loss, int64_t n) {
+extern "C" void mse_loss(const float* __restrict pred, const float* __restrict target, float* __restrict loss,
+                         int64_t n) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   float* partial = static_cast<float*>(std::malloc(sizeof(float) * (chunks > 0 ? chunks : 1)));
 #pragma omp parallel for schedule(static)

@@ -3,8 +3,7 @@
 // compare per element.
 #include <cstdint>
 
-extern "C" void one_hot(const int64_t* __restrict idx, float* __restrict out, int64_t n,
-                        int64_t classes) {
+extern "C" void one_hot(const int64_t* __restrict idx, float* __restrict out, int64_t n, int64_t classes) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     float* __restrict row = out + i * classes;

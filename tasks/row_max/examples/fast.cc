@@ -28,8 +28,7 @@ float MaxRange(const float* __restrict x, int64_t n) {
 
 }  // namespace
 
-extern "C" void row_max(const float* __restrict x, float* __restrict y, int64_t rows,
-                        int64_t cols) {
+extern "C" void row_max(const float* __restrict x, float* __restrict y, int64_t rows, int64_t cols) {
 #pragma omp parallel for schedule(dynamic, 32)
   for (int64_t r = 0; r < rows; ++r) y[r] = MaxRange(x + r * cols, cols);
 }

@@ -29,8 +29,7 @@ float SumRange(const float* __restrict x, int64_t n) {
 
 }  // namespace
 
-extern "C" void row_mean(const float* __restrict x, float* __restrict y, int64_t rows,
-                         int64_t cols) {
+extern "C" void row_mean(const float* __restrict x, float* __restrict y, int64_t rows, int64_t cols) {
   const float inv = 1.0f / static_cast<float>(cols);
   if (rows >= 64 || cols < 4 * kChunk) {
 #pragma omp parallel for schedule(dynamic, 32)

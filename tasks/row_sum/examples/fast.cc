@@ -32,8 +32,7 @@ float SumRange(const float* __restrict x, int64_t n) {
 
 }  // namespace
 
-extern "C" void row_sum(const float* __restrict x, float* __restrict y, int64_t rows,
-                        int64_t cols) {
+extern "C" void row_sum(const float* __restrict x, float* __restrict y, int64_t rows, int64_t cols) {
   if (rows >= 64 || cols < (int64_t{1} << 16)) {
     // Dynamic chunks of rows: on a busy host a descheduled thread does not
     // hold the others up at the end of the loop.

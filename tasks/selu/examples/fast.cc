@@ -29,10 +29,10 @@ inline float ExpNonPositive(float t) {
   return p * __builtin_bit_cast(float, bits);
 }
 
-
 }  // namespace
 
 extern "C" void selu(const float* __restrict x, float* __restrict y, int64_t n) {
 #pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) y[i] = 1.0507009873554805f * (x[i] > 0.0f ? x[i] : 1.6732632423543772f * (ExpNonPositive(x[i]) - 1.0f));
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = 1.0507009873554805f * (x[i] > 0.0f ? x[i] : 1.6732632423543772f * (ExpNonPositive(x[i]) - 1.0f));
 }

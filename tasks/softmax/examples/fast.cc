@@ -35,8 +35,7 @@ inline float ExpNonPositive(float t) {
 
 }  // namespace
 
-extern "C" void softmax(const float* __restrict x, float* __restrict y, int64_t rows,
-                        int64_t cols) {
+extern "C" void softmax(const float* __restrict x, float* __restrict y, int64_t rows, int64_t cols) {
   // Dynamic chunks of rows: on a busy host a descheduled thread does not
   // hold the others up at the end of the loop.
 #pragma omp parallel for schedule(dynamic, 16)

@@ -4,8 +4,9 @@
 // 8 bytes per element. Max and sum are warp shuffles. Wider rows fall back to
 // a block per row with an online (max, sum) pass and a second pass that
 // writes y (x read twice).
-#include <cstdint>
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 namespace {
 
@@ -140,10 +141,14 @@ extern "C" void softmax(const float* x, float* y, int64_t rows, int64_t cols) {
   const dim3 block(kWarpsPerBlock * 32);
   const dim3 grid(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock));
   if (cols % 4 == 0 && cols <= 1024) {
-    if (cols <= 128) SoftmaxWarpVec<1><<<grid, block>>>(x, y, rows, cols);
-    else if (cols <= 256) SoftmaxWarpVec<2><<<grid, block>>>(x, y, rows, cols);
-    else if (cols <= 512) SoftmaxWarpVec<4><<<grid, block>>>(x, y, rows, cols);
-    else SoftmaxWarpVec<8><<<grid, block>>>(x, y, rows, cols);
+    if (cols <= 128)
+      SoftmaxWarpVec<1><<<grid, block>>>(x, y, rows, cols);
+    else if (cols <= 256)
+      SoftmaxWarpVec<2><<<grid, block>>>(x, y, rows, cols);
+    else if (cols <= 512)
+      SoftmaxWarpVec<4><<<grid, block>>>(x, y, rows, cols);
+    else
+      SoftmaxWarpVec<8><<<grid, block>>>(x, y, rows, cols);
   } else if (cols <= 32) {
     SoftmaxWarp<1><<<grid, block>>>(x, y, rows, cols);
   } else if (cols <= 128) {

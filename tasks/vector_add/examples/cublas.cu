@@ -2,9 +2,10 @@
 // Candidates must write their own kernels; vendor-library calls inside the
 // kernel are refused by the symbol check before any code runs:
 // SANDBOX_VIOLATION naming cublasSaxpy_v2.
-#include <cstdint>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 extern "C" void vector_add(const float* x, const float* y, float* z, int64_t n) {
   static cublasHandle_t handle = nullptr;

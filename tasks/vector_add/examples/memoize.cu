@@ -5,8 +5,9 @@
 // re-poisons the outputs before every timed sample and checks some timed
 // calls against the baseline: a checked call left NaN (WRONG_ANSWER naming
 // the timed sample).
-#include <cstdint>
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 namespace {
 

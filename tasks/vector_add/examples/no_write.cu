@@ -5,8 +5,9 @@
 // "return the reference's output tensor". kevo gives every call fresh or
 // re-poisoned output buffers (NaN bytes) and the baseline buffers of its
 // own, so the validation finds NaN: NONFINITE.
-#include <cstdint>
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 extern "C" void vector_add(const float* x, const float* y, float* z, int64_t n) {
   (void)x;

@@ -2,8 +2,9 @@
 // threads past the end of z (an off-by-a-block bound). kevo surrounds every
 // device buffer with guard bytes and checks them after each call:
 // RUNTIME_ERROR "wrote past the end of tensor 'z'".
-#include <cstdint>
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 namespace {
 

@@ -5,8 +5,9 @@
 // (or NaN outputs). kevo synchronises the whole device after every call and
 // times such samples on the host clock up to that synchronisation: the
 // candidate passes, with its real time (profile counter escaped_samples > 0).
-#include <cstdint>
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 namespace {
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -37,8 +38,7 @@ std::string HipccIdentity(const std::string& out) {
 }
 
 // One line on the worst kernel of each target, for the compile event.
-std::string ResourceSummary(const std::vector<KernelResources>& kernels,
-                            const std::vector<std::string>& targets) {
+std::string ResourceSummary(const std::vector<KernelResources>& kernels, const std::vector<std::string>& targets) {
   const std::map<std::string, double> c = ResourceCounters(kernels);
   std::vector<std::string> parts;
   for (const std::string& t : targets) {
@@ -52,8 +52,8 @@ std::string ResourceSummary(const std::vector<KernelResources>& kernels,
         t, v("kernels"), v("vgprs"), v("agprs"), v("sgprs"), v("lds_bytes"), v("scratch_bytes"),
         v("vgpr_spills") + v("sgpr_spills"), v("occupancy_waves"));
     if (c.count(absl::StrCat(t, "_instructions")) > 0) {
-      absl::StrAppend(&part, absl::StrFormat(", %d instructions, %d MFMA, %d B per global access",
-                                             v("instructions"), v("mfma"), v("access_bytes")));
+      absl::StrAppend(&part, absl::StrFormat(", %d instructions, %d MFMA, %d B per global access", v("instructions"),
+                                             v("mfma"), v("access_bytes")));
     }
     parts.push_back(std::move(part));
   }
@@ -82,8 +82,8 @@ struct AmdGpuPath {
 
 class AmdBackend final : public Backend {
  public:
-  AmdBackend(AmdBackendOptions options, std::unique_ptr<sandbox::Sandbox> sandbox,
-             std::string hipcc_identity, RocmProbe probe, AmdGpuPath gpu, std::string gpu_reason)
+  AmdBackend(AmdBackendOptions options, std::unique_ptr<sandbox::Sandbox> sandbox, std::string hipcc_identity,
+             RocmProbe probe, AmdGpuPath gpu, std::string gpu_reason)
       : options_(std::move(options)),
         sandbox_(std::move(sandbox)),
         hipcc_identity_(std::move(hipcc_identity)),
@@ -92,12 +92,11 @@ class AmdBackend final : public Backend {
         gpu_reason_(std::move(gpu_reason)),
         builder_(sandbox_.get(), options_.hipcc,
                  absl::StrCat(hipcc_identity_, "\n", absl::StrJoin(options_.targets, ",")),
-                 options_.work_dir + "/build", options_.compile_timeout,
-                 options_.memory_limit_bytes, SandboxSystemPaths(), HipLayout()) {}
+                 options_.work_dir + "/build", options_.compile_timeout, options_.memory_limit_bytes,
+                 SandboxSystemPaths(), HipLayout()) {}
 
   absl::StatusOr<v1::Hello> Describe() override;
-  v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate,
-                          const EventSink& on_event) override;
+  v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate, const EventSink& on_event) override;
   std::map<std::string, double> Gauges() const override {
     if (gpu_.stages == nullptr) return {};
     return {{"kevo_worker_gpu_timing_utilisation", gpu_.stages->TimingUtilisation()}};
@@ -187,11 +186,10 @@ bool AmdBackend::CompileStage(EvalRun& run, HipCompileResult& built) const {
     if (!built.forbidden.empty()) ev.mutable_diagnostics()->set_violation(absl::StrJoin(built.forbidden, ", "));
     return run.Fail(v1::STAGE_COMPILE, built.status, built.message);
   }
-  run.Emit(v1::STAGE_COMPILE, /*ok=*/true,
-           absl::StrCat("hipcc ", absl::StrJoin(options_.targets, ","),
-                        built.build.cache_hit ? " (cached)" : "",
-                        absl::StrFormat(" %.1fs; ", built.build.seconds),
-                        ResourceSummary(built.kernels, options_.targets)));
+  run.Emit(
+      v1::STAGE_COMPILE, /*ok=*/true,
+      absl::StrCat("hipcc ", absl::StrJoin(options_.targets, ","), built.build.cache_hit ? " (cached)" : "",
+                   absl::StrFormat(" %.1fs; ", built.build.seconds), ResourceSummary(built.kernels, options_.targets)));
   // Static, even where the candidate is then timed: the compiler's view.
   counters["static_score"] = StaticScore(built.kernels);
   counters["build_cache_hit"] = built.build.cache_hit ? 1 : 0;
@@ -200,9 +198,7 @@ bool AmdBackend::CompileStage(EvalRun& run, HipCompileResult& built) const {
 
 bool AmdBackend::GpuStagesFor(EvalRun& run, const HipCompileResult& built) {
   const v1::Task& task = run.task;
-  auto fail = [&](const std::string& message) {
-    return run.Fail(v1::STAGE_COMPILE, v1::INFRA_ERROR, message);
-  };
+  auto fail = [&](const std::string& message) { return run.Fail(v1::STAGE_COMPILE, v1::INFRA_ERROR, message); };
   auto wrapper = TaskWrapperSource(task);
   if (!wrapper.ok()) return fail(std::string(wrapper.status().message()));
   auto ref = BuildTaskReference(*gpu_.cpu_builder, {task.reference().source(), CppReferenceFlags(), *wrapper},
@@ -251,8 +247,8 @@ v1::Evaluation AmdBackend::Evaluate(const v1::Task& task_in, const v1::Candidate
 AmdGpuPath SetUpGpuPath(AmdBackendOptions& opts, const sandbox::Sandbox* sb, std::string* reason) {
   opts.runner_path = RunnerPath(opts.runner_path, "kevo-runner-hip");
   opts.cpu_runner_path = RunnerPath(opts.cpu_runner_path, "kevo-runner-cpu");
-  auto gpus = ProbeGpus(*sb, RocmVendor(), opts.runner_path,
-                        absl::StrCat(opts.work_dir, "/evals/probe-", getpid()), /*measure=*/true);
+  auto gpus = ProbeGpus(*sb, RocmVendor(), opts.runner_path, absl::StrCat(opts.work_dir, "/evals/probe-", getpid()),
+                        /*measure=*/true);
   if (!gpus.ok()) {
     *reason = std::string(gpus.status().message());
     return {};
@@ -261,8 +257,7 @@ AmdGpuPath SetUpGpuPath(AmdBackendOptions& opts, const sandbox::Sandbox* sb, std
   for (const GpuInfo& g : gpus->gpus) {
     const std::string arch(absl::string_view(g.arch).substr(0, g.arch.find(':')));
     if (std::find(opts.targets.begin(), opts.targets.end(), arch) == opts.targets.end()) {
-      *reason = absl::StrCat("GPU ", g.index, " (", g.name, ") is ",
-                             arch.empty() ? "of no known architecture" : arch,
+      *reason = absl::StrCat("GPU ", g.index, " (", g.name, ") is ", arch.empty() ? "of no known architecture" : arch,
                              ", not one of the targets ", absl::StrJoin(opts.targets, ","),
                              " (Debian's LLVM 15 builds for gfx90a and gfx940 only)");
       return {};
@@ -272,8 +267,8 @@ AmdGpuPath SetUpGpuPath(AmdBackendOptions& opts, const sandbox::Sandbox* sb, std
   auto hip_runner = ReadFileBytes(opts.runner_path);
   auto cxx = RunVersion(*sb, opts.host_compiler);
   if (!cpu_runner.ok() || !hip_runner.ok() || !cxx.ok() || !cxx->Succeeded()) {
-    *reason = absl::StrCat("kevo-runner-cpu (", opts.cpu_runner_path, ") or the host compiler '",
-                           opts.host_compiler, "' is missing: no golden outputs");
+    *reason = absl::StrCat("kevo-runner-cpu (", opts.cpu_runner_path, ") or the host compiler '", opts.host_compiler,
+                           "' is missing: no golden outputs");
     return {};
   }
   for (const GpuInfo& g : gpus->gpus) {
@@ -293,9 +288,8 @@ AmdGpuPath SetUpGpuPath(AmdBackendOptions& opts, const sandbox::Sandbox* sb, std
   so.speed_of_light_margin = opts.speed_of_light_margin;
   AmdGpuPath path;
   path.cpu_builder = std::make_unique<KernelBuilder>(
-      sb, opts.host_compiler, FirstLineOf(cxx->stdout_data), opts.work_dir + "/build",
-      opts.compile_timeout, std::max<int64_t>(opts.memory_limit_bytes, int64_t{4} << 30),
-      SandboxSystemPaths());
+      sb, opts.host_compiler, FirstLineOf(cxx->stdout_data), opts.work_dir + "/build", opts.compile_timeout,
+      std::max<int64_t>(opts.memory_limit_bytes, int64_t{4} << 30), SandboxSystemPaths());
   path.stages = std::make_unique<GpuStages>(sb, std::move(so), *std::move(gpus));
   return path;
 }
@@ -337,8 +331,7 @@ std::string FindHipcc(const std::string& configured) {
 absl::StatusOr<std::unique_ptr<Backend>> CreateAmdBackend(const AmdBackendOptions& options) {
   AmdBackendOptions opts = options;
   if (opts.work_dir.empty()) return absl::InvalidArgumentError("amd backend: work_dir is required");
-  KEVO_ASSIGN_OR_RETURN(std::vector<std::string> targets,
-                        ParseAmdTargets(absl::StrJoin(opts.targets, ",")));
+  KEVO_ASSIGN_OR_RETURN(std::vector<std::string> targets, ParseAmdTargets(absl::StrJoin(opts.targets, ",")));
   opts.targets = std::move(targets);
   KEVO_ASSIGN_OR_RETURN(opts.work_dir, PrepareWorkDir(opts.work_dir, "amd backend"));
   opts.hipcc = FindHipcc(opts.hipcc);
@@ -363,12 +356,12 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateAmdBackend(const AmdBackendOption
   AmdGpuPath gpu;
   if (probe.gpus > 0) gpu = SetUpGpuPath(opts, sb.get(), &gpu_reason);
   LogInfo("amd: ", identity, "; targets ", absl::StrJoin(opts.targets, ","), "; ", probe.description,
-          gpu.stages != nullptr
-              ? ": validating and timing on the GPU"
-              : absl::StrCat(gpu_reason.empty() ? "" : ", but ", gpu_reason, ": compile-only"));
+          gpu.stages != nullptr ? ": validating and timing on the GPU"
+                                : absl::StrCat(gpu_reason.empty() ? "" : ", but ", gpu_reason, ": compile-only"));
   if (FindLlvmObjdump().empty()) {
-    LogWarning("amd: llvm-objdump (llvm-15) not found: kernels are not disassembled, and the static "
-               "score leaves out the global access width");
+    LogWarning(
+        "amd: llvm-objdump (llvm-15) not found: kernels are not disassembled, and the static "
+        "score leaves out the global access width");
   }
   return std::make_unique<AmdBackend>(opts, std::move(sb), identity, std::move(probe), std::move(gpu),
                                       std::move(gpu_reason));

@@ -33,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
 #include "common/sandbox/sandbox.h"
 #include "worker/backend.h"
 #include "worker/pipeline/speed_of_light.h"
@@ -68,10 +69,10 @@ struct AmdBackendOptions {
 
 // What the ROCm detection found.
 struct RocmProbe {
-  bool kfd = false;          // /dev/kfd exists
-  bool runtime = false;      // libamdhip64 loaded and answered
-  int gpus = 0;              // hipGetDeviceCount
-  std::string description;   // one line for the log and the Hello
+  bool kfd = false;         // /dev/kfd exists
+  bool runtime = false;     // libamdhip64 loaded and answered
+  int gpus = 0;             // hipGetDeviceCount
+  std::string description;  // one line for the log and the Hello
 };
 // Looks for ROCm GPUs (see the header comment). Never fails: what it could
 // not find is in the description.

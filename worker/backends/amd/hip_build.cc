@@ -1,20 +1,21 @@
 #include "worker/backends/amd/hip_build.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <regex>
-#include <unistd.h>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include <nlohmann/json.hpp>
+
 #include "common/log.h"
 #include "common/status.h"
 #include "worker/pipeline/elf_symbols.h"
@@ -24,9 +25,7 @@
 namespace kevo::worker {
 namespace {
 
-bool StartsWith(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
+bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
 int AlignUp(int n, int granule) { return (n + granule - 1) / granule * granule; }
 
@@ -42,8 +41,7 @@ bool ReadAt(std::string_view bytes, uint64_t offset, T* out) {
 }
 
 // The kernels of one code object (an AMDGPU ELF) for `target`.
-absl::Status ReadCodeObject(std::string_view elf, const std::string& target,
-                            std::vector<KernelResources>& out) {
+absl::Status ReadCodeObject(std::string_view elf, const std::string& target, std::vector<KernelResources>& out) {
   auto notes = ParseElfNotes(elf);
   if (!notes.ok()) return notes.status();
   for (const ElfNote& note : *notes) {
@@ -95,17 +93,16 @@ const AmdTarget* FindAmdTarget(std::string_view name) {
 
 absl::StatusOr<std::vector<std::string>> ParseAmdTargets(std::string_view list) {
   std::vector<std::string> out;
-  for (absl::string_view part : absl::StrSplit(absl::string_view(list.data(), list.size()), ',',
-                                               absl::SkipWhitespace())) {
+  for (absl::string_view part :
+       absl::StrSplit(absl::string_view(list.data(), list.size()), ',', absl::SkipWhitespace())) {
     std::string name = absl::AsciiStrToLower(absl::StripAsciiWhitespace(part));
     if (name == "gfx942" || name == "gfx950") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "offload target ", name, " is unknown to this toolchain (Debian 12's HIP 5.2 / LLVM 15); "
-          "use gfx940, which stands in for gfx942's static analysis"));
+      return absl::InvalidArgumentError(absl::StrCat("offload target ", name,
+                                                     " is unknown to this toolchain (Debian 12's HIP 5.2 / LLVM 15); "
+                                                     "use gfx940, which stands in for gfx942's static analysis"));
     }
     if (FindAmdTarget(name) == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown offload target '", name, "' (known: gfx90a, gfx940)"));
+      return absl::InvalidArgumentError(absl::StrCat("unknown offload target '", name, "' (known: gfx90a, gfx940)"));
     }
     if (std::find(out.begin(), out.end(), name) != out.end()) {
       return absl::InvalidArgumentError(absl::StrCat("offload target ", name, " is listed twice"));
@@ -142,12 +139,12 @@ absl::Status CheckHipExtraFlags(const std::vector<std::string>& flags) {
       R"(-munsafe-fp-atomics|-mcumode|-mno-cumode|-mwavefrontsize64|-ffp-contract=(fast|on|off))");
   for (const std::string& f : flags) {
     if (f.size() > 120 || !std::regex_match(f, kAllowed)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "extra hipcc flag \"", f.substr(0, 60),
-          "\" is not allowed: only code-generation options are (-O*, -D*, -U*, -std=c++*, "
-          "-ffast-math, -fgpu-flush-denormals-to-zero, -munsafe-fp-atomics, -mcumode, "
-          "-ffp-contract=*); --offload-arch is the worker's, and -I, -L, -l, -o, -x, -Xclang, "
-          "-mllvm and the like can read or write files or change the toolchain"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("extra hipcc flag \"", f.substr(0, 60),
+                       "\" is not allowed: only code-generation options are (-O*, -D*, -U*, -std=c++*, "
+                       "-ffast-math, -fgpu-flush-denormals-to-zero, -munsafe-fp-atomics, -mcumode, "
+                       "-ffp-contract=*); --offload-arch is the worker's, and -I, -L, -l, -o, -x, -Xclang, "
+                       "-mllvm and the like can read or write files or change the toolchain"));
     }
   }
   return absl::OkStatus();
@@ -178,9 +175,8 @@ namespace {
 
 // Calls `each(target, code_object)` for every device code object in the
 // host object's .hip_fatbin bundle, in bundle order; stops at its first error.
-absl::Status ForEachHipCodeObject(
-    std::string_view host_object,
-    const std::function<absl::Status(const std::string&, std::string_view)>& each) {
+absl::Status ForEachHipCodeObject(std::string_view host_object,
+                                  const std::function<absl::Status(const std::string&, std::string_view)>& each) {
   auto fatbin = ElfSection(host_object, ".hip_fatbin");
   if (!fatbin.ok()) {
     if (fatbin.status().code() == absl::StatusCode::kNotFound) {
@@ -193,15 +189,14 @@ absl::Status ForEachHipCodeObject(
   // id length and id ("hipv4-amdgcn-amd-amdhsa--gfx90a[:features]").
   constexpr size_t kMagic = sizeof(kBundleMagic) - 1;
   uint64_t count = 0;
-  if (b.size() < kMagic || b.substr(0, kMagic) != kBundleMagic || !ReadAt(b, kMagic, &count) ||
-      count > 64) {
+  if (b.size() < kMagic || b.substr(0, kMagic) != kBundleMagic || !ReadAt(b, kMagic, &count) || count > 64) {
     return absl::InvalidArgumentError(".hip_fatbin is not a clang offload bundle");
   }
   uint64_t at = kMagic + 8;
   for (uint64_t i = 0; i < count; ++i) {
     uint64_t offset = 0, size = 0, id_len = 0;
-    if (!ReadAt(b, at, &offset) || !ReadAt(b, at + 8, &size) || !ReadAt(b, at + 16, &id_len) ||
-        at + 24 > b.size() || b.size() - (at + 24) < id_len) {
+    if (!ReadAt(b, at, &offset) || !ReadAt(b, at + 8, &size) || !ReadAt(b, at + 16, &id_len) || at + 24 > b.size() ||
+        b.size() - (at + 24) < id_len) {
       return absl::InvalidArgumentError("offload bundle entry out of bounds");
     }
     const std::string id(b.substr(at + 24, id_len));
@@ -250,8 +245,7 @@ std::string FindLlvmObjdump() {
   return "";
 }
 
-void SummarizeHipIsa(std::string_view disassembly, const std::string& target,
-                     std::vector<KernelResources>& kernels) {
+void SummarizeHipIsa(std::string_view disassembly, const std::string& target, std::vector<KernelResources>& kernels) {
   KernelResources* current = nullptr;
   for (absl::string_view line : absl::StrSplit(absl::string_view(disassembly.data(), disassembly.size()), '\n')) {
     // "0000000000001700 <_Z1kPf>:" starts a function; instructions are indented.
@@ -324,7 +318,12 @@ int OccupancyWavesPerSimd(const AmdTarget& target, const KernelResources& k) {
   const int regs = k.agprs > 0 ? AlignUp(std::max(k.vgprs, 1), 4) + k.agprs : k.vgprs;
   if (regs > 0) waves = std::min(waves, target.unified_vgprs / AlignUp(regs, 8));
   // gfx9 SGPR limits (LLVM's getOccupancyWithNumSGPRs).
-  const int sgpr_waves = k.sgprs <= 80 ? 10 : k.sgprs <= 88 ? 9 : k.sgprs <= 100 ? 8 : k.sgprs <= 112 ? 7 : k.sgprs <= 128 ? 6 : 5;
+  const int sgpr_waves = k.sgprs <= 80    ? 10
+                         : k.sgprs <= 88  ? 9
+                         : k.sgprs <= 100 ? 8
+                         : k.sgprs <= 112 ? 7
+                         : k.sgprs <= 128 ? 6
+                                          : 5;
   waves = std::min(waves, sgpr_waves);
   if (k.lds_bytes > 0) {
     if (k.lds_bytes > target.lds_bytes) return 0;
@@ -346,8 +345,7 @@ double StaticScore(const std::vector<KernelResources>& kernels) {
     const AmdTarget* t = FindAmdTarget(k.target);
     if (t == nullptr) continue;
     if (k.lds_bytes > t->lds_bytes) return 0;
-    occupancy = std::min(occupancy, static_cast<double>(OccupancyWavesPerSimd(*t, k)) /
-                                        t->max_waves_per_simd);
+    occupancy = std::min(occupancy, static_cast<double>(OccupancyWavesPerSimd(*t, k)) / t->max_waves_per_simd);
     spills += k.vgpr_spills + k.sgpr_spills;
     scratch = scratch || k.scratch_bytes > 0;
     if (k.global_accesses > 0) {
@@ -404,10 +402,8 @@ std::string PortCudaToHip(std::string_view cuda_source) {
   return std::regex_replace(s, kApi, "hip$1");
 }
 
-HipCompileResult CompileHipCandidate(const KernelBuilder& builder, const v1::Task& task,
-                                     const v1::Candidate& candidate,
-                                     const std::vector<std::string>& targets,
-                                     const std::string& objdump) {
+HipCompileResult CompileHipCandidate(const KernelBuilder& builder, const v1::Task& task, const v1::Candidate& candidate,
+                                     const std::vector<std::string>& targets, const std::string& objdump) {
   HipCompileResult out;
   auto fail = [&](v1::EvalStatus status, std::string message) {
     out.Fail(status, std::move(message));
@@ -425,8 +421,7 @@ HipCompileResult CompileHipCandidate(const KernelBuilder& builder, const v1::Tas
   if (!object.ok()) return fail(v1::INFRA_ERROR, std::string(object.status().message()));
   auto kernels = ReadHipKernelResources(*object);
   if (!kernels.ok()) {
-    return fail(v1::INFRA_ERROR, absl::StrCat("cannot read the kernels' resource use: ",
-                                              kernels.status().message()));
+    return fail(v1::INFRA_ERROR, absl::StrCat("cannot read the kernels' resource use: ", kernels.status().message()));
   }
   out.kernels = *std::move(kernels);
   if (!objdump.empty() && builder.sandbox() != nullptr) {
@@ -442,9 +437,8 @@ HipCompileResult CompileHipCandidate(const KernelBuilder& builder, const v1::Tas
   for (const KernelResources& k : out.kernels) {
     const AmdTarget* t = FindAmdTarget(k.target);
     if (t != nullptr && k.lds_bytes > t->lds_bytes) {
-      return fail(v1::COMPILE_ERROR,
-                  absl::StrCat("kernel ", k.kernel, " needs ", k.lds_bytes, " bytes of LDS; ",
-                               k.target, " has ", t->lds_bytes, " per workgroup"));
+      return fail(v1::COMPILE_ERROR, absl::StrCat("kernel ", k.kernel, " needs ", k.lds_bytes, " bytes of LDS; ",
+                                                  k.target, " has ", t->lds_bytes, " per workgroup"));
     }
   }
   if (out.kernels.empty()) {

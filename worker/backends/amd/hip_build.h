@@ -28,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+
 #include "kevo/v1/evaluation.pb.h"
 #include "kevo/v1/task.pb.h"
 #include "worker/pipeline/eval_pipeline.h"
@@ -106,8 +107,7 @@ std::string FindLlvmObjdump();
 // count, global memory accesses and the bytes they move per lane (from the
 // mnemonic: dword = 4, dwordx4 = 16, short = 2, ...), and MFMA instructions.
 // Pure; kernels the text does not name are left as they are.
-void SummarizeHipIsa(std::string_view disassembly, const std::string& target,
-                     std::vector<KernelResources>& kernels);
+void SummarizeHipIsa(std::string_view disassembly, const std::string& target, std::vector<KernelResources>& kernels);
 
 // Disassembles every code object in `host_object` with `objdump` (run in
 // `sandbox`, the code objects written to `dir`) and summarizes it into
@@ -160,9 +160,7 @@ struct HipCompileResult : CandidateBuild {
 // (DisassembleHipKernels, in the build's folder); a failure there is logged
 // and leaves them without the ISA summary.
 // Never fails itself: worker errors come back as INFRA_ERROR.
-HipCompileResult CompileHipCandidate(const KernelBuilder& builder, const v1::Task& task,
-                                     const v1::Candidate& candidate,
-                                     const std::vector<std::string>& targets,
-                                     const std::string& objdump = "");
+HipCompileResult CompileHipCandidate(const KernelBuilder& builder, const v1::Task& task, const v1::Candidate& candidate,
+                                     const std::vector<std::string>& targets, const std::string& objdump = "");
 
 }  // namespace kevo::worker

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+
 #include "common/status.h"
 
 namespace kevo::worker {
@@ -27,6 +28,7 @@ namespace {
 // - the FP32 peak of one thread times the cores is an upper bound of the
 //   all-core rate (which a loaded host under-measures the same way), and each
 //   vector width is timed, since on some CPUs the widest one lowers the clock.
+// clang-format off
 constexpr char kBenchmark[] = R"CPP(
 #include <immintrin.h>
 #include <omp.h>
@@ -270,6 +272,7 @@ int main(int argc, char** argv) {
   return 0;
 }
 )CPP";
+// clang-format on
 
 }  // namespace
 
@@ -280,8 +283,8 @@ void Ceilings::KeepHighest(const Ceilings& other) {
 }
 
 absl::StatusOr<Ceilings> MeasureCeilings(const KernelBuilder& builder, const sandbox::Sandbox& sandbox,
-                                         const std::string& scratch_dir,
-                                         std::vector<std::string> visible_paths, CeilingProbe probe) {
+                                         const std::string& scratch_dir, std::vector<std::string> visible_paths,
+                                         CeilingProbe probe) {
   // std::aligned_alloc is C++17: g++ 12 defaults to it, clang++ 14 to C++14.
   KEVO_ASSIGN_OR_RETURN(std::string program,
                         builder.BuildProgram(kBenchmark, {"-std=c++17", "-O3", "-march=native", "-fopenmp"}));
@@ -301,8 +304,7 @@ absl::StatusOr<Ceilings> MeasureCeilings(const KernelBuilder& builder, const san
   cmd.limits.address_space_bytes = int64_t{2} << 30;
   KEVO_ASSIGN_OR_RETURN(sandbox::Result run, sandbox.Run(cmd));
   if (!run.Succeeded()) {
-    return absl::InternalError(absl::StrCat("calibration benchmark failed: ", run.Summary(), ": ",
-                                            run.stderr_data));
+    return absl::InternalError(absl::StrCat("calibration benchmark failed: ", run.Summary(), ": ", run.stderr_data));
   }
   Ceilings ceilings;
   for (absl::string_view line : absl::StrSplit(run.stdout_data, '\n', absl::SkipEmpty())) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "common/sandbox/sandbox.h"
 #include "worker/pipeline/kernel_builder.h"
 
@@ -26,8 +27,8 @@ namespace kevo::worker {
 
 struct Ceilings {
   double mem_bandwidth_gbs = 0;  // 1e9 bytes/s
-  double fp32_peak_gflops = 0;  // 0 when only the bandwidth was measured
-  double bf16_peak_gflops = 0;  // 0 without AVX512_BF16 or when not measured
+  double fp32_peak_gflops = 0;   // 0 when only the bandwidth was measured
+  double bf16_peak_gflops = 0;   // 0 without AVX512_BF16 or when not measured
 
   // The higher of each figure of this and `other`.
   void KeepHighest(const Ceilings& other);
@@ -39,10 +40,8 @@ enum class CeilingProbe { kAll, kBandwidth };
 // when its output does not parse.
 // `visible_paths` are the read-only system folders the benchmark may see
 // (the folder of the compiled benchmark is added).
-absl::StatusOr<Ceilings> MeasureCeilings(const KernelBuilder& builder,
-                                         const sandbox::Sandbox& sandbox,
-                                         const std::string& scratch_dir,
-                                         std::vector<std::string> visible_paths,
+absl::StatusOr<Ceilings> MeasureCeilings(const KernelBuilder& builder, const sandbox::Sandbox& sandbox,
+                                         const std::string& scratch_dir, std::vector<std::string> visible_paths,
                                          CeilingProbe probe = CeilingProbe::kAll);
 
 }  // namespace kevo::worker

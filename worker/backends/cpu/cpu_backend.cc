@@ -21,6 +21,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+
 #include "common/expr.h"
 #include "common/hash.h"
 #include "common/log.h"
@@ -42,8 +43,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::vector<std::string>& CandidateFlags() {
-  static const auto* flags =
-      new std::vector<std::string>{"-O3", "-march=native", "-fopenmp", "-fPIC"};
+  static const auto* flags = new std::vector<std::string>{"-O3", "-march=native", "-fopenmp", "-fPIC"};
   return *flags;
 }
 
@@ -83,20 +83,18 @@ struct CpuEvalRun : EvalRun {
 
 class CpuBackend final : public RivalBackend {
  public:
-  CpuBackend(CpuBackendOptions options, std::unique_ptr<sandbox::Sandbox> sandbox,
-             std::string compiler_version, std::string cpu_model, std::string runner_hash,
-             std::vector<std::string> compiler_visible)
+  CpuBackend(CpuBackendOptions options, std::unique_ptr<sandbox::Sandbox> sandbox, std::string compiler_version,
+             std::string cpu_model, std::string runner_hash, std::vector<std::string> compiler_visible)
       : options_(std::move(options)),
         sandbox_(std::move(sandbox)),
         compiler_version_(std::move(compiler_version)),
         cpu_model_(std::move(cpu_model)),
         runner_hash_(std::move(runner_hash)),
-        builder_(sandbox_.get(), options_.compiler,
-                 absl::StrCat(compiler_version_, "\n", cpu_model_, "\n",
-                              Sha256Hex(ProcField("/proc/cpuinfo", "flags"))),
-                 options_.work_dir + "/build", options_.compile_timeout,
-                 std::max<int64_t>(options_.memory_limit_bytes, int64_t{4} << 30),
-                 std::move(compiler_visible)),
+        builder_(
+            sandbox_.get(), options_.compiler,
+            absl::StrCat(compiler_version_, "\n", cpu_model_, "\n", Sha256Hex(ProcField("/proc/cpuinfo", "flags"))),
+            options_.work_dir + "/build", options_.compile_timeout,
+            std::max<int64_t>(options_.memory_limit_bytes, int64_t{4} << 30), std::move(compiler_visible)),
         harness_(sandbox_.get(), HarnessOptions(options_, runner_hash_)),
         kernelbench_(sandbox_.get(), KernelBenchOptionsFor(options_)),
         production_(sandbox_.get(), ProductionOptionsFor(options_)) {}
@@ -113,8 +111,7 @@ class CpuBackend final : public RivalBackend {
  private:
   // NativeRunnerOptions, and the CPU topology (OpenMP reads it).
   static RunnerHarnessOptions HarnessOptions(const CpuBackendOptions& o, const std::string& hash) {
-    RunnerHarnessOptions h =
-        NativeRunnerOptions(o.runner_path, o.work_dir, o.run_timeout, o.memory_limit_bytes, hash);
+    RunnerHarnessOptions h = NativeRunnerOptions(o.runner_path, o.work_dir, o.run_timeout, o.memory_limit_bytes, hash);
     h.visible_paths.push_back("/sys/devices/system/cpu");
     return h;
   }
@@ -211,7 +208,6 @@ void CpuBackend::KeepHighest(const Ceilings& measured) const {
   ceilings_.KeepHighest(measured);
 }
 
-
 v1::Fingerprint CpuBackend::MakeFingerprint() const {
   v1::Fingerprint fp;
   fp.set_host(HostName());
@@ -247,17 +243,15 @@ absl::StatusOr<v1::Hello> CpuBackend::Describe() {
   return hello;
 }
 
-
-v1::Evaluation CpuBackend::Run(const v1::Task& task_in, const v1::Candidate& candidate,
-                               const v1::Candidate* rival, const EventSink& on_event) {
+v1::Evaluation CpuBackend::Run(const v1::Task& task_in, const v1::Candidate& candidate, const v1::Candidate* rival,
+                               const EventSink& on_event) {
   const v1::Task task = kevo::task::TimedOn(task_in, "cpu");  // this platform's timed binding
   if (task.format() == v1::TASK_FORMAT_KERNELBENCH) {
-    return kernelbench_.Evaluate(
-        task, candidate, on_event, "cpu", MakeFingerprint(),
-        [this](EvalRun&, const std::function<bool(const std::string&)>& stages) {
-          absl::MutexLock lock(&host_mu_);
-          return stages("cpu");
-        });
+    return kernelbench_.Evaluate(task, candidate, on_event, "cpu", MakeFingerprint(),
+                                 [this](EvalRun&, const std::function<bool(const std::string&)>& stages) {
+                                   absl::MutexLock lock(&host_mu_);
+                                   return stages("cpu");
+                                 });
   }
   CpuEvalRun run{{task, candidate, on_event}};
   run.rival = rival;
@@ -312,8 +306,8 @@ CpuBackend::Compiled CpuBackend::CompileKernel(const v1::Candidate& candidate, c
   };
   const std::string language = absl::AsciiStrToLower(candidate.language());
   if (!language.empty() && language != "c++" && language != "cpp" && language != "cxx") {
-    return fail(v1::COMPILE_ERROR, absl::StrCat("language '", candidate.language(),
-                                                "' is not supported on cpu (use c++)"));
+    return fail(v1::COMPILE_ERROR,
+                absl::StrCat("language '", candidate.language(), "' is not supported on cpu (use c++)"));
   }
   std::vector<std::string> extra(candidate.extra_flags().begin(), candidate.extra_flags().end());
   if (absl::Status s = CheckExtraFlags(extra); !s.ok()) return fail(v1::COMPILE_ERROR, std::string(s.message()));
@@ -341,7 +335,6 @@ CpuBackend::Compiled CpuBackend::CompileKernel(const v1::Candidate& candidate, c
   return out;
 }
 
-
 bool CpuBackend::ProfileStage(CpuEvalRun& run) const {
   const v1::Task& task = run.task;
   v1::Evaluation& ev = run.ev;
@@ -350,16 +343,17 @@ bool CpuBackend::ProfileStage(CpuEvalRun& run) const {
   // validation runs while this candidate and its baseline are timed, nor
   // while the ceilings are measured again below.
   absl::MutexLock profile_lock(&host_mu_);
-  const RunnerHarness::ProfileCall profile_call{.candidate_so = run.cand.library_path,
-            .baseline_so = run.ref.library_path,
-            .extra_args = {absl::StrCat("--time_cap_s=", options_.profile_time_cap_s),
-                           absl::StrCat("--mem_budget_bytes=", options_.memory_limit_bytes / 3)},
-            // Sampling stops at the cap; the rest is loading and copying
-            // hundreds of MiB of inputs, warm-up and the final check, which a
-            // busy host slows down a lot. A candidate that hangs was already
-            // caught by validation, so the margin is generous.
-            .timeout = 2 * options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 30),
-            .min_timed_checks = runner::kTimedChecks};
+  const RunnerHarness::ProfileCall profile_call{
+      .candidate_so = run.cand.library_path,
+      .baseline_so = run.ref.library_path,
+      .extra_args = {absl::StrCat("--time_cap_s=", options_.profile_time_cap_s),
+                     absl::StrCat("--mem_budget_bytes=", options_.memory_limit_bytes / 3)},
+      // Sampling stops at the cap; the rest is loading and copying
+      // hundreds of MiB of inputs, warm-up and the final check, which a
+      // busy host slows down a lot. A candidate that hangs was already
+      // caught by validation, so the margin is generous.
+      .timeout = 2 * options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 30),
+      .min_timed_checks = runner::kTimedChecks};
   std::optional<RunnerHarness::Profiled> profiled = harness_.Profile(run, profile_call);
   if (!profiled.has_value()) return false;
   const runner::ProfileReport* profile = &profiled->report;
@@ -389,8 +383,7 @@ bool CpuBackend::ProfileStage(CpuEvalRun& run) const {
     const Ceilings known = Limits();
     const bool compute_bound = known.fp32_peak_gflops > 0 && known.mem_bandwidth_gbs > 0 &&
                                flops / known.fp32_peak_gflops > bytes / known.mem_bandwidth_gbs;
-    after_timing = measure_limits(compute_bound ? CeilingProbe::kAll : CeilingProbe::kBandwidth,
-                                  scratch + "/ceilings");
+    after_timing = measure_limits(compute_bound ? CeilingProbe::kAll : CeilingProbe::kBandwidth, scratch + "/ceilings");
   }
   // The speed-of-light check (docs/reliability.md): a time that implies
   // beating those limits is timed again in a fresh runner, with the ceilings
@@ -403,8 +396,7 @@ bool CpuBackend::ProfileStage(CpuEvalRun& run) const {
     d.bandwidth_gbs = c.mem_bandwidth_gbs;
     d.bandwidth_source = "the best measured on this worker";
     d.peak_gflops = bf16 ? std::max(c.fp32_peak_gflops, c.bf16_peak_gflops) : c.fp32_peak_gflops;
-    d.peak_source = absl::StrCat(bf16 && c.bf16_peak_gflops > c.fp32_peak_gflops ? "bf16 dot products"
-                                                                                : "FP32 FMA",
+    d.peak_source = absl::StrCat(bf16 && c.bf16_peak_gflops > c.fp32_peak_gflops ? "bf16 dot products" : "FP32 FMA",
                                  ", the best measured on this worker");
     return d;
   };
@@ -447,9 +439,8 @@ bool CpuBackend::ProfileStage(CpuEvalRun& run) const {
   counters["timed_checks"] = static_cast<double>(profile->timed_checks.size());
   counters["perturbed_inputs"] = static_cast<double>(profile->perturbed_inputs.size());
   run.Emit(v1::STAGE_PROFILE, /*ok=*/true,
-           absl::StrCat("median ", profile->candidate.median_s * 1e3, " ms (spread ",
-                        profile->candidate.spread * 100, "%), baseline ",
-                        profile->baseline.median_s * 1e3, " ms, speedup ", ev.speedup(), "x, ",
+           absl::StrCat("median ", profile->candidate.median_s * 1e3, " ms (spread ", profile->candidate.spread * 100,
+                        "%), baseline ", profile->baseline.median_s * 1e3, " ms, speedup ", ev.speedup(), "x, ",
                         ev.timing().samples_s_size(), " samples",
                         profile->converged ? "" : " (time cap reached before 1% spread)"));
   // What users run today, timed against the same candidate on the same
@@ -460,7 +451,6 @@ bool CpuBackend::ProfileStage(CpuEvalRun& run) const {
   }
   return true;
 }
-
 
 }  // namespace
 

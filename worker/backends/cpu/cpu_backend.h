@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
 #include "common/sandbox/sandbox.h"
 #include "worker/backend.h"
 #include "worker/pipeline/speed_of_light.h"

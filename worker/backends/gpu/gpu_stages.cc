@@ -8,12 +8,12 @@
 #include <filesystem>
 #include <optional>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include <nlohmann/json.hpp>
+
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -24,9 +24,7 @@ namespace kevo::worker {
 namespace fs = std::filesystem;
 namespace {
 
-std::string Tail(const std::string& s, size_t n) {
-  return s.size() <= n ? s : "..." + s.substr(s.size() - n);
-}
+std::string Tail(const std::string& s, size_t n) { return s.size() <= n ? s : "..." + s.substr(s.size() - n); }
 
 std::vector<std::string> Glob(const std::string& pattern) {
   std::vector<std::string> out;
@@ -156,9 +154,8 @@ absl::StatusOr<GpuProbe> ParseGpuProbe(const std::string& json) {
   return probe;
 }
 
-absl::StatusOr<GpuProbe> ProbeGpus(const sandbox::Sandbox& sb, const GpuVendor& vendor,
-                                   const std::string& runner_path, const std::string& scratch_dir,
-                                   bool measure) {
+absl::StatusOr<GpuProbe> ProbeGpus(const sandbox::Sandbox& sb, const GpuVendor& vendor, const std::string& runner_path,
+                                   const std::string& scratch_dir, bool measure) {
   auto no_gpu = [&](const std::string& why) {
     return absl::FailedPreconditionError(
         absl::StrCat("no ", vendor.name, " GPU found (", vendor.runner_name, " probe: ", why, ")"));
@@ -183,10 +180,9 @@ absl::StatusOr<GpuProbe> ProbeGpus(const sandbox::Sandbox& sb, const GpuVendor& 
   auto report = ReadFileBytes(scratch_dir + "/report.txt");
   const runner::Report parsed = runner::ParseReport(report.ok() ? *report : "");
   if (!r->Succeeded()) {
-    std::string why = !parsed.error.empty() ? parsed.error
-                      : !parsed.device_error.empty()
-                          ? parsed.device_error
-                          : absl::StrCat(r->Summary(), " ", Tail(r->stderr_data, 500));
+    std::string why = !parsed.error.empty()          ? parsed.error
+                      : !parsed.device_error.empty() ? parsed.device_error
+                                                     : absl::StrCat(r->Summary(), " ", Tail(r->stderr_data, 500));
     fs::remove_all(scratch_dir, ec);
     return no_gpu(why);
   }
@@ -211,10 +207,9 @@ struct GpuStages::Gpu {
   std::deque<std::pair<absl::Time, absl::Time>> busy ABSL_GUARDED_BY(mu);
 };
 
-
 const GpuVendor& NvidiaVendor() {
-  static const auto* v = new GpuVendor{"NVIDIA", "kevo-runner-cuda", {"/dev/nvidia*"}, {"/usr/local/cuda"},
-                                       &NvidiaDatasheetTensorPeakGflops};
+  static const auto* v = new GpuVendor{
+      "NVIDIA", "kevo-runner-cuda", {"/dev/nvidia*"}, {"/usr/local/cuda"}, &NvidiaDatasheetTensorPeakGflops};
   return *v;
 }
 
@@ -276,8 +271,8 @@ bool GpuStages::CheckHealth(Gpu& gpu) const {
   auto r = gpu.harness->Run({"health", "--report=" + dir + "/report.txt"}, dir, absl::Seconds(60), 0);
   const bool ok = r.ok() && r->outcome.status == v1::OK;
   if (!ok) {
-    LogError("GPU ", gpu.info.index, " (", gpu.info.name, ") failed its health check: ",
-             r.ok() ? r->outcome.message : std::string(r.status().message()));
+    LogError("GPU ", gpu.info.index, " (", gpu.info.name,
+             ") failed its health check: ", r.ok() ? r->outcome.message : std::string(r.status().message()));
   }
   fs::remove_all(dir, ec);
   absl::MutexLock l(&gpu.mu);
@@ -295,9 +290,8 @@ GpuStages::Gpu& GpuStages::PickGpu() {
   return g;
 }
 
-absl::StatusOr<GpuStages::CpuReferenceProfile> GpuStages::CpuReference(const v1::Task& task,
-                                                                      const std::string& ref_so,
-                                                                      const std::string& timed_inputs) {
+absl::StatusOr<GpuStages::CpuReferenceProfile> GpuStages::CpuReference(const v1::Task& task, const std::string& ref_so,
+                                                                       const std::string& timed_inputs) {
   const std::string key = Sha256Hex(absl::StrCat(DeterministicBytes(task), "\n", ref_so));
   {
     absl::MutexLock l(&cpu_ref_mu_);
@@ -317,9 +311,8 @@ absl::StatusOr<GpuStages::CpuReferenceProfile> GpuStages::CpuReference(const v1:
   // The reference against itself: its samples are the baseline's.
   auto r = cpu_harness_.Run(
       {"profile", "--task=" + dir + "/task.pb", "--kernel=" + ref_so, "--baseline=" + ref_so,
-       "--inputs=" + timed_inputs, "--outputs=" + dir + "/outputs.bin",
-       "--result=" + dir + "/profile.json", "--report=" + dir + "/report.txt",
-       absl::StrCat("--time_cap_s=", options_.profile_time_cap_s),
+       "--inputs=" + timed_inputs, "--outputs=" + dir + "/outputs.bin", "--result=" + dir + "/profile.json",
+       "--report=" + dir + "/report.txt", absl::StrCat("--time_cap_s=", options_.profile_time_cap_s),
        absl::StrCat("--mem_budget_bytes=", options_.memory_limit_bytes / 3)},
       dir, 2 * options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 30), 2 * out_bytes);
   auto cleanup = [&] { fs::remove_all(dir, ec); };
@@ -329,8 +322,7 @@ absl::StatusOr<GpuStages::CpuReferenceProfile> GpuStages::CpuReference(const v1:
   }
   if (r->outcome.status != v1::OK) {
     cleanup();
-    return absl::InternalError(absl::StrCat("timing the C++ reference on the CPU failed: ",
-                                            r->outcome.message));
+    return absl::InternalError(absl::StrCat("timing the C++ reference on the CPU failed: ", r->outcome.message));
   }
   auto json = ReadFileBytes(dir + "/profile.json");
   auto outputs = ReadFileBytes(dir + "/outputs.bin");
@@ -432,9 +424,8 @@ bool GpuStages::HoldGpu(EvalRun& run, const std::function<bool(Gpu& gpu)>& body)
   return ok;
 }
 
-bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidate_so,
-                             const std::string& timed_inputs, const GpuBaseline& baseline,
-                             const CpuReferenceProfile* cpu_ref) {
+bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidate_so, const std::string& timed_inputs,
+                             const GpuBaseline& baseline, const CpuReferenceProfile* cpu_ref) {
   const v1::Task& task = run.task;
   v1::Evaluation& ev = run.ev;
   const std::string& scratch = run.scratch;
@@ -460,7 +451,7 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
   // checks of what it wrote; nullopt when the evaluation has failed.
   struct Measured {
     runner::ProfileReport profile;
-    std::string timed_bytes;    // the outputs after timing (and the GPU baseline's)
+    std::string timed_bytes;  // the outputs after timing (and the GPU baseline's)
   };
   auto measure = [&]() -> std::optional<Measured> {
     auto failed = [&](v1::EvalStatus status, const std::string& message) -> std::optional<Measured> {
@@ -470,9 +461,8 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
     std::error_code ec;
     fs::remove(scratch + "/report.txt", ec);
     auto prof = gpu.harness->Run(
-        {"profile", "--task=" + scratch + "/task.pb", "--kernel=" + candidate_so,
-         "--baseline=" + baseline_arg, "--inputs=" + timed_inputs, "--outputs=" + outputs_path,
-         "--result=" + scratch + "/profile.json",
+        {"profile", "--task=" + scratch + "/task.pb", "--kernel=" + candidate_so, "--baseline=" + baseline_arg,
+         "--inputs=" + timed_inputs, "--outputs=" + outputs_path, "--result=" + scratch + "/profile.json",
          "--report=" + scratch + "/report.txt", absl::StrCat("--time_cap_s=", options_.profile_time_cap_s)},
         scratch, options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 30),
         check_bytes + 2 * timed_output_bytes * min_timed_checks);
@@ -480,8 +470,8 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
     if (prof->outcome.status != v1::OK) {
       ev.mutable_diagnostics()->set_signal(prof->outcome.signal);
       ev.mutable_diagnostics()->set_violation(prof->outcome.violation);
-      return failed(prof->outcome.status, absl::StrCat("candidate (at the timed binding '",
-                                                     task.time().name(), "') ", prof->outcome.message));
+      return failed(prof->outcome.status, absl::StrCat("candidate (at the timed binding '", task.time().name(), "') ",
+                                                       prof->outcome.message));
     }
     auto prof_json = ReadFileBytes(scratch + "/profile.json");
     const auto outputs_size = static_cast<int64_t>(fs::file_size(outputs_path, ec));
@@ -497,12 +487,11 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
     }
     if (!profile->modified_input.empty()) {
       return failed(v1::INPUT_MODIFIED, absl::StrCat("input '", profile->modified_input,
-                                                   "' changed while timing at binding '",
-                                                   task.time().name(), "'"));
+                                                     "' changed while timing at binding '", task.time().name(), "'"));
     }
     if (const std::string& over = profile->overflowed; !over.empty()) {
-      return failed(v1::RUNTIME_ERROR, absl::StrCat("wrote past the end of tensor '", over,
-                                                  "' at the timed binding '", task.time().name(), "'"));
+      return failed(v1::RUNTIME_ERROR, absl::StrCat("wrote past the end of tensor '", over, "' at the timed binding '",
+                                                    task.time().name(), "'"));
     }
     // The kept timed calls first, as on the cpu worker: a call that was fast
     // because it returned a stale or faked result is named by its sample.
@@ -523,12 +512,13 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
       CompareResult cmp = CompareTensors(spec->dtype(), got, want, count, tol);
       if (!cmp.ok) {
         return failed(cmp.nonfinite ? v1::NONFINITE : v1::WRONG_ANSWER,
-                    absl::StrCat("at the timed binding '", task.time().name(), "' (checked on the "
-                                 "buffers it was timed on): ", spec->name(), "[", cmp.first_bad_index,
-                                 "] = ", ElementAsDouble(spec->dtype(), got, cmp.first_bad_index), ", ",
-                                 want_name, " ", ElementAsDouble(spec->dtype(), want, cmp.first_bad_index),
-                                 "; ", cmp.bad_count, " of ", count, " elements outside atol ", tol.atol,
-                                 " + rtol ", tol.rtol));
+                      absl::StrCat("at the timed binding '", task.time().name(),
+                                   "' (checked on the "
+                                   "buffers it was timed on): ",
+                                   spec->name(), "[", cmp.first_bad_index,
+                                   "] = ", ElementAsDouble(spec->dtype(), got, cmp.first_bad_index), ", ", want_name,
+                                   " ", ElementAsDouble(spec->dtype(), want, cmp.first_bad_index), "; ", cmp.bad_count,
+                                   " of ", count, " elements outside atol ", tol.atol, " + rtol ", tol.rtol));
       }
       offset += count * static_cast<int64_t>(DTypeSize(spec->dtype()));
     }
@@ -550,8 +540,7 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
   const double bw = std::max(copy_bw, gpu.info.theoretical_bandwidth_gbs);
   const v1::DType tc_dtype = TensorCoreDType(task);
   const auto tc_peak_of = options_.vendor->tensor_peak_gflops;
-  const double tc_peak =
-      tc_dtype != v1::DTYPE_UNSPECIFIED && tc_peak_of != nullptr ? tc_peak_of(gpu.info) : 0;
+  const double tc_peak = tc_dtype != v1::DTYPE_UNSPECIFIED && tc_peak_of != nullptr ? tc_peak_of(gpu.info) : 0;
   const double compute_peak = tc_peak > 0 ? tc_peak : gpu.info.fp32_gflops;
   DeviceLimits limits;
   limits.bandwidth_gbs = bw;
@@ -564,14 +553,14 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
   const Work work = TimedWork(task);
   // A time beyond the speed of light is timed again in a fresh runner
   // (docs/reliability.md, "Speed of light").
-  std::optional<SpeedOfLight> sol = CheckSpeedOfLight(
-      run, measured->profile.candidate.median_s, work, limits, options_.speed_of_light_margin,
-      [&]() -> std::optional<Remeasured> {
-        measured = measure();
-        if (!measured.has_value()) return std::nullopt;
-        base = gpu_baseline ? &measured->profile.baseline : &cpu_ref->timing;
-        return Remeasured{measured->profile.candidate.median_s, limits};
-      });
+  std::optional<SpeedOfLight> sol =
+      CheckSpeedOfLight(run, measured->profile.candidate.median_s, work, limits, options_.speed_of_light_margin,
+                        [&]() -> std::optional<Remeasured> {
+                          measured = measure();
+                          if (!measured.has_value()) return std::nullopt;
+                          base = gpu_baseline ? &measured->profile.baseline : &cpu_ref->timing;
+                          return Remeasured{measured->profile.candidate.median_s, limits};
+                        });
   if (!sol.has_value()) return false;
   const runner::ProfileReport* profile = &measured->profile;
   const std::string& want_all = gpu_baseline ? measured->timed_bytes : cpu_ref->outputs;
@@ -584,7 +573,8 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
   counters["compute_peak_gflops"] = compute_peak;
   counters["compute_peak_datasheet"] = tc_peak > 0 ? 1 : 0;
   const std::string bw_roof = absl::StrCat("the bandwidth ", bw, " GB/s (", limits.bandwidth_source, ")");
-  const std::string fp32_roof = absl::StrCat("the measured FP32 FMA rate ", gpu.info.fp32_gflops, " GFLOP/s and ", bw_roof);
+  const std::string fp32_roof =
+      absl::StrCat("the measured FP32 FMA rate ", gpu.info.fp32_gflops, " GFLOP/s and ", bw_roof);
   (*ev.mutable_notes())["roofline"] =
       tc_peak > 0 ? absl::StrCat(std::string(DTypeName(tc_dtype)), " tensor-core peak ", tc_peak / 1e3,
                                  " TFLOP/s (datasheet, dense) and ", bw_roof)
@@ -606,29 +596,27 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
   counters["working_set_bytes"] = static_cast<double>(profile->working_set_bytes);
   counters["timed_checks"] = static_cast<double>(profile->timed_checks.size());
   counters["perturbed_inputs"] = static_cast<double>(profile->perturbed_inputs.size());
-  const std::string escaped =
-      counters["escaped_samples"] > 0
-          ? absl::StrCat("; ", counters["escaped_samples"],
-                         " samples finished after the default stream (timed to device sync)")
-          : "";
+  const std::string escaped = counters["escaped_samples"] > 0
+                                  ? absl::StrCat("; ", counters["escaped_samples"],
+                                                 " samples finished after the default stream (timed to device sync)")
+                                  : "";
   const std::string base_label = gpu_baseline ? baseline.label : "C++ reference on the CPU";
   (*ev.mutable_notes())["baseline"] =
-      gpu_baseline ? absl::StrCat(baseline.description.empty() ? baseline.label : baseline.description,
-                                  " on GPU ", gpu.info.index, " (", gpu.info.name, ")")
-                   : absl::StrCat("the task's C++ reference (-O2) on this worker's CPU (",
-                                  ev.fingerprint().cpu_model(), "): a CPU time, not a GPU one");
+      gpu_baseline ? absl::StrCat(baseline.description.empty() ? baseline.label : baseline.description, " on GPU ",
+                                  gpu.info.index, " (", gpu.info.name, ")")
+                   : absl::StrCat("the task's C++ reference (-O2) on this worker's CPU (", ev.fingerprint().cpu_model(),
+                                  "): a CPU time, not a GPU one");
   run.Emit(v1::STAGE_PROFILE, /*ok=*/true,
-           absl::StrCat("GPU ", gpu.info.index, ": median ", profile->candidate.median_s * 1e6,
-                        " us (spread ", profile->candidate.spread * 100, "%), ", base_label, " ",
-                        base->median_s * 1e6, " us, speedup ", ev.speedup(), "x, ",
-                        absl::StrFormat("%.0f", achieved_gbs), " GB/s",
-                        copy_bw > 0 ? absl::StrFormat(" (%.0f%% of the measured copy rate)", 100 * achieved_gbs / copy_bw) : "",
-                        ", ", ev.timing().samples_s_size(), " samples",
-                        profile->converged ? "" : " (time cap reached before 1% spread)", escaped));
+           absl::StrCat(
+               "GPU ", gpu.info.index, ": median ", profile->candidate.median_s * 1e6, " us (spread ",
+               profile->candidate.spread * 100, "%), ", base_label, " ", base->median_s * 1e6, " us, speedup ",
+               ev.speedup(), "x, ", absl::StrFormat("%.0f", achieved_gbs), " GB/s",
+               copy_bw > 0 ? absl::StrFormat(" (%.0f%% of the measured copy rate)", 100 * achieved_gbs / copy_bw) : "",
+               ", ", ev.timing().samples_s_size(), " samples",
+               profile->converged ? "" : " (time cap reached before 1% spread)", escaped));
   if (options_.time_production) {
     options_.time_production(run, candidate_so, timed_inputs,
-                             want_all.substr(want_offset, static_cast<size_t>(timed_output_bytes)),
-                             gpu.info.index);
+                             want_all.substr(want_offset, static_cast<size_t>(timed_output_bytes)), gpu.info.index);
   }
   return true;
 }

@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+
 #include "common/sandbox/sandbox.h"
 #include "worker/pipeline/eval_pipeline.h"
 #include "worker/pipeline/speed_of_light.h"
@@ -61,7 +62,7 @@ struct GpuInfo {
   double theoretical_bandwidth_gbs = 0;
 };
 struct GpuProbe {
-  int driver_version = 0;   // 13000 = CUDA 13.0
+  int driver_version = 0;  // 13000 = CUDA 13.0
   int runtime_version = 0;
   std::vector<GpuInfo> gpus;
 };
@@ -104,8 +105,7 @@ std::vector<std::string> GpuVisiblePaths(const GpuVendor& vendor, const std::str
 // FailedPrecondition "no <vendor> GPU found (<runner> probe: ...)" when the
 // runner is missing, fails or finds no GPU.
 absl::StatusOr<GpuProbe> ProbeGpus(const sandbox::Sandbox& sandbox, const GpuVendor& vendor,
-                                   const std::string& runner_path, const std::string& scratch_dir,
-                                   bool measure);
+                                   const std::string& runner_path, const std::string& scratch_dir, bool measure);
 
 // The baseline a candidate is timed against.
 struct GpuBaseline {
@@ -158,8 +158,7 @@ class GpuStages {
   // `baseline`. Fills run.ev (timing, speedup, counters, notes "baseline"
   // and "roofline") and returns true, or fails the run (run.Fail) and
   // returns false.
-  bool Run(EvalRun& run, const std::string& candidate_so, const std::string& reference_so,
-           const GpuBaseline& baseline);
+  bool Run(EvalRun& run, const std::string& candidate_so, const std::string& reference_so, const GpuBaseline& baseline);
 
   // Takes a GPU's timing slot (a free GPU first), health-checks it when an
   // earlier fault left it in doubt, runs `body` on it, checks its health
@@ -181,9 +180,8 @@ class GpuStages {
     std::string outputs;
   };
 
-  bool ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidate_so,
-                    const std::string& timed_inputs, const GpuBaseline& baseline,
-                    const CpuReferenceProfile* cpu_ref);
+  bool ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidate_so, const std::string& timed_inputs,
+                    const GpuBaseline& baseline, const CpuReferenceProfile* cpu_ref);
   absl::StatusOr<CpuReferenceProfile> CpuReference(const v1::Task& task, const std::string& ref_so,
                                                    const std::string& timed_inputs);
   // Runs the health kernel on `gpu` and records the verdict; returns it.

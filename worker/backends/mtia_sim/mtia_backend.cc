@@ -9,18 +9,19 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+
 #include "common/expr.h"
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/task/task_loader.h"
 #include "common/tensor.h"
+#include "mtia_sim/mtia.h"
 #include "worker/pipeline/elf_symbols.h"
 #include "worker/pipeline/eval_pipeline.h"
 #include "worker/pipeline/kernel_builder.h"
 #include "worker/pipeline/speed_of_light.h"
 #include "worker/pipeline/symbol_policy.h"
-#include "mtia_sim/mtia.h"
 #include "worker/runner/protocol.h"
 
 namespace kevo::worker {
@@ -30,9 +31,7 @@ extern const char kMtiaHeaderSource[];  // mtia_header.cc (generated)
 namespace fs = std::filesystem;
 namespace {
 
-bool StartsWith(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
+bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
 // Flags of MTIA candidates and of the MTIA baseline (docs/mtia-simulator.md,
 // "Candidate ABI"); the include folder is added per backend. Host-side code
@@ -71,9 +70,8 @@ struct MtiaEvalRun : EvalRun {
 
 class MtiaBackend final : public Backend {
  public:
-  MtiaBackend(MtiaBackendOptions options, mtia::Config chip,
-              std::unique_ptr<sandbox::Sandbox> sandbox, std::string compiler_version,
-              std::string runner_hash, std::vector<std::string> compiler_visible)
+  MtiaBackend(MtiaBackendOptions options, mtia::Config chip, std::unique_ptr<sandbox::Sandbox> sandbox,
+              std::string compiler_version, std::string runner_hash, std::vector<std::string> compiler_visible)
       : options_(std::move(options)),
         chip_(std::move(chip)),
         sandbox_(std::move(sandbox)),
@@ -82,13 +80,11 @@ class MtiaBackend final : public Backend {
         builder_(sandbox_.get(), options_.compiler,
                  absl::StrCat(compiler_version_, "\nmtia.h ", Sha256Hex(kMtiaHeaderSource)),
                  options_.work_dir + "/build", options_.compile_timeout,
-                 std::max<int64_t>(options_.memory_limit_bytes, int64_t{4} << 30),
-                 std::move(compiler_visible)),
+                 std::max<int64_t>(options_.memory_limit_bytes, int64_t{4} << 30), std::move(compiler_visible)),
         harness_(sandbox_.get(), HarnessOptions(options_, runner_hash)) {}
 
   absl::StatusOr<v1::Hello> Describe() override;
-  v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate,
-                          const EventSink& on_event) override;
+  v1::Evaluation Evaluate(const v1::Task& task, const v1::Candidate& candidate, const EventSink& on_event) override;
 
  private:
   static RunnerHarnessOptions HarnessOptions(const MtiaBackendOptions& o, const std::string& hash) {
@@ -133,8 +129,8 @@ absl::StatusOr<v1::Hello> MtiaBackend::Describe() {
   hello.set_platform("mtia-sim");
   hello.set_device(DeviceName());
   hello.add_toolchains(compiler_version_);
-  hello.add_toolchains(absl::StrCat("kevo MTIA simulator (", chip_.name, ", mtia.h ",
-                                    Sha256Hex(kMtiaHeaderSource).substr(0, 12), ")"));
+  hello.add_toolchains(
+      absl::StrCat("kevo MTIA simulator (", chip_.name, ", mtia.h ", Sha256Hex(kMtiaHeaderSource).substr(0, 12), ")"));
   hello.add_languages(kMtiaLanguage);
   *hello.mutable_fingerprint() = MakeFingerprint();
   // The simulated chip's figures, not the host's.
@@ -163,8 +159,8 @@ v1::Evaluation MtiaBackend::Evaluate(const v1::Task& task_in, const v1::Candidat
   MtiaEvalRun run{{task, candidate, on_event}};
   v1::Evaluation& ev = run.ev;
   BeginEvaluation(task, candidate, "mtia-sim", MakeFingerprint(), &ev);
-  if (CompileStage(run) &&
-      harness_.Validate(run, run.cand.library_path, run.golden.library_path) && ProfileStage(run)) {
+  if (CompileStage(run) && harness_.Validate(run, run.cand.library_path, run.golden.library_path) &&
+      ProfileStage(run)) {
     ev.set_status(v1::OK);
   }
   return run.Finish(options_.keep_eval_dirs);
@@ -180,16 +176,14 @@ bool MtiaBackend::CompileStage(MtiaEvalRun& run) const {
   const std::string language = absl::AsciiStrToLower(candidate.language());
   if (language != kMtiaLanguage) {
     return fail(v1::COMPILE_ERROR,
-                absl::StrCat("language '", candidate.language(), "' is not supported on mtia-sim (use ",
-                             kMtiaLanguage, ": C++ against mtia_sim/mtia.h exporting ",
-                             mtia::kLaunchSymbol, ")"));
+                absl::StrCat("language '", candidate.language(), "' is not supported on mtia-sim (use ", kMtiaLanguage,
+                             ": C++ against mtia_sim/mtia.h exporting ", mtia::kLaunchSymbol, ")"));
   }
   const v1::Reference* baseline = MtiaReference(task);
   if (baseline == nullptr) {
-    return fail(v1::INFRA_ERROR,
-                absl::StrCat("FAILED_PRECONDITION: task '", task.name(),
-                             "' has no reference_mtia.cc: no MTIA baseline (add a naive MTIA "
-                             "port of the reference as reference_mtia.cc in the task folder)"));
+    return fail(v1::INFRA_ERROR, absl::StrCat("FAILED_PRECONDITION: task '", task.name(),
+                                              "' has no reference_mtia.cc: no MTIA baseline (add a naive MTIA "
+                                              "port of the reference as reference_mtia.cc in the task folder)"));
   }
   std::vector<std::string> extra(candidate.extra_flags().begin(), candidate.extra_flags().end());
   if (absl::Status s = CheckExtraFlags(extra); !s.ok()) {
@@ -215,26 +209,24 @@ bool MtiaBackend::CompileStage(MtiaEvalRun& run) const {
     if (!forbidden.empty()) {
       run.ev.mutable_diagnostics()->set_violation(absl::StrJoin(forbidden, ", "));
       return fail(v1::SANDBOX_VIOLATION,
-                  absl::StrCat("the candidate imports forbidden symbol(s): ",
-                               absl::StrJoin(forbidden, ", "),
+                  absl::StrCat("the candidate imports forbidden symbol(s): ", absl::StrJoin(forbidden, ", "),
                                ". MTIA kernels may use only mtia.h, math, memory and the C++ "
                                "runtime"));
     }
   }
-  auto base = BuildTaskReference(builder_, {baseline->source(), MtiaFlags(include_dir_), kMtiaWrapper},
-                                 "reference_mtia.cc");
+  auto base =
+      BuildTaskReference(builder_, {baseline->source(), MtiaFlags(include_dir_), kMtiaWrapper}, "reference_mtia.cc");
   if (!base.ok()) return fail(v1::INFRA_ERROR, std::string(base.status().message()));
   // The task's C++ reference, for golden outputs (as on the CPU).
-  auto golden = BuildTaskReference(builder_, {task.reference().source(), CppReferenceFlags(), *wrapper},
-                                   "reference");
+  auto golden = BuildTaskReference(builder_, {task.reference().source(), CppReferenceFlags(), *wrapper}, "reference");
   if (!golden.ok()) return fail(v1::INFRA_ERROR, std::string(golden.status().message()));
   run.cand = *std::move(cand);
   run.baseline = *std::move(base);
   run.golden = *std::move(golden);
-  run.Emit(v1::STAGE_COMPILE, /*ok=*/true,
-           absl::StrCat("compiled", run.cand.cache_hit ? " (cached)" : "", "; MTIA baseline",
-                        run.baseline.cache_hit ? " (cached)" : "", "; reference",
-                        run.golden.cache_hit ? " (cached)" : ""));
+  run.Emit(
+      v1::STAGE_COMPILE, /*ok=*/true,
+      absl::StrCat("compiled", run.cand.cache_hit ? " (cached)" : "", "; MTIA baseline",
+                   run.baseline.cache_hit ? " (cached)" : "", "; reference", run.golden.cache_hit ? " (cached)" : ""));
   return true;
 }
 
@@ -294,10 +286,9 @@ bool MtiaBackend::ProfileStage(MtiaEvalRun& run) const {
     return it == profile->counters.end() ? 0.0 : it->second;
   };
   run.Emit(v1::STAGE_PROFILE, /*ok=*/true,
-           absl::StrCat("simulated ", profile->candidate.median_s * 1e6, " us on ", chip_.name, " (",
-                        c("cycles"), " cycles, PE utilisation ", 100 * c("pe_utilization"),
-                        "%, DRAM ", 100 * c("dram_utilization"), "%), MTIA baseline ",
-                        profile->baseline.median_s * 1e6, " us, speedup ", ev.speedup(), "x"));
+           absl::StrCat("simulated ", profile->candidate.median_s * 1e6, " us on ", chip_.name, " (", c("cycles"),
+                        " cycles, PE utilisation ", 100 * c("pe_utilization"), "%, DRAM ", 100 * c("dram_utilization"),
+                        "%), MTIA baseline ", profile->baseline.median_s * 1e6, " us, speedup ", ev.speedup(), "x"));
   return true;
 }
 
@@ -307,8 +298,7 @@ bool IsAllowedMtiaImport(std::string_view name) {
   if (IsAllowedImport(name)) return true;
   // std::string (KernelError messages, Config::name) and std::runtime_error
   // (KernelError's base): pure computation in libstdc++.
-  return StartsWith(name, "_ZNSt7__cxx1112basic_string") ||
-         StartsWith(name, "_ZNKSt7__cxx1112basic_string") ||
+  return StartsWith(name, "_ZNSt7__cxx1112basic_string") || StartsWith(name, "_ZNKSt7__cxx1112basic_string") ||
          StartsWith(name, "_ZNSt13runtime_error") || StartsWith(name, "_ZNKSt13runtime_error") ||
          StartsWith(name, "_ZTVSt13runtime_error") || name == "_ZSt25__throw_bad_function_callv";
 }
@@ -353,8 +343,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateMtiaBackend(const MtiaBackendOpti
                         sandbox::Sandbox::Create({opts.use_bwrap, opts.bwrap_path}));
   KEVO_ASSIGN_OR_RETURN(HostCompiler compiler, ProbeHostCompiler(*sb, opts.compiler, "mtia-sim backend"));
   compiler.visible_paths.push_back(opts.work_dir + "/include");
-  LogInfo("mtia-sim backend: simulating ", chip.name, " (", chip.grid_rows, "x", chip.grid_cols,
-          " PEs at ", chip.clock_hz / 1e9, " GHz)");
+  LogInfo("mtia-sim backend: simulating ", chip.name, " (", chip.grid_rows, "x", chip.grid_cols, " PEs at ",
+          chip.clock_hz / 1e9, " GHz)");
   return std::unique_ptr<Backend>(new MtiaBackend(opts, chip, std::move(sb), std::move(compiler.version),
                                                   std::move(runner_hash), std::move(compiler.visible_paths)));
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+
 #include "worker/pipeline/elf_symbols.h"
 #include "worker/pipeline/eval_pipeline.h"
 #include "worker/pipeline/symbol_policy.h"
@@ -16,11 +17,11 @@ namespace kevo::worker {
 namespace {
 
 absl::Status Refuse(const std::string& flag, std::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "extra nvcc flag \"", flag, "\" is not allowed: ", std::string(why),
-      ". Allowed: -O*, -D*, -U*, -std=*, --use_fast_math, -ftz=, -prec-div=, -prec-sqrt=, "
-      "-fmad=, -maxrregcount=N, -lineinfo, --extra-device-vectorization, --restrict, "
-      "-Xptxas=-O*|-v"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("extra nvcc flag \"", flag, "\" is not allowed: ", std::string(why),
+                   ". Allowed: -O*, -D*, -U*, -std=*, --use_fast_math, -ftz=, -prec-div=, -prec-sqrt=, "
+                   "-fmad=, -maxrregcount=N, -lineinfo, --extra-device-vectorization, --restrict, "
+                   "-Xptxas=-O*|-v"));
 }
 
 }  // namespace
@@ -41,8 +42,10 @@ std::vector<std::string> NvccCandidateFlags(const std::string& arch) {
   // -gencode rather than -arch=sm_90a: the shorthand also ran a plain sm_90
   // pass that rejects wgmma on some nvcc versions (docs/nvidia.md).
   const std::string virt = "compute_" + arch.substr(3);
-  return {"-O3", absl::StrCat("-gencode=arch=", virt, ",code=", arch), "-Xcompiler", "-fPIC",
-          "--cudart", "shared", "-Xptxas", "-v"};
+  return {"-O3",        absl::StrCat("-gencode=arch=", virt, ",code=", arch),
+          "-Xcompiler", "-fPIC",
+          "--cudart",   "shared",
+          "-Xptxas",    "-v"};
 }
 
 CompilerLayout NvccLayout() {
@@ -67,9 +70,10 @@ absl::Status CheckNvccExtraFlags(const std::vector<std::string>& flags) {
   for (const std::string& f : flags) {
     if (f.size() > 120) return Refuse(f.substr(0, 40) + "...", "it is too long");
     if (!std::regex_match(f, kAllowed)) {
-      return Refuse(f, "it is not one of the code-generation options (-I, -L, -l, -o, -x, "
-                       "-Xcompiler, -Xlinker, -ccbin, --keep, -rdc and the like can read or "
-                       "write files or change the toolchain)");
+      return Refuse(f,
+                    "it is not one of the code-generation options (-I, -L, -l, -o, -x, "
+                    "-Xcompiler, -Xlinker, -ccbin, --keep, -rdc and the like can read or "
+                    "write files or change the toolchain)");
     }
   }
   return absl::OkStatus();
@@ -83,8 +87,8 @@ const DeviceImportPolicy& CudaImportPolicy() {
       .language = "CUDA",
       .api_prefix = "cuda",
       .stub_prefix = "__cuda",
-      .vendor_prefixes = {"cublas", "cudnn", "cufft", "curand", "cusparse", "cusolver", "nccl", "cutensor",
-                          "nvjpeg", "npp"},
+      .vendor_prefixes = {"cublas", "cudnn", "cufft", "curand", "cusparse", "cusolver", "nccl", "cutensor", "nvjpeg",
+                          "npp"},
       .extra_families = {"Graph"},
       .extra_calls = {"GetDeviceProperties_v2", "GetFuncBySymbol", "CreateTextureObject", "DestroyTextureObject",
                       "ThreadExchangeStreamCaptureMode", "GetDriverEntryPoint", "GetDriverEntryPointByVersion"},
@@ -116,8 +120,8 @@ CudaCompileResult CompileCudaCandidate(const KernelBuilder& builder, const v1::T
       kSpill(R"((\d+) bytes spill stores)");
   for (const auto* re : {&kRegs, &kSmem, &kSpill}) {
     int* field = re == &kRegs ? &out.max_registers : re == &kSmem ? &out.max_smem_bytes : &out.spill_bytes;
-    for (std::sregex_iterator it(build->compiler_output.begin(), build->compiler_output.end(), *re), end;
-         it != end; ++it) {
+    for (std::sregex_iterator it(build->compiler_output.begin(), build->compiler_output.end(), *re), end; it != end;
+         ++it) {
       *field = std::max(*field, std::stoi((*it)[1].str()));
     }
   }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+
 #include "kevo/v1/evaluation.pb.h"
 #include "kevo/v1/task.pb.h"
 #include "worker/pipeline/eval_pipeline.h"

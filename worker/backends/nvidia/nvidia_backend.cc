@@ -10,8 +10,6 @@
 #include <map>
 #include <optional>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +18,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include <nlohmann/json.hpp>
+
 #include "common/expr.h"
 #include "common/hash.h"
 #include "common/log.h"
@@ -61,10 +61,9 @@ struct KernelBenchSetup {
 
 class NvidiaBackend final : public RivalBackend {
  public:
-  NvidiaBackend(NvidiaBackendOptions options, std::unique_ptr<sandbox::Sandbox> sandbox,
-                GpuProbe probe, std::string arch, std::string nvcc_version,
-                std::string host_compiler_version, std::string cpu_runner_hash,
-                std::string cuda_runner_hash, KernelBenchSetup kernelbench)
+  NvidiaBackend(NvidiaBackendOptions options, std::unique_ptr<sandbox::Sandbox> sandbox, GpuProbe probe,
+                std::string arch, std::string nvcc_version, std::string host_compiler_version,
+                std::string cpu_runner_hash, std::string cuda_runner_hash, KernelBenchSetup kernelbench)
       : options_(std::move(options)),
         sandbox_(std::move(sandbox)),
         probe_(std::move(probe)),
@@ -73,11 +72,10 @@ class NvidiaBackend final : public RivalBackend {
         host_compiler_version_(std::move(host_compiler_version)),
         cuda_builder_(sandbox_.get(), options_.nvcc, absl::StrCat(nvcc_version_, "\n", arch_),
                       options_.work_dir + "/build", options_.compile_timeout,
-                      std::max<int64_t>(options_.memory_limit_bytes, int64_t{8} << 30),
-                      CompilerVisible(), NvccLayout()),
-        cpu_builder_(sandbox_.get(), options_.host_compiler, host_compiler_version_,
-                     options_.work_dir + "/build", options_.compile_timeout,
-                     std::max<int64_t>(options_.memory_limit_bytes, int64_t{4} << 30),
+                      std::max<int64_t>(options_.memory_limit_bytes, int64_t{8} << 30), CompilerVisible(),
+                      NvccLayout()),
+        cpu_builder_(sandbox_.get(), options_.host_compiler, host_compiler_version_, options_.work_dir + "/build",
+                     options_.compile_timeout, std::max<int64_t>(options_.memory_limit_bytes, int64_t{4} << 30),
                      CompilerVisible()),
         gpu_stages_(sandbox_.get(), StagesOptions(options_, cpu_runner_hash, cuda_runner_hash, this), probe_),
         kernelbench_probe_(std::move(kernelbench.probe)),
@@ -96,7 +94,8 @@ class NvidiaBackend final : public RivalBackend {
       p.visible_paths.push_back(options_.work_dir + "/inputs");
       p.env = kernelbench.options->env;
       p.time_cap_s = options_.profile_time_cap_s;
-      p.timeout = options_.run_timeout + absl::Seconds(4 * options_.profile_time_cap_s);  // its loop may run to 3x the cap
+      p.timeout =
+          options_.run_timeout + absl::Seconds(4 * options_.profile_time_cap_s);  // its loop may run to 3x the cap
       p.torch_compile_timeout = options_.torch_compile_timeout;
       p.memory_limit_bytes = 0;  // CUDA reserves far more address space than it uses
       production_ = std::make_unique<ProductionTimer>(sandbox_.get(), std::move(p));
@@ -144,8 +143,7 @@ class NvidiaBackend final : public RivalBackend {
   }
 
   bool CompileStage(NvEvalRun& run) const;
-  v1::Evaluation EvaluateKernelBench(const v1::Task& task, const v1::Candidate& candidate,
-                                     const EventSink& on_event);
+  v1::Evaluation EvaluateKernelBench(const v1::Task& task, const v1::Candidate& candidate, const EventSink& on_event);
   // The baseline: cuBLAS for gemm tasks, else the CUDA reference, else the CPU.
   static GpuBaseline BaselineFor(const NvEvalRun& run);
   v1::Fingerprint MakeFingerprint() const;
@@ -236,21 +234,19 @@ v1::Evaluation NvidiaBackend::EvaluateKernelBench(const v1::Task& task, const v1
   return kernelbench_->Evaluate(
       task, candidate, on_event, "nvidia", MakeFingerprint(),
       [this](EvalRun& run, const std::function<bool(const std::string&)>& stages) {
-        return gpu_stages_.OnGpu(run,
-                                 [&](const GpuInfo& gpu) { return stages(absl::StrCat("cuda:", gpu.index)); });
+        return gpu_stages_.OnGpu(run, [&](const GpuInfo& gpu) { return stages(absl::StrCat("cuda:", gpu.index)); });
       });
 }
 
-v1::Evaluation NvidiaBackend::Run(const v1::Task& task_in, const v1::Candidate& candidate,
-                                  const v1::Candidate* rival, const EventSink& on_event) {
+v1::Evaluation NvidiaBackend::Run(const v1::Task& task_in, const v1::Candidate& candidate, const v1::Candidate* rival,
+                                  const EventSink& on_event) {
   const v1::Task task = kevo::task::TimedOn(task_in, "nvidia");  // this platform's timed binding
   if (task.format() == v1::TASK_FORMAT_KERNELBENCH) return EvaluateKernelBench(task, candidate, on_event);
   NvEvalRun run{{task, candidate, on_event}};
   run.rival = rival;
   v1::Evaluation& ev = run.ev;
   BeginEvaluation(task, candidate, "nvidia", MakeFingerprint(), &ev);
-  if (CompileStage(run) &&
-      gpu_stages_.Run(run, run.cand.build.library_path, run.ref.library_path, BaselineFor(run))) {
+  if (CompileStage(run) && gpu_stages_.Run(run, run.cand.build.library_path, run.ref.library_path, BaselineFor(run))) {
     ev.set_status(v1::OK);
   }
   return run.Finish(options_.keep_eval_dirs);
@@ -276,13 +272,13 @@ bool NvidiaBackend::CompileStage(NvEvalRun& run) const {
     }
     return fail(run.cand.status, run.cand.message);
   }
-  auto ref = BuildTaskReference(cpu_builder_, {task.reference().source(), CppReferenceFlags(), *wrapper},
-                                "C++ reference");
+  auto ref =
+      BuildTaskReference(cpu_builder_, {task.reference().source(), CppReferenceFlags(), *wrapper}, "C++ reference");
   if (!ref.ok()) return fail(v1::INFRA_ERROR, std::string(ref.status().message()));
   run.ref = *std::move(ref);
   if (const v1::Reference* cuda_ref = CudaReference(task); cuda_ref != nullptr && !IsGemmTask(task)) {
-    auto built = BuildTaskReference(cuda_builder_, {cuda_ref->source(), NvccCandidateFlags(arch_), *wrapper},
-                                    "CUDA reference");
+    auto built =
+        BuildTaskReference(cuda_builder_, {cuda_ref->source(), NvccCandidateFlags(arch_), *wrapper}, "CUDA reference");
     if (!built.ok()) return fail(v1::INFRA_ERROR, std::string(built.status().message()));
     run.cuda_ref = *std::move(built);
   }
@@ -294,8 +290,8 @@ bool NvidiaBackend::CompileStage(NvEvalRun& run) const {
       });
   std::string resources;
   if (run.cand.max_registers >= 0) {
-    resources = absl::StrCat("; ", run.cand.max_registers, " registers, ", run.cand.max_smem_bytes,
-                             " B smem, ", run.cand.spill_bytes, " B spilled");
+    resources = absl::StrCat("; ", run.cand.max_registers, " registers, ", run.cand.max_smem_bytes, " B smem, ",
+                             run.cand.spill_bytes, " B spilled");
   }
   run.Emit(v1::STAGE_COMPILE, /*ok=*/true,
            absl::StrCat("nvcc ", arch_, run.cand.build.cache_hit ? " (cached)" : "",
@@ -335,8 +331,7 @@ std::vector<std::string> KernelBenchPythons(const std::string& configured) {
 // Finds an interpreter whose torch runs on the GPUs and the evaluator's
 // options for it; or why there is none (the worker then serves CUDA C++
 // only and says so in its Hello).
-KernelBenchSetup SetUpKernelBench(const sandbox::Sandbox& sb, const NvidiaBackendOptions& o,
-                                  const GpuProbe& gpus) {
+KernelBenchSetup SetUpKernelBench(const sandbox::Sandbox& sb, const NvidiaBackendOptions& o, const GpuProbe& gpus) {
   KernelBenchSetup setup;
   const std::string runner = o.kernelbench_runner_path.empty()
                                  ? (fs::path(o.runner_path).parent_path() / kKernelBenchRunnerName).string()
@@ -355,8 +350,7 @@ KernelBenchSetup SetUpKernelBench(const sandbox::Sandbox& sb, const NvidiaBacken
     std::vector<std::string> py_env = env;
     py_env.push_back(absl::StrCat("PATH=", fs::path(python).parent_path().string(), ":", cuda_home,
                                   "/bin:/usr/local/bin:/usr/bin:/bin"));
-    auto probe = ProbeKernelBench(sb, python, runner, "cuda",
-                                  absl::StrCat(o.work_dir, "/evals/kbprobe-", getpid()),
+    auto probe = ProbeKernelBench(sb, python, runner, "cuda", absl::StrCat(o.work_dir, "/evals/kbprobe-", getpid()),
                                   GpuVisiblePaths(NvidiaVendor(), o.runner_path), py_env);
     if (!probe.ok()) {
       reasons.emplace_back(probe.status().message());
@@ -375,9 +369,9 @@ KernelBenchSetup SetUpKernelBench(const sandbox::Sandbox& sb, const NvidiaBacken
     k.memory_limit_bytes = 0;  // CUDA reserves far more address space than it uses
     k.open_files = 4096;
     k.profile_time_cap_s = o.profile_time_cap_s;
-    LogInfo("KernelBench on the GPU: ", python, " (Python ", probe->python_version, ", torch ", probe->torch,
-            ", CUDA ", probe->torch_cuda, ", Triton ", probe->triton.empty() ? "none" : probe->triton,
-            ", torch.compile ", probe->torch_compile ? "yes" : "no", ")");
+    LogInfo("KernelBench on the GPU: ", python, " (Python ", probe->python_version, ", torch ", probe->torch, ", CUDA ",
+            probe->torch_cuda, ", Triton ", probe->triton.empty() ? "none" : probe->triton, ", torch.compile ",
+            probe->torch_compile ? "yes" : "no", ")");
     setup.probe = *std::move(probe);
     setup.options = std::move(k);
     return setup;
@@ -413,12 +407,12 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateNvidiaBackend(const NvidiaBackend
   KEVO_ASSIGN_OR_RETURN(std::unique_ptr<sandbox::Sandbox> sb,
                         sandbox::Sandbox::Create({opts.use_bwrap, opts.bwrap_path}));
   // GPUs first: without one nothing else matters.
-  KEVO_ASSIGN_OR_RETURN(
-      GpuProbe probe, ProbeGpus(*sb, NvidiaVendor(), opts.runner_path,
-                                absl::StrCat(opts.work_dir, "/evals/probe-", getpid()), opts.measure));
+  KEVO_ASSIGN_OR_RETURN(GpuProbe probe,
+                        ProbeGpus(*sb, NvidiaVendor(), opts.runner_path,
+                                  absl::StrCat(opts.work_dir, "/evals/probe-", getpid()), opts.measure));
   if (access(opts.cpu_runner_path.c_str(), X_OK) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "nvidia backend: ", opts.cpu_runner_path, " (golden outputs) is missing or not executable"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("nvidia backend: ", opts.cpu_runner_path, " (golden outputs) is missing or not executable"));
   }
   opts.nvcc = FindNvcc(opts.nvcc);
   if (opts.nvcc.empty()) {
@@ -436,8 +430,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateNvidiaBackend(const NvidiaBackend
   }
   std::string arch = opts.arch.empty() ? CudaArchFor(probe.gpus.front().compute_capability) : opts.arch;
   if (arch.size() < 5 || arch.rfind("sm_", 0) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "nvidia backend: no nvcc target for compute capability ", probe.gpus.front().compute_capability));
+    return absl::FailedPreconditionError(
+        absl::StrCat("nvidia backend: no nvcc target for compute capability ", probe.gpus.front().compute_capability));
   }
   auto cpu_runner = ReadFileBytes(opts.cpu_runner_path);
   auto cuda_runner = ReadFileBytes(opts.runner_path);
@@ -445,14 +439,13 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateNvidiaBackend(const NvidiaBackend
     return absl::FailedPreconditionError("nvidia backend: cannot read the runners");
   }
   for (const GpuInfo& g : probe.gpus) {
-    LogInfo("GPU ", g.index, ": ", g.name, ", compute capability ", g.compute_capability, ", ",
-            g.sm_count, " SMs, ", g.memory_bytes >> 20, " MiB, L2 ", g.l2_bytes >> 20, " MiB, copy ",
-            g.copy_bandwidth_gbs, " GB/s, FP32 ", g.fp32_gflops, " GFLOP/s");
+    LogInfo("GPU ", g.index, ": ", g.name, ", compute capability ", g.compute_capability, ", ", g.sm_count, " SMs, ",
+            g.memory_bytes >> 20, " MiB, L2 ", g.l2_bytes >> 20, " MiB, copy ", g.copy_bandwidth_gbs, " GB/s, FP32 ",
+            g.fp32_gflops, " GFLOP/s");
   }
   KernelBenchSetup kernelbench = SetUpKernelBench(*sb, opts, probe);
-  return std::make_unique<NvidiaBackend>(
-      opts, std::move(sb), std::move(probe), arch, NvccRelease(nvcc_version->stdout_data),
-      FirstLineOf(cxx_version->stdout_data), Sha256Hex(*cpu_runner), Sha256Hex(*cuda_runner),
-      std::move(kernelbench));
+  return std::make_unique<NvidiaBackend>(opts, std::move(sb), std::move(probe), arch,
+                                         NvccRelease(nvcc_version->stdout_data), FirstLineOf(cxx_version->stdout_data),
+                                         Sha256Hex(*cpu_runner), Sha256Hex(*cuda_runner), std::move(kernelbench));
 }
 }  // namespace kevo::worker

@@ -48,6 +48,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
 #include "common/sandbox/sandbox.h"
 #include "worker/backend.h"
 #include "worker/backends/gpu/gpu_stages.h"

@@ -1,7 +1,7 @@
 // The kernels are shared with kevo-runner-hip: worker/runner/device/device_kernels.inc.
-#include "worker/runner/cuda/device_kernels.h"
-
 #include <vector>
+
+#include "worker/runner/cuda/device_kernels.h"
 
 #define KEVO_GPU_SM_COUNT_ATTR cudaDevAttrMultiProcessorCount
 

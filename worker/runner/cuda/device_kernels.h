@@ -3,10 +3,10 @@
 // worker/runner/device/device_kernels_decl.inc says what each does.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <cstddef>
 #include <cstdint>
-
-#include <cuda_runtime_api.h>
 
 #ifndef KEVO_GPU
 #define KEVO_GPU(name) cuda##name

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include <nlohmann/json.hpp>
 
-#include "absl/strings/str_cat.h"
 #include "kevo/v1/task.pb.h"
 #include "worker/runner/cuda/device_kernels.h"
 #include "worker/runner/device/device_runner.h"
@@ -31,10 +31,9 @@ using device::Kernel;
 struct Cublas {
   decltype(&cublasCreate_v2) create = nullptr;
   // cublas_api.h overloads cublasGemmEx for C++; this is the C symbol's type.
-  using GemmExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,
-                                      int, int, const void*, const void*, cudaDataType, int,
-                                      const void*, cudaDataType, int, const void*, void*,
-                                      cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+  using GemmExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                                      const void*, cudaDataType, int, const void*, cudaDataType, int, const void*,
+                                      void*, cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
   GemmExFn gemm_ex = nullptr;
   cublasHandle_t handle = nullptr;
 };
@@ -42,10 +41,9 @@ struct Cublas {
 Cublas LoadCublas() {
   void* lib = nullptr;
   std::string tried;
-  for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so",
-                           "/usr/local/cuda/lib64/libcublas.so.13",
-                           "/usr/local/cuda/lib64/libcublas.so.12",
-                           "/usr/local/cuda/lib64/libcublas.so"}) {
+  for (const char* name :
+       {"libcublas.so.13", "libcublas.so.12", "libcublas.so", "/usr/local/cuda/lib64/libcublas.so.13",
+        "/usr/local/cuda/lib64/libcublas.so.12", "/usr/local/cuda/lib64/libcublas.so"}) {
     lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (lib != nullptr) break;
     const char* err = dlerror();
@@ -81,10 +79,17 @@ Kernel CublasGemmBaseline(const v1::Task& task, const std::vector<Param>& params
   const size_t m = index(hint("m")), n = index(hint("n")), k = index(hint("k"));
   cudaDataType type = CUDA_R_32F;
   switch (params[a].spec->dtype()) {
-    case v1::F32: type = CUDA_R_32F; break;
-    case v1::F16: type = CUDA_R_16F; break;
-    case v1::BF16: type = CUDA_R_16BF; break;
-    default: Fail(kExitInfra, "error", "gemm baseline: only f32, f16 and bf16 are supported");
+    case v1::F32:
+      type = CUDA_R_32F;
+      break;
+    case v1::F16:
+      type = CUDA_R_16F;
+      break;
+    case v1::BF16:
+      type = CUDA_R_16BF;
+      break;
+    default:
+      Fail(kExitInfra, "error", "gemm baseline: only f32, f16 and bf16 are supported");
   }
   auto blas = std::make_shared<Cublas>(LoadCublas());
   return [=](void** args) {
@@ -92,9 +97,8 @@ Kernel CublasGemmBaseline(const v1::Task& task, const std::vector<Param>& params
     const int N = static_cast<int>(*static_cast<int64_t*>(args[n]));
     const int K = static_cast<int>(*static_cast<int64_t*>(args[k]));
     const float alpha = 1.0f, beta = 0.0f;
-    cublasStatus_t s = blas->gemm_ex(blas->handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &alpha,
-                                     args[b], type, N, args[a], type, K, &beta, args[c], type, N,
-                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    cublasStatus_t s = blas->gemm_ex(blas->handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &alpha, args[b], type, N, args[a],
+                                     type, K, &beta, args[c], type, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS) {
       Fail(kExitInfra, "error", absl::StrCat("cublasGemmEx failed with status ", static_cast<int>(s)));
     }

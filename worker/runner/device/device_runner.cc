@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include <nlohmann/json.hpp>
+
 #include "common/tensor.h"
 #include "worker/runner/perturb.h"
 #include "worker/runner/runner_io.h"
@@ -37,12 +37,9 @@ Runtime* g_rt = nullptr;
 // Once candidate (or baseline) code has run, a runtime error is its fault.
 bool g_foreign_code_ran = false;
 
-
 [[noreturn]] void DeviceFault(Error e, absl::string_view where) {
   Fail(kExitDeviceFault, "device_error", absl::StrCat(g_rt->ErrorText(e), " (", std::string(where), ")"));
 }
-
-
 
 // Guard bytes on both sides of every device buffer (and in the slack up to
 // the next 256 bytes): a kernel that writes out of bounds by a little lands
@@ -55,12 +52,10 @@ class DeviceBuffer {
  public:
   explicit DeviceBuffer(size_t bytes) : bytes_(bytes), padded_((bytes + 255) / 256 * 256) {
     void* base = nullptr;
-    Check(g_rt->Malloc(&base, padded_ + 2 * kGuardBytes),
-          absl::StrCat(g_rt->ApiPrefix(), "Malloc(", bytes, ")"));
+    Check(g_rt->Malloc(&base, padded_ + 2 * kGuardBytes), absl::StrCat(g_rt->ApiPrefix(), "Malloc(", bytes, ")"));
     base_ = static_cast<unsigned char*>(base);
     Check(g_rt->Memset(base_, kGuardByte, kGuardBytes), "guard set-up");
-    Check(g_rt->Memset(base_ + kGuardBytes + bytes_, kGuardByte, padded_ - bytes_ + kGuardBytes),
-          "guard set-up");
+    Check(g_rt->Memset(base_ + kGuardBytes + bytes_, kGuardByte, padded_ - bytes_ + kGuardBytes), "guard set-up");
   }
   ~DeviceBuffer() { g_rt->Free(base_); }
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -190,8 +185,10 @@ bool AnyTrackedWorkPending() {
   bool pending = false;
   for (void* s : t.streams) {
     const Error e = g_rt->StreamQuery(s);
-    if (g_rt->IsNotReady(e)) pending = true;
-    else if (e != 0) DeviceFault(e, "on a stream the candidate created");
+    if (g_rt->IsNotReady(e))
+      pending = true;
+    else if (e != 0)
+      DeviceFault(e, "on a stream the candidate created");
   }
   for (auto it = t.orphans.begin(); it != t.orphans.end();) {
     const Error e = g_rt->EventQuery(*it);
@@ -222,8 +219,8 @@ void CheckNothingEscaped(void* default_done, absl::string_view where) {
   if (!AnyTrackedWorkPending()) return;
   const std::string api = g_rt->ApiPrefix();
   Fail(kExitUnfinishedWork, "unfinished",
-       absl::StrCat("the call returned (", std::string(where), ") while kernels it launched on a ",
-                    api, "StreamNonBlocking stream were still running, unordered with the "
+       absl::StrCat("the call returned (", std::string(where), ") while kernels it launched on a ", api,
+                    "StreamNonBlocking stream were still running, unordered with the "
                     "caller's (default) stream: its outputs were not ready when it returned; "
                     "synchronise that stream, or make the default stream wait for it (",
                     api, "StreamWaitEvent), before returning"));
@@ -262,33 +259,32 @@ Kernel LoadKernel(const std::string& path) {
   return [fn](void** args) { fn(args); };
 }
 
-int RunMode(const v1::Task& task, const Kernel& fn, const std::vector<uint64_t>& seeds,
-            int outputs_fd, int result_fd) {
-  return RunValidationCases(task, seeds, result_fd, [&](const std::vector<Param>& params, const v1::Binding& binding,
-                                                        CaseReport& report) {
-    Frame first = MakeFrame(params, binding);
-    SetInputs(first, GenerateInputs(first, report.seed));
-    PoisonOutputs(first);
-    CallAndSync(fn, first.args.data());
-    report.modified_input = FirstModifiedInput(first);
-    report.overflowed = FirstOverflow(first);
-    std::vector<std::string> first_out;
-    for (const auto& out : first.outputs) {
-      first_out.push_back(out->Download());
-      WriteAll(outputs_fd, first_out.back().data(), first_out.back().size());
-    }
-    // Same inputs (the pristine host copy), fresh poisoned buffers: the
-    // results must match bitwise. `first` stays allocated, so the second
-    // call gets other addresses.
-    Frame second = MakeFrame(params, binding);
-    SetInputs(second, first.host_inputs);
-    PoisonOutputs(second);
-    CallAndSync(fn, second.args.data());
-    for (size_t i = 0; i < second.outputs.size() && report.nondet_output.empty(); ++i) {
-      NoteNondeterminism(*second.output_specs[i], first_out[i], second.outputs[i]->Download(), report);
-    }
-    if (report.overflowed.empty()) report.overflowed = FirstOverflow(second);
-  });
+int RunMode(const v1::Task& task, const Kernel& fn, const std::vector<uint64_t>& seeds, int outputs_fd, int result_fd) {
+  return RunValidationCases(
+      task, seeds, result_fd, [&](const std::vector<Param>& params, const v1::Binding& binding, CaseReport& report) {
+        Frame first = MakeFrame(params, binding);
+        SetInputs(first, GenerateInputs(first, report.seed));
+        PoisonOutputs(first);
+        CallAndSync(fn, first.args.data());
+        report.modified_input = FirstModifiedInput(first);
+        report.overflowed = FirstOverflow(first);
+        std::vector<std::string> first_out;
+        for (const auto& out : first.outputs) {
+          first_out.push_back(out->Download());
+          WriteAll(outputs_fd, first_out.back().data(), first_out.back().size());
+        }
+        // Same inputs (the pristine host copy), fresh poisoned buffers: the
+        // results must match bitwise. `first` stays allocated, so the second
+        // call gets other addresses.
+        Frame second = MakeFrame(params, binding);
+        SetInputs(second, first.host_inputs);
+        PoisonOutputs(second);
+        CallAndSync(fn, second.args.data());
+        for (size_t i = 0; i < second.outputs.size() && report.nondet_output.empty(); ++i) {
+          NoteNondeterminism(*second.output_specs[i], first_out[i], second.outputs[i]->Download(), report);
+        }
+        if (report.overflowed.empty()) report.overflowed = FirstOverflow(second);
+      });
 }
 
 struct ProfileOptions {
@@ -379,8 +375,8 @@ PokeAccess DeviceAccess(Frame& f) {
           }};
 }
 
-int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel* baseline,
-                const ProfileOptions& opts, int inputs_fd, int outputs_fd, int result_fd) {
+int ProfileMode(const v1::Task& task, const Kernel& candidate, const Kernel* baseline, const ProfileOptions& opts,
+                int inputs_fd, int outputs_fd, int result_fd) {
   auto params = ClassifyParams(task);
   if (!params.ok()) Fail(kExitInfra, "error", params.status().message());
   ProfileReport report;
@@ -558,8 +554,8 @@ int ProbeMode(Runtime& rt, bool measure, int only_device, int result_fd) {
     dev["index"] = d;
     Check(rt.DescribeDevice(d, &dev), "reading the device's properties");
     // Datasheet-style peak: 2 bytes per bus bit per memory clock (DDR).
-    dev["theoretical_bandwidth_gbs"] = 2.0 * dev.value("memory_clock_khz", 0) * 1e3 *
-                                       (dev.value("memory_bus_bits", 0) / 8.0) / 1e9;
+    dev["theoretical_bandwidth_gbs"] =
+        2.0 * dev.value("memory_clock_khz", 0) * 1e3 * (dev.value("memory_bus_bits", 0) / 8.0) / 1e9;
     if (measure) {
       Check(rt.SetDevice(d), "selecting the device");
       dev["copy_bandwidth_gbs"] = MeasureCopyBandwidth(rt);
@@ -574,10 +570,7 @@ int ProbeMode(Runtime& rt, bool measure, int only_device, int result_fd) {
   return kExitOk;
 }
 
-
 }  // namespace
-
-
 
 void Check(Error e, absl::string_view what) {
   if (e == 0) return;
@@ -642,9 +635,9 @@ int RunnerMain(Runtime& rt, int argc, char** argv) {
     seeds = ParseSeeds(cl.Get("seeds"));
   } else {
     if (!cl.Has("baseline")) {
-      Fail(kExitInfra, "error",
-           absl::StrCat("missing --baseline (K.so, ", absl::StrJoin(named, ", "), named.empty() ? "" : " or ",
-                        "none)"));
+      Fail(
+          kExitInfra, "error",
+          absl::StrCat("missing --baseline (K.so, ", absl::StrJoin(named, ", "), named.empty() ? "" : " or ", "none)"));
     }
     if (cl.Has("time_cap_s") && !absl::SimpleAtod(cl.Get("time_cap_s"), &profile.time_cap_s)) {
       Fail(kExitInfra, "error", "bad --time_cap_s");

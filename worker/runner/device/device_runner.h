@@ -45,9 +45,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include <nlohmann/json_fwd.hpp>
 
-#include "absl/strings/string_view.h"
 #include "kevo/v1/task.pb.h"
 #include "worker/runner/protocol.h"
 #include "worker/runner/runner_io.h"

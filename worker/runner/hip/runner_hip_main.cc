@@ -11,15 +11,15 @@
 // It has never run on AMD hardware here: no AMD GPU is available to this
 // project (docs/amd.md). Without one it ends at once with kExitInfra and
 // "error HIP ...: hipErrorNoDevice: ..." (probe: "hipGetDeviceCount: ...").
-#include <hip/hip_runtime_api.h>
 #include <unistd.h>
 
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include <hip/hip_runtime_api.h>
+#include <nlohmann/json.hpp>
+
 #include "worker/runner/device/device_runner.h"
 #include "worker/runner/device/runtime_shim.h"
 #include "worker/runner/hip/device_kernels.h"
