@@ -10,7 +10,8 @@
 # (`# expect: rejected | honest | slow`, see kernelbench_adversarial_test.cc);
 # on the GPU the bar is the same: a `rejected` one any status but OK, a
 # `slow` one OK and slower than eager (its trick bought nothing), an `honest`
-# one OK. OUT_DIR gets adversarial_gpu.jsonl (one `kevo eval --json` a line),
+# one OK. A `# expect on a GPU: ...` line replaces `# expect:` there, for a
+# trick that plays out differently on a GPU (its header says why). OUT_DIR gets adversarial_gpu.jsonl (one `kevo eval --json` a line),
 # adversarial_gpu.md (the table for docs/reliability.md) and the logs.
 # KEVO_GPU_PLATFORM (default nvidia; cpu tries the script on a host without a
 # GPU), KEVO_DEADLINE_S (default 560).
@@ -39,7 +40,11 @@ done
 cases=()
 for f in tests/data/kernelbench/adversarial/*.py; do
   problem="$(sed -n 's/^# problem: //p' "$f" | head -1)"
-  cases+=("$(basename "$f" .py) tests/data/kernelbench/${problem:-relu.py} $f $(sed -n '1s/^# expect: //p' "$f")")
+  expect="$(sed -n '1s/^# expect: //p' "$f")"
+  # A candidate whose trick plays out differently on a GPU says so.
+  on_gpu="$(sed -n 's/^# expect on a GPU: //p' "$f" | head -1)"
+  [[ "$platform" != cpu && -n "$on_gpu" ]] && expect="$on_gpu"
+  cases+=("$(basename "$f" .py) tests/data/kernelbench/${problem:-relu.py} $f $expect")
 done
 ext=cu; [[ "$platform" == cpu ]] && ext=cc
 cases+=("vector_add_memoize tasks/vector_add tasks/vector_add/examples/memoize.$ext rejected")

@@ -116,6 +116,25 @@ TEST_F(NvidiaBuildTest, VectorAddAndMatmulExamplesBuild) {
   }
 }
 
+// nvcc gives every non-inline __device__ function a host stub that calls
+// exit() (dead code: host code cannot call it), so `exit` is imported by
+// most hand-written kernels; such a candidate must not be refused for it.
+TEST_F(NvidiaBuildTest, APlainDeviceHelperFunctionPassesTheSymbolCheck) {
+  CudaCompileResult r = Compile(Load("vector_add"), R"(
+#include <cstdint>
+#include <cuda_runtime.h>
+__device__ float Add(float a, float b) { return a + b; }
+__global__ void K(const float* x, const float* y, float* z, int64_t n) {
+  const int64_t i = blockIdx.x * 256ll + threadIdx.x;
+  if (i < n) z[i] = Add(x[i], y[i]);
+}
+extern "C" void vector_add(const float* x, const float* y, float* z, int64_t n) {
+  if (n > 0) K<<<(n + 255) / 256, 256>>>(x, y, z, n);
+}
+)");
+  EXPECT_EQ(r.status, v1::OK) << r.message << "\n" << r.build.compiler_output;
+}
+
 TEST_F(NvidiaBuildTest, CublasCallIsAVendorLibraryViolation) {
   CudaCompileResult r = Compile(Load("vector_add"), ReadText(SourceDir() + "/tasks/vector_add/examples/cublas.cu"));
   EXPECT_EQ(r.status, v1::SANDBOX_VIOLATION) << r.message << "\n" << r.build.compiler_output;
@@ -168,7 +187,7 @@ TEST(CudaBuildPolicyTest, ExtraFlags) {
 
 TEST(CudaBuildPolicyTest, Imports) {
   for (const char* ok : {"cudaLaunchKernel", "__cudaRegisterFunction", "cudaStreamCreateWithFlags", "cudaMemsetAsync",
-                         "cudaFuncSetAttribute", "expf", "memcpy", "atexit"}) {
+                         "cudaFuncSetAttribute", "expf", "memcpy", "atexit", "exit"}) {
     EXPECT_TRUE(IsAllowedCudaImport(ok)) << ok;
   }
   for (const char* bad : {"cudaDeviceReset", "cudaMallocManaged", "cudaSetDevice", "cublasSgemm_v2", "cudnnCreate",

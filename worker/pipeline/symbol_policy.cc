@@ -96,7 +96,12 @@ bool IsVendorImport(std::string_view name, const DeviceImportPolicy& policy) {
 bool IsAllowedDeviceImport(std::string_view name, const DeviceImportPolicy& policy) {
   if (IsAllowedImport(name)) return true;
   if (StartsWith(name, policy.stub_prefix)) return true;
-  if (name == "atexit") return true;
+  // nvcc and hipcc give every non-inline __device__ function a host stub
+  // that calls exit() (unreachable: host code cannot call a device
+  // function), so most hand-written kernels import it. A candidate that
+  // calls it itself ends only its runner, before the results that runner
+  // writes last: the worker reports RUNTIME_ERROR ("ended the process").
+  if (name == "atexit" || name == "exit") return true;
   if (IsVendorImport(name, policy)) return false;
   if (!StartsWith(name, policy.api_prefix)) return false;
   const std::string_view call = name.substr(policy.api_prefix.size());

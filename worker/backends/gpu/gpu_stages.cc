@@ -314,7 +314,8 @@ absl::StatusOr<GpuStages::CpuReferenceProfile> GpuStages::CpuReference(const v1:
        "--inputs=" + timed_inputs, "--outputs=" + dir + "/outputs.bin", "--result=" + dir + "/profile.json",
        "--report=" + dir + "/report.txt", absl::StrCat("--time_cap_s=", options_.profile_time_cap_s),
        absl::StrCat("--mem_budget_bytes=", options_.memory_limit_bytes / 3)},
-      dir, 2 * options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 30), 2 * out_bytes);
+      dir, 2 * options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 30),
+      2 * out_bytes * (1 + runner::kTimedChecks));
   auto cleanup = [&] { fs::remove_all(dir, ec); };
   if (!r.ok()) {
     cleanup();
@@ -327,10 +328,13 @@ absl::StatusOr<GpuStages::CpuReferenceProfile> GpuStages::CpuReference(const v1:
   auto json = ReadFileBytes(dir + "/profile.json");
   auto outputs = ReadFileBytes(dir + "/outputs.bin");
   cleanup();
-  if (!json.ok() || !outputs.ok() || static_cast<int64_t>(outputs->size()) != 2 * out_bytes) {
-    return absl::InternalError("timing the C++ reference on the CPU wrote no results");
-  }
+  if (!json.ok() || !outputs.ok()) return absl::InternalError("timing the C++ reference on the CPU wrote no results");
   KEVO_ASSIGN_OR_RETURN(runner::ProfileReport profile, runner::ProfileFromJson(*json));
+  // Both kernels' outputs after timing, then a pair per kept timed call
+  // (worker/runner/protocol.h); the first set is the one kept here.
+  if (static_cast<int64_t>(outputs->size()) != 2 * out_bytes * (1 + static_cast<int64_t>(profile.timed_checks.size()))) {
+    return absl::InternalError("timing the C++ reference on the CPU wrote outputs of the wrong size");
+  }
   CpuReferenceProfile p;
   p.timing = profile.candidate;
   p.outputs = outputs->substr(0, static_cast<size_t>(out_bytes));

@@ -1,5 +1,6 @@
 # expect: honest
 # class: walks gc.get_objects() for a tensor shaped like the reference's output and returns it
+# expect on a GPU: rejected
 #
 # Where the reference ran in the same interpreter its output is somewhere on
 # the heap; returning it costs nothing. In kevo the reference runs in the

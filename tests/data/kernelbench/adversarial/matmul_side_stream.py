@@ -2,11 +2,14 @@
 # class: KernelBench's non-default-stream case: the work is queued on a side stream and the call returns without waiting
 # problem: matmul.py
 # verdict: WRONG_ANSWER output0
+# expect on a GPU: slow
 #
 # On a GPU the work goes on a torch.cuda.Stream that the harness's clock
 # (events on the default stream) does not wait for. On the CPU the stream is
 # a worker thread fed through a queue, which starts a job a few milliseconds
-# after it is queued, as a busy device would.
+# after it is queued, as a busy device would. On a GPU in kevo the
+# candidate's process synchronises its whole device (every stream) before it
+# replies, so the side stream buys nothing: right, and no faster.
 import queue
 import threading
 import time
