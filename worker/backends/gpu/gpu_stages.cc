@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 
 #include "absl/strings/match.h"
@@ -325,19 +326,26 @@ absl::StatusOr<GpuStages::CpuReferenceProfile> GpuStages::CpuReference(const v1:
     cleanup();
     return absl::InternalError(absl::StrCat("timing the C++ reference on the CPU failed: ", r->outcome.message));
   }
-  auto json = ReadFileBytes(dir + "/profile.json");
-  auto outputs = ReadFileBytes(dir + "/outputs.bin");
-  cleanup();
-  if (!json.ok() || !outputs.ok()) return absl::InternalError("timing the C++ reference on the CPU wrote no results");
-  KEVO_ASSIGN_OR_RETURN(runner::ProfileReport profile, runner::ProfileFromJson(*json));
   // Both kernels' outputs after timing, then a pair per kept timed call
-  // (worker/runner/protocol.h); the first set is the one kept here.
-  if (static_cast<int64_t>(outputs->size()) != 2 * out_bytes * (1 + static_cast<int64_t>(profile.timed_checks.size()))) {
+  // (worker/runner/protocol.h): only the first set is kept, so only it is
+  // read (the file is up to 2 x (1 + kTimedChecks) outputs, GiBs at a
+  // timed_gpu shape).
+  auto json = ReadFileBytes(dir + "/profile.json");
+  const std::string outputs_path = dir + "/outputs.bin";
+  const auto outputs_size = static_cast<int64_t>(fs::file_size(outputs_path, ec));
+  std::string outputs(static_cast<size_t>(out_bytes), '\0');
+  std::ifstream in(outputs_path, std::ios::binary);
+  const bool read = !ec && in.read(outputs.data(), out_bytes).gcount() == out_bytes;
+  in.close();
+  cleanup();
+  if (!json.ok() || !read) return absl::InternalError("timing the C++ reference on the CPU wrote no results");
+  KEVO_ASSIGN_OR_RETURN(runner::ProfileReport profile, runner::ProfileFromJson(*json));
+  if (outputs_size != 2 * out_bytes * (1 + static_cast<int64_t>(profile.timed_checks.size()))) {
     return absl::InternalError("timing the C++ reference on the CPU wrote outputs of the wrong size");
   }
   CpuReferenceProfile p;
   p.timing = profile.candidate;
-  p.outputs = outputs->substr(0, static_cast<size_t>(out_bytes));
+  p.outputs = std::move(outputs);
   absl::MutexLock l(&cpu_ref_mu_);
   cpu_ref_cache_[key] = p;
   return p;
