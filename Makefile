@@ -24,7 +24,8 @@ build: configure
 # rlimits only, and a note says so (scripts/sandbox_env.sh).
 test: build
 	@. scripts/sandbox_env.sh && kevo_sandbox_env $(BUILD_DIR)/bin && \
-	  cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
+	  cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600 || \
+	  { bash $(CURDIR)/scripts/ctest_failures.sh $(abspath $(BUILD_DIR)); exit 8; }
 
 # The tests under AddressSanitizer + UBSan, or ThreadSanitizer, in build-asan/
 # or build-tsan/ (scripts/sanitize.sh; docs/fuzzing.md, "Sanitizers").

@@ -188,14 +188,22 @@ TEST_F(CpuBackendTest, FastCandidateIsCorrectAndTimedAgainstTheBaseline) {
   EXPECT_GT(ev.profile().at("copies"), 0);
   // The roofline is against the highest bandwidth this worker measured (at
   // start-up and after timing each candidate): achieved / that limit, as the
-  // profile reports both, and the speed-of-light check looked at it once.
+  // profile reports both, and the speed-of-light check let it stand.
   const double limit = ev.profile().at("measured_bandwidth_gbs");
   EXPECT_GT(limit, 0);
   EXPECT_GE(limit, ev.profile().at("bandwidth_gbs_after_timing"));
   EXPECT_NEAR(ev.roofline_fraction(), ev.profile().at("achieved_bandwidth_gbs") / limit, 1e-6 * ev.roofline_fraction());
   EXPECT_EQ(ev.profile().at("sol_limit_gbs"), limit);
-  EXPECT_EQ(ev.profile().at("sol_remeasured"), 0);
   EXPECT_LE(ev.profile().at("sol_fraction"), 1 + ev.profile().at("sol_margin"));
+  // On a host another test is loading, every bandwidth probe so far may have
+  // run slow while the candidate ran fast: the check then times it again in
+  // a fresh process and says so; on a quiet host it looks once.
+  if (ev.profile().at("sol_remeasured") != 0) {
+    EXPECT_GT(ev.profile().at("sol_first_fraction"), 1 + ev.profile().at("sol_margin"));
+    EXPECT_THAT(ev.notes().at("speed_of_light"), HasSubstr("timed again in a fresh process it was not"));
+  } else {
+    EXPECT_FALSE(ev.notes().contains("speed_of_light"));
+  }
 }
 
 // A task that declares a thousand times the bytes a call moves: the honest
