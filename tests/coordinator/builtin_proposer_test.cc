@@ -162,11 +162,18 @@ TEST(RecipeTest, StarterTasksGetTheirPatternRecipesAndTheGenericMutator) {
 // The tasks where PyTorch led on the cpu get their own recipes (log_softmax
 // had only the generic mutator, matmul_bf16 too, conv2d only the direct
 // recipe); conv2d's im2col recipe seeds first.
-TEST(RecipeTest, LogSoftmaxBf16GemmAndConv2dGetTheirRecipes) {
+TEST(RecipeTest, LogSoftmaxBf16GemmNormsAndConv2dGetTheirRecipes) {
   EXPECT_THAT(RecipeNames(BuiltinProposer::ApplicableRecipes(LoadStarterTask("log_softmax"), "cpu")),
               ::testing::IsSupersetOf({"log_softmax_two_pass", "log_softmax_online"}));
   EXPECT_THAT(RecipeNames(BuiltinProposer::ApplicableRecipes(LoadStarterTask("matmul_bf16"), "cpu")),
               ::testing::IsSupersetOf({"gemm_packed", "gemm_bf16_dot"}));
+  // layer_norm and rms_norm had only the generic mutator (layer_norm 0.44x of
+  // F.layer_norm at 2 threads).
+  for (const char* name : {"layer_norm", "rms_norm"}) {
+    EXPECT_THAT(RecipeNames(BuiltinProposer::ApplicableRecipes(LoadStarterTask(name), "cpu")),
+                ::testing::Contains("row_norm"))
+        << name;
+  }
   const std::vector<std::string> conv =
       RecipeNames(BuiltinProposer::ApplicableRecipes(LoadStarterTask("conv2d"), "cpu"));
   ASSERT_GE(conv.size(), 2u);
@@ -639,7 +646,8 @@ bool IsStarterTask(const std::string& name) {
 // log_softmax (the softmax recipes' log-sum-exp pass) and matmul_bf16 (the
 // gemm_packed recipe's bf16 packing and rounding).
 bool SweepsEveryValue(const std::string& name) {
-  return IsStarterTask(name) || name == "log_softmax" || name == "matmul_bf16";
+  return IsStarterTask(name) || name == "log_softmax" || name == "matmul_bf16" || name == "layer_norm" ||
+         name == "rms_norm";
 }
 
 // Every task folder whose task.textproto sets hints, plus the starter tasks.

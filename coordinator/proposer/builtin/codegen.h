@@ -123,6 +123,9 @@ struct RowBinding {
 // when `reduction`, else [rows, cols], of `out_dtype`; rows, cols signature
 // symbols (rows.cc).
 bool BindRows(const v1::Task& task, bool reduction, RowBinding* b, v1::DType out_dtype = v1::F32);
+// True when `name` is a float32 input of shape [cols] and a signature
+// parameter (a per-column scale or shift of a row recipe).
+bool IsRowVector(const v1::Task& task, const std::string& name, const std::string& cols);
 // True for the row_reduce ops (hints {op}) the float reductions compute: sum,
 // max and mean.
 bool IsSumMaxOrMean(std::string_view op);

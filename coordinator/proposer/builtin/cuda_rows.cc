@@ -34,12 +34,6 @@ struct CudaRowBinding {
   std::string in, out, rows, cols, gamma, beta;
 };
 
-bool IsRowVector(const v1::Task& task, const std::string& name, const std::string& cols) {
-  const v1::TensorSpec* t = FindInput(task, name);
-  return t != nullptr && t->dtype() == v1::F32 && t->shape_size() == 1 && t->shape(0) == cols &&
-         IsSignatureParam(task, name);
-}
-
 bool BindCudaRows(const v1::Task& task, RowOp op, CudaRowBinding* b) {
   RowBinding rows;
   if (!BindRows(task, op == RowOp::kReduce, &rows)) return false;

@@ -77,6 +77,7 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewSoftmaxOnlineRecipe());
     v->push_back(NewLogSoftmaxTwoPassRecipe());
     v->push_back(NewLogSoftmaxOnlineRecipe());
+    v->push_back(NewRowNormRecipe());
     v->push_back(NewGemmPackedRecipe());
     v->push_back(NewGemmBf16DotRecipe());
     v->push_back(NewBucketizeTreeRecipe());

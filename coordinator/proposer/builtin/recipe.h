@@ -97,6 +97,7 @@ const Recipe* FindRecipe(std::string_view name);
 // Factories, one per recipe (defined next to each recipe).
 std::unique_ptr<Recipe> NewElementwiseRecipe();
 std::unique_ptr<Recipe> NewRowReduceRecipe();
+std::unique_ptr<Recipe> NewRowNormRecipe();
 std::unique_ptr<Recipe> NewRowArgmaxRecipe();
 std::unique_ptr<Recipe> NewSoftmaxThreePassRecipe();
 std::unique_ptr<Recipe> NewSoftmaxOnlineRecipe();
