@@ -754,7 +754,8 @@ std::optional<RunnerHarness::Profiled> RunnerHarness::Profile(EvalRun& run, cons
   // One output set of each kernel: the check after timing, then per kept
   // timed call (worker/runner/protocol.h).
   const int64_t pair_bytes = 2 * timed_outputs->bytes;
-  absl::StatusOr<RunnerRun> prof_run = Run(args, scratch, call.timeout, pair_bytes * (1 + runner::kTimedChecks));
+  absl::StatusOr<RunnerRun> prof_run =
+      Run(args, scratch, call.timeout, runner::ProfileOutputsBytes(timed_outputs->bytes, runner::kTimedChecks));
   if (!prof_run.ok()) return fail(v1::INFRA_ERROR, std::string(prof_run.status().message()));
   if (prof_run->outcome.status != v1::OK) {
     run.ev.mutable_diagnostics()->set_signal(prof_run->outcome.signal);
@@ -775,7 +776,7 @@ std::optional<RunnerHarness::Profiled> RunnerHarness::Profile(EvalRun& run, cons
   auto profile = runner::ProfileFromJson(*prof_json);
   if (!profile.ok()) return fail(v1::RUNTIME_ERROR, absl::StrCat(unwritten, " (", profile.status().message(), ")"));
   if (profile->timed_checks.size() > static_cast<size_t>(runner::kTimedChecks) ||
-      outputs_size != pair_bytes * static_cast<int64_t>(1 + profile->timed_checks.size())) {
+      outputs_size != runner::ProfileOutputsBytes(timed_outputs->bytes, std::ssize(profile->timed_checks))) {
     return fail(v1::RUNTIME_ERROR, unwritten);
   }
   if (!profile->modified_input.empty()) {

@@ -99,6 +99,13 @@ inline constexpr char kEntrySymbol[] = "kevo_entry";
 // input in each frame before each sample.
 inline constexpr int kTimedChecks = 4;
 inline constexpr int kPokesPerInput = 8;
+// The size of a profile's outputs file O for a task whose outputs at the
+// timed binding take `output_bytes`: the check pair (the candidate's outputs
+// alone with --baseline=none), then a pair per kept timed call. With
+// kept = kTimedChecks it is the most O may hold (the runner's file-size limit).
+inline constexpr int64_t ProfileOutputsBytes(int64_t output_bytes, int64_t kept, bool with_baseline = true) {
+  return (with_baseline ? 2 : 1) * output_bytes + 2 * output_bytes * kept;
+}
 
 enum class ParamKind { kInput, kOutput, kSymbol };
 struct Param {

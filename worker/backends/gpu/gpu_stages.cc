@@ -298,13 +298,8 @@ absl::StatusOr<GpuStages::CpuReferenceProfile> GpuStages::CpuReference(const v1:
     absl::MutexLock l(&cpu_ref_mu_);
     if (auto it = cpu_ref_cache_.find(key); it != cpu_ref_cache_.end()) return it->second;
   }
-  int64_t out_bytes = 0;
-  KEVO_ASSIGN_OR_RETURN(std::vector<runner::Param> params, runner::ClassifyParams(task));
-  for (const runner::Param& p : params) {
-    if (p.kind != runner::ParamKind::kOutput) continue;
-    KEVO_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ResolveShape(*p.spec, BindingValues(task.time())));
-    out_bytes += NumElements(shape) * static_cast<int64_t>(DTypeSize(p.spec->dtype()));
-  }
+  KEVO_ASSIGN_OR_RETURN(TimedOutputs timed_outputs, ResolveTimedOutputs(task));
+  const int64_t out_bytes = timed_outputs.bytes;
   const std::string dir = cpu_harness_.NewScratchDir();
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -316,7 +311,7 @@ absl::StatusOr<GpuStages::CpuReferenceProfile> GpuStages::CpuReference(const v1:
        "--report=" + dir + "/report.txt", absl::StrCat("--time_cap_s=", options_.profile_time_cap_s),
        absl::StrCat("--mem_budget_bytes=", options_.memory_limit_bytes / 3)},
       dir, 2 * options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 30),
-      2 * out_bytes * (1 + runner::kTimedChecks));
+      runner::ProfileOutputsBytes(out_bytes, runner::kTimedChecks));
   auto cleanup = [&] { fs::remove_all(dir, ec); };
   if (!r.ok()) {
     cleanup();
@@ -340,7 +335,7 @@ absl::StatusOr<GpuStages::CpuReferenceProfile> GpuStages::CpuReference(const v1:
   cleanup();
   if (!json.ok() || !read) return absl::InternalError("timing the C++ reference on the CPU wrote no results");
   KEVO_ASSIGN_OR_RETURN(runner::ProfileReport profile, runner::ProfileFromJson(*json));
-  if (outputs_size != 2 * out_bytes * (1 + static_cast<int64_t>(profile.timed_checks.size()))) {
+  if (outputs_size != runner::ProfileOutputsBytes(out_bytes, std::ssize(profile.timed_checks))) {
     return absl::InternalError("timing the C++ reference on the CPU wrote outputs of the wrong size");
   }
   CpuReferenceProfile p;
@@ -456,7 +451,7 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
   // baseline nothing in its process can compute what a perturbed call
   // should give: it keeps no timed call, and the candidate's outputs after
   // timing are compared with the C++ reference's at the timed inputs.
-  const int64_t check_bytes = (gpu_baseline ? 2 : 1) * timed_output_bytes;
+  const int64_t check_bytes = runner::ProfileOutputsBytes(timed_output_bytes, 0, gpu_baseline);
   const int min_timed_checks = gpu_baseline ? runner::kTimedChecks : 0;
   const std::string outputs_path = scratch + "/timed_outputs.bin";
   // One run of the GPU runner's profile mode in a fresh process, and the
@@ -477,7 +472,7 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
          "--inputs=" + timed_inputs, "--outputs=" + outputs_path, "--result=" + scratch + "/profile.json",
          "--report=" + scratch + "/report.txt", absl::StrCat("--time_cap_s=", options_.profile_time_cap_s)},
         scratch, options_.run_timeout + absl::Seconds(3 * options_.profile_time_cap_s + 30),
-        check_bytes + 2 * timed_output_bytes * min_timed_checks);
+        runner::ProfileOutputsBytes(timed_output_bytes, min_timed_checks, gpu_baseline));
     if (!prof.ok()) return failed(v1::INFRA_ERROR, std::string(prof.status().message()));
     if (prof->outcome.status != v1::OK) {
       ev.mutable_diagnostics()->set_signal(prof->outcome.signal);
@@ -494,7 +489,8 @@ bool GpuStages::ProfileStage(EvalRun& run, Gpu& gpu, const std::string& candidat
     auto profile = runner::ProfileFromJson(*prof_json);
     if (!profile.ok()) return failed(v1::INFRA_ERROR, std::string(profile.status().message()));
     const auto kept = static_cast<int64_t>(profile->timed_checks.size());
-    if (kept > min_timed_checks || outputs_size != check_bytes + 2 * timed_output_bytes * kept) {
+    if (kept > min_timed_checks ||
+        outputs_size != runner::ProfileOutputsBytes(timed_output_bytes, kept, gpu_baseline)) {
       return failed(v1::RUNTIME_ERROR, unwritten);
     }
     if (!profile->modified_input.empty()) {
