@@ -15,6 +15,9 @@
 //                       (rms_norm): the row's statistics, then one writing pass
 //       hints {pattern: layer_norm | rms_norm, in, out, rows, cols, gamma,
 //              beta (layer_norm), eps}
+//   row_cross_entropy   out[0] = mean over rows of log-sum-exp(x[r, :]) - x[r, target[r]]
+//       hints {pattern: row_cross_entropy, in (logits), target, out (loss),
+//              rows, cols (classes)}
 // Rows are split across OpenMP threads; each row is processed with 16-lane
 // GCC vector types (one AVX-512 register) and several independent
 // accumulators. exp is a vectorised range reduction + polynomial (degree 5, or
@@ -275,6 +278,48 @@ static inline kevo_vf kevo_keep_max(kevo_vf a, kevo_vf x) { return x > a ? x : a
 
 // ---------------------------------------------------------------- softmax
 
+// The row statistics of softmax, log-softmax and cross-entropy, as code over
+// `const float* x` and `int64_t cols`, with kevo_vexp defined.
+
+// Pass 1 (max): leaves `int64_t c`, `float m` and `kevo_vf mv`.
+std::string MaxPass(int64_t acc) {
+  return absl::StrCat(
+      "  int64_t c = 0;\n", Repeat(acc, "  kevo_vf m# = kevo_splat(-3.402823466e38f);\n"), "  for (; c + ", 16 * acc,
+      " <= cols; c += ", 16 * acc, ") {\n", Repeat(acc, "    m# = kevo_vmax(m#, kevo_load(x + c + 16 * #));\n"),
+      "  }\n", "  for (; c + 16 <= cols; c += 16) m0 = kevo_vmax(m0, kevo_load(x + c));\n",
+      "  if (c < cols) m0 = kevo_vmax(m0, kevo_load_part(x + c, cols - c, -__builtin_inff()));\n",
+      Fold(acc, "m", "kevo_vmax"), "  const float m = kevo_hmax(m0);\n  const kevo_vf mv = kevo_splat(m);\n");
+}
+
+// The max, then the sum of exp(x - max) with nothing stored: leaves
+// `int64_t c`, `float m`, `kevo_vf mv` and `float total`.
+std::string TwoPassLseStats(int64_t acc) {
+  return absl::StrCat(MaxPass(acc), Repeat(acc, "  kevo_vf s# = {};\n"), "  for (c = 0; c + ", 16 * acc,
+                      " <= cols; c += ", 16 * acc, ") {\n",
+                      Repeat(acc, "    s# += kevo_vexp(kevo_load(x + c + 16 * #) - mv);\n"), "  }\n",
+                      "  for (; c + 16 <= cols; c += 16) s0 += kevo_vexp(kevo_load(x + c) - mv);\n"
+                      "  if (c < cols) s0 += kevo_vexp(kevo_load_part(x + c, cols - c, -__builtin_inff()) - mv);\n",
+                      Fold(acc, "s", "kevo_add"), "  const float total = kevo_hsum(s0);\n");
+}
+
+// One pass with a running max m and sum s of exp(x - m) per lane; each
+// iteration takes `acc` vectors, rescales s once and adds their exps. Leaves
+// `int64_t c`, `float mmax`, `kevo_vf mv` and `float total`.
+std::string OnlineLseStats(int64_t acc) {
+  return absl::StrCat("  int64_t c = 0;\n  kevo_vf m = kevo_splat(-3.402823466e38f), s = {};\n", "  for (; c + ",
+                      16 * acc, " <= cols; c += ", 16 * acc, ") {\n",
+                      Repeat(acc, "    const kevo_vf v# = kevo_load(x + c + 16 * #);\n"), "    kevo_vf mn = m;\n",
+                      Repeat(acc, "    mn = kevo_vmax(mn, v#);\n"), "    s = s * kevo_vexp(m - mn)",
+                      Repeat(acc, " + kevo_vexp(v# - mn)"), ";\n    m = mn;\n  }\n",
+                      "  for (; c < cols; c += 16) {\n"
+                      "    const kevo_vf v = c + 16 <= cols ? kevo_load(x + c)\n"
+                      "                                     : kevo_load_part(x + c, cols - c, -__builtin_inff());\n"
+                      "    const kevo_vf mn = kevo_vmax(m, v);\n"
+                      "    s = s * kevo_vexp(m - mn) + kevo_vexp(v - mn);\n    m = mn;\n  }\n",
+                      "  const float mmax = kevo_hmax(m);\n  const kevo_vf mv = kevo_splat(mmax);\n",
+                      "  const float total = kevo_hsum(s * kevo_vexp(m - mv));\n");
+}
+
 std::vector<ParamSpec> SoftmaxParams(bool three_pass, bool log) {
   std::vector<ParamSpec> p = {
       {"exp",
@@ -362,16 +407,6 @@ class SoftmaxRecipe final : public BoundRecipe<RowBinding> {
   }
 
  private:
-  // Pass 1 (max) shared by the vector variants: leaves `float m` and `mv`.
-  static std::string MaxPass(int64_t acc) {
-    return absl::StrCat(
-        "  int64_t c = 0;\n", Repeat(acc, "  kevo_vf m# = kevo_splat(-3.402823466e38f);\n"), "  for (; c + ", 16 * acc,
-        " <= cols; c += ", 16 * acc, ") {\n", Repeat(acc, "    m# = kevo_vmax(m#, kevo_load(x + c + 16 * #));\n"),
-        "  }\n", "  for (; c + 16 <= cols; c += 16) m0 = kevo_vmax(m0, kevo_load(x + c));\n",
-        "  if (c < cols) m0 = kevo_vmax(m0, kevo_load_part(x + c, cols - c, -__builtin_inff()));\n",
-        Fold(acc, "m", "kevo_vmax"), "  const float m = kevo_hmax(m0);\n  const kevo_vf mv = kevo_splat(m);\n");
-  }
-
   // The final pass writing y = exp(x - m) * inv from x.
   static std::string RecomputePass(int64_t acc) {
     return absl::StrCat(
@@ -419,14 +454,8 @@ class SoftmaxRecipe final : public BoundRecipe<RowBinding> {
   // Log-softmax in two passes: the max, then the sum of exp(x - max) with
   // nothing stored, then the subtraction.
   static std::string RowTwoPassLog(int64_t acc) {
-    std::string s = MaxPass(acc);
-    absl::StrAppend(
-        &s, Repeat(acc, "  kevo_vf s# = {};\n"), "  for (c = 0; c + ", 16 * acc, " <= cols; c += ", 16 * acc, ") {\n",
-        Repeat(acc, "    s# += kevo_vexp(kevo_load(x + c + 16 * #) - mv);\n"), "  }\n",
-        "  for (; c + 16 <= cols; c += 16) s0 += kevo_vexp(kevo_load(x + c) - mv);\n"
-        "  if (c < cols) s0 += kevo_vexp(kevo_load_part(x + c, cols - c, -__builtin_inff()) - mv);\n",
-        Fold(acc, "s", "kevo_add"), "  const kevo_vf lse = kevo_splat(m + logf(kevo_hsum(s0)));\n", SubtractPass(acc));
-    return s;
+    return absl::StrCat(TwoPassLseStats(acc), "  const kevo_vf lse = kevo_splat(m + logf(total));\n",
+                        SubtractPass(acc));
   }
 
   static std::string RowTwoPassLogLibm() {
@@ -443,20 +472,7 @@ class SoftmaxRecipe final : public BoundRecipe<RowBinding> {
   }
 
   static std::string RowOnline(int64_t acc, bool log) {
-    // Per lane a running max m and sum s of exp(x - m); each iteration takes
-    // `acc` vectors, rescales s once and adds their exps.
-    std::string s = absl::StrCat(
-        "  int64_t c = 0;\n  kevo_vf m = kevo_splat(-3.402823466e38f), s = {};\n", "  for (; c + ", 16 * acc,
-        " <= cols; c += ", 16 * acc, ") {\n", Repeat(acc, "    const kevo_vf v# = kevo_load(x + c + 16 * #);\n"),
-        "    kevo_vf mn = m;\n", Repeat(acc, "    mn = kevo_vmax(mn, v#);\n"), "    s = s * kevo_vexp(m - mn)",
-        Repeat(acc, " + kevo_vexp(v# - mn)"), ";\n    m = mn;\n  }\n",
-        "  for (; c < cols; c += 16) {\n"
-        "    const kevo_vf v = c + 16 <= cols ? kevo_load(x + c)\n"
-        "                                     : kevo_load_part(x + c, cols - c, -__builtin_inff());\n"
-        "    const kevo_vf mn = kevo_vmax(m, v);\n"
-        "    s = s * kevo_vexp(m - mn) + kevo_vexp(v - mn);\n    m = mn;\n  }\n",
-        "  const float mmax = kevo_hmax(m);\n  const kevo_vf mv = kevo_splat(mmax);\n",
-        "  const float total = kevo_hsum(s * kevo_vexp(m - mv));\n");
+    std::string s = OnlineLseStats(acc);
     if (log) {
       absl::StrAppend(&s, "  const kevo_vf lse = kevo_splat(mmax + logf(total));\n", SubtractPass(acc));
     } else {
@@ -527,6 +543,78 @@ class SoftmaxRecipe final : public BoundRecipe<RowBinding> {
 
   bool three_pass_;
   bool log_;
+};
+
+// ---------------------------------------------------------------- cross-entropy
+
+struct CrossEntropyBinding {
+  std::string logits, target, out, rows, cols;
+};
+
+// Softmax cross-entropy with int64 class targets and the mean over rows:
+// per row the log-sum-exp (two passes or one online pass, vector exp) minus
+// the target's logit, rows over threads summed in double.
+class CrossEntropyRecipe final : public BoundRecipe<CrossEntropyBinding> {
+ public:
+  CrossEntropyRecipe()
+      : BoundRecipe({"row_cross_entropy", "loss", "cpu",
+                     "mean softmax cross-entropy: per-row log-sum-exp (max then sum, or online) minus "
+                     "the target logit; rows over threads"},
+                    SearchSpace({
+                        {"stats", {"two_pass", "online"}, "two_pass", "max then sum of exp, or one online pass"},
+                        {"exp", {"poly5", "cephes"}, "poly5", "exp: degree-5 or Cephes degree-7 polynomial"},
+                        {"accumulators", {"1", "2", "4", "8"}, "4", "16-lane vectors per loop iteration"},
+                        {"threads", {"1", "all"}, "all", "OpenMP threads over rows"},
+                        {"schedule", {"static", "dynamic"}, "static", "OpenMP schedule over rows"},
+                    })) {}
+
+ protected:
+  bool Bind(const v1::Task& task, CrossEntropyBinding* b) const override {
+    if (Hint(task, "pattern") != "row_cross_entropy") return false;
+    b->logits = Hint(task, "in", "logits");
+    b->target = Hint(task, "target", "target");
+    b->out = Hint(task, "out", "loss");
+    b->rows = Hint(task, "rows", "rows");
+    b->cols = Hint(task, "cols", "classes");
+    const v1::TensorSpec* x = FindInput(task, b->logits);
+    const v1::TensorSpec* t = FindInput(task, b->target);
+    const v1::TensorSpec* y = FindOutput(task, b->out);
+    if (x == nullptr || t == nullptr || y == nullptr || x->dtype() != v1::F32 || t->dtype() != v1::I64 ||
+        y->dtype() != v1::F32) {
+      return false;
+    }
+    if (x->shape_size() != 2 || x->shape(0) != b->rows || x->shape(1) != b->cols || t->shape_size() != 1 ||
+        t->shape(0) != b->rows || y->shape_size() != 1 || y->shape(0) != "1") {
+      return false;
+    }
+    for (const std::string& name : {b->logits, b->target, b->out}) {
+      if (!IsSignatureParam(task, name)) return false;
+    }
+    return IsSymbolParam(task, b->rows) && IsSymbolParam(task, b->cols) && DefinitionLine(task).ok();
+  }
+
+  absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome,
+                                      const CrossEntropyBinding& b) const override {
+    KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
+    const int64_t acc = IntParam(genome, "accumulators");
+    const bool online = StrParam(genome, "stats") == "online";
+    std::string s = kPrelude;
+    absl::StrAppend(&s, "// Generated by kevo builtin recipe ", genome.ToString(), "\n", kVectorHelpers,
+                    VectorExp(StrParam(genome, "exp")));
+    // The row's loss in double: log-sum-exp minus the target's logit.
+    absl::StrAppend(&s, "\nstatic double kevo_row(const float* __restrict x, int64_t cols, int64_t t) {\n",
+                    online ? OnlineLseStats(acc) : TwoPassLseStats(acc), "  return (double)", online ? "mmax" : "m",
+                    " + log((double)total) - (double)x[t];\n}\n\n");
+    const std::string threads =
+        StrParam(genome, "threads") == "1"
+            ? ""
+            : absl::StrCat("#pragma omp parallel for reduction(+ : kevo_total) schedule(",
+                           StrParam(genome, "schedule") == "static" ? "static" : "dynamic, 16", ")\n");
+    absl::StrAppend(&s, definition, " {\n  double kevo_total = 0;\n", threads, "  for (int64_t kevo_r = 0; kevo_r < ",
+                    b.rows, "; ++kevo_r) kevo_total += kevo_row(", b.logits, " + kevo_r * ", b.cols, ", ", b.cols, ", ",
+                    b.target, "[kevo_r]);\n  ", b.out, "[0] = (float)(kevo_total / (double)", b.rows, ");\n}\n");
+    return CppCandidate(std::move(s));
+  }
 };
 
 // ---------------------------------------------------------------- row_norm
@@ -675,6 +763,7 @@ static inline void kevo_stream(float* p, kevo_vf v) {
 }  // namespace
 
 std::unique_ptr<Recipe> NewRowNormRecipe() { return std::make_unique<RowNormRecipe>(); }
+std::unique_ptr<Recipe> NewCrossEntropyRecipe() { return std::make_unique<CrossEntropyRecipe>(); }
 std::unique_ptr<Recipe> NewRowReduceRecipe() { return std::make_unique<RowReduceRecipe>(); }
 std::unique_ptr<Recipe> NewRowArgmaxRecipe() { return std::make_unique<RowArgmaxRecipe>(); }
 std::unique_ptr<Recipe> NewSoftmaxThreePassRecipe() {
