@@ -11,7 +11,8 @@
 # on the GPU the bar is the same: a `rejected` one any status but OK, a
 # `slow` one OK and slower than eager (its trick bought nothing), an `honest`
 # one OK. A `# expect on a GPU: ...` line replaces `# expect:` there, for a
-# trick that plays out differently on a GPU (its header says why). OUT_DIR gets adversarial_gpu.jsonl (one `kevo eval --json` a line),
+# trick that plays out differently on a GPU (its header says why). OUT_DIR
+# gets adversarial_gpu.jsonl (one `kevo eval --json` a line),
 # adversarial_gpu.md (the table for docs/reliability.md) and the logs.
 # KEVO_GPU_PLATFORM (default nvidia; cpu tries the script on a host without a
 # GPU), KEVO_DEADLINE_S (default 560).

@@ -134,6 +134,34 @@ bool BindRowReduce(const v1::Task& task, RowBinding* b) {
          BindRows(task, /*reduction=*/true, b);
 }
 
+std::string StreamingStore(const std::string& type, const std::string& vector_type) {
+  return absl::StrCat("// p is aligned to 64 bytes.\nstatic inline void kevo_stream(", type, "* p, ", vector_type,
+                      R"( v) {
+#if defined(__AVX512F__)
+  if (sizeof(v) % 64 == 0) {
+    for (unsigned k = 0; k < sizeof(v) / 64; ++k) {
+      __m512i w;
+      __builtin_memcpy(&w, (const char*)&v + 64 * k, 64);
+      _mm512_stream_si512((__m512i*)((char*)p + 64 * k), w);
+    }
+    return;
+  }
+#endif
+#if defined(__AVX__)
+  if (sizeof(v) % 32 == 0) {
+    for (unsigned k = 0; k < sizeof(v) / 32; ++k) {
+      __m256i w;
+      __builtin_memcpy(&w, (const char*)&v + 32 * k, 32);
+      _mm256_stream_si256((__m256i*)((char*)p + 32 * k), w);
+    }
+    return;
+  }
+#endif
+  kevo_store(p, v);
+}
+)");
+}
+
 std::string Repeat(int64_t count, const std::string& text) {
   std::string out;
   for (int64_t a = 0; a < count; ++a) {

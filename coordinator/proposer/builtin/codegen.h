@@ -133,6 +133,11 @@ bool IsSumMaxOrMean(std::string_view op);
 // sum|max|mean}, then BindRows of a reduction.
 bool BindRowReduce(const v1::Task& task, RowBinding* b);
 
+// C++ source of `static inline void kevo_stream(TYPE* p, VECTOR v)`: v
+// stored at p (64-byte aligned) with nontemporal stores (AVX-512, else AVX),
+// else through `kevo_store(TYPE*, VECTOR)`, which the caller defines.
+std::string StreamingStore(const std::string& type, const std::string& vector_type);
+
 // `count` copies of `text`, each with every "#" replaced by its number,
 // 0..count-1: unrolled statements of generated code.
 std::string Repeat(int64_t count, const std::string& text);

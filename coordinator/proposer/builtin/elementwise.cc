@@ -233,34 +233,7 @@ class ElementwiseRecipe final : public Recipe {
 static inline void kevo_store()",
                     type, R"(* p, kevo_v v) { __builtin_memcpy(p, &v, sizeof v); }
 )");
-    if (nontemporal) {
-      absl::StrAppend(&s, R"(// p is aligned to 64 bytes.
-static inline void kevo_stream()",
-                      type, R"(* p, kevo_v v) {
-#if defined(__AVX512F__)
-  if (sizeof(v) % 64 == 0) {
-    for (unsigned k = 0; k < sizeof(v) / 64; ++k) {
-      __m512i w;
-      __builtin_memcpy(&w, (const char*)&v + 64 * k, 64);
-      _mm512_stream_si512((__m512i*)((char*)p + 64 * k), w);
-    }
-    return;
-  }
-#endif
-#if defined(__AVX__)
-  if (sizeof(v) % 32 == 0) {
-    for (unsigned k = 0; k < sizeof(v) / 32; ++k) {
-      __m256i w;
-      __builtin_memcpy(&w, (const char*)&v + 32 * k, 32);
-      _mm256_stream_si256((__m256i*)((char*)p + 32 * k), w);
-    }
-    return;
-  }
-#endif
-  kevo_store(p, v);
-}
-)");
-    }
+    if (nontemporal) absl::StrAppend(&s, StreamingStore(type, "kevo_v"));
     const std::string put = nontemporal ? "kevo_stream" : "kevo_store";
     // The range kernel.
     absl::StrAppend(&s, "\nstatic void kevo_range(", absl::StrJoin(ptr_params, ", "),

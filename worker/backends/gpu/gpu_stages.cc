@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <deque>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 
 #include "absl/strings/match.h"
@@ -328,19 +327,18 @@ absl::StatusOr<GpuStages::CpuReferenceProfile> GpuStages::CpuReference(const v1:
   auto json = ReadFileBytes(dir + "/profile.json");
   const std::string outputs_path = dir + "/outputs.bin";
   const auto outputs_size = static_cast<int64_t>(fs::file_size(outputs_path, ec));
-  std::string outputs(static_cast<size_t>(out_bytes), '\0');
-  std::ifstream in(outputs_path, std::ios::binary);
-  const bool read = !ec && in.read(outputs.data(), out_bytes).gcount() == out_bytes;
-  in.close();
+  auto outputs = ReadFileRange(outputs_path, 0, out_bytes);
   cleanup();
-  if (!json.ok() || !read) return absl::InternalError("timing the C++ reference on the CPU wrote no results");
+  if (!json.ok() || ec || !outputs.ok()) {
+    return absl::InternalError("timing the C++ reference on the CPU wrote no results");
+  }
   KEVO_ASSIGN_OR_RETURN(runner::ProfileReport profile, runner::ProfileFromJson(*json));
   if (outputs_size != runner::ProfileOutputsBytes(out_bytes, std::ssize(profile.timed_checks))) {
     return absl::InternalError("timing the C++ reference on the CPU wrote outputs of the wrong size");
   }
   CpuReferenceProfile p;
   p.timing = profile.candidate;
-  p.outputs = std::move(outputs);
+  p.outputs = *std::move(outputs);
   absl::MutexLock l(&cpu_ref_mu_);
   cpu_ref_cache_[key] = p;
   return p;
