@@ -28,7 +28,8 @@ Every form and the candidate are timed in one loop: each round times each of
 them once (a sample: a batch of calls on the CPU, one call between CUDA events
 after an L2 flush on a GPU), in an order that rotates from round to round, on
 input copies rotated so that the working set exceeds the last-level cache
-(the same copies for all). The loop stops when every series' spread is under
+(the same copies for all; as many as mem_budget_bytes and a quarter of the
+address space left under the worker's limit allow, at least one). The loop stops when every series' spread is under
 1% after at least 10 rounds, or at the time cap once it has 10 rounds (at
 three times the cap, 3 rounds do: a median of three samples is one preempted
 sample away from a wrong order on a busy host). Each series keeps the
@@ -50,7 +51,7 @@ R: {"status": "OK"|"INFRA_ERROR", "message", "torch": version, "inputs_digest",
     "forms": [{"name", "call", "threads", "library",
     "series": series, "timed": bool, "error": why it could not be timed
     ("" if it was)}],
-    "copies", "rounds", "elapsed_s"}
+    "copies", "rounds", "elapsed_s", "vm_peak_bytes"}
 A form that raises, cannot be built (no torch.compile in this torch) or
 returns the wrong number, shape or size of outputs is reported with its error
 and timed no further; the others go on.
@@ -150,6 +151,12 @@ def keep_freed_memory():
     libc.mallopt(_M_TRIM_THRESHOLD, 0x7FFFFFFF)
 
 
+def byte_view(torch, t):
+    """The bytes of a contiguous CPU tensor as a writable buffer, without a
+    copy (any dtype, bfloat16 included: numpy sees them as uint8)."""
+    return memoryview(t.reshape(-1).view(torch.uint8).numpy()) if t.numel() else memoryview(bytearray())
+
+
 class Kernel:
     """A native kernel over the input copies: kevo_entry and one argument
     array (with its own outputs) per copy."""
@@ -236,7 +243,35 @@ class Alarm:
 
 def last_line(exc):
     lines = traceback.format_exception_only(type(exc), exc)
-    return lines[-1].strip() if lines else type(exc).__name__
+    line = lines[-1].strip() if lines else type(exc).__name__
+    if isinstance(exc, MemoryError):
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit != resource.RLIM_INFINITY:
+            line += (f" (address space {vm_kib('VmSize') >> 10} MiB, peak {vm_kib('VmPeak') >> 10} MiB,"
+                     f" of the worker's limit of {limit >> 20} MiB)")
+    return line
+
+
+def vm_kib(field):
+    """A field of /proc/self/status in KiB (VmSize: the address space now)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def copy_budget(spec):
+    """Bytes the input copies may take. The worker's budget, and at most a
+    quarter of the address space this process has left under the worker's
+    limit (RLIMIT_AS): the forms, torch.compile's build and the checked
+    outputs need the rest (measured: ~600 MiB beside 64 MiB outputs, on top
+    of ~800 MiB for torch itself)."""
+    budget = spec.get("mem_budget_bytes", 1 << 30)
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit != resource.RLIM_INFINITY:
+        budget = min(budget, max(0, limit - (vm_kib("VmSize") << 10)) // 4)
+    return budget
 
 
 class Blas:
@@ -438,19 +473,19 @@ def run(torch, spec, args, result, phase):
 
     # The timed inputs, as the worker wrote them.
     phase("inputs")
-    raw = open(args.inputs, "rb").read()
+    # Read straight into each tensor (no whole-file or per-input copy: under
+    # the worker's address-space limit every transient buffer counts, and
+    # this process keeps what it frees, keep_freed_memory).
     first = {}
-    offset = 0
-    for i in spec["inputs"]:
-        tname, size = DTYPES[i["dtype"]]
-        n = math.prod(i["shape"])
-        chunk = bytearray(raw[offset:offset + n * size])
-        if len(chunk) != n * size:
-            raise RuntimeError("the timed-inputs file is shorter than the inputs")
-        offset += n * size
-        t = torch.frombuffer(chunk, dtype=getattr(torch, tname)).reshape(i["shape"]) if n else \
-            torch.empty(i["shape"], dtype=getattr(torch, tname))
-        first[i["name"]] = t.to(device).contiguous() if cuda else t.clone()
+    digest = hashlib.sha256()
+    with open(args.inputs, "rb") as f:
+        for i in spec["inputs"]:
+            t = torch.empty(i["shape"], dtype=getattr(torch, DTYPES[i["dtype"]][0]))
+            view = byte_view(torch, t)
+            if f.readinto(view) != len(view):
+                raise RuntimeError("the timed-inputs file is shorter than the inputs")
+            digest.update(view)
+            first[i["name"]] = t.to(device).contiguous() if cuda else t
     set_bytes = sum(t.numel() * t.element_size() for t in first.values())
     set_bytes += sum(math.prod(o["shape"]) * DTYPES[o["dtype"]][1] for o in spec["outputs"])
     set_bytes = max(set_bytes, 1)
@@ -459,7 +494,7 @@ def run(torch, spec, args, result, phase):
     copies = 1
     if not cuda:
         target = 2 * min(spec.get("llc_bytes", 32 << 20), 256 << 20)
-        copies = max(1, min(256, -(-target // set_bytes), spec.get("mem_budget_bytes", 1 << 30) // set_bytes))
+        copies = max(1, min(256, -(-target // set_bytes), copy_budget(spec) // set_bytes))
     sets = [first] + [{k: v.clone() for k, v in first.items()} for _ in range(copies - 1)]
     result["copies"] = copies
 
@@ -666,7 +701,7 @@ def run(torch, spec, args, result, phase):
             set_threads(f)
             try:
                 for t in outputs_of(call_form(f, sets[0]), spec, torch):
-                    out.write(t.cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+                    out.write(byte_view(torch, t.cpu().contiguous()))
             except Exception as e:
                 f.error = f"raised {last_line(e)}"
                 f.fn = None
@@ -674,16 +709,16 @@ def run(torch, spec, args, result, phase):
         use_threads(cand_threads)
         for k in kernels:
             for t in k.checked_outputs(torch, cuda):
-                out.write(t.cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+                out.write(byte_view(torch, t.cpu().contiguous()))
     # What each series ran on: a digest of every input copy it touched, after
     # timing (a copy a call changed no longer matches the inputs file).
     digests = []
     for s_ in sets:
         h = hashlib.sha256()
         for i in spec["inputs"]:
-            h.update(s_[i["name"]].cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+            h.update(byte_view(torch, s_[i["name"]].cpu().contiguous()))
         digests.append(h.hexdigest())
-    result["inputs_digest"] = hashlib.sha256(raw[:offset]).hexdigest()
+    result["inputs_digest"] = digest.hexdigest()
     result["candidate"] = cand.series.to_json(digests)
     if rival:
         result["rival"] = rival.series.to_json(digests)
@@ -691,6 +726,7 @@ def run(torch, spec, args, result, phase):
                         "series": f.series.to_json(digests),
                         "timed": f.fn is not None, "error": f.error} for f in forms]
     result["elapsed_s"] = time.perf_counter() - start_all
+    result["vm_peak_bytes"] = vm_kib("VmPeak") << 10
 
 
 if __name__ == "__main__":
