@@ -17,6 +17,23 @@
 #include "coordinator/store/keys.h"
 
 namespace kevo::jobs {
+namespace {
+
+// A KernelBench job's task takes the first Model graph a worker captured
+// (the coordinator has no torch): the built-in proposer's bridge recipes
+// match its operators.
+void AdoptModelGraph(v1::Job& job, const v1::Evaluation& e) {
+  v1::Task& task = *job.mutable_spec()->mutable_task();
+  if (!e.has_model_graph() || task.format() != v1::TASK_FORMAT_KERNELBENCH || task.model_graph().nodes_size() > 0) {
+    return;
+  }
+  // Stored with the job (WriteResult), so a restarted coordinator keeps it.
+  *task.mutable_model_graph() = e.model_graph();
+  LogInfo("job ", job.job_id(), ": the Model's graph, ", e.model_graph().nodes_size(), " nodes, from worker ",
+          e.worker_id(), e.model_graph().error().empty() ? "" : absl::StrCat(" (", e.model_graph().error(), ")"));
+}
+
+}  // namespace
 
 void JobManager::OnEvaluationDone(const v1::EvalRecord& record) {
   Running* running = FindRunning(record.job_id());
@@ -46,6 +63,7 @@ bool JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
   const std::vector<double> baselines_before = r.baselines;
   node.set_state(v1::NODE_DONE);
   v1::Job& job = r.job;
+  AdoptModelGraph(job, e);
   SetFigures(job, node, e);
   job.set_evaluations_done(job.evaluations_done() + 1);
   // Device timing-slot use over the job's duration (GPU workers report the

@@ -232,12 +232,15 @@ v1::Evaluation KernelBenchEvaluator::Evaluate(const v1::Task& task, const v1::Ca
     if (written.ok()) written = WriteFileBytes(cand, candidate.source());
     if (!written.ok()) {
       run.Fail(v1::STAGE_COMPILE, v1::INFRA_ERROR, std::string(written.message()));
-    } else if (ImportAhead(run, problem, cand) &&
-               hold(run, [&](const std::string& device) { return Judge(run, problem, cand, device); })) {
-      // The import (where a module-level load_inline builds, into the
-      // scratch folder's extension cache) leaves the device to others; the
-      // judge then holds it for validation and timing.
-      ev.set_status(v1::OK);
+    } else {
+      Capture(run);
+      if (ImportAhead(run, problem, cand) &&
+          hold(run, [&](const std::string& device) { return Judge(run, problem, cand, device); })) {
+        // The import (where a module-level load_inline builds, into the
+        // scratch folder's extension cache) leaves the device to others; the
+        // judge then holds it for validation and timing.
+        ev.set_status(v1::OK);
+      }
     }
   }
   ev.set_finished_unix_micros(UnixMicros());
@@ -249,6 +252,76 @@ v1::Evaluation KernelBenchEvaluator::Evaluate(const v1::Task& task, const v1::Ca
           ev.status() == v1::OK ? absl::StrCat(" speedup ", ev.speedup(), "x over PyTorch eager")
                                 : absl::StrCat(": ", FirstLineOf(ev.diagnostics().message())));
   return std::move(ev);
+}
+
+namespace {
+
+// The runner's capture (kernelbench_runner.py, capture_mode) as a proto.
+v1::ModelGraph GraphFromJson(const nlohmann::json& graph) {
+  v1::ModelGraph out;
+  if (!graph.is_object()) {
+    out.set_error("the runner wrote no graph");
+    return out;
+  }
+  out.set_error(graph.value("error", ""));
+  out.set_torch(graph.value("torch", ""));
+  std::string at;
+  try {
+    for (const nlohmann::json& n : graph.value("nodes", nlohmann::json::array())) {
+      at = n.dump().substr(0, 300);
+      v1::GraphNode* node = out.add_nodes();
+      node->set_name(n.at("name").get<std::string>());
+      node->set_op(n.at("op").get<std::string>());
+      node->set_target(n.value("target", ""));
+      for (const nlohmann::json& i : n.value("inputs", nlohmann::json::array())) node->add_inputs(i.get<std::string>());
+      const nlohmann::json attrs = n.value("attrs", nlohmann::json::object());  // items() must not outlive it
+      for (const auto& [k, v] : attrs.items()) {
+        (*node->mutable_attrs())[k] = v.get<std::string>();
+      }
+      for (const nlohmann::json& d : n.value("shape", nlohmann::json::array())) node->add_shape(d.get<int64_t>());
+      v1::DType dtype = v1::DTYPE_UNSPECIFIED;
+      if (v1::DType_Parse(n.value("dtype", ""), &dtype)) node->set_dtype(dtype);
+      node->set_contiguous(n.value("contiguous", false));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    out.clear_nodes();
+    out.set_error(absl::StrCat("malformed graph from the runner: ", e.what(), " at ", at));
+  }
+  return out;
+}
+
+}  // namespace
+
+void KernelBenchEvaluator::Capture(EvalRun& run) const {
+  const std::string key = Sha256Hex(run.task.reference().source());
+  {
+    absl::MutexLock lock(&mu_);
+    if (!captured_.insert(key).second) return;
+  }
+  const absl::Time start = absl::Now();
+  const std::string dir = run.scratch + "/capture";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  // The sandbox shows the runner its own folder only: the problem goes there.
+  absl::Status copied = WriteFileBytes(dir + "/problem.py", run.task.reference().source());
+  Outcome out;
+  if (copied.ok()) {
+    out = RunRunner({"capture", "--problem=" + dir + "/problem.py"}, "cpu", dir,
+                    options_.compile_timeout + kStartupAllowance);
+  } else {
+    out.status = v1::INFRA_ERROR;
+    out.message = std::string(copied.message());
+  }
+  (*run.ev.mutable_profile())["capture_s"] = absl::ToDoubleSeconds(absl::Now() - start);
+  v1::ModelGraph graph;
+  if (out.status == v1::OK) {
+    graph = GraphFromJson(out.result.value("graph", nlohmann::json()));
+  } else {
+    graph.set_error(absl::StrCat("the capture failed: ", out.message));
+  }
+  LogInfo("kernelbench ", run.task.name(), ": captured ", graph.nodes_size(), " graph nodes",
+          graph.error().empty() ? "" : absl::StrCat(" (", graph.error(), ")"));
+  *run.ev.mutable_model_graph() = std::move(graph);
 }
 
 bool KernelBenchEvaluator::ImportAhead(EvalRun& run, const std::string& problem, const std::string& candidate) const {

@@ -47,6 +47,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -151,6 +152,9 @@ class KernelBenchEvaluator {
   // dir/result.json and dir/phase.
   Outcome RunRunner(const std::vector<std::string>& args, const std::string& device, const std::string& dir,
                     absl::Duration timeout) const;
+  // The problem's operator graph (the runner's capture, on the CPU) into
+  // run.ev.model_graph, once per problem source on this worker.
+  void Capture(EvalRun& run) const;
   // The candidate imported without the device (where load_inline builds).
   bool ImportAhead(EvalRun& run, const std::string& problem, const std::string& candidate) const;
   // The runner's `evaluate`: the judge validates every seed and times the
@@ -164,6 +168,8 @@ class KernelBenchEvaluator {
   // source), learnt once, so later evaluations do not wait for it again.
   mutable absl::Mutex mu_;
   mutable std::map<std::string, std::string> torch_compile_unavailable_ ABSL_GUARDED_BY(mu_);
+  // The problems (by the hash of their source) whose graph was captured.
+  mutable std::set<std::string> captured_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kevo::worker

@@ -20,6 +20,7 @@ reference's results). docs/kernelbench.md is the full contract; in short:
       [--torch_compile_timeout_s=120]
   kevo-runner-kernelbench compile --problem=P.py --candidate=C.py --result=R.json
   kevo-runner-kernelbench probe --device=cpu|cuda --result=R.json
+  kevo-runner-kernelbench capture --problem=P.py --result=R.json
 
 --device=cuda:N runs on GPU N (cuda is cuda:0).
 
@@ -41,6 +42,9 @@ profile: Model (PyTorch eager, and torch.compile where this torch has it) and
   failing the evaluation.
 compile: imports the candidate only (where a module-level load_inline builds),
   without touching the device, so that a GPU worker compiles ahead of the GPU.
+capture: the problem's Model as an operator graph (torch.fx, shapes and dtypes
+  from a run on meta tensors) in R's "graph", for the built-in proposer's
+  bridge recipes (docs/kernelbench.md, "Bridge").
 probe: what this interpreter offers: Python, torch (and its CUDA), Triton,
   torch.compile, the devices; INFRA_ERROR when torch is missing or, for cuda,
   is a CPU-only build or sees no GPU.
@@ -1840,9 +1844,103 @@ def compile_mode(torch, args, phase, result):
     faulthandler.cancel_dump_traceback_later()
 
 
+def graph_name(target):
+    """What a node calls, one name for torch.relu, F.relu, x.relu() and
+    operator.add's "add" alike."""
+    if isinstance(target, str):
+        return target
+    return getattr(target, "__name__", None) or type(target).__name__
+
+
+def graph_literal(value):
+    """A node argument that is not a tensor, as a Python literal; None when
+    it is not a plain value."""
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return repr(value)
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (bool, int, float)) for v in value):
+        return repr(tuple(value))
+    if type(value).__name__ in ("dtype", "memory_format", "layout"):
+        return str(value)
+    return None
+
+
+def capture_mode(torch, args, phase, result):
+    """The problem's Model as an operator graph: torch.fx's trace of
+    Model(*get_init_inputs()), each node with its result's shape and dtype,
+    found by running the graph on meta tensors (no storage, so shipped sizes
+    cost nothing). A Model torch.fx cannot trace, or whose graph the meta
+    device cannot run, still gets its nodes, without shapes; the reason goes
+    to result["graph"]["error"]."""
+    import torch.fx
+
+    phase.set("import")
+    problem = Problem(torch, args)
+    graph = result["graph"] = {"nodes": [], "error": "", "torch": torch.__version__}
+    phase.set("build")
+    model = problem.build(problem.problem.Model, 1)
+    try:
+        gm = torch.fx.symbolic_trace(model)
+    except Exception as e:  # noqa: BLE001 - data-dependent control flow, ...
+        graph["error"] = f"torch.fx cannot trace the Model: {last_line(e)}"
+        return
+    phase.set("run")
+    meta = {}
+    try:
+        with meta_factories(torch):
+            seed_all(torch, 1 + INPUT_SEED_OFFSET)
+            inputs = list(problem.problem.get_inputs())
+        inputs = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs]
+
+        class Shapes(torch.fx.Interpreter):
+            def run_node(self, n):
+                value = super().run_node(n)
+                meta[n.name] = value
+                return value
+
+        Shapes(gm.to("meta")).run(*inputs)
+    except Exception as e:  # noqa: BLE001 - an op without a meta kernel
+        graph["error"] = f"the graph does not run on meta tensors: {last_line(e)}"
+    modules = dict(gm.named_modules())
+    placeholders = 0
+    for n in gm.graph.nodes:
+        node = {"name": n.name, "op": n.op, "inputs": [], "attrs": {}}
+        if n.op == "placeholder":
+            node["target"] = str(placeholders)
+            placeholders += 1
+        elif n.op == "call_module":
+            module = modules.get(n.target)
+            node["target"] = type(module).__name__
+            node["attrs"]["module"] = repr(n.target)
+            for k, v in vars(module).items():
+                literal = None if k.startswith("_") or k == "training" else graph_literal(v)
+                if literal is not None:
+                    node["attrs"][k] = literal
+        else:
+            node["target"] = graph_name(n.target)
+        for i, a in enumerate(n.args):
+            if isinstance(a, torch.fx.Node):
+                node["inputs"].append(a.name)
+            elif isinstance(a, (list, tuple)) and a and all(isinstance(v, torch.fx.Node) for v in a):
+                node["inputs"].extend(v.name for v in a)
+            elif graph_literal(a) is not None:
+                node["attrs"][f"arg{i}"] = graph_literal(a)
+        for k, a in n.kwargs.items():
+            if isinstance(a, torch.fx.Node):
+                node["inputs"].append(a.name)
+            elif graph_literal(a) is not None:
+                node["attrs"][k] = graph_literal(a)
+        value = meta.get(n.name)
+        if isinstance(value, torch.Tensor):
+            node["shape"] = list(value.shape)
+            if str(value.dtype) in DTYPE_NAMES and value.dtype != torch.bool:
+                node["dtype"] = DTYPE_NAMES[str(value.dtype)]
+            node["contiguous"] = bool(value.is_contiguous())
+        graph["nodes"].append(node)
+
+
 def main():
     parser = argparse.ArgumentParser(prog="kevo-runner-kernelbench", description=__doc__.split("\n")[0])
-    parser.add_argument("mode", choices=["evaluate", "serve", "control", "compile", "probe"])
+    parser.add_argument("mode", choices=["evaluate", "serve", "control", "compile", "probe", "capture"])
     parser.add_argument("--problem", default="")
     parser.add_argument("--candidate", default="")
     parser.add_argument("--seeds", default="1,2,3")
@@ -1945,7 +2043,7 @@ def main():
     t0 = _clock()
     try:
         {"evaluate": evaluate_mode, "serve": serve_mode, "control": control_mode,
-         "compile": compile_mode}[args.mode](torch, args, phase, result)
+         "compile": compile_mode, "capture": capture_mode}[args.mode](torch, args, phase, result)
     except BaseException as e:  # noqa: BLE001
         err = classify(e, phase.name, "the runner")
         result.update(status=err.status, message=err.message, traceback=err.tb)

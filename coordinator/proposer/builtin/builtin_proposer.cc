@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 #include "common/status.h"
@@ -16,6 +17,9 @@ namespace {
 constexpr int kAttemptsPerProposal = 30;
 // Probability that a mutation switches the algorithm variant.
 constexpr double kVariantProbability = 0.2;
+// The same from a pytorch_rewrite parent of a KernelBench task whose bridge
+// recipes apply.
+constexpr double kBridgeProbability = 0.6;
 // Probability that a parameter mutation moves to a neighbouring value.
 constexpr double kNeighbourProbability = 0.7;
 
@@ -265,14 +269,22 @@ void ProposeMutations(const ProposeRequest& request, const std::vector<const Rec
                       Batch& batch) {
   std::vector<double> variant_weights;
   bool has_variant = false;
+  // A KernelBench parent that only reruns PyTorch (pytorch_rewrite) leans to
+  // the bridges (kb_*), once the Model's graph lets them apply: they run
+  // kevo's kernels, which is where speed comes from.
+  const bool to_bridges = recipe.family() == "pytorch";
+  bool bridges = false;
   for (const Recipe* r : recipes) {
-    double w = r == &recipe ? 0 : Prior(request, *r) * (r->family() == recipe.family() ? 4 : 1);
+    const bool bridge = to_bridges && absl::StartsWith(r->family(), "kb_");
+    double w = r == &recipe ? 0 : Prior(request, *r) * (r->family() == recipe.family() || bridge ? 4 : 1);
     variant_weights.push_back(w);
     has_variant |= w > 0;
+    bridges |= bridge;
   }
+  const double variant_probability = bridges ? kBridgeProbability : kVariantProbability;
   const bool param_priors = HasParamPriors(request, recipe.space());
   for (int attempt = 0; attempt < kAttemptsPerProposal * request.count && !batch.full(); ++attempt) {
-    if (has_variant && std::uniform_real_distribution<double>(0, 1)(rng) < kVariantProbability) {
+    if (has_variant && std::uniform_real_distribution<double>(0, 1)(rng) < variant_probability) {
       const Recipe& to = *recipes[PickWeighted(variant_weights, rng)];
       Genome child{to.name(), Repair(to.space(), genome.params)};
       batch.Add(to, std::move(child), absl::StrCat("variant:", recipe.name(), "->", to.name()), {parent.node_id});

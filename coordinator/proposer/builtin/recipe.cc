@@ -107,6 +107,7 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewMtiaBucketizeRecipe());
     v->push_back(NewMtiaEmbeddingBagRecipe());
     v->push_back(NewPytorchRewriteRecipe());
+    for (auto& bridge : NewKernelBenchBridgeRecipes()) v->push_back(std::move(bridge));
     v->push_back(NewHipElementwiseRecipe());
     v->push_back(NewHipSoftmaxRecipe());
     v->push_back(NewHipRowReduceRecipe());

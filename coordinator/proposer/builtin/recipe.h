@@ -120,6 +120,9 @@ std::unique_ptr<Recipe> NewConv2dIm2colRecipe();
 std::unique_ptr<Recipe> NewGenericRecipe();
 // KernelBench tasks (language "python"), pytorch_rewrite.cc.
 std::unique_ptr<Recipe> NewPytorchRewriteRecipe();
+// KernelBench tasks with a captured graph: "kb_<recipe>", one per CPU recipe
+// a graph node can be lowered to (kernelbench_bridge.cc).
+std::vector<std::unique_ptr<Recipe>> NewKernelBenchBridgeRecipes();
 // nvidia (language "cuda"), cuda_*.cc.
 std::unique_ptr<Recipe> NewCudaElementwiseRecipe();
 std::unique_ptr<Recipe> NewCudaSoftmaxRecipe();
