@@ -1,0 +1,155 @@
+// The KernelBench bridge end to end on the cpu worker: the worker captures a
+// problem's Model as an operator graph (kevo-runner-kernelbench capture), and
+// the built-in proposer's kb_* recipes turn the nodes kevo has recipes for
+// into kernels inside a ModelNew that the worker judges like any candidate.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/task/kernelbench.h"
+#include "coordinator/proposer/builtin/recipe.h"
+#include "tests/worker/kernelbench_testing.h"
+#include "worker/backends/cpu/cpu_backend.h"
+
+namespace kevo::worker {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::UnorderedElementsAre;
+
+class KernelBenchBridgeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto backend = CreateCpuBackend(kb_testing::KernelBenchBackendOptions("kernelbench_bridge_test"));
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    backend_ = backend->release();
+  }
+  static void TearDownTestSuite() { delete backend_; }
+
+  static v1::Task Problem(const std::string& name) {
+    absl::StatusOr<v1::Task> task = task::LoadTaskPath(kb_testing::KernelBenchDataDir() + "/" + name);
+    EXPECT_TRUE(task.ok()) << task.status();
+    return task.ok() ? *task : v1::Task();
+  }
+
+  // The problem's own Model as the candidate: correct by construction; its
+  // evaluation brings the graph (the first on this worker for the problem,
+  // kept here for the suite's later tests).
+  static v1::ModelGraph Capture(const v1::Task& task) {
+    static auto* graphs = new std::map<std::string, v1::ModelGraph>();
+    if (auto it = graphs->find(task.name()); it != graphs->end()) return it->second;
+    v1::Candidate itself;
+    itself.set_language("python");
+    itself.set_source(absl::StrCat(task.reference().source(), "\nModelNew = Model\n"));
+    v1::Evaluation ev = backend_->Evaluate(task, itself, nullptr);
+    EXPECT_EQ(ev.status(), v1::OK) << kb_testing::ExplainKernelBench(ev);
+    EXPECT_TRUE(ev.has_model_graph()) << "the first evaluation of a problem on a worker carries its graph";
+    (*graphs)[task.name()] = ev.model_graph();
+    return ev.model_graph();
+  }
+
+  static const v1::GraphNode* Node(const v1::ModelGraph& g, const std::string& name) {
+    for (const v1::GraphNode& n : g.nodes()) {
+      if (n.name() == name) return &n;
+    }
+    return nullptr;
+  }
+
+  // Every bridge recipe that applies, its default genome's candidate judged.
+  static std::map<std::string, v1::Evaluation> EvaluateBridges(const v1::Task& task) {
+    std::map<std::string, v1::Evaluation> out;
+    for (const auto& r : proposer::AllRecipes()) {
+      if (r->name().rfind("kb_", 0) != 0 || !r->Applies(task, "cpu")) continue;
+      absl::StatusOr<v1::Candidate> c = r->Generate(task, proposer::Genome{r->name(), r->space().Defaults()});
+      EXPECT_TRUE(c.ok()) << r->name() << ": " << c.status();
+      if (c.ok()) out[r->name()] = backend_->Evaluate(task, *c, nullptr);
+    }
+    return out;
+  }
+
+  static Backend* backend_;
+};
+Backend* KernelBenchBridgeTest::backend_ = nullptr;
+
+TEST_F(KernelBenchBridgeTest, CaptureOfAMultiOpModelGivesItsGraph) {
+  const v1::Task task = Problem("softmax_gelu_cumsum.py");
+  const v1::ModelGraph g = Capture(task);
+  EXPECT_EQ(g.error(), "");
+  std::vector<std::string> walk;
+  for (const v1::GraphNode& n : g.nodes()) {
+    walk.push_back(absl::StrCat(n.op(), " ", n.target(), "(", absl::StrJoin(n.inputs(), ","), ")"));
+    if (n.op() != "output") {
+      EXPECT_THAT(n.shape(), ElementsAre(64, 1000)) << n.name();
+      EXPECT_EQ(n.dtype(), v1::F32) << n.name();
+    }
+  }
+  EXPECT_THAT(
+      walk, ElementsAre("placeholder 0()", "call_function softmax(x)", "call_function gelu(softmax)",
+                        "call_function cumsum(gelu)", "call_function leaky_relu(cumsum)", "output output(leaky_relu)"));
+  EXPECT_EQ(Node(g, "softmax")->attrs().at("dim"), "-1");
+  EXPECT_EQ(Node(g, "cumsum")->attrs().at("dim"), "1");
+  // The Model's constructor argument, baked into the trace.
+  EXPECT_EQ(Node(g, "leaky_relu")->attrs().at("negative_slope"), "0.05");
+
+  // Once per problem and worker: the next evaluation does not capture again.
+  v1::Candidate again;
+  again.set_language("python");
+  again.set_source(absl::StrCat(task.reference().source(), "\nModelNew = Model\n"));
+  EXPECT_FALSE(backend_->Evaluate(task, again, nullptr).has_model_graph());
+}
+
+TEST_F(KernelBenchBridgeTest, EveryBridgeCandidateOfAMultiOpModelIsCorrect) {
+  v1::Task task = Problem("softmax_gelu_cumsum.py");
+  // Without a graph no bridge applies: only pytorch_rewrite.
+  for (const auto& r : proposer::AllRecipes()) {
+    EXPECT_FALSE(r->name().rfind("kb_", 0) == 0 && r->Applies(task, "cpu")) << r->name();
+  }
+  *task.mutable_model_graph() = Capture(task);
+  std::map<std::string, v1::Evaluation> evs = EvaluateBridges(task);
+  std::vector<std::string> names;
+  for (const auto& [name, ev] : evs) {
+    names.push_back(name);
+    EXPECT_EQ(ev.status(), v1::OK) << name << ": " << kb_testing::ExplainKernelBench(ev);
+    EXPECT_EQ(ev.validation_size(), 3) << name;
+    for (const auto& c : ev.validation()) EXPECT_EQ(c.status(), v1::OK) << name << ": " << c.detail();
+  }
+  EXPECT_THAT(names, UnorderedElementsAre("kb_elementwise", "kb_softmax_three_pass", "kb_softmax_online"));
+  // The elementwise bridge lowers GELU and the leaky ReLU (its slope from the
+  // graph); the cumulative sum stays PyTorch.
+  const proposer::Recipe* elementwise = proposer::FindRecipe("kb_elementwise");
+  ASSERT_NE(elementwise, nullptr);
+  absl::StatusOr<v1::Candidate> c =
+      elementwise->Generate(task, proposer::Genome{"kb_elementwise", elementwise->space().Defaults()});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->source(), HasSubstr("'gelu': ('unary', ['softmax']"));
+  EXPECT_THAT(c->source(), HasSubstr("'leaky_relu': ('unary', ['cumsum']"));
+  EXPECT_THAT(c->source(), HasSubstr("x > 0.0f ? x : 0.05f * x"));
+  EXPECT_THAT(c->source(), Not(HasSubstr("'cumsum': (")));
+}
+
+TEST_F(KernelBenchBridgeTest, LayerNormModuleWithItsWeightsIsLoweredAndCorrect) {
+  v1::Task task = Problem("layer_norm_relu.py");
+  *task.mutable_model_graph() = Capture(task);
+  const v1::GraphNode* norm = Node(task.model_graph(), "norm");
+  ASSERT_NE(norm, nullptr);
+  EXPECT_EQ(norm->op(), "call_module");
+  EXPECT_EQ(norm->target(), "LayerNorm");
+  EXPECT_EQ(norm->attrs().at("normalized_shape"), "(16, 96)");
+  EXPECT_EQ(norm->attrs().at("elementwise_affine"), "True");
+  std::map<std::string, v1::Evaluation> evs = EvaluateBridges(task);
+  ASSERT_TRUE(evs.count("kb_row_norm")) << "nn.LayerNorm over the last two dims was not lowered";
+  ASSERT_TRUE(evs.count("kb_elementwise"));
+  for (const auto& [name, ev] : evs) {
+    EXPECT_EQ(ev.status(), v1::OK) << name << ": " << kb_testing::ExplainKernelBench(ev);
+  }
+}
+
+}  // namespace
+}  // namespace kevo::worker
