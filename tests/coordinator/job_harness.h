@@ -25,15 +25,17 @@ namespace kevo::testing {
 
 namespace fs = std::filesystem;
 
-// Proposes kernels "k0", "k1", ... one at a time.
+// Proposes the given sources in order, then kernels "k<n>", one at a time.
 class Counting final : public proposer::Proposer {
  public:
+  explicit Counting(std::vector<std::string> sources = {}) : sources_(std::move(sources)) {}
   absl::StatusOr<std::vector<proposer::Proposal>> Propose(const proposer::ProposeRequest& request) override {
     std::vector<proposer::Proposal> out;
     for (int i = 0; i < request.count; ++i) {
       proposer::Proposal p;
       p.candidate.set_language("c++");
-      p.candidate.set_source("k" + std::to_string(next_++));
+      const int n = next_++;
+      p.candidate.set_source(n < static_cast<int>(sources_.size()) ? sources_[n] : "k" + std::to_string(n));
       p.mutation = "seed";
       out.push_back(std::move(p));
     }
@@ -42,6 +44,7 @@ class Counting final : public proposer::Proposer {
   std::string name() const override { return "counting"; }
 
  private:
+  std::vector<std::string> sources_;
   int next_ = 0;
 };
 
@@ -55,7 +58,8 @@ struct Scripted {
   v1::EvalStatus status = v1::OK;
   bool simulated = false;  // Evaluation.deterministic_timing
   const char* compiler = "g++ 12";
-  double gpu_stage_s = 0;  // device_use.stage_s: seconds the evaluation held a device
+  double gpu_stage_s = 0;                 // device_use.stage_s: seconds the evaluation held a device
+  const v1::ModelGraph* graph = nullptr;  // Evaluation.model_graph (KernelBench)
 };
 
 class JobHarness : public ::testing::Test {
@@ -90,7 +94,7 @@ class JobHarness : public ::testing::Test {
           if (spec.proposer() != "builtin" && spec.proposer() != accept_proposer_) {
             return absl::InvalidArgumentError("unknown proposer " + spec.proposer());
           }
-          return std::make_unique<Counting>();
+          return std::make_unique<Counting>(proposed_sources_);
         },
         registry_);
     if (fake_clock_) {
@@ -132,6 +136,7 @@ class JobHarness : public ::testing::Test {
     v1::Evaluation* e = r->mutable_evaluation();
     e->set_eval_id(a.eval_id());
     e->set_status(s.status);
+    if (s.graph != nullptr) *e->mutable_model_graph() = *s.graph;
     if (s.status != v1::OK) {
       e->mutable_diagnostics()->set_message("timed call 3 was wrong");
       scheduler_->OnWorkerMessage(worker, m);
@@ -168,9 +173,10 @@ class JobHarness : public ::testing::Test {
     ADD_FAILURE() << "job " << job_id << " did not finish";
     return {};
   }
-  std::string SubmitJob(int budget) {
+  std::string SubmitJob(int budget, v1::TaskFormat format = v1::TASK_FORMAT_NATIVE) {
     v1::JobSpec spec;
     spec.mutable_task()->set_name("softmax");
+    spec.mutable_task()->set_format(format);
     spec.set_platform("cpu");
     spec.mutable_budget()->set_max_evaluations(budget);
     auto id = jobs_->Submit(spec);
@@ -226,6 +232,8 @@ class JobHarness : public ::testing::Test {
   fs::path dir_;
   // A proposer name the factory accepts besides "builtin" (all make Counting).
   std::string accept_proposer_;
+  // What the proposer proposes first (then "k<n>").
+  std::vector<std::string> proposed_sources_;
   bool fake_clock_ = false;
   absl::Mutex clock_mu_;
   absl::Time now_ ABSL_GUARDED_BY(clock_mu_);
