@@ -139,7 +139,7 @@ std::string UnaryExpr(const v1::GraphNode& n, const std::string& op) {
   return "";
 }
 
-// The tensor specs and signature of a native task over x (and more).
+// An f32 input or output of a native task.
 void AddTensor(v1::Task& t, bool input, const std::string& name, const std::vector<std::string>& shape) {
   v1::TensorSpec* s = input ? t.add_inputs() : t.add_outputs();
   s->set_name(name);
@@ -234,7 +234,6 @@ std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n
     if (!module || module->size() < 2) return std::nullopt;
     l.kind = "layer_norm";
     l.module = module->substr(1, module->size() - 2);  // the repr's quotes
-    l.keepdim = false;
     l.native = NativeTask(fn, {"x", "gamma", "beta", "y", "rows", "cols"});
     AddTensor(l.native, true, "x", {"rows", "cols"});
     AddTensor(l.native, true, "gamma", {"cols"});
@@ -249,7 +248,6 @@ std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n
     h["rows"] = "rows";
     h["cols"] = "cols";
     h["eps"] = absl::StrFormat("%.9g", *eps);
-    (*l.native.mutable_hints())["norm_dims"] = absl::StrCat(k);
     return l;
   }
   return std::nullopt;
@@ -380,11 +378,9 @@ class ModelNew(_kevo_torch.nn.Module):
         return self.model(*inputs)
 )PY";
 
-std::string PythonString(const std::string& s) {
-  // A raw triple-quoted string cannot hold '"""' or end in a backslash; the
-  // recipes' C++ has neither, but say so rather than emit broken Python.
-  return absl::StrCat("r\"\"\"", s, "\"\"\"");
-}
+// A raw triple-quoted Python string of `s`, which must not hold '"""'
+// (Generate checks) nor end in a backslash (C++ sources end in a newline).
+std::string PythonString(const std::string& s) { return absl::StrCat("r\"\"\"", s, "\"\"\""); }
 
 class BridgeRecipe : public Recipe {
  public:
