@@ -107,9 +107,8 @@ std::string Explain(const v1::Evaluation& ev) { return kb_testing::ExplainKernel
 class KernelBenchAdversarialTest : public ::testing::TestWithParam<Adversary> {
  protected:
   static void SetUpTestSuite() {
-    auto backend = CreateCpuBackend(kb_testing::KernelBenchBackendOptions("kernelbench_adversarial_test"));
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    backend_ = backend->release();
+    backend_ = kb_testing::NewKernelBenchBackend("kernelbench_adversarial_test");
+    ASSERT_NE(backend_, nullptr);
   }
   static void TearDownTestSuite() { delete backend_; }
 

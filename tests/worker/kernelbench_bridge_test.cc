@@ -27,17 +27,12 @@ using ::testing::UnorderedElementsAre;
 class KernelBenchBridgeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto backend = CreateCpuBackend(kb_testing::KernelBenchBackendOptions("kernelbench_bridge_test"));
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    backend_ = backend->release();
+    backend_ = kb_testing::NewKernelBenchBackend("kernelbench_bridge_test");
+    ASSERT_NE(backend_, nullptr);
   }
   static void TearDownTestSuite() { delete backend_; }
 
-  static v1::Task Problem(const std::string& name) {
-    absl::StatusOr<v1::Task> task = task::LoadTaskPath(kb_testing::KernelBenchDataDir() + "/" + name);
-    EXPECT_TRUE(task.ok()) << task.status();
-    return task.ok() ? *task : v1::Task();
-  }
+  static v1::Task Problem(const std::string& name) { return kb_testing::LoadProblem(name); }
 
   // The problem's own Model as the candidate: correct by construction; its
   // evaluation brings the graph (the first on this worker for the problem,

@@ -76,17 +76,12 @@ std::string Explain(const v1::Evaluation& ev) { return kb_testing::ExplainKernel
 class KernelBenchEvalTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto backend = CreateCpuBackend(kb_testing::KernelBenchBackendOptions("kernelbench_eval_test"));
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    backend_ = backend->release();
+    backend_ = kb_testing::NewKernelBenchBackend("kernelbench_eval_test");
+    ASSERT_NE(backend_, nullptr);
   }
   static void TearDownTestSuite() { delete backend_; }
 
-  static v1::Task Problem(const std::string& name) {
-    absl::StatusOr<v1::Task> task = task::LoadTaskPath(DataDir() + "/" + name);
-    EXPECT_TRUE(task.ok()) << task.status();
-    return task.ok() ? *task : v1::Task();
-  }
+  static v1::Task Problem(const std::string& name) { return kb_testing::LoadProblem(name); }
   static v1::Evaluation Eval(const std::string& problem, const v1::Candidate& candidate) {
     return backend_->Evaluate(Problem(problem), candidate, nullptr);
   }

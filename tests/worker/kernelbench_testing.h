@@ -8,7 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include <gtest/gtest.h>
 
+#include "common/task/kernelbench.h"
 #include "tests/testing/process.h"
 #include "worker/backends/cpu/cpu_backend.h"
 
@@ -37,6 +39,23 @@ inline std::string ExplainKernelBench(const v1::Evaluation& ev) {
   std::string events;
   for (const auto& e : ev.events()) absl::StrAppend(&events, "\n  ", v1::Stage_Name(e.stage()), " ", e.message());
   return absl::StrCat(v1::EvalStatus_Name(ev.status()), ": ", ev.diagnostics().message(), events);
+}
+
+// A suite's backend (KernelBenchBackendOptions(work_name)), owned by the
+// suite: its SetUpTestSuite sets it, its TearDownTestSuite deletes it. Null
+// (and a failure) when it cannot be made.
+inline Backend* NewKernelBenchBackend(const std::string& work_name) {
+  auto backend = CreateCpuBackend(KernelBenchBackendOptions(work_name));
+  EXPECT_TRUE(backend.ok()) << backend.status();
+  return backend.ok() ? backend->release() : nullptr;
+}
+
+// The problem tests/data/kernelbench/`name` as a task (empty, and a failure,
+// when it does not load).
+inline v1::Task LoadProblem(const std::string& name) {
+  absl::StatusOr<v1::Task> task = task::LoadTaskPath(KernelBenchDataDir() + "/" + name);
+  EXPECT_TRUE(task.ok()) << task.status();
+  return task.ok() ? *task : v1::Task();
 }
 
 }  // namespace kevo::worker::kb_testing
