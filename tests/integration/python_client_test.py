@@ -45,9 +45,11 @@ class PythonClientTest(unittest.TestCase):
         cls.other = admin(cls.address, cls.admin_token, "team", "create", "others")
         with open(cls.dir + "/worker.token", "w", encoding="utf-8") as f:
             f.write(admin(cls.address, cls.admin_token, "worker-token", "create", "py") + "\n")
+        # The client is what this test is about, not timing: no production
+        # baselines (PyTorch, timed beside each candidate, tens of seconds).
         cls.worker = subprocess.Popen(
             [os.path.join(BIN, "kevo-worker"), "--coordinator", cls.address, "--platform", "cpu",
-             "--work-dir", cls.dir + "/work", "--profile-cap", "0.3", "--token-file", cls.dir + "/worker.token"],
+             "--work-dir", cls.dir + "/work", "--profile-cap", "0.3", "--production", "off", "--token-file", cls.dir + "/worker.token"],
             stdout=subprocess.DEVNULL, stderr=open(cls.dir + "/worker.log", "w"))
 
     @classmethod
