@@ -66,7 +66,7 @@ absl::StatusOr<std::unique_ptr<Embedded>> Embedded::Start(const EmbeddedOptions&
   co.listen = "127.0.0.1:0";
   co.db_dir = e->db_dir_ + "/db";
   co.llm_config = options.llm_config;
-  co.scheduler.lease = absl::Seconds(120);
+  co.scheduler.lease = options.lease;
   KEVO_ASSIGN_OR_RETURN(e->coordinator_, coordinator::Coordinator::Start(co));
 
   std::vector<std::string> platforms = options.platforms;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 #include "coordinator/server/coordinator.h"
 
@@ -23,6 +24,9 @@ struct EmbeddedOptions {
   std::string worker_log;                 // where the worker's log lines go; empty: <db>/worker.log
   std::vector<std::string> worker_flags;  // extra kevo-worker flags
   std::string llm_config;                 // LLM endpoints file for the llm proposers; empty: none
+  // The coordinator's lease: also how long a db reopened after a crash waits
+  // for the dead run's worker before its evaluations go back to the queue.
+  absl::Duration lease = absl::Seconds(120);
 };
 
 class Embedded {

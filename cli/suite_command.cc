@@ -49,7 +49,7 @@ constexpr char kSuiteUsage[] =
     "                  [--coordinator ADDR] [--db DIR] [--rerun TASK,TASK] [--markdown]\n"
     "                  [--policy P] [--seed S] [--stall K] [--max-wall S] [--target-speedup X]\n"
     "                  [--warm-start] [--no-skills] [--fitness-vs-reference] [--no-production]\n"
-    "                  [--profile-cap S]\n"
+    "                  [--profile-cap S] [--lease-seconds N]\n"
     "Searches every task under TASKS_DIR (native task folders and KernelBench .py\n"
     "files, as kevo run finds them) as a job, K at a time (embedded, or on the\n"
     "coordinator at ADDR), then prints a table and writes --out (JSON, default\n"
@@ -57,7 +57,8 @@ constexpr char kSuiteUsage[] =
     "<out>-kernels/. Tasks already finished in an existing --out are skipped (rows with\n"
     "an error are run again); --rerun runs the named tasks again anyway. With the same\n"
     "--db, jobs an interrupted run left unfinished are continued (or cancelled when the\n"
-    "task or the flags changed since).\n"
+    "task or the flags changed since); evaluations such a run left in flight go back to\n"
+    "the queue after --lease-seconds (embedded: default 120).\n"
     "KernelBench problems also get KernelBench's metrics: each row's speedup over PyTorch\n"
     "eager and torch.compile and seconds per evaluation, and fast_p (correct and more than\n"
     "p times faster, p = 0, 1, 1.5, 2) against each baseline (n/a where torch.compile was\n"
@@ -675,8 +676,9 @@ std::string CsvPath(const std::string& json_path) {
 }  // namespace
 
 int SuiteCommand(const std::vector<std::string>& argv) {
-  auto args = ParseArgs(argv, With(kSpecFlags, {"jobs", "out", "coordinator", "db", "rerun", "profile-cap"}),
-                        {"help", "warm-start", "no-skills", "fitness-vs-reference", "no-production", "markdown"});
+  auto args =
+      ParseArgs(argv, With(kSpecFlags, {"jobs", "out", "coordinator", "db", "rerun", "profile-cap", "lease-seconds"}),
+                {"help", "warm-start", "no-skills", "fitness-vs-reference", "no-production", "markdown"});
   if (!args.ok()) return Fail("suite", args.status());
   if (args->Has("help")) {
     std::fputs(kSuiteUsage, stdout);
@@ -771,6 +773,10 @@ int SuiteCommand(const std::vector<std::string>& argv) {
       if (args->Has("profile-cap")) {
         eo.worker_flags.insert(eo.worker_flags.end(), {"--profile-cap", args->Get("profile-cap")});
       }
+      auto lease = ParseIntFlag(*args, "lease-seconds", absl::ToInt64Seconds(eo.lease));
+      if (!lease.ok()) return Fail("suite", lease.status());
+      if (*lease <= 0) return Fail("suite", absl::InvalidArgumentError("--lease-seconds must be positive"));
+      eo.lease = absl::Seconds(*lease);
       auto e = Embedded::Start(eo);
       if (!e.ok()) return Fail("suite", e.status());
       embedded = std::move(*e);

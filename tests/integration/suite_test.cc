@@ -53,7 +53,10 @@ TEST(SuiteTest, RunsEveryTaskWritesJsonAndCsvAndKeepsGoingPastABrokenTask) {
   std::ofstream(tasks + "/broken/task.textproto") << "name: \"broken\"\nshpe: [\"n\"]\n";
 
   std::string out = dir + "/results/results.json";
-  auto r = RunCommand({Kevo(), "suite", tasks, "--platform", "cpu", "--budget", "3", "--jobs", "2", "--out", out},
+  // Rows and resuming are what this test is about, not timing: a short
+  // profile and no production baselines (PyTorch, timed beside each candidate).
+  auto r = RunCommand({Kevo(), "suite", tasks, "--platform", "cpu", "--budget", "3", "--jobs", "2", "--out", out,
+                       "--profile-cap", "0.3", "--no-production"},
                       absl::Minutes(5));
   // 3: not every task ended with a correct kernel (the broken one).
   ASSERT_EQ(r.exit_code, 3) << r.err << r.out;
@@ -151,9 +154,13 @@ TEST(SuiteTest, AResumedSuiteContinuesTheJobItsInterruptedRunLeftAndCancelsAStal
   CopyTask("relu", tasks, "value: 8388608", "value: 262144");
   const std::string db = dir + "/db", out = dir + "/results/results.json";
   auto suite = [&](const std::string& budget) {
-    // Resuming is what this test is about, not timing: no production baselines.
-    return std::vector<std::string>{Kevo(), "suite", tasks, "--budget", budget, "--jobs",
-                                    "1",    "--db",  db,    "--out",    out,    "--no-production"};
+    // Resuming is what this test is about, not timing: no production
+    // baselines and a short profile. A short lease: the evaluation a killed
+    // run left in flight goes back to the queue after 10 s, not 120.
+    std::vector<std::string> argv = {Kevo(), "suite", tasks, "--budget", budget, "--jobs",
+                                     "1",    "--db",  db,    "--out",    out};
+    argv.insert(argv.end(), {"--no-production", "--profile-cap", "0.3", "--lease-seconds", "10"});
+    return argv;
   };
   // Interrupted with budget 3; the coordinator resumes that job whenever the
   // db is opened again. Run again with budget 2: another spec, so that job is
