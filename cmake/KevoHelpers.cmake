@@ -40,8 +40,12 @@ include(GoogleTest)
 # small host a test beside them takes a core from their team of threads.
 # ONE_PROCESS: one ctest test that runs the whole binary, for many short cases
 # that share an expensive set-up (a backend) and would pay it once each.
+# COSTS: "Suite.Test=seconds" entries (with ONE_PROCESS, "binary=seconds"):
+# about how long a slow test runs, so that `ctest -j` starts the longest
+# first where it has no timings of its own yet (a fresh clone); otherwise a
+# test of minutes may start last and run on alone at the end.
 function(kevo_cc_test)
-  cmake_parse_arguments(K "ONE_PROCESS" "NAME;TIMEOUT;SERIAL_FILTER" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(K "ONE_PROCESS" "NAME;TIMEOUT;SERIAL_FILTER" "SRCS;DEPS;LABELS;COSTS" ${ARGN})
   add_executable(${K_NAME} ${K_SRCS})
   set_target_properties(${K_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   target_include_directories(${K_NAME} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
@@ -81,5 +85,24 @@ function(kevo_cc_test)
       "  set_tests_properties(\"\${test}\" PROPERTIES LABELS \"${K_LABELS}\")\n"
       "endforeach()\n")
     set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_file})
+  endif()
+  if(K_COSTS AND K_ONE_PROCESS)
+    string(REPLACE "=" ";" pair "${K_COSTS}")
+    list(GET pair 1 seconds)
+    set_tests_properties(${K_NAME} PROPERTIES COST ${seconds})
+  elseif(K_COSTS)
+    # Set by a file ctest includes after the discovered tests, on those of
+    # them that exist (a renamed test only loses its place in the order).
+    set(costs "set(tests \${${K_NAME}_TESTS} \${${K_NAME}_SERIAL_TESTS})\n")
+    foreach(entry IN LISTS K_COSTS)
+      string(REPLACE "=" ";" pair "${entry}")
+      list(GET pair 0 test)
+      list(GET pair 1 seconds)
+      string(APPEND costs "list(FIND tests \"${test}\" at)\n"
+        "if(at GREATER -1)\n  set_tests_properties(\"${test}\" PROPERTIES COST ${seconds})\nendif()\n")
+    endforeach()
+    set(costs_file ${CMAKE_CURRENT_BINARY_DIR}/${K_NAME}_costs.cmake)
+    file(WRITE ${costs_file} "${costs}")
+    set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${costs_file})
   endif()
 endfunction()
