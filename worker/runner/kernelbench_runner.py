@@ -656,9 +656,11 @@ CONTROL_ELEMENTS = 1024
 
 def control_mode(torch, args, phase, result):
     """A trusted stand-in for the candidate's process on a GPU, which never
-    runs candidate code: the same requests and replies, a call that launches
-    one kernel on a small output it owns, synchronises and exports it as the
-    candidate's process exports its outputs. The judge times its calls
+    runs candidate code: the same requests and replies, a call that fills
+    outputs it owns, shaped as the judge asks (the candidate's outputs'
+    shapes and dtypes: the judge views and touches as many bytes through
+    IPC), synchronises and exports them as the candidate's process exports
+    its outputs. The judge times its calls
     through the candidate's path (context switches between the processes on
     the GPU, the reply, the IPC view and touch of the output) and the same
     kernel in its own process; the difference is what the path costs, taken
@@ -666,7 +668,7 @@ def control_mode(torch, args, phase, result):
     die_with_parent()
     channel = Channel(socket.socket(fileno=args.channel_fd))
     ipc = CudaIpc()
-    out = torch.zeros(CONTROL_ELEMENTS, device="cuda")
+    owned = {}  # (shapes, dtypes) asked for -> the outputs it fills
     synchronize(torch, args.device)
     channel.send({"ok": True, "imported": True})
     calls = 0
@@ -676,12 +678,31 @@ def control_mode(torch, args, phase, result):
             return
         if message.get("op") == "call":
             calls += 1
+            try:
+                like = control_layout(message.get("like"))
+                if like not in owned:
+                    owned[like] = control_outputs(torch, like)
+            except (torch.cuda.OutOfMemoryError, RuntimeError, TypeError, ValueError) as e:
+                channel.send({"ok": False, "status": "RUNTIME_ERROR", "message": f"control outputs: {e}"})
+                continue
             with torch.no_grad():
-                outputs = flatten(out.fill_(float(calls)), torch, [])
+                outputs = flatten([t.fill_(float(calls)) for t in owned[like]], torch, [])
                 synchronize(torch, args.device)
             channel.send({"ok": True, "outputs": describe_outputs(torch, outputs, [], ipc)})
         else:
             channel.send({"ok": True, "outputs": []})
+
+
+def control_layout(like):
+    """The outputs a control call fills, as ((shape, dtype name), ...): those
+    `like` names (the candidate's outputs), or one small float32 vector."""
+    if not like:
+        return (((CONTROL_ELEMENTS,), "torch.float32"),)
+    return tuple((tuple(int(n) for n in shape), str(dtype)) for shape, dtype in like)
+
+
+def control_outputs(torch, layout):
+    return [torch.zeros(shape, dtype=torch_dtype(torch, dtype), device="cuda") for shape, dtype in layout]
 
 
 def serve_mode(torch, args, phase, result):
@@ -1612,6 +1633,7 @@ class Judge:
                 checked += 1
             rounds += 1
             results_bytes = sum(t.numel() * t.element_size() for t in got[0])
+            out_layout = [(list(t.shape), str(t.dtype)) for t in got[0]]
             del results, got, touched
             elapsed = _clock() - start
             if rounds >= args.min_samples and all(s.spread() <= args.target_spread for s in series):
@@ -1629,7 +1651,7 @@ class Judge:
             # candidate's process (and any work it left queued) is gone.
             self.cand.close()
             t0 = _clock()
-            overhead = self.path_cost(flush, gather)
+            overhead = self.path_cost(flush, gather, out_layout)
             steps["path_control"] = _clock() - t0
         if overhead is None:
             # The candidate's samples less the cheapest round trip that carried
@@ -1654,12 +1676,14 @@ class Judge:
         self.result["elapsed_s"] = _clock() - start
         self.result["notes"] = notes
 
-    def path_cost(self, flush, gather, rounds=25):
+    def path_cost(self, flush, gather, layout, rounds=25):
         """Seconds the candidate's path adds to a call on a GPU: the median
         of the trusted control's calls timed as the candidate's are, less the
-        median of the same kernel timed in this process as eager is (side by
-        side, in alternating order, the L2 flushed before each). None, with a
-        note, where the control did not start."""
+        median of the same fills timed in this process as eager is (side by
+        side, in alternating order, the L2 flushed before each). The fills
+        are outputs shaped as the candidate's (`layout`), or a 4 KiB one where
+        the device has no room for them. None, with a note, where the
+        control did not start."""
         torch, args = self.torch, self.args
         ctl = self.control
         try:
@@ -1667,7 +1691,17 @@ class Judge:
         except CandidateError as e:
             self.result["path_control"] = {"error": e.message}
             return None
-        own = torch.zeros(CONTROL_ELEMENTS, device="cuda")
+        like = control_layout(layout)
+        try:
+            # The control's copy and this one, beside what the judge holds.
+            if 2 * sum(math.prod(shape) * element_size(torch, torch_dtype(torch, dtype))
+                       for shape, dtype in like) > usable_memory(torch, "cuda")[0]:
+                raise torch.cuda.OutOfMemoryError("no room")
+            own = control_outputs(torch, like)
+        except torch.cuda.OutOfMemoryError:
+            like, layout = control_layout(None), None
+            own = control_outputs(torch, like)
+        output_bytes = sum(t.numel() * t.element_size() for t in own)
         cross, inproc = [], []
 
         def idle():
@@ -1682,11 +1716,11 @@ class Judge:
                         ctl.resume()  # woken, as the candidate's process is
                     t0 = _clock()
                     if kind == "cross":
-                        ctl.channel.send({"op": "call"})
+                        ctl.channel.send({"op": "call", "like": layout})
                         out = ctl.outputs(ctl.reply(args.run_timeout_s, "forward"), [])
                     else:
                         with torch.no_grad():
-                            out = flatten(own.fill_(float(r)), torch, [])
+                            out = flatten([t.fill_(float(r)) for t in own], torch, [])
                     for t in out:
                         touch(torch, t, gather)
                     synchronize(torch, "cuda")
@@ -1701,7 +1735,7 @@ class Judge:
         finally:
             ctl.close()
         c, i = statistics.median(cross), statistics.median(inproc)
-        self.result["path_control"] = {"cross_s": c, "inproc_s": i, "rounds": rounds}
+        self.result["path_control"] = {"cross_s": c, "inproc_s": i, "rounds": rounds, "output_bytes": output_bytes}
         return max(0.0, c - i)
 
     def check_physical(self, median_s, out_bytes):
