@@ -111,8 +111,9 @@ TEST_F(KernelBenchLoaderTest, FindsProblemsAndNativeFoldersSkippingOtherPython) 
 TEST_F(KernelBenchLoaderTest, TheTestProblemsFolderHoldsExactlyTheProblems) {
   absl::StatusOr<std::vector<std::string>> found = FindTaskPaths(DataDir());
   ASSERT_TRUE(found.ok()) << found.status();
-  EXPECT_THAT(*found, ElementsAre(DataDir() + "/layer_norm_relu.py", DataDir() + "/matmul.py", DataDir() + "/relu.py",
-                                  DataDir() + "/softmax_gelu_cumsum.py"));
+  EXPECT_THAT(*found,
+              ElementsAre(DataDir() + "/gelu_chain.py", DataDir() + "/layer_norm_relu.py", DataDir() + "/matmul.py",
+                          DataDir() + "/relu.py", DataDir() + "/softmax_gelu_cumsum.py"));
 }
 
 TEST_F(KernelBenchLoaderTest, ValidateRejectsAWireTaskWithoutSource) {

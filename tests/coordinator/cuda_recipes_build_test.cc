@@ -45,6 +45,7 @@ v1::Task Load(const std::string& name) {
 const std::pair<const char*, const char*> kCases[] = {
     {"gelu_erf", "cuda_elementwise"},  {"vector_add", "cuda_elementwise"}, {"softmax", "cuda_softmax"},
     {"layer_norm", "cuda_layer_norm"}, {"row_sum", "cuda_row_reduce"},     {"matmul_bf16", "cuda_gemm_wgmma"},
+    {"log_softmax", "cuda_softmax"},
 };
 
 std::vector<std::string> Names(const std::vector<const Recipe*>& recipes) {

@@ -123,9 +123,9 @@ TEST_F(KernelBenchBridgeTest, EveryBridgeCandidateOfAMultiOpModelIsCorrect) {
   absl::StatusOr<v1::Candidate> c =
       elementwise->Generate(task, proposer::Genome{"kb_elementwise", elementwise->space().Defaults()});
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_THAT(c->source(), HasSubstr("'gelu': ('unary', ['softmax']"));
-  EXPECT_THAT(c->source(), HasSubstr("'leaky_relu': ('unary', ['cumsum']"));
-  EXPECT_THAT(c->source(), HasSubstr("x > 0.0f ? x : 0.05f * x"));
+  EXPECT_THAT(c->source(), HasSubstr("'gelu': ('map', ['softmax']"));
+  EXPECT_THAT(c->source(), HasSubstr("'leaky_relu': ('map', ['cumsum']"));
+  EXPECT_THAT(c->source(), HasSubstr("(x0) > 0.0f ? (x0) : 0.05f * (x0)"));
   EXPECT_THAT(c->source(), Not(HasSubstr("'cumsum': (")));
 }
 
@@ -144,6 +144,32 @@ TEST_F(KernelBenchBridgeTest, LayerNormModuleWithItsWeightsIsLoweredAndCorrect) 
   for (const auto& [name, ev] : evs) {
     EXPECT_EQ(ev.status(), v1::OK) << name << ": " << kb_testing::ExplainKernelBench(ev);
   }
+}
+
+// An elementwise chain written out in operators (GELU's tanh form, a second
+// input, a clamp, a scale) is one fused kernel over both inputs, and correct.
+TEST_F(KernelBenchBridgeTest, AnElementwiseChainIsFusedIntoOneKernelAndCorrect) {
+  v1::Task task = Problem("gelu_chain.py");
+  *task.mutable_model_graph() = Capture(task);
+  std::map<std::string, v1::Evaluation> evs = EvaluateBridges(task);
+  ASSERT_EQ(evs.size(), 1u);
+  const v1::Evaluation& ev = evs.at("kb_elementwise");
+  EXPECT_EQ(ev.status(), v1::OK) << kb_testing::ExplainKernelBench(ev);
+  for (const auto& c : ev.validation()) EXPECT_EQ(c.status(), v1::OK) << c.detail();
+  const proposer::Recipe* elementwise = proposer::FindRecipe("kb_elementwise");
+  absl::StatusOr<v1::Candidate> c =
+      elementwise->Generate(task, proposer::Genome{"kb_elementwise", elementwise->space().Defaults()});
+  ASSERT_TRUE(c.ok()) << c.status();
+  // One kernel, in the last operator's place, reading x and y; the other ten
+  // operators are fused into it.
+  const std::string& source = c->source();
+  const size_t entry = source.find("'mul_4': ('map', ['x', 'y'], False, '', 'kevo_bridge_");
+  ASSERT_NE(entry, std::string::npos) << source;
+  EXPECT_EQ(source.find("('map', ", entry + 12), std::string::npos) << "more than one kernel";
+  EXPECT_EQ(source.find("('map', "), entry + 9);
+  EXPECT_THAT(source, HasSubstr("['clamp', 'sub', 'mul_3', 'mul', 'add_1', 'tanh', 'mul_2', 'add', 'mul_1', 'pow_1']"));
+  EXPECT_THAT(source, HasSubstr("tanhf("));
+  EXPECT_THAT(source, HasSubstr("fmaxf("));
 }
 
 }  // namespace

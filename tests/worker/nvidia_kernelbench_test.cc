@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -15,6 +16,7 @@
 #include "gtest/gtest.h"
 
 #include "common/task/kernelbench.h"
+#include "coordinator/proposer/builtin/recipe.h"
 #include "tests/testing/process.h"
 #include "worker/backends/nvidia/nvidia_backend.h"
 #include "worker/pipeline/eval_pipeline.h"
@@ -27,6 +29,7 @@ using ::kevo::testing::BinDir;
 using ::kevo::testing::SourceDir;
 using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAreArray;
 
 std::string DataDir() { return SourceDir() + "/tests/data/kernelbench"; }
 
@@ -163,6 +166,41 @@ TEST_F(NvidiaKernelBenchTest, BrokenCandidatesGetTheirStatusesOnTheGpu) {
   v1::Evaluation syntax = Eval("relu.py", "relu_syntax.py");
   EXPECT_EQ(syntax.status(), v1::COMPILE_ERROR) << Explain(syntax);
   EXPECT_FALSE(syntax.has_device_use());
+}
+
+// The KernelBench bridge on the GPU: the worker's capture of the Model, then
+// every kb_* recipe that applies on nvidia, its default genome's candidate
+// (kevo's CUDA kernels built with nvcc at import, the rest PyTorch) judged
+// like any candidate: correct on every seed, timed against both baselines.
+TEST_F(NvidiaKernelBenchTest, BridgeCandidatesRunKevosCudaKernelsAndAreCorrect) {
+  for (const auto& [problem, bridges] : std::map<std::string, std::vector<std::string>>{
+           {"softmax_gelu_cumsum.py", {"kb_cuda_elementwise", "kb_cuda_softmax"}},
+           {"layer_norm_relu.py", {"kb_cuda_elementwise", "kb_cuda_layer_norm"}},
+           {"gelu_chain.py", {"kb_cuda_elementwise"}}}) {
+    SCOPED_TRACE(problem);
+    absl::StatusOr<v1::Task> task = task::LoadTaskPath(DataDir() + "/" + problem);
+    ASSERT_TRUE(task.ok()) << task.status();
+    v1::Candidate itself;
+    itself.set_language("python");
+    itself.set_source(absl::StrCat(task->reference().source(), "\nModelNew = Model\n"));
+    const v1::Evaluation first = backend_->Evaluate(*task, itself, nullptr);
+    ASSERT_EQ(first.status(), v1::OK) << Explain(first);
+    ASSERT_TRUE(first.has_model_graph()) << "the first evaluation of a problem on a worker carries its graph";
+    *task->mutable_model_graph() = first.model_graph();
+    std::vector<std::string> applied;
+    for (const auto& r : proposer::AllRecipes()) {
+      if (r->name().rfind("kb_", 0) != 0) continue;
+      EXPECT_FALSE(r->Applies(*task, "nvidia") && r->Applies(*task, "cpu")) << r->name() << " is one platform's";
+      if (!r->Applies(*task, "nvidia")) continue;
+      applied.push_back(r->name());
+      absl::StatusOr<v1::Candidate> c = r->Generate(*task, proposer::Genome{r->name(), r->space().Defaults()});
+      ASSERT_TRUE(c.ok()) << r->name() << ": " << c.status();
+      EXPECT_THAT(c->source(), HasSubstr("__global__")) << r->name();
+      SCOPED_TRACE(r->name());
+      ExpectOkOnTheGpu(backend_->Evaluate(*task, *c, nullptr));
+    }
+    EXPECT_THAT(applied, UnorderedElementsAreArray(bridges));
+  }
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Row-wise CUDA recipes (nvidia) for float32 matrices x[rows, cols]:
-//   cuda_softmax     y[r, :] = softmax(x[r, :])
-//       hints {pattern: row_softmax, in, out, rows, cols}
+//   cuda_softmax     y[r, :] = softmax(x[r, :]), or log_softmax
+//       hints {pattern: row_softmax | row_log_softmax, in, out, rows, cols}
 //   cuda_layer_norm  y[r, :] = (x[r, :] - mean) / sqrt(var + eps) * gamma + beta
 //       hints {pattern: layer_norm, in, gamma, beta, out, rows, cols, eps}
 //   cuda_row_reduce  y[r] = sum | max | mean of x[r, :]
@@ -137,7 +137,8 @@ __global__ void __launch_bounds__(kThreads) kevo_rows()",
 )");
 }
 
-std::string SoftmaxBody(bool online) {
+// softmax, or with `log` log_softmax: y = x - (max + log(sum of exp(x - max))).
+std::string SoftmaxBody(bool online, bool log) {
   return absl::StrCat(R"(  float* yr = y + row * cols;
   if constexpr (kPer > 0) {
     V v[kPer];
@@ -153,7 +154,22 @@ std::string SoftmaxBody(bool online) {
     }
     m = GroupMax(m, smem);
     float s = 0;
+)",
+                      log ? R"(#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
 #pragma unroll
+      for (int l = 0; l < kV; ++l) s += __expf(v[i].v[l] - m);  // the padding's exp(-inf) is 0
+    }
+    const float lse = m + logf(GroupSum(s, smem));
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int64_t c = t + static_cast<int64_t>(i) * kGT;
+#pragma unroll
+      for (int l = 0; l < kV; ++l) v[i].v[l] -= lse;
+      if (c < nv) reinterpret_cast<V*>(yr)[c] = v[i];
+    }
+)"
+                          : R"(#pragma unroll
     for (int i = 0; i < kPer; ++i) {
 #pragma unroll
       for (int l = 0; l < kV; ++l) {
@@ -169,7 +185,8 @@ std::string SoftmaxBody(bool online) {
       for (int l = 0; l < kV; ++l) v[i].v[l] *= inv;
       if (c < nv) reinterpret_cast<V*>(yr)[c] = v[i];
     }
-  } else {
+)",
+                      R"(  } else {
     float m = -INFINITY, s = 0;
 )",
                       online ? R"(    for (int64_t c = t; c < nv; c += kGT) {
@@ -200,7 +217,17 @@ std::string SoftmaxBody(bool online) {
     }
     s = GroupSum(s, smem);
 )",
-                      R"(    const float inv = 1.0f / s;
+                      log ? R"(    const float lse = m + logf(s);
+    for (int64_t c = t; c < nv; c += kGT) {
+      V v = xr[c];
+#pragma unroll
+      for (int l = 0; l < kV; ++l) v.v[l] -= lse;
+      reinterpret_cast<V*>(yr)[c] = v;
+    }
+  }
+}
+)"
+                          : R"(    const float inv = 1.0f / s;
     for (int64_t c = t; c < nv; c += kGT) {
       V v = xr[c];
 #pragma unroll
@@ -378,7 +405,7 @@ class CudaRowRecipe final : public Recipe {
     CudaRowBinding b;
     switch (op_) {
       case RowOp::kSoftmax:
-        return pattern == "row_softmax" && BindCudaRows(task, op_, &b);
+        return (pattern == "row_softmax" || pattern == "row_log_softmax") && BindCudaRows(task, op_, &b);
       case RowOp::kLayerNorm:
         return pattern == "layer_norm" && BindCudaRows(task, op_, &b);
       case RowOp::kReduce: {
@@ -409,7 +436,7 @@ class CudaRowRecipe final : public Recipe {
     switch (op_) {
       case RowOp::kSoftmax:
         absl::StrAppend(&s, KernelHead("const float* __restrict__ x, float* __restrict__ y, "),
-                        SoftmaxBody(StrParam(genome, "online") == "on"));
+                        SoftmaxBody(StrParam(genome, "online") == "on", Hint(task, "pattern") == "row_log_softmax"));
         args = absl::StrCat(b.in, ", ", b.out);
         vec_ptrs.push_back(b.out);
         break;

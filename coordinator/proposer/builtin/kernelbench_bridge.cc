@@ -1,24 +1,32 @@
 // Bridge recipes "kb_<recipe>": KernelBench problems lowered to kevo's CPU
-// recipes, without an LLM. A worker captures the problem's Model as an
-// operator graph (Task.model_graph: torch.fx with shapes and dtypes); each
+// and CUDA recipes, without an LLM. A worker captures the problem's Model as
+// an operator graph (Task.model_graph: torch.fx with shapes and dtypes); each
 // node kevo has a recipe for becomes a native task of its own (an activation:
 // an elementwise task with the matching expression; softmax and log_softmax
 // over the last dim: a row task; sum, mean and amax over the last dim: a row
 // reduction; nn.LayerNorm: a layer_norm task), and the bridge of recipe R
 // emits a ModelNew that traces the problem's Model with torch.fx at
-// construction and calls R's kernel (compiled with g++ when the module is
-// imported, called through ctypes) in place of every node R applies to. The
+// construction and calls R's kernel in place of every node R applies to. The
 // rest of the graph stays PyTorch, in the same ModelNew. The genome is R's
 // own: the search tunes the kernels as it would a native task's.
 //
-// The CPU only: Debian's python3-torch ships no C++ extension headers, so the
-// kernels are plain extern "C" functions (the recipes' native ABI) built by
-// g++ and loaded with ctypes instead of torch's load_inline. Operators that
-// reduce or normalise along a dim other than the last stay PyTorch calls.
+// The kernels are the recipes' native ABI (plain extern "C" functions over
+// raw pointers), built when the module is imported (g++ for the cpu worker,
+// nvcc for the nvidia one) and called through ctypes on the tensors' data
+// pointers, instead of torch's load_inline: Debian's python3-torch ships no
+// C++ extension headers, and the native ABI is what the recipes are already
+// validated through. A CUDA kernel runs on the legacy default stream, which
+// PyTorch's work is ordered with unless a stream of its own is current (then
+// the call synchronises around it). Operators that reduce or normalise along
+// a dim other than the last stay PyTorch calls.
 #include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +40,7 @@
 #include "common/status.h"
 #include "common/task/kernelbench.h"
 #include "coordinator/proposer/builtin/codegen.h"
+#include "coordinator/proposer/builtin/gpu_codegen.h"
 #include "coordinator/proposer/builtin/recipe.h"
 
 namespace kevo::proposer {
@@ -40,10 +49,13 @@ namespace {
 // A node the bridge can lower, and the native task that stands for it.
 struct Lowered {
   const v1::GraphNode* node = nullptr;
-  std::string kind;                 // unary | rows | reduce | layer_norm
+  std::string kind;                 // map | rows | reduce | layer_norm
   std::vector<std::string> inputs;  // fx node names (layer_norm: the input only)
-  bool keepdim = false;             // reduce
-  std::string module;               // layer_norm: the module's path, for its weight and bias
+  // map: the nodes fused into `node`'s kernel, which the call makes dead
+  // (users first, so each is erased after every node that read it).
+  std::vector<std::string> absorbed;
+  bool keepdim = false;  // reduce
+  std::string module;    // layer_norm: the module's path, for its weight and bias
   v1::Task native;
 };
 
@@ -181,18 +193,6 @@ std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n
   Lowered l;
   l.node = &n;
   l.inputs = {n.inputs(0)};
-  if (n.inputs_size() == 1) {
-    if (std::string expr = UnaryExpr(n, op); !expr.empty()) {
-      l.kind = "unary";
-      l.native = NativeTask(fn, {"x", "y", "n"});
-      AddTensor(l.native, true, "x", {"n"});
-      AddTensor(l.native, false, "y", {"n"});
-      (*l.native.mutable_hints())["pattern"] = "elementwise";
-      (*l.native.mutable_hints())["expr"] = expr;
-      (*l.native.mutable_hints())["out"] = "y";
-      return l;
-    }
-  }
   auto rows_task = [&](const std::string& pattern, bool reduce) {
     l.native = NativeTask(fn, {"x", "y", "rows", "cols"});
     AddTensor(l.native, true, "x", {"rows", "cols"});
@@ -253,10 +253,232 @@ std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n
   return std::nullopt;
 }
 
+// `expr` with every whole-word `x` replaced by `(operand)`.
+std::string SubstituteX(const std::string& expr, const std::string& operand) {
+  std::string out;
+  auto is_word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t i = 0; i < expr.size(); ++i) {
+    if (expr[i] == 'x' && (i == 0 || !is_word(expr[i - 1])) && (i + 1 == expr.size() || !is_word(expr[i + 1]))) {
+      absl::StrAppend(&out, "(", operand, ")");
+    } else {
+      out.push_back(expr[i]);
+    }
+  }
+  return out;
+}
+
+// A finite number attribute as a C float literal.
+std::optional<std::string> LiteralOperand(const std::string& text) {
+  double v = 0;
+  if (text == "True" || text == "False") return text == "True" ? "1.0f" : "0.0f";
+  if (!absl::SimpleAtod(text, &v) || !std::isfinite(v)) return std::nullopt;
+  return FloatLiteral(v);
+}
+
+// One operand of an elementwise node: a tensor (another node, by name) or a
+// number literal.
+struct Operand {
+  std::string tensor;  // empty for a literal
+  std::string literal;
+};
+
+// The node's first `count` positional operands: a position with an attribute
+// "arg<i>" is that literal, the others take its tensor inputs in order. Null
+// when they do not add up.
+std::optional<std::vector<Operand>> Operands(const v1::GraphNode& n, int count) {
+  std::vector<Operand> out;
+  int next = 0;
+  for (int i = 0; i < count; ++i) {
+    if (std::optional<std::string> a = Attr(n, absl::StrCat("arg", i))) {
+      std::optional<std::string> lit = LiteralOperand(*a);
+      if (!lit) return std::nullopt;
+      out.push_back({"", *lit});
+    } else if (next < n.inputs_size()) {
+      out.push_back({n.inputs(next++), ""});
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (next != n.inputs_size()) return std::nullopt;
+  return out;
+}
+
+// An elementwise float32 node kevo can write as a C expression: its operands
+// and a function of their expressions. Activations (UnaryExpr), arithmetic
+// with tensors of the node's own shape or numbers, and the common math
+// functions; nothing that broadcasts, casts or takes keyword options kevo
+// does not model.
+struct ElementwiseOp {
+  std::vector<Operand> operands;
+  std::function<std::string(const std::vector<std::string>&)> expr;
+};
+
+std::optional<ElementwiseOp> AsElementwise(const v1::GraphNode& n) {
+  if (n.op() != "call_function" && n.op() != "call_method" && n.op() != "call_module") return std::nullopt;
+  if (!IsF32(n)) return std::nullopt;
+  const std::string op = OpOf(n);
+  ElementwiseOp e;
+  auto unary = [&](std::function<std::string(const std::string&)> f) -> std::optional<ElementwiseOp> {
+    std::optional<std::vector<Operand>> o = Operands(n, 1);
+    if (!o || (*o)[0].tensor.empty()) return std::nullopt;
+    e.operands = std::move(*o);
+    e.expr = [f](const std::vector<std::string>& a) { return f(a[0]); };
+    return e;
+  };
+  if (n.op() != "call_module" && n.inputs_size() == 1) {
+    static const auto* functions = new std::map<std::string, std::string>{
+        {"abs", "fabsf(x)"},          {"exp", "expf(x)"}, {"log", "logf(x)"},         {"sqrt", "sqrtf(x)"},
+        {"rsqrt", "1.0f / sqrtf(x)"}, {"neg", "-x"},      {"reciprocal", "1.0f / x"}, {"erf", "erff(x)"},
+        {"sin", "sinf(x)"},           {"cos", "cosf(x)"}, {"square", "x * x"},        {"log1p", "log1pf(x)"},
+        {"expm1", "expm1f(x)"}};
+    if (auto it = functions->find(op); it != functions->end() && n.attrs_size() == 0) {
+      const std::string body = it->second;
+      return unary([body](const std::string& a) { return SubstituteX(body, a); });
+    }
+  }
+  if (n.inputs_size() == 1) {
+    // call_module nodes hold the module's attributes (and "module"); only
+    // the ones UnaryExpr reads may differ from PyTorch's defaults.
+    if (std::string body = UnaryExpr(n, op); !body.empty()) {
+      return unary([body](const std::string& a) { return SubstituteX(body, a); });
+    }
+  }
+  static const auto* binary =
+      new std::map<std::string, std::string>{{"add", "+"}, {"sub", "-"}, {"mul", "*"}, {"truediv", "/"}, {"div", "/"}};
+  if (auto it = binary->find(op); it != binary->end() && n.op() != "call_module") {
+    if (Attr(n, "alpha") || Attr(n, "rounding_mode") || Attr(n, "out")) return std::nullopt;
+    std::optional<std::vector<Operand>> o = Operands(n, 2);
+    if (!o || ((*o)[0].tensor.empty() && (*o)[1].tensor.empty())) return std::nullopt;
+    e.operands = std::move(*o);
+    const std::string sign = it->second;
+    e.expr = [sign](const std::vector<std::string>& a) { return absl::StrCat("(", a[0], ") ", sign, " (", a[1], ")"); };
+    return e;
+  }
+  if (op == "pow" && n.op() != "call_module") {
+    std::optional<std::vector<Operand>> o = Operands(n, 2);
+    if (!o || (*o)[0].tensor.empty() || !(*o)[1].tensor.empty()) return std::nullopt;
+    const std::string exponent = (*o)[1].literal;
+    e.operands = {(*o)[0]};
+    e.expr = [exponent](const std::vector<std::string>& a) {
+      if (exponent == "2.0f") return absl::StrCat("(", a[0], ") * (", a[0], ")");
+      if (exponent == "3.0f") return absl::StrCat("(", a[0], ") * (", a[0], ") * (", a[0], ")");
+      if (exponent == "0.5f") return absl::StrCat("sqrtf(", a[0], ")");
+      return absl::StrCat("powf(", a[0], ", ", exponent, ")");
+    };
+    return e;
+  }
+  if ((op == "clamp" || op == "clip") && n.op() != "call_module" && n.inputs_size() == 1) {
+    std::optional<std::string> lo = Attr(n, "min", 1), hi = Attr(n, "max", 2);
+    std::optional<std::string> l = lo && *lo != "None" ? LiteralOperand(*lo) : std::nullopt;
+    std::optional<std::string> h = hi && *hi != "None" ? LiteralOperand(*hi) : std::nullopt;
+    if ((lo && *lo != "None" && !l) || (hi && *hi != "None" && !h) || (!l && !h)) return std::nullopt;
+    e.operands = {{n.inputs(0), ""}};
+    e.expr = [l, h](const std::vector<std::string>& a) {
+      std::string v = a[0];
+      if (l) v = absl::StrCat("fmaxf(", v, ", ", *l, ")");
+      if (h) v = absl::StrCat("fminf(", v, ", ", *h, ")");
+      return v;
+    };
+    return e;
+  }
+  return std::nullopt;
+}
+
+// Longest C expression a fused group may have: operands a function reads
+// twice (relu's x > 0 ? x : 0) are written out twice, so a deep chain of
+// them grows fast; past this the chain is cut and its lower part is a
+// kernel of its own.
+constexpr size_t kMaxFusedExpr = 3000;
+
+// The graph's elementwise nodes fused into groups: a node joins the group
+// of the one node that reads it when both are elementwise float32 of one
+// shape, so each group is a tree of operators over tensors computed
+// elsewhere (its leaves: placeholders, parameters, other kernels' results)
+// and is one kernel, reading each leaf once and writing the root once.
+std::vector<Lowered> FuseElementwise(const v1::ModelGraph& g) {
+  std::map<std::string, int> index;
+  std::map<std::string, std::set<std::string>> users;
+  for (int i = 0; i < g.nodes_size(); ++i) {
+    index[g.nodes(i).name()] = i;
+    for (const std::string& in : g.nodes(i).inputs()) users[in].insert(g.nodes(i).name());
+  }
+  std::map<std::string, ElementwiseOp> ops;
+  for (const v1::GraphNode& n : g.nodes()) {
+    if (std::optional<ElementwiseOp> e = AsElementwise(n)) {
+      bool operands_ok = true;
+      for (const Operand& o : e->operands) {
+        if (o.tensor.empty()) continue;
+        auto it = index.find(o.tensor);
+        // Same shape: nothing broadcasts inside a kernel.
+        operands_ok &= it != index.end() && IsF32(g.nodes(it->second)) &&
+                       std::equal(g.nodes(it->second).shape().begin(), g.nodes(it->second).shape().end(),
+                                  n.shape().begin(), n.shape().end());
+      }
+      if (operands_ok) ops[n.name()] = std::move(*e);
+    }
+  }
+  std::set<std::string> taken;
+  std::vector<Lowered> out;
+  for (int i = g.nodes_size() - 1; i >= 0; --i) {
+    const v1::GraphNode& root = g.nodes(i);
+    if (!ops.contains(root.name()) || taken.contains(root.name())) continue;
+    Lowered l;
+    l.node = &root;
+    l.kind = "map";
+    std::map<std::string, std::string> leaves;  // node -> x<k>
+    std::function<std::string(const std::string&)> build = [&](const std::string& name) -> std::string {
+      taken.insert(name);
+      const ElementwiseOp& e = ops.at(name);
+      std::vector<std::string> args;
+      for (const Operand& o : e.operands) {
+        if (!o.tensor.empty() && ops.contains(o.tensor) && !taken.contains(o.tensor) && users[o.tensor].size() == 1) {
+          // Fused, unless that makes the expression too long.
+          std::set<std::string> before = taken;
+          std::map<std::string, std::string> leaves_before = leaves;
+          std::vector<std::string> absorbed_before = l.absorbed;
+          l.absorbed.push_back(o.tensor);
+          std::string inner = build(o.tensor);
+          if (inner.size() <= kMaxFusedExpr) {
+            args.push_back(std::move(inner));
+            continue;
+          }
+          taken = std::move(before);
+          leaves = std::move(leaves_before);
+          l.absorbed = std::move(absorbed_before);
+        }
+        if (o.tensor.empty()) {
+          args.push_back(o.literal);
+          continue;
+        }
+        auto [it, added] = leaves.emplace(o.tensor, absl::StrCat("x", leaves.size()));
+        if (added) l.inputs.push_back(o.tensor);
+        args.push_back(it->second);
+      }
+      return e.expr(args);
+    };
+    const std::string expr = build(root.name());
+    if (l.inputs.empty()) continue;  // only numbers: nothing to read
+    std::vector<std::string> params;
+    for (size_t k = 0; k < l.inputs.size(); ++k) params.push_back(absl::StrCat("x", k));
+    params.push_back("y");
+    params.push_back("n");
+    l.native = NativeTask(absl::StrCat("kevo_bridge_", i), params);
+    for (size_t k = 0; k < l.inputs.size(); ++k) AddTensor(l.native, true, absl::StrCat("x", k), {"n"});
+    AddTensor(l.native, false, "y", {"n"});
+    auto& h = *l.native.mutable_hints();
+    h["pattern"] = "elementwise";
+    h["expr"] = expr;
+    h["out"] = "y";
+    out.push_back(std::move(l));
+  }
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
 // Every node of the task's graph the bridge can lower, whatever the recipe.
 std::vector<Lowered> LowerAll(const v1::Task& task) {
-  std::vector<Lowered> out;
   const v1::ModelGraph& g = task.model_graph();
+  std::vector<Lowered> out = FuseElementwise(g);
   for (int i = 0; i < g.nodes_size(); ++i) {
     if (std::optional<Lowered> l = Lower(g, g.nodes(i), i)) out.push_back(std::move(*l));
   }
@@ -267,37 +489,51 @@ std::vector<Lowered> LowerAll(const v1::Task& task) {
 constexpr char kTemplate[] = R"PY(
 
 # --- kevo builtin recipe $RECIPE: ModelNew is the Model's torch.fx graph with
-# the nodes below lowered to kevo's C++ kernels (g++, ctypes); the rest runs
-# as PyTorch. ---
+# the nodes below lowered to kevo's $LANGUAGE kernels (built at import, called
+# through ctypes); the rest runs as PyTorch. ---
 import ctypes as _kevo_ctypes
 import hashlib as _kevo_hashlib
 import os as _kevo_os
+import shutil as _kevo_shutil
 import subprocess as _kevo_subprocess
 import tempfile as _kevo_tempfile
 
 import torch as _kevo_torch
 import torch.fx as _kevo_fx
 
-# fx node -> (kind, [its tensor inputs], keepdim, module path, C function, C++ source, g++ flags)
+# fx node -> (kind, [its tensor inputs], keepdim, module path, C function, source, compiler flags,
+#            [the nodes fused into it, users first])
 _KEVO_KERNELS = {
 $KERNELS}
+_KEVO_DEVICE = "$DEVICE"
+
+
+def _kevo_compiler(src, out, flags):
+    """The command that builds `src` into the shared library `out`."""
+    if _KEVO_DEVICE == "cpu":
+        return ["g++", "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", *flags, "-o", out, src]
+    nvcc = _kevo_shutil.which("nvcc") or _kevo_os.path.join(_kevo_os.environ.get("CUDA_HOME", "/usr/local/cuda"),
+                                                            "bin", "nvcc")
+    major, minor = _kevo_torch.cuda.get_device_capability()
+    arch = "%d%d" % (major, minor)
+    return [nvcc, "-O3", "-gencode=arch=compute_%s,code=sm_%s" % (arch, arch), "-Xcompiler", "-fPIC", "-shared",
+            *flags, "-o", out, src]
 
 
 def _kevo_build(function, source, flags):
     """The kernel, compiled once per source into the extension cache the
     runner gives load_inline (the judge's import then finds it built)."""
     root = _kevo_os.environ.get("TORCH_EXTENSIONS_DIR") or _kevo_tempfile.gettempdir()
-    key = _kevo_hashlib.sha256((source + " ".join(flags)).encode()).hexdigest()[:16]
+    key = _kevo_hashlib.sha256((_KEVO_DEVICE + source + " ".join(flags)).encode()).hexdigest()[:16]
     folder = _kevo_os.path.join(root, "kevo_bridge", key)
     library = _kevo_os.path.join(folder, function + ".so")
     if not _kevo_os.path.exists(library):
         _kevo_os.makedirs(folder, exist_ok=True)
-        src = _kevo_os.path.join(folder, function + ".cc")
+        src = _kevo_os.path.join(folder, function + (".cc" if _KEVO_DEVICE == "cpu" else ".cu"))
         with open(src, "w") as f:
             f.write(source)
-        partial = library + ".%d" % _kevo_os.getpid()
-        done = _kevo_subprocess.run(["g++", "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", *flags,
-                                     "-o", partial, src], capture_output=True, text=True)
+        partial = library + ".%d.so" % _kevo_os.getpid()
+        done = _kevo_subprocess.run(_kevo_compiler(src, partial, flags), capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError("kevo bridge kernel %s did not compile:\n%s" % (function, done.stderr[-4000:]))
         _kevo_os.replace(partial, library)
@@ -311,18 +547,37 @@ def _kevo_ptr(t):
 
 
 def _kevo_f32(t, what):
-    if not isinstance(t, _kevo_torch.Tensor) or t.dtype != _kevo_torch.float32 or t.device.type != "cpu":
-        raise RuntimeError("kevo bridge kernel %s takes float32 CPU tensors" % what)
+    if not isinstance(t, _kevo_torch.Tensor) or t.dtype != _kevo_torch.float32 or t.device.type != _KEVO_DEVICE:
+        raise RuntimeError("kevo bridge kernel %s takes float32 %s tensors" % (what, _KEVO_DEVICE))
     return t.contiguous()
+
+
+def _kevo_ordered(call):
+    """`call` ordered with PyTorch's work: a CUDA kernel launches on the
+    legacy default stream, so under a stream of PyTorch's own the call
+    synchronises before and after."""
+    if _KEVO_DEVICE == "cpu":
+        return call
+
+    def ordered(*args):
+        stream = _kevo_torch.cuda.current_stream()
+        if stream.cuda_stream == 0:
+            return call(*args)
+        stream.synchronize()
+        out = call(*args)
+        _kevo_torch.cuda.synchronize()
+        return out
+    ordered.__name__ = call.__name__
+    return ordered
 
 
 def _kevo_call(kind, keepdim, fn, name):
     n64 = _kevo_ctypes.c_int64
-    if kind == "unary":
-        def call(x):
-            x = _kevo_f32(x, name)
-            y = _kevo_torch.empty_like(x)
-            fn(_kevo_ptr(x), _kevo_ptr(y), n64(x.numel()))
+    if kind == "map":  # y = f(x0, x1, ...), all of one shape
+        def call(*xs):
+            xs = [_kevo_f32(x, name) for x in xs]
+            y = _kevo_torch.empty_like(xs[0])
+            fn(*[_kevo_ptr(x) for x in xs], _kevo_ptr(y), n64(y.numel()))
             return y
     elif kind in ("rows", "reduce"):
         def call(x):
@@ -345,7 +600,7 @@ def _kevo_call(kind, keepdim, fn, name):
             fn(_kevo_ptr(x), _kevo_ptr(gamma), _kevo_ptr(beta), _kevo_ptr(y), n64(x.numel() // cols), n64(cols))
             return y
     call.__name__ = "kevo_" + name
-    return call
+    return _kevo_ordered(call)
 
 
 _KEVO_FUNCTIONS = {node: _kevo_build(spec[4], spec[5], spec[6]) for node, spec in _KEVO_KERNELS.items()}
@@ -359,9 +614,9 @@ class ModelNew(_kevo_torch.nn.Module):
         traced = _kevo_fx.symbolic_trace(model)
         graph = traced.graph
         by_name = {n.name: n for n in graph.nodes}
-        for name, (kind, inputs, keepdim, module, _, _, _) in _KEVO_KERNELS.items():
+        for name, (kind, inputs, keepdim, module, _, _, _, absorbed) in _KEVO_KERNELS.items():
             node = by_name.get(name)
-            if node is None or any(i not in by_name for i in inputs):
+            if node is None or any(i not in by_name for i in inputs + absorbed):
                 raise RuntimeError("kevo bridge: the Model's graph has no node %s (it traced differently)" % name)
             args_ = [by_name[i] for i in inputs]
             with graph.inserting_before(node):
@@ -370,6 +625,8 @@ class ModelNew(_kevo_torch.nn.Module):
                 new = graph.call_function(_kevo_call(kind, keepdim, _KEVO_FUNCTIONS[name], name), tuple(args_))
             node.replace_all_uses_with(new)
             graph.erase_node(node)
+            for dead in absorbed:
+                graph.erase_node(by_name[dead])
         graph.lint()
         traced.recompile()
         self.model = traced
@@ -384,7 +641,9 @@ std::string PythonString(const std::string& s) { return absl::StrCat("r\"\"\"", 
 
 class BridgeRecipe : public Recipe {
  public:
-  explicit BridgeRecipe(std::unique_ptr<Recipe> inner) : inner_(std::move(inner)) {}
+  // The bridge to `inner`, a recipe of `platform` ("cpu" or "nvidia").
+  BridgeRecipe(std::unique_ptr<Recipe> inner, std::string platform)
+      : inner_(std::move(inner)), platform_(std::move(platform)) {}
 
   std::string name() const override { return absl::StrCat("kb_", inner_->name()); }
   std::string family() const override { return absl::StrCat("kb_", inner_->family()); }
@@ -396,7 +655,7 @@ class BridgeRecipe : public Recipe {
   std::vector<std::map<std::string, std::string>> SeedOverrides() const override { return inner_->SeedOverrides(); }
 
   bool Applies(const v1::Task& task, std::string_view platform) const override {
-    return platform == "cpu" && task.format() == v1::TASK_FORMAT_KERNELBENCH && !Matches(task).empty();
+    return platform == platform_ && task.format() == v1::TASK_FORMAT_KERNELBENCH && !Matches(task).empty();
   }
 
   absl::StatusOr<v1::Candidate> Generate(const v1::Task& task, const Genome& genome) const override {
@@ -414,19 +673,24 @@ class BridgeRecipe : public Recipe {
       if (absl::StrContains(c.source(), "\"\"\"")) {
         return absl::InternalError(absl::StrCat(inner_->name(), " emitted C++ a Python raw string cannot hold"));
       }
-      std::vector<std::string> inputs, flags;
-      for (const std::string& i : l.inputs) inputs.push_back(absl::StrCat("'", i, "'"));
-      for (const std::string& f : c.extra_flags()) flags.push_back(absl::StrCat("'", f, "'"));
-      absl::StrAppend(&kernels, "    '", l.node->name(), "': ('", l.kind, "', [", absl::StrJoin(inputs, ", "), "], ",
+      auto quoted = [](const auto& names) {
+        std::vector<std::string> q;
+        for (const std::string& i : names) q.push_back(absl::StrCat("'", i, "'"));
+        return absl::StrCat("[", absl::StrJoin(q, ", "), "]");
+      };
+      absl::StrAppend(&kernels, "    '", l.node->name(), "': ('", l.kind, "', ", quoted(l.inputs), ", ",
                       l.keepdim ? "True" : "False", ", '", l.module, "', '", l.native.signature().function(), "', ",
-                      PythonString(c.source()), ", [", absl::StrJoin(flags, ", "), "]),\n");
+                      PythonString(c.source()), ", ", quoted(c.extra_flags()), ", ", quoted(l.absorbed), "),\n");
     }
     v1::Candidate candidate;
     candidate.set_language(task::kPythonLanguage);
-    candidate.set_source(absl::StrCat("# Generated by kevo builtin recipe ", genome.ToString(),
-                                      " from the KernelBench problem ", task.reference().file(), "\n",
-                                      task.reference().source(),
-                                      absl::StrReplaceAll(kTemplate, {{"$RECIPE", name()}, {"$KERNELS", kernels}})));
+    candidate.set_source(
+        absl::StrCat("# Generated by kevo builtin recipe ", genome.ToString(), " from the KernelBench problem ",
+                     task.reference().file(), "\n", task.reference().source(),
+                     absl::StrReplaceAll(kTemplate, {{"$RECIPE", name()},
+                                                     {"$KERNELS", kernels},
+                                                     {"$LANGUAGE", platform_ == "cpu" ? "C++" : "CUDA"},
+                                                     {"$DEVICE", platform_ == "cpu" ? "cpu" : "cuda"}})));
     return candidate;
   }
 
@@ -435,12 +699,13 @@ class BridgeRecipe : public Recipe {
     std::vector<Lowered> out;
     if (task.model_graph().nodes_size() == 0) return out;
     for (Lowered& l : LowerAll(task)) {
-      if (inner_->Applies(l.native, "cpu")) out.push_back(std::move(l));
+      if (inner_->Applies(l.native, platform_)) out.push_back(std::move(l));
     }
     return out;
   }
 
   std::unique_ptr<Recipe> inner_;
+  std::string platform_;
 };
 
 }  // namespace
@@ -449,7 +714,10 @@ std::vector<std::unique_ptr<Recipe>> NewKernelBenchBridgeRecipes() {
   std::vector<std::unique_ptr<Recipe>> out;
   for (auto make : {NewElementwiseRecipe, NewSoftmaxThreePassRecipe, NewSoftmaxOnlineRecipe, NewLogSoftmaxTwoPassRecipe,
                     NewLogSoftmaxOnlineRecipe, NewRowReduceRecipe, NewRowNormRecipe}) {
-    out.push_back(std::make_unique<BridgeRecipe>(make()));
+    out.push_back(std::make_unique<BridgeRecipe>(make(), "cpu"));
+  }
+  for (auto make : {NewCudaElementwiseRecipe, NewCudaSoftmaxRecipe, NewCudaLayerNormRecipe, NewCudaRowReduceRecipe}) {
+    out.push_back(std::make_unique<BridgeRecipe>(make(), kCudaPlatform));
   }
   return out;
 }
