@@ -10,7 +10,9 @@
 #   tests/bench/kernelbench_suite.sh BUNDLE_DIR KERNELBENCH_DIR STATE_DIR
 #
 # KERNELBENCH_DIR holds level1/ and level2/. The environment: KEVO_PLATFORM
-# (nvidia), KEVO_KB_L1 (30), KEVO_KB_L2 (10), KEVO_SUITE_BUDGET (3),
+# (nvidia), KEVO_KB_L1 (30), KEVO_KB_L2 (10), KEVO_KB_L1_PICK (problem numbers
+# of level 1 to take instead of the first KEVO_KB_L1, e.g. "19 23 40"),
+# KEVO_SUITE_BUDGET (3),
 # KEVO_PROFILE_CAP (1), KEVO_SUITE_DEADLINE_S (wall limit of this run, 540;
 # the suite is stopped with SIGINT at the limit and resumes next time).
 set -uo pipefail
@@ -23,6 +25,12 @@ problems="$state/problems"
 mkdir -p "$problems"
 for level in "level1:${KEVO_KB_L1:-30}" "level2:${KEVO_KB_L2:-10}"; do
   dir="${level%%:*}"
+  if [[ "$dir" == level1 && -n "${KEVO_KB_L1_PICK:-}" ]]; then
+    for n in $KEVO_KB_L1_PICK; do
+      for f in "$kb/$dir/${n}_"*.py; do cp -n "$f" "$problems/${dir}_$(basename "$f")"; done
+    done
+    continue
+  fi
   (cd "$kb/$dir" && ls | sort -n | head -"${level##*:}") | while read -r f; do
     cp -n "$kb/$dir/$f" "$problems/${dir}_$f"
   done

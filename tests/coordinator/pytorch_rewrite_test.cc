@@ -59,12 +59,14 @@ TEST(PytorchRewriteTest, GeneratesAPythonModelNewAroundTheProblemsModel) {
   const v1::Task task = Problem("matmul.py");
   Genome g{r.name(), r.space().Defaults()};
   g.params["mode"] = "jit_freeze";
+  g.params["float32_matmul"] = "high";
   absl::StatusOr<v1::Candidate> c = r.Generate(task, g);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->language(), "python");
   EXPECT_THAT(c->source(), HasSubstr(task.reference().source()));
   EXPECT_THAT(c->source(), HasSubstr("class ModelNew("));
   EXPECT_THAT(c->source(), HasSubstr("_KEVO_MODE = \"jit_freeze\""));
+  EXPECT_THAT(c->source(), HasSubstr("_KEVO_FLOAT32_MATMUL = \"high\""));
   EXPECT_THAT(c->source(), Not(HasSubstr("$")));
 }
 
@@ -82,6 +84,32 @@ TEST(PytorchRewriteTest, TheBuiltinProposerSeedsKernelBenchJobsWithIt) {
   for (const Proposal& p : *out) {
     EXPECT_EQ(p.genome.recipe, "pytorch_rewrite");
     EXPECT_EQ(p.candidate.language(), "python");
+  }
+}
+
+// The first generation on a GPU: the default, then TF32 GEMMs (the lever for
+// float32 GEMM problems), then freezing; on the CPU no TF32 seed (it computes
+// as the default does there).
+TEST(PytorchRewriteTest, OnAGpuTheSecondSeedRunsFloat32GemmsOnTf32) {
+  const v1::Task task = Problem("matmul.py");
+  for (const std::string platform : {"nvidia", "cpu"}) {
+    ProposeRequest request;
+    request.task = &task;
+    request.platform = platform;
+    request.count = 3;
+    request.seed = 7;
+    request.use_skills = false;
+    absl::StatusOr<std::vector<Proposal>> out = BuiltinProposer().Propose(request);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_THAT(*out, SizeIs(3));
+    std::vector<std::string> precisions;
+    for (const Proposal& p : *out) precisions.push_back(p.genome.params.at("float32_matmul"));
+    if (platform == "nvidia") {
+      EXPECT_THAT(precisions, ::testing::ElementsAre("highest", "high", "highest"));
+      EXPECT_EQ((*out)[2].genome.params.at("mode"), "jit_freeze");
+    } else {
+      EXPECT_THAT(precisions, ::testing::Each("highest"));
+    }
   }
 }
 
@@ -112,8 +140,9 @@ TEST_P(PytorchRewriteOnWorkerTest, GeneratedModelNewIsCorrectOnTheCpuWorker) {
 
 INSTANTIATE_TEST_SUITE_P(
     Genomes, PytorchRewriteOnWorkerTest,
-    ::testing::Values("pytorch_rewrite{channels_last=off,grad=no_grad,mode=eager,threads=0}",
-                      "pytorch_rewrite{channels_last=on,grad=inference_mode,mode=jit_optimize,threads=1}"));
+    ::testing::Values(
+        "pytorch_rewrite{channels_last=off,float32_matmul=highest,grad=no_grad,mode=eager,threads=0}",
+        "pytorch_rewrite{channels_last=on,float32_matmul=high,grad=inference_mode,mode=jit_optimize,threads=1}"));
 
 }  // namespace
 }  // namespace kevo::proposer

@@ -169,7 +169,7 @@ std::vector<SeedPoint> OwnSeeds(const ProposeRequest& request, const std::vector
   }
   for (const Recipe* r : recipes) {
     if (Prior(request, *r) <= 0) continue;
-    for (const auto& overrides : r->SeedOverrides()) {
+    for (const auto& overrides : r->SeedOverridesOn(request.platform)) {
       Genome g{r->name(), r->space().Defaults()};
       for (const auto& [k, v] : overrides) g.params[k] = v;
       if (r->space().Check(g.params).ok()) out.push_back({r, std::move(g), "seed"});

@@ -83,6 +83,11 @@ class Recipe {
     if (space().Find("threads") == nullptr) return {};
     return {{{"threads", "1"}}};
   }
+  // The seed overrides for a job on `platform`, for a recipe that runs on
+  // several and whose best first points differ between them.
+  virtual std::vector<std::map<std::string, std::string>> SeedOverridesOn(std::string_view platform) const {
+    return SeedOverrides();
+  }
   // The candidate (source, language, extra flags) for `genome`. Returns
   // InvalidArgument when the genome is outside the space or names another
   // recipe, FailedPrecondition when the recipe does not apply to `task`.
@@ -120,8 +125,8 @@ std::unique_ptr<Recipe> NewConv2dIm2colRecipe();
 std::unique_ptr<Recipe> NewGenericRecipe();
 // KernelBench tasks (language "python"), pytorch_rewrite.cc.
 std::unique_ptr<Recipe> NewPytorchRewriteRecipe();
-// KernelBench tasks with a captured graph: "kb_<recipe>", one per CPU recipe
-// a graph node can be lowered to (kernelbench_bridge.cc).
+// KernelBench tasks with a captured graph: "kb_<recipe>", one per CPU or CUDA
+// recipe a graph node can be lowered to (kernelbench_bridge.cc).
 std::vector<std::unique_ptr<Recipe>> NewKernelBenchBridgeRecipes();
 // nvidia (language "cuda"), cuda_*.cc.
 std::unique_ptr<Recipe> NewCudaElementwiseRecipe();
