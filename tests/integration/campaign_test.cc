@@ -6,6 +6,7 @@
 // error naming its line.
 #include <signal.h>
 
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -38,14 +39,31 @@ absl::StatusOr<v1::Campaign> GetCampaign(const std::string& address, const std::
   return c;
 }
 
-// Four tasks with an MTIA reference and one without (elu: every mtia-sim
-// evaluation of it fails), on cpu and mtia-sim.
-std::string CampaignFile(int budget) {
+// Copies the campaign's tasks into `dir`, each timed at a smaller shape:
+// crash safety is what the test is about, and the cpu worker's evaluations,
+// production baselines included, are its bottleneck. False when a task file
+// changed (no longer holds the timed shape replaced here).
+bool CopyCampaignTasks(const std::string& dir) {
+  const std::vector<std::vector<std::string>> shapes = {
+      {"vector_add", "value: 16777216", "value: 1048576"},
+      {"relu", "value: 8388608", "value: 1048576"},
+      {"silu", "value: 4194304", "value: 1048576"},
+      {"elu", "value: 4194304", "value: 1048576"},
+      {"softmax", R"({ key: "rows" value: 4096 })", R"({ key: "rows" value: 1024 })"}};
+  for (const auto& s : shapes) {
+    if (!CopyTaskReplacing(s[0], dir, s[1], s[2])) return false;
+  }
+  return true;
+}
+
+// Four tasks under `tasks` with an MTIA reference and one without (elu:
+// every mtia-sim evaluation of it fails), on cpu and mtia-sim.
+std::string CampaignFile(const std::string& tasks, int budget) {
   return absl::StrCat(R"(name: "resume-test"
 tasks: ")",
-                      SourceDir(), R"(/tasks/{vector_add,relu,silu,softmax}"
+                      tasks, R"(/{vector_add,relu,silu,softmax}"
 tasks: ")",
-                      SourceDir(), R"(/tasks/elu"
+                      tasks, R"(/elu"
 platforms: "cpu"
 platforms: "mtia-sim"
 budget { max_evaluations: )",
@@ -83,7 +101,10 @@ TEST(CampaignTest, SurvivesKillNineOfTheCoordinatorWithNoJobLostOrRunTwice) {
   ASSERT_TRUE(cluster.WaitForWorkers(2, absl::Seconds(90)).ok());
 
   const std::string file = cluster.dir() + "/campaign.textproto";
-  WriteTextFile(file, CampaignFile(kBudget));
+  const std::string tasks = cluster.dir() + "/tasks";
+  std::filesystem::create_directories(tasks);
+  ASSERT_TRUE(CopyCampaignTasks(tasks));
+  WriteTextFile(file, CampaignFile(tasks, kBudget));
   CommandResult submit =
       RunCommand({Kevo(), "campaign", "submit", file, "--coordinator", cluster.address()}, absl::Seconds(60));
   ASSERT_EQ(submit.exit_code, 0) << submit.err;

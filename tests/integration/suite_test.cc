@@ -12,7 +12,6 @@
 #include <map>
 #include <sstream>
 
-#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -35,11 +34,7 @@ std::string ReadAll(const std::string& path) {
 
 // Copies tasks/NAME into DIR, timing a smaller shape so the test stays fast.
 void CopyTask(const std::string& name, const std::string& dir, const std::string& big, const std::string& small) {
-  fs::copy(SourceDir() + "/tasks/" + name, dir + "/" + name, fs::copy_options::recursive);
-  std::string path = dir + "/" + name + "/task.textproto";
-  std::string text = ReadAll(path);
-  ASSERT_NE(text.find(big), std::string::npos) << name;
-  std::ofstream(path, std::ios::trunc) << absl::StrReplaceAll(text, {{big, small}});
+  ASSERT_TRUE(CopyTaskReplacing(name, dir, big, small)) << name;
 }
 
 TEST(SuiteTest, RunsEveryTaskWritesJsonAndCsvAndKeepsGoingPastABrokenTask) {

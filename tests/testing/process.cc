@@ -190,6 +190,17 @@ void WriteTextFile(const std::string& path, const std::string& text) {
   out << text;
 }
 
+bool CopyTaskReplacing(const std::string& name, const std::string& dir, const std::string& from,
+                       const std::string& to) {
+  std::filesystem::copy(SourceDir() + "/tasks/" + name, dir + "/" + name, std::filesystem::copy_options::recursive);
+  const std::string path = dir + "/" + name + "/task.textproto";
+  std::string text = ReadTextFile(path);
+  const size_t at = text.find(from);
+  if (at == std::string::npos) return false;
+  WriteTextFile(path, text.replace(at, from.size(), to));
+  return true;
+}
+
 }  // namespace kevo::testing
 
 namespace kevo::testing {

@@ -57,6 +57,10 @@ std::string MakeTempDir(const std::string& prefix);
 std::string ReadTextFile(const std::string& path);
 // Replaces the file's content with `text` (test fixtures).
 void WriteTextFile(const std::string& path, const std::string& text);
+// Copies the repository's tasks/`name` to `dir`/`name` with `from` replaced
+// by `to` in its task.textproto (a smaller timed shape, so that a test whose
+// subject is not timing stays fast). False when the file does not hold `from`.
+bool CopyTaskReplacing(const std::string& name, const std::string& dir, const std::string& from, const std::string& to);
 
 }  // namespace kevo::testing
 
