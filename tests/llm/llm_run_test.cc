@@ -45,10 +45,12 @@ TEST(LlmRunTest, KevoRunWithTheLlmProposerAgainstTheFakeServer) {
   WriteTextFile(dir + "/llm.conf", absl::StrCat("[endpoint fake]\nbase_url = http://", *address,
                                                 "/v1\nmodel = fake-coder\nmax_retries = 1\n"));
 
-  auto run = RunCommand(
-      {BinDir() + "/kevo", "run", softmax, "--platform", "cpu", "--proposer", "llm", "--llm-config", dir + "/llm.conf",
-       "--budget", "4", "--db", dir + "/db", "--out", dir + "/best.cc", "--no-skills", "--json"},
-      absl::Minutes(8));
+  // A short profile: the proposer's calls and each kernel's status are what
+  // this test checks, not the timing's precision.
+  auto run = RunCommand({BinDir() + "/kevo", "run", softmax, "--platform", "cpu", "--proposer", "llm", "--llm-config",
+                         dir + "/llm.conf", "--budget", "4", "--db", dir + "/db", "--out", dir + "/best.cc",
+                         "--no-skills", "--json", "--profile-cap", "0.3"},
+                        absl::Minutes(8));
   ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
   auto job = nlohmann::json::parse(run.out);
   EXPECT_EQ(job["job_state"], "JOB_DONE");
