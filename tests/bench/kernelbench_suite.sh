@@ -12,7 +12,8 @@
 # KERNELBENCH_DIR holds level1/ and level2/. The environment: KEVO_PLATFORM
 # (nvidia), KEVO_KB_L1 (30), KEVO_KB_L2 (10), KEVO_KB_L1_PICK (problem numbers
 # of level 1 to take instead of the first KEVO_KB_L1, e.g. "19 23 40"),
-# KEVO_SUITE_BUDGET (3),
+# KEVO_SUITE_BUDGET (3), KEVO_SUITE_FLAGS (more flags for kevo suite, e.g.
+# "--jobs 2 --no-skills"),
 # KEVO_PROFILE_CAP (1), KEVO_SUITE_DEADLINE_S (wall limit of this run, 540;
 # the suite is stopped with SIGINT at the limit and resumes next time).
 set -uo pipefail
@@ -38,7 +39,13 @@ done
 echo "$(ls "$problems" | wc -l) problems in $problems"
 timeout -s INT "${KEVO_SUITE_DEADLINE_S:-540}" "$bundle/bin/kevo" suite "$problems" --platform "$platform" \
   --budget "${KEVO_SUITE_BUDGET:-3}" --profile-cap "${KEVO_PROFILE_CAP:-1}" \
-  --out "$state/results.json" --db "$state/db" --markdown
+  --out "$state/results.json" --db "$state/db" --markdown ${KEVO_SUITE_FLAGS:-}
 rc=$?
 echo "kevo suite exit status $rc"
+# Every job's search tree (genome, status, time of each node) beside the results.
+python3 -c 'import json, sys; print("\n".join(t["job_id"] + " " + t["task"] for t in json.load(open(sys.argv[1]))["tasks"] if t.get("job_id")))' \
+  "$state/results.json" 2>/dev/null | while read -r job task; do
+  echo "== $task ($job)"
+  "$bundle/bin/kevo" nodes "$job" --db "$state/db" 2>&1
+done > "$state/nodes.txt"
 exit $rc

@@ -3,7 +3,10 @@
 // and the ModelNew variants it generates are correct on the real cpu worker
 // (PyTorch under /usr/bin/python3, the real sandbox).
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -111,6 +114,57 @@ TEST(PytorchRewriteTest, OnAGpuTheSecondSeedRunsFloat32GemmsOnTf32) {
       EXPECT_THAT(precisions, ::testing::Each("highest"));
     }
   }
+}
+
+// Once a worker has captured the Model's graph, a parent without TF32 whose
+// Model has a float32 GEMM gets the TF32 child first on a GPU (with one GPU
+// slot a job expands one child at a time); not on the CPU, not without a
+// GEMM, not twice.
+TEST(PytorchRewriteTest, AGpuParentWhoseModelHasAFloat32GemmGetsTf32First) {
+  v1::Task task = Problem("matmul.py");
+  for (const auto& [name, target] : std::vector<std::pair<std::string, std::string>>{
+           {"A", "0"}, {"B", "1"}, {"matmul", "matmul"}, {"output", "output"}}) {
+    v1::GraphNode* n = task.mutable_model_graph()->add_nodes();
+    n->set_name(name);
+    n->set_target(target);
+    n->set_op(name == "matmul" ? "call_function" : name == "output" ? "output" : "placeholder");
+    if (name != "output") {
+      n->set_dtype(v1::F32);
+      n->add_shape(64);
+      n->add_shape(64);
+    }
+    if (name == "matmul") {
+      n->add_inputs("A");
+      n->add_inputs("B");
+    }
+  }
+  const Recipe& r = PytorchRewrite();
+  auto first_child = [&](const v1::Task& t, const std::string& platform, std::vector<ChildInfo> children) {
+    ProposeRequest request;
+    request.task = &t;
+    request.platform = platform;
+    request.count = 1;
+    request.seed = 11;
+    request.use_skills = false;
+    ParentInfo parent;
+    parent.node_id = "n00000";
+    parent.genome = Genome{r.name(), r.space().Defaults()};
+    parent.children = std::move(children);
+    request.parents = {parent};
+    absl::StatusOr<std::vector<Proposal>> out = BuiltinProposer().Propose(request);
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() && !out->empty() ? (*out)[0] : Proposal();
+  };
+  const Proposal directed = first_child(task, "nvidia", {});
+  EXPECT_EQ(directed.genome.params.at("float32_matmul"), "high");
+  EXPECT_EQ(directed.mutation, "directed:float32_matmul highest->high");
+  ChildInfo tried;
+  tried.mutation = directed.mutation;
+  EXPECT_NE(first_child(task, "nvidia", {tried}).mutation, directed.mutation);
+  EXPECT_FALSE(absl::StartsWith(first_child(task, "cpu", {}).mutation, "directed:"));
+  v1::Task no_gemm = task;
+  no_gemm.mutable_model_graph()->mutable_nodes(2)->set_target("relu");
+  EXPECT_FALSE(absl::StartsWith(first_child(no_gemm, "nvidia", {}).mutation, "directed:"));
 }
 
 // Genomes evaluated end to end; together they cover every mode's code path

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 #include "common/status.h"
 
@@ -282,6 +283,21 @@ void ProposeMutations(const ProposeRequest& request, const std::vector<const Rec
     bridges |= bridge;
   }
   const double variant_probability = bridges ? kBridgeProbability : kVariantProbability;
+  // First what the task makes promising (a parent has one slot in flight on
+  // a one-GPU worker, so a point left to chance may never come).
+  for (const auto& overrides : recipe.DirectedMutations(*request.task, request.platform, genome)) {
+    Genome child = genome;
+    std::vector<std::string> changed;
+    for (const auto& [k, v] : overrides) {
+      changed.push_back(absl::StrCat(k, " ", child.params[k], "->", v));
+      child.params[k] = v;
+    }
+    const std::string mutation = absl::StrCat("directed:", absl::StrJoin(changed, ","));
+    if (std::none_of(parent.children.begin(), parent.children.end(),
+                     [&](const ChildInfo& c) { return c.mutation == mutation; })) {
+      batch.Add(recipe, std::move(child), mutation, {parent.node_id});
+    }
+  }
   const bool param_priors = HasParamPriors(request, recipe.space());
   for (int attempt = 0; attempt < kAttemptsPerProposal * request.count && !batch.full(); ++attempt) {
     if (has_variant && std::uniform_real_distribution<double>(0, 1)(rng) < variant_probability) {

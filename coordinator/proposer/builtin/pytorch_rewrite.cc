@@ -20,6 +20,7 @@
 // jit_optimize variants switch the model to eval(): for a model with dropout
 // or batch norm in training mode that changes the answer, and validation
 // rejects it.
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -134,6 +135,20 @@ class PytorchRewriteRecipe final : public Recipe {
   std::vector<std::map<std::string, std::string>> SeedOverridesOn(std::string_view platform) const override {
     if (platform != "nvidia") return SeedOverrides();
     return {{{"float32_matmul", "high"}}, {{"mode", "jit_freeze"}}};
+  }
+
+  // A parent without TF32 whose Model has a float32 GEMM (matmul, mm, bmm,
+  // addmm, baddbmm, einsum, linear, nn.Linear) has it as its first child on
+  // a GPU.
+  std::vector<std::map<std::string, std::string>> DirectedMutations(const v1::Task& task, std::string_view platform,
+                                                                    const Genome& parent) const override {
+    if (platform != "nvidia" || StrParam(parent, "float32_matmul") != "highest") return {};
+    static const auto* gemms =
+        new std::set<std::string>{"matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "linear", "Linear"};
+    for (const v1::GraphNode& n : task.model_graph().nodes()) {
+      if (n.dtype() == v1::F32 && gemms->contains(n.target())) return {{{"float32_matmul", "high"}}};
+    }
+    return {};
   }
 
   bool Applies(const v1::Task& task, std::string_view platform) const override {

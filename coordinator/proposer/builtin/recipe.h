@@ -88,6 +88,15 @@ class Recipe {
   virtual std::vector<std::map<std::string, std::string>> SeedOverridesOn(std::string_view platform) const {
     return SeedOverrides();
   }
+  // Children of `parent` worth trying before any random mutation, as
+  // overrides of its values, when the task (e.g. its captured Model graph)
+  // says so on `platform`: pytorch_rewrite's TF32 for a Model with float32
+  // GEMMs on a GPU. Children already tried are skipped by the caller.
+  virtual std::vector<std::map<std::string, std::string>> DirectedMutations(const v1::Task& task,
+                                                                            std::string_view platform,
+                                                                            const Genome& parent) const {
+    return {};
+  }
   // The candidate (source, language, extra flags) for `genome`. Returns
   // InvalidArgument when the genome is outside the space or names another
   // recipe, FailedPrecondition when the recipe does not apply to `task`.
