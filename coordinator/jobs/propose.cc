@@ -238,8 +238,17 @@ absl::Status JobManager::SubmitNode(Running& r, v1::Node& node, const v1::Candid
   // (Publish waits for it).
   so.sync = false;
   so.extra.Put(store::Family::kNodes, store::keys::Node(r.job.job_id(), node.node_id()), node.SerializeAsString());
-  KEVO_RETURN_IF_ERROR(
-      scheduler_->Submit(r.job.spec().task(), candidate, r.job.spec().platform(), std::move(so)).status());
+  // The Model's graph (a KernelBench task's, once a worker sent it) is the
+  // proposer's alone: workers capture their own, so it stays out of the
+  // assignment, and the job's evaluations keep sharing one stored task.
+  const v1::Task* task = &r.job.spec().task();
+  v1::Task without_graph;
+  if (task->has_model_graph()) {
+    without_graph = *task;
+    without_graph.clear_model_graph();
+    task = &without_graph;
+  }
+  KEVO_RETURN_IF_ERROR(scheduler_->Submit(*task, candidate, r.job.spec().platform(), std::move(so)).status());
   r.tree.Upsert(node);
   r.sources.insert(source_hash);
   r.node_by_eval[node.eval_id()] = node.node_id();

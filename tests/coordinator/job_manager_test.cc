@@ -5,6 +5,8 @@
 // alone, and a cancelled job withdraws what no worker has taken.
 #include <string>
 
+#include "google/protobuf/util/message_differencer.h"
+
 #include "tests/coordinator/job_harness.h"
 
 namespace kevo {
@@ -82,9 +84,15 @@ TEST_F(JobManagerTest, AKernelBenchJobKeepsTheFirstModelGraphAWorkerSends) {
   graph.add_nodes()->set_name("relu");
   v1::ModelGraph other;
   other.add_nodes()->set_name("y");
-  Answer(worker, NextAssignment(), {.vs_production = 0, .vs_rival = 0, .status = v1::WRONG_ANSWER});
+  const v1::Assignment first = NextAssignment();
+  Answer(worker, first, {.vs_production = 0, .vs_rival = 0, .status = v1::WRONG_ANSWER});
   Answer(worker, NextAssignment(), {.vs_production = 0, .vs_rival = 0, .status = v1::WRONG_ANSWER, .graph = &graph});
-  Answer(worker, NextAssignment(), {.vs_production = 0, .vs_rival = 0, .status = v1::WRONG_ANSWER, .graph = &other});
+  // Once adopted, the graph stays with the job: the workers' assignments
+  // carry the task as it was.
+  const v1::Assignment third = NextAssignment();
+  EXPECT_FALSE(third.task().has_model_graph());
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(third.task(), first.task()));
+  Answer(worker, third, {.vs_production = 0, .vs_rival = 0, .status = v1::WRONG_ANSWER, .graph = &other});
   v1::Job job = WaitDone(job_id);
   ASSERT_EQ(job.spec().task().model_graph().nodes_size(), 2);
   EXPECT_EQ(job.spec().task().model_graph().nodes(1).name(), "relu");
