@@ -171,7 +171,6 @@ void JobManager::Pump(Running& r) {
       }
       node.set_depth(depth);
       absl::Status submitted = SubmitNode(r, node, p.candidate, hash);
-      if (submitted.ok()) r.sources.insert(same_code);
       if (!submitted.ok()) {
         LogError("job ", r.job.job_id(), ": submit: ", submitted.ToString());
         if (submitted.code() == absl::StatusCode::kFailedPrecondition ||
@@ -217,6 +216,7 @@ absl::Status JobManager::SubmitNode(Running& r, v1::Node& node, const v1::Candid
   node.set_node_id(absl::StrFormat("n%05d", seq));
   node.set_job_id(r.job.job_id());
   node.set_source_hash(source_hash);
+  node.set_code_hash(CodeHash(candidate));
   node.set_state(v1::NODE_EVALUATING);
   node.set_created_unix_micros(absl::ToUnixMicros(now_()));
   node.set_sequence(seq);
@@ -251,6 +251,7 @@ absl::Status JobManager::SubmitNode(Running& r, v1::Node& node, const v1::Candid
   KEVO_RETURN_IF_ERROR(scheduler_->Submit(*task, candidate, r.job.spec().platform(), std::move(so)).status());
   r.tree.Upsert(node);
   r.sources.insert(source_hash);
+  r.sources.insert(node.code_hash());
   r.node_by_eval[node.eval_id()] = node.node_id();
   ++r.in_flight;
   r.job.set_nodes(static_cast<int32_t>(r.tree.size()));
