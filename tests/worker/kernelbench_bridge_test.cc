@@ -172,5 +172,37 @@ TEST_F(KernelBenchBridgeTest, AnElementwiseChainIsFusedIntoOneKernelAndCorrect) 
   EXPECT_THAT(source, HasSubstr("fmaxf("));
 }
 
+// A node read twice by the same operator (`y * y`) is not fused into it: its
+// kernel would read a node the call erased. It is a kernel of its own, read
+// once by the product's. (The graph by hand: no worker needed.)
+TEST(KernelBenchBridgeFusionTest, ANodeReadTwiceByOneOperatorIsItsOwnKernel) {
+  v1::Task task = kb_testing::LoadProblem("relu.py");
+  auto add = [&](const std::string& name, const std::string& op, const std::string& target,
+                 std::vector<std::string> inputs) {
+    v1::GraphNode* n = task.mutable_model_graph()->add_nodes();
+    n->set_name(name);
+    n->set_op(op);
+    n->set_target(target);
+    for (const std::string& in : inputs) n->add_inputs(in);
+    if (op == "output") return;
+    n->set_dtype(v1::F32);
+    n->add_shape(4);
+    n->add_shape(8);
+  };
+  add("x", "placeholder", "0", {});
+  add("tanh", "call_function", "tanh", {"x"});
+  add("mul", "call_function", "mul", {"tanh", "tanh"});
+  add("output", "output", "output", {"mul"});
+  const proposer::Recipe* elementwise = proposer::FindRecipe("kb_elementwise");
+  ASSERT_NE(elementwise, nullptr);
+  absl::StatusOr<v1::Candidate> c =
+      elementwise->Generate(task, proposer::Genome{"kb_elementwise", elementwise->space().Defaults()});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->source(), HasSubstr("'tanh': ('map', ['x'], False, '', 'kevo_bridge_1'"));
+  EXPECT_THAT(c->source(), HasSubstr("'mul': ('map', ['tanh'], False, '', 'kevo_bridge_2'"));
+  EXPECT_THAT(c->source(), HasSubstr("(x0) * (x0)"));
+  EXPECT_THAT(c->source(), Not(HasSubstr("['tanh']),\n"))) << "tanh erased by the product's call";
+}
+
 }  // namespace
 }  // namespace kevo::worker

@@ -391,16 +391,18 @@ std::optional<ElementwiseOp> AsElementwise(const v1::GraphNode& n) {
 constexpr size_t kMaxFusedExpr = 3000;
 
 // The graph's elementwise nodes fused into groups: a node joins the group
-// of the one node that reads it when both are elementwise float32 of one
+// of the one node that reads it, once, when both are elementwise float32 of one
 // shape, so each group is a tree of operators over tensors computed
 // elsewhere (its leaves: placeholders, parameters, other kernels' results)
 // and is one kernel, reading each leaf once and writing the root once.
 std::vector<Lowered> FuseElementwise(const v1::ModelGraph& g) {
   std::map<std::string, int> index;
-  std::map<std::string, std::set<std::string>> users;
+  // How often each node is read (`y * y` reads y twice: y cannot be fused
+  // into the product, whose kernel would then read a node it erased).
+  std::map<std::string, int> reads;
   for (int i = 0; i < g.nodes_size(); ++i) {
     index[g.nodes(i).name()] = i;
-    for (const std::string& in : g.nodes(i).inputs()) users[in].insert(g.nodes(i).name());
+    for (const std::string& in : g.nodes(i).inputs()) ++reads[in];
   }
   std::map<std::string, ElementwiseOp> ops;
   for (const v1::GraphNode& n : g.nodes()) {
@@ -431,7 +433,7 @@ std::vector<Lowered> FuseElementwise(const v1::ModelGraph& g) {
       const ElementwiseOp& e = ops.at(name);
       std::vector<std::string> args;
       for (const Operand& o : e.operands) {
-        if (!o.tensor.empty() && ops.contains(o.tensor) && !taken.contains(o.tensor) && users[o.tensor].size() == 1) {
+        if (!o.tensor.empty() && ops.contains(o.tensor) && !taken.contains(o.tensor) && reads[o.tensor] == 1) {
           // Fused, unless that makes the expression too long.
           std::set<std::string> before = taken;
           std::map<std::string, std::string> leaves_before = leaves;
