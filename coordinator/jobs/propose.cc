@@ -170,6 +170,7 @@ void JobManager::Pump(Running& r) {
         if (parent != nullptr) depth = parent->depth() + 1;
       }
       node.set_depth(depth);
+      node.set_code_hash(same_code);
       absl::Status submitted = SubmitNode(r, node, p.candidate, hash);
       if (!submitted.ok()) {
         LogError("job ", r.job.job_id(), ": submit: ", submitted.ToString());
@@ -216,7 +217,7 @@ absl::Status JobManager::SubmitNode(Running& r, v1::Node& node, const v1::Candid
   node.set_node_id(absl::StrFormat("n%05d", seq));
   node.set_job_id(r.job.job_id());
   node.set_source_hash(source_hash);
-  node.set_code_hash(CodeHash(candidate));
+  if (node.code_hash().empty()) node.set_code_hash(CodeHash(candidate));  // a caller may have it
   node.set_state(v1::NODE_EVALUATING);
   node.set_created_unix_micros(absl::ToUnixMicros(now_()));
   node.set_sequence(seq);

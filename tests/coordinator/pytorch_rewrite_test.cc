@@ -35,6 +35,18 @@ v1::Task Problem(const std::string& file) {
   return task.ok() ? *task : v1::Task();
 }
 
+// A request to the built-in proposer, skills off so that what it proposes
+// follows from the recipes alone.
+ProposeRequest Request(const v1::Task& task, const std::string& platform, int count, uint64_t seed) {
+  ProposeRequest request;
+  request.task = &task;
+  request.platform = platform;
+  request.count = count;
+  request.seed = seed;
+  request.use_skills = false;
+  return request;
+}
+
 const Recipe& PytorchRewrite() {
   const Recipe* r = FindRecipe("pytorch_rewrite");
   EXPECT_NE(r, nullptr);
@@ -96,13 +108,7 @@ TEST(PytorchRewriteTest, TheBuiltinProposerSeedsKernelBenchJobsWithIt) {
 TEST(PytorchRewriteTest, OnAGpuTheSecondSeedRunsFloat32GemmsOnTf32) {
   const v1::Task task = Problem("matmul.py");
   for (const std::string platform : {"nvidia", "cpu"}) {
-    ProposeRequest request;
-    request.task = &task;
-    request.platform = platform;
-    request.count = 3;
-    request.seed = 7;
-    request.use_skills = false;
-    absl::StatusOr<std::vector<Proposal>> out = BuiltinProposer().Propose(request);
+    absl::StatusOr<std::vector<Proposal>> out = BuiltinProposer().Propose(Request(task, platform, 3, 7));
     ASSERT_TRUE(out.ok()) << out.status();
     ASSERT_THAT(*out, SizeIs(3));
     std::vector<std::string> precisions;
@@ -140,12 +146,7 @@ TEST(PytorchRewriteTest, AGpuParentWhoseModelHasAFloat32GemmGetsTf32First) {
   }
   const Recipe& r = PytorchRewrite();
   auto first_child = [&](const v1::Task& t, const std::string& platform, std::vector<ChildInfo> children) {
-    ProposeRequest request;
-    request.task = &t;
-    request.platform = platform;
-    request.count = 1;
-    request.seed = 11;
-    request.use_skills = false;
+    ProposeRequest request = Request(t, platform, 1, 11);
     ParentInfo parent;
     parent.node_id = "n00000";
     parent.genome = Genome{r.name(), r.space().Defaults()};
