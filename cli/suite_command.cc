@@ -83,6 +83,8 @@ struct SuiteRow {
   std::string production_yardstick;
   double production_time_s = 0;
   std::map<std::string, double> production_times_s;
+  // Each form's speedup, over the candidate's calls interleaved with it.
+  std::map<std::string, double> production_speedups;
   std::string fitness_baseline;
   // The best time against the median of the job's baselines (0: unknown).
   double speedup_vs_median_baseline = 0;
@@ -145,6 +147,7 @@ nlohmann::json RowJson(const SuiteRow& r) {
                       {"production_yardstick", r.production_yardstick},
                       {"production_time_s", r.production_time_s},
                       {"production_times_s", r.production_times_s},
+                      {"production_speedups", r.production_speedups},
                       {"fitness_baseline", r.fitness_baseline},
                       {"speedup", r.speedup},
                       {"speedup_vs_median_baseline", r.speedup_vs_median_baseline},
@@ -183,6 +186,7 @@ SuiteRow RowFromJson(const nlohmann::json& j) {
   r.production_yardstick = j.value("production_yardstick", "");
   r.production_time_s = j.value("production_time_s", 0.0);
   r.production_times_s = j.value("production_times_s", std::map<std::string, double>{});
+  r.production_speedups = j.value("production_speedups", std::map<std::string, double>{});
   r.fitness_baseline = j.value("fitness_baseline", "");
   r.speedup_vs_median_baseline = j.value("speedup_vs_median_baseline", 0.0);
   r.median_baseline_time_s = j.value("median_baseline_time_s", 0.0);
@@ -621,7 +625,9 @@ SuiteRow RunTask(const SuiteContext& ctx, const SuiteTask& t) {
   row.production_time_s = job->best_production_time_s();
   row.fitness_baseline = job->fitness_baseline();
   for (const v1::ProductionTiming& p : best.evaluation().production()) {
-    if (p.error().empty()) row.production_times_s[p.name()] = p.timing().median_s();
+    if (!p.error().empty()) continue;
+    row.production_times_s[p.name()] = p.timing().median_s();
+    row.production_speedups[p.name()] = p.speedup();
   }
   row.speedup_vs_median_baseline = SpeedupVsMedianBaseline(*job);
   row.median_baseline_time_s = job->median_baseline_time_s();

@@ -43,9 +43,5 @@ timeout -s INT "${KEVO_SUITE_DEADLINE_S:-540}" "$bundle/bin/kevo" suite "$proble
 rc=$?
 echo "kevo suite exit status $rc"
 # Every job's search tree (genome, status, time of each node) beside the results.
-python3 -c 'import json, sys; print("\n".join(t["job_id"] + " " + t["task"] for t in json.load(open(sys.argv[1]))["tasks"] if t.get("job_id")))' \
-  "$state/results.json" 2>/dev/null | while read -r job task; do
-  echo "== $task ($job)"
-  "$bundle/bin/kevo" nodes "$job" --db "$state/db" 2>&1
-done > "$state/nodes.txt"
+bash "$(dirname "$0")/suite_nodes.sh" "$bundle/bin/kevo" "$state/results.json" "$state/db" > "$state/nodes.txt"
 exit $rc

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
@@ -76,6 +77,45 @@ TEST(CudaRecipesTest, OnlyCudaRecipesApplyOnNvidiaAndNeverOnOtherPlatforms) {
 
 // The nvidia backend's compile path: sandboxed nvcc with a build cache in
 // the build tree. Skips the test where nvcc is absent.
+// The first seed is the whole-tensor grid; a job on one GPU slot evaluates
+// it, then expands it: its first child is the second seed (two vectors in
+// flight per thread), tried once; a parent that is not the first seed gets
+// no directed child.
+TEST(CudaRecipesTest, TheFirstElementwiseSeedsFirstChildIsTheSecondSeed) {
+  const v1::Task task = Load("gelu_erf");
+  BuiltinProposer proposer;
+  ProposeRequest seeds_request;
+  seeds_request.task = &task;
+  seeds_request.platform = "nvidia";
+  seeds_request.count = 2;
+  seeds_request.use_skills = false;
+  absl::StatusOr<std::vector<Proposal>> seeds = proposer.Propose(seeds_request);
+  ASSERT_TRUE(seeds.ok()) << seeds.status();
+  ASSERT_EQ(seeds->size(), 2u);
+  EXPECT_EQ((*seeds)[0].genome.ToString(),
+            "cuda_elementwise{blocks_per_sm=all,fast_math=off,threads=128,unroll=1,vec=4}");
+  auto first_child = [&](const Genome& genome, std::vector<ChildInfo> children) {
+    ProposeRequest request = seeds_request;
+    request.count = 1;
+    request.seed = 5;
+    ParentInfo parent;
+    parent.node_id = "n00000";
+    parent.genome = genome;
+    parent.children = std::move(children);
+    request.parents = {parent};
+    absl::StatusOr<std::vector<Proposal>> out = proposer.Propose(request);
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() && !out->empty() ? (*out)[0] : Proposal();
+  };
+  const Proposal directed = first_child((*seeds)[0].genome, {});
+  EXPECT_EQ(directed.genome.ToString(), (*seeds)[1].genome.ToString());
+  EXPECT_EQ(directed.mutation, "directed:threads 128->256,unroll 1->2");
+  ChildInfo tried;
+  tried.mutation = directed.mutation;
+  EXPECT_NE(first_child((*seeds)[0].genome, {tried}).mutation, directed.mutation);
+  EXPECT_FALSE(absl::StartsWith(first_child((*seeds)[1].genome, {}).mutation, "directed:"));
+}
+
 class CudaRecipesBuild : public ::testing::Test {
  protected:
   void SetUp() override {
