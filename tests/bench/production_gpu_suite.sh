@@ -11,7 +11,8 @@
 #
 # Run from the repository root. The environment: KEVO_PLATFORM (nvidia; cpu
 # to try the script on a host without a GPU), KEVO_GPU_TASKS (default:
-# every task with a CUDA recipe), KEVO_SUITE_BUDGET (4), KEVO_SUITE_FLAGS
+# every task with a CUDA recipe), KEVO_SUITE_BUDGET (4), KEVO_SUITE_JOBS (3: jobs
+# at a time, so one compiles while another times), KEVO_SUITE_FLAGS
 # (more flags for kevo suite), KEVO_PROFILE_CAP (1), KEVO_SUITE_DEADLINE_S
 # (wall limit of this run, 540; the suite is stopped with SIGINT at the limit
 # and resumes next time). STATE_DIR/production_gpu.md gets the table: each
@@ -31,7 +32,7 @@ for t in $tasks; do
 done
 echo "$(ls "$state/tasks" | wc -l) tasks in $state/tasks"
 timeout -s INT "${KEVO_SUITE_DEADLINE_S:-540}" "$bundle/bin/kevo" suite "$state/tasks" --platform "${KEVO_PLATFORM:-nvidia}" \
-  --budget "${KEVO_SUITE_BUDGET:-4}" --profile-cap "${KEVO_PROFILE_CAP:-1}" --jobs 1 \
+  --budget "${KEVO_SUITE_BUDGET:-4}" --profile-cap "${KEVO_PROFILE_CAP:-1}" --jobs "${KEVO_SUITE_JOBS:-3}" \
   --out "$state/results.json" --db "$state/db" --markdown ${KEVO_SUITE_FLAGS:-}
 rc=$?
 echo "kevo suite exit status $rc"
