@@ -5,12 +5,15 @@
 // its process, forging the simulator's time, ...) and is judged end to end by
 // that platform's real backend: cpu/ by the CPU backend (compiler,
 // imported-symbol check, sandbox, kevo-runner-cpu), mtia-sim/ by the mtia-sim
-// backend (the same pieces, kevo-runner-mtia, simulated time). After each,
+// backend (the same pieces, kevo-runner-mtia, simulated time), nvidia/ by
+// the nvidia backend (nvcc, kevo-runner-cuda; skipped, saying why, on a host
+// without an NVIDIA GPU: tests/bench/nvidia_device_run.sh runs them on
+// one). Each platform's backend is made when its first case runs. After each,
 // the same backend must still judge the platform's honest control (its
 // `fast` candidate) right. docs/reliability.md's table of the set is
 // generated here.
 //
-// A candidate is a .cc file, or a .ref file naming an existing example
+// A candidate is a .cc file (.cu on nvidia), or a .ref file naming an existing example
 // (`// source: tasks/...`) so that it is not copied. Its first lines say what
 // it tries and what it must get:
 //   // tries: ...             a phrase for the table
@@ -28,6 +31,9 @@
 //   // message: text          optional: a phrase of the diagnostics' message
 //                             or violation (which defence caught it)
 //   // task: name             optional: tasks/<name> (vector_add by default)
+//   // with: file             optional: a file of the repository pasted
+//                             before the candidate's source (the honest work
+//                             several candidates do around their trick)
 //   // needs: bubblewrap      optional: skipped where bubblewrap cannot start
 //                             (only the container hides host files)
 #include <algorithm>
@@ -51,6 +57,7 @@
 #include "tests/testing/process.h"
 #include "worker/backends/cpu/cpu_backend.h"
 #include "worker/backends/mtia_sim/mtia_backend.h"
+#include "worker/backends/nvidia/nvidia_backend.h"
 
 namespace kevo::worker {
 namespace {
@@ -65,21 +72,23 @@ constexpr double kNoGainMargin = 2.0;
 // The platforms, by their folder under tests/data/adversarial/.
 constexpr char kCpu[] = "cpu";
 constexpr char kMtiaSim[] = "mtia-sim";
+constexpr char kNvidia[] = "nvidia";
 
 // How much faster than the honest control a `no gain` attack may be timed on
 // `platform`: simulated time is deterministic (no noise to allow for), so
-// there a trick may not buy a single cycle over the control.
+// there a trick may not buy a single cycle over the control. (A GPU is as
+// noisy as a shared host for this purpose: the cpu margin.)
 double NoGainMargin(const std::string& platform) { return platform == kMtiaSim ? 1.0 : kNoGainMargin; }
 
 struct Attack {
   std::string name;      // the file's stem
-  std::string platform;  // the folder: cpu or mtia-sim
+  std::string platform;  // the folder: cpu, mtia-sim or nvidia
   std::string tries;
   std::string expect;
   std::string message;
   std::string task = "vector_add";
   std::string needs;
-  std::string source;       // the candidate's C++
+  std::string source;       // the candidate's C++ (CUDA on nvidia)
   std::string source_file;  // relative to the repository, for .ref files
 };
 void PrintTo(const Attack& a, std::ostream* os) { *os << a.platform << "/" << a.name; }
@@ -88,6 +97,7 @@ Attack ReadAttack(const std::filesystem::path& path) {
   Attack a;
   a.name = path.stem().string();
   a.platform = path.parent_path().filename().string();
+  std::string with;
   const std::string text = ::kevo::testing::ReadTextFile(path.string());
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     if (!absl::ConsumePrefix(&line, "// ")) break;
@@ -99,8 +109,10 @@ Attack ReadAttack(const std::filesystem::path& path) {
     if (kv.first == "task") a.task = value;
     if (kv.first == "source") a.source_file = value;
     if (kv.first == "needs") a.needs = value;
+    if (kv.first == "with") with = value;
   }
   a.source = a.source_file.empty() ? text : ::kevo::testing::ReadTextFile(SourceDir() + "/" + a.source_file);
+  if (!with.empty()) a.source = ::kevo::testing::ReadTextFile(SourceDir() + "/" + with) + "\n" + a.source;
   return a;
 }
 
@@ -111,7 +123,7 @@ std::vector<Attack> Attacks() {
   std::error_code ec;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(SourceDir() + "/tests/data/adversarial", ec)) {
     const std::string ext = entry.path().extension().string();
-    if (ext == ".cc" || ext == ".ref") all.push_back(ReadAttack(entry.path()));
+    if (ext == ".cc" || ext == ".cu" || ext == ".ref") all.push_back(ReadAttack(entry.path()));
   }
   std::sort(all.begin(), all.end(), [](const Attack& a, const Attack& b) {
     return std::tie(a.platform, a.name) < std::tie(b.platform, b.name);
@@ -128,49 +140,60 @@ std::string Explain(const v1::Evaluation& ev) {
 // The candidate `source` in the language `platform` evaluates.
 v1::Candidate CandidateFor(const std::string& platform, const std::string& source) {
   v1::Candidate c;
-  c.set_language(platform == kMtiaSim ? kMtiaLanguage : "c++");
+  c.set_language(platform == kMtiaSim ? kMtiaLanguage : platform == kNvidia ? "cuda" : "c++");
   c.set_source(source);
   return c;
 }
 
-class AdversarialTest : public ::testing::TestWithParam<Attack> {
- protected:
-  // One backend per platform for the whole suite.
-  static void SetUpTestSuite() {
+// Each platform's backend, made when its first case runs (a host runs the
+// cases of the platforms it has: the GPU machine filters to nvidia's), kept
+// for the whole suite; or why it could not be made.
+absl::StatusOr<Backend*> BackendFor(const std::string& platform) {
+  static auto* made = new std::map<std::string, absl::StatusOr<Backend*>>();
+  if (auto it = made->find(platform); it != made->end()) return it->second;
+  const std::string work = ::kevo::testing::BinDir() + "/../tests/adversarial_test.work";
+  absl::StatusOr<std::unique_ptr<Backend>> b = absl::InvalidArgumentError(absl::StrCat("no backend for ", platform));
+  if (platform == kCpu) {
     CpuBackendOptions o;
-    o.work_dir = ::kevo::testing::BinDir() + "/../tests/adversarial_test.work";
+    o.work_dir = work;
     o.runner_path = ::kevo::testing::BinDir() + "/kevo-runner-cpu";
     o.run_timeout = absl::Seconds(3);  // the infinite loop's cost
     o.memory_limit_bytes = int64_t{2} << 30;
     o.profile_time_cap_s = 0.3;
     o.calibrate = false;        // no roofline figures needed
     o.time_production = false;  // PyTorch adds seconds and checks nothing here
-    auto cpu = CreateCpuBackend(o);
-    ASSERT_TRUE(cpu.ok()) << cpu.status();
-    cpu_ = cpu->release();
-
+    b = CreateCpuBackend(o);
+  } else if (platform == kMtiaSim) {
     MtiaBackendOptions m;
-    m.work_dir = ::kevo::testing::BinDir() + "/../tests/adversarial_test.mtia.work";
+    m.work_dir = work + ".mtia";
     m.runner_path = ::kevo::testing::BinDir() + "/kevo-runner-mtia";
     m.run_timeout = absl::Seconds(5);  // the infinite loop's cost; an honest case takes under a second
     m.memory_limit_bytes = int64_t{2} << 30;
-    auto mtia = CreateMtiaBackend(m);
-    ASSERT_TRUE(mtia.ok()) << mtia.status();
-    mtia_ = mtia->release();
+    b = CreateMtiaBackend(m);
+  } else if (platform == kNvidia) {
+    NvidiaBackendOptions n;
+    n.work_dir = work + ".nvidia";
+    n.runner_path = ::kevo::testing::BinDir() + "/kevo-runner-cuda";
+    n.cpu_runner_path = ::kevo::testing::BinDir() + "/kevo-runner-cpu";
+    n.run_timeout = absl::Seconds(20);  // the hung kernel's cost
+    n.profile_time_cap_s = 0.3;
+    n.time_production = false;
+    b = CreateNvidiaBackend(n);
   }
-  static void TearDownTestSuite() {
-    delete cpu_;
-    delete mtia_;
-    cpu_ = mtia_ = nullptr;
-  }
+  absl::StatusOr<Backend*> out = b.ok() ? absl::StatusOr<Backend*>(b->release()) : b.status();
+  made->emplace(platform, out);
+  return out;
+}
 
+class AdversarialTest : public ::testing::TestWithParam<Attack> {
+ protected:
   static v1::Evaluation Eval(const std::string& platform, const std::string& task_name, const std::string& source) {
-    Backend* backend = platform == kMtiaSim ? mtia_ : platform == kCpu ? cpu_ : nullptr;
-    EXPECT_NE(backend, nullptr) << "no backend for platform '" << platform << "'";
+    absl::StatusOr<Backend*> backend = BackendFor(platform);
+    EXPECT_TRUE(backend.ok()) << platform << ": " << backend.status();
     auto task = task::LoadTaskDir(SourceDir() + "/tasks/" + task_name);
     EXPECT_TRUE(task.ok()) << task.status();
-    return task.ok() && backend != nullptr ? backend->Evaluate(*task, CandidateFor(platform, source), nullptr)
-                                           : v1::Evaluation();
+    return task.ok() && backend.ok() ? (*backend)->Evaluate(*task, CandidateFor(platform, source), nullptr)
+                                     : v1::Evaluation();
   }
   // The platform's honest control (its `fast` candidate), judged now (after
   // whatever the last case did).
@@ -181,12 +204,7 @@ class AdversarialTest : public ::testing::TestWithParam<Attack> {
     ADD_FAILURE() << "no honest control (fast) under tests/data/adversarial/" << platform;
     return v1::Evaluation();
   }
-
-  static Backend* cpu_;
-  static Backend* mtia_;
 };
-Backend* AdversarialTest::cpu_ = nullptr;
-Backend* AdversarialTest::mtia_ = nullptr;
 
 TEST_P(AdversarialTest, GetsItsStatusAndLeavesTheWorkerJudgingRight) {
   const Attack& a = GetParam();
@@ -194,6 +212,9 @@ TEST_P(AdversarialTest, GetsItsStatusAndLeavesTheWorkerJudgingRight) {
   ASSERT_FALSE(a.source.empty()) << a.name << ": no source (" << a.source_file << ")";
   if (a.needs == "bubblewrap" && !sandbox::BwrapWorks("/usr/bin/bwrap")) {
     GTEST_SKIP() << "bubblewrap cannot start a container here";
+  }
+  if (a.platform == kNvidia && !BackendFor(kNvidia).ok()) {
+    GTEST_SKIP() << "no usable NVIDIA GPU here: " << BackendFor(kNvidia).status();
   }
   const v1::Evaluation ev = Eval(a.platform, a.task, a.source);
   std::cout << a.name << " (" << a.tries << "): " << Explain(ev) << "\n";
@@ -245,7 +266,8 @@ TEST(AdversarialSetTest, HoldsAnHonestControlPerPlatformAndEveryCaseSaysWhatItMu
   for (const Attack& a : Attacks()) {
     EXPECT_FALSE(a.tries.empty()) << a.name;
     EXPECT_FALSE(a.expect.empty()) << a.name;
-    EXPECT_TRUE(a.platform == kCpu || a.platform == kMtiaSim) << a.platform << "/" << a.name << ": no backend";
+    EXPECT_TRUE(a.platform == kCpu || a.platform == kMtiaSim || a.platform == kNvidia)
+        << a.platform << "/" << a.name << ": no backend";
     ++cases[a.platform];
     if (a.name == "fast") {
       EXPECT_EQ(a.expect, "honest") << a.platform << "/fast is the control";
@@ -254,8 +276,10 @@ TEST(AdversarialSetTest, HoldsAnHonestControlPerPlatformAndEveryCaseSaysWhatItMu
   }
   EXPECT_EQ(controls[kCpu], 1);
   EXPECT_EQ(controls[kMtiaSim], 1);
+  EXPECT_EQ(controls[kNvidia], 1);
   EXPECT_GE(cases[kCpu], 25);
   EXPECT_GE(cases[kMtiaSim], 9);
+  EXPECT_GE(cases[kNvidia], 15);
 }
 
 // docs/reliability.md's native table: a row per candidate, with the outcome

@@ -2,8 +2,10 @@
 # One batched session on a lent GPU machine (docs/nvidia.md): checks that the
 # bundle runs there, runs the nvidia bench (tests/bench/nvidia_h200.sh), the
 # `kevo run` searches and the 100-evaluation job (tests/bench/nvidia_search.sh)
-# and the GPU tests (nvidia_kernelbench_test, nvidia_backend_test: whichever
-# the caller copied into BUNDLE/tests, in that order), each within what is
+# and the GPU tests (KEVO_GPU_TESTS, default nvidia_kernelbench_test,
+# nvidia_backend_test and adversarial_test's nvidia cases: whichever the
+# caller copied into BUNDLE/tests, in that order; KEVO_GPU_TEST_FILTER is a
+# --gtest_filter for all of them), each within what is
 # left of KEVO_DEVICE_DEADLINE_S (default 560) seconds. KEVO_SKIP_BENCH=1 and
 # KEVO_SKIP_SEARCH=1 skip steps, KEVO_GPU_TESTS_FIRST=1 runs the tests first
 # (each binary for at most KEVO_GPU_TEST_LIMIT_S, default 240);
@@ -39,11 +41,14 @@ gpu_tests() {
   # The runners find their libraries through $ORIGIN/../lib.
   ln -sfn "$(cd "$bundle" && pwd)/lib" /tmp/kevo-gpu-test/lib
   cp "$bundle"/libexec/kevo-runner-* /tmp/kevo-gpu-test/bin/
-  for t in nvidia_kernelbench_test nvidia_backend_test; do
+  for t in ${KEVO_GPU_TESTS:-nvidia_kernelbench_test nvidia_backend_test adversarial_test}; do
     [[ -x "$bundle/tests/$t" ]] && (( end - SECONDS > 30 )) || continue
     cp "$bundle/tests/$t" /tmp/kevo-gpu-test/tests/
+    # adversarial_test: its nvidia cases (the others need runners the bundle leaves out).
+    filter="${KEVO_GPU_TEST_FILTER:-}"
+    [[ -z "$filter" && "$t" == adversarial_test ]] && filter='*nvidia*'
     KEVO_SOURCE_DIR="$PWD" KEVO_BIN_DIR=/tmp/kevo-gpu-test/bin LD_LIBRARY_PATH="$PWD/$bundle/lib" \
-      timeout "$(left "${KEVO_GPU_TEST_LIMIT_S:-240}")" /tmp/kevo-gpu-test/tests/$t ${KEVO_GPU_TEST_FILTER:+--gtest_filter="$KEVO_GPU_TEST_FILTER"} 2>&1 |
+      timeout "$(left "${KEVO_GPU_TEST_LIMIT_S:-240}")" /tmp/kevo-gpu-test/tests/$t ${filter:+--gtest_filter="$filter"} 2>&1 |
       tee "$out/$t.txt" | grep -E "^\[ *(OK|FAILED|SKIPPED|PASSED|RUN) *\]|Failure|Expected|Which is|Value of" | tail -60 | tee -a "$log"
   done
 }
