@@ -138,6 +138,7 @@ TEST(RecipeTest, StarterTasksGetTheirPatternRecipesAndTheGenericMutator) {
       {"softmax", {"softmax_three_pass", "softmax_online", "generic"}},
       {"row_sum", {"row_reduce", "generic"}},
       {"matmul", {"gemm_packed", "generic"}},
+      {"matvec", {"gemv_rows", "generic"}},
       {"bucketize", {"bucketize_tree", "bucketize_search", "bucketize_lut", "generic"}},
   };
   // On nvidia only the CUDA recipes (cuda_*.cc) apply; matmul is f32, and the
@@ -147,6 +148,7 @@ TEST(RecipeTest, StarterTasksGetTheirPatternRecipesAndTheGenericMutator) {
       {"softmax", {"cuda_softmax"}},
       {"row_sum", {"cuda_row_reduce"}},
       {"matmul", {}},
+      {"matvec", {}},
       {"bucketize", {}},
   };
   for (const auto& [name, recipes] : want) {

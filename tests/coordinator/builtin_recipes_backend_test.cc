@@ -83,7 +83,7 @@ TEST_P(RecipesOnCpuBackendTest, FirstGenerationEvaluatesOk) {
 }
 
 INSTANTIATE_TEST_SUITE_P(StarterTasks, RecipesOnCpuBackendTest,
-                         ::testing::Values("vector_add", "softmax", "row_sum", "matmul", "bucketize"));
+                         ::testing::Values("vector_add", "softmax", "row_sum", "matmul", "bucketize", "matvec"));
 
 // The speed-of-light check (docs/reliability.md) on honest kernels: the
 // recipe points that read above 100% of the roofline in docs/benchmarks.md

@@ -79,6 +79,7 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewLogSoftmaxOnlineRecipe());
     v->push_back(NewRowNormRecipe());
     v->push_back(NewCrossEntropyRecipe());
+    v->push_back(NewGemvRowsRecipe());
     v->push_back(NewGemmPackedRecipe());
     v->push_back(NewGemmBf16DotRecipe());
     v->push_back(NewBucketizeTreeRecipe());

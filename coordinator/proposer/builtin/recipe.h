@@ -112,6 +112,7 @@ const Recipe* FindRecipe(std::string_view name);
 std::unique_ptr<Recipe> NewElementwiseRecipe();
 std::unique_ptr<Recipe> NewRowReduceRecipe();
 std::unique_ptr<Recipe> NewRowNormRecipe();
+std::unique_ptr<Recipe> NewGemvRowsRecipe();
 std::unique_ptr<Recipe> NewCrossEntropyRecipe();
 std::unique_ptr<Recipe> NewRowArgmaxRecipe();
 std::unique_ptr<Recipe> NewSoftmaxThreePassRecipe();
