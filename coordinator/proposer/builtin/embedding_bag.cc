@@ -11,7 +11,13 @@
 // is the same float32 sum in the same order as the reference's. Table rows
 // `prefetch` indices ahead are prefetched into the cache: the rows are
 // scattered across a table far larger than the caches, so the loads are
-// latency-bound.
+// latency-bound. With `ahead: stream` the prefetch runs along the packed
+// indices across bag boundaries (a thread's bags are consecutive), so a
+// bag's first rows are on their way while the bag before it finishes;
+// `ahead: bag` stays inside the bag (its first `prefetch` rows are misses).
+// With `accumulate: registers`, a row width of 16 to 128 floats (a multiple
+// of 16) is summed in vector registers over the whole bag and stored once;
+// otherwise (and for other widths) into the output row in memory.
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -34,6 +40,14 @@ class EmbeddingBagRowsRecipe final : public BoundRecipe<EmbeddingBagShapes> {
             SearchSpace({
                 {"rows", {"1", "2", "4"}, "2", "table rows added per pass over the output row"},
                 {"prefetch", {"0", "4", "8", "16"}, "8", "prefetch the table row this many indices ahead (0: none)"},
+                {"ahead",
+                 {"bag", "stream"},
+                 "stream",
+                 "prefetch within the bag, or along the packed indices into the next bags"},
+                {"accumulate",
+                 {"memory", "registers"},
+                 "registers",
+                 "sum a bag in the output row, or in vector registers (row widths 16..128, multiples of 16)"},
                 {"threads", {"1", "all"}, "all", "OpenMP threads (bags split among them)"},
                 {"schedule", {"static", "dynamic"}, "dynamic", "OpenMP schedule over bags (bag sizes vary)"},
                 {"chunk", {"16", "64", "256"}, "64", "bags per OpenMP chunk"},
@@ -58,6 +72,58 @@ class EmbeddingBagRowsRecipe final : public BoundRecipe<EmbeddingBagShapes> {
                     "int64_t d) {\n#pragma omp simd\n  for (int64_t k = 0; k < d; ++k) {\n", "    float v = o[k];\n");
     for (int64_t i = 0; i < rows; ++i) absl::StrAppend(&s, "    v += r[", i, "][k];\n");
     absl::StrAppend(&s, "    o[k] = v;\n  }\n}\n\n");
+    const bool registers = StrParam(genome, "accumulate") == "registers";
+    if (registers) {
+      // The prefetch distance and scope as in the loop below; the same sum,
+      // element by element, in the same order.
+      const std::string limit = StrParam(genome, "ahead") == "stream" ? "left" : "n";
+      absl::StrAppend(&s, R"(typedef float kevo_v16 __attribute__((vector_size(64)));
+// Sums one bag of rows DV * 16 floats wide in registers; stores it once.
+template <int DV>
+static inline void kevo_bag_in_registers(const float* table, const int64_t* idx, int64_t n, int64_t left, int64_t d,
+                                         float* o) {
+  kevo_v16 acc[DV];
+#pragma GCC unroll 8
+  for (int u = 0; u < DV; ++u) acc[u] = kevo_v16{};
+  for (int64_t j = 0; j < n; ++j) {
+)",
+                      prefetch > 0 ? absl::StrCat("    if (j + ", prefetch, " < ", limit,
+                                                  ") {\n      const char* p = reinterpret_cast<const char*>(table + "
+                                                  "idx[j + ",
+                                                  prefetch,
+                                                  "] * d);\n#pragma GCC unroll 8\n      for (int u = 0; u < DV * 64; "
+                                                  "u += 64) __builtin_prefetch(p + u, 0, 1);\n    }\n")
+                                   : "",
+                      R"(    const float* row = table + idx[j] * d;
+#pragma GCC unroll 8
+    for (int u = 0; u < DV; ++u) {
+      kevo_v16 v;
+      __builtin_memcpy(&v, row + 16 * u, sizeof v);
+      acc[u] += v;
+    }
+  }
+)",
+                      b.mean ? "  if (n > 0) {\n    const float len = static_cast<float>(n);\n#pragma GCC unroll 8\n"
+                               "    for (int u = 0; u < DV; ++u) acc[u] = acc[u] / len;\n  }\n"
+                             : "",
+                      R"(  __builtin_memcpy(o, acc, sizeof acc);
+}
+// False for a width it has no register form for.
+static inline bool kevo_bag_fast(const float* table, const int64_t* idx, int64_t n, int64_t left, int64_t d,
+                                 float* o) {
+  switch (d) {
+    case 16: kevo_bag_in_registers<1>(table, idx, n, left, d, o); return true;
+    case 32: kevo_bag_in_registers<2>(table, idx, n, left, d, o); return true;
+    case 48: kevo_bag_in_registers<3>(table, idx, n, left, d, o); return true;
+    case 64: kevo_bag_in_registers<4>(table, idx, n, left, d, o); return true;
+    case 96: kevo_bag_in_registers<6>(table, idx, n, left, d, o); return true;
+    case 128: kevo_bag_in_registers<8>(table, idx, n, left, d, o); return true;
+    default: return false;
+  }
+}
+
+)");
+    }
     absl::StrAppend(&s, definition, " {\n");
     absl::StrAppend(&s, "  const int64_t kevo_d = ", b.d, ", kevo_bags = ", b.bags, ";\n");
     absl::StrAppend(&s, "  const float* kevo_table = ", b.table, ";\n  const int64_t* kevo_idx = ", b.indices,
@@ -72,16 +138,21 @@ class EmbeddingBagRowsRecipe final : public BoundRecipe<EmbeddingBagShapes> {
     }
     absl::StrAppend(&s, R"(  for (int64_t bag = 0; bag < kevo_bags; ++bag) {
     float* o = kevo_out + bag * kevo_d;
-    for (int64_t k = 0; k < kevo_d; ++k) o[k] = 0.0f;
     const int64_t* idx = kevo_idx + kevo_off[bag];
     const int64_t n = kevo_off[bag + 1] - kevo_off[bag];
+    const int64_t kevo_left = kevo_off[kevo_bags] - kevo_off[bag];  // indices from this bag's first to the end
+)");
+    if (registers) absl::StrAppend(&s, "    if (kevo_bag_fast(kevo_table, idx, n, kevo_left, kevo_d, o)) continue;\n");
+    absl::StrAppend(&s, R"(    for (int64_t k = 0; k < kevo_d; ++k) o[k] = 0.0f;
     const float* r[)",
                     rows, "];\n    int64_t j = 0;\n");
     std::string prefetch_line;
     if (prefetch > 0) {
-      // Prefetches stay inside the bag's indices (which may end the input).
+      // Prefetches stay inside the bag's indices, or the packed indices
+      // (which may end the input).
+      const bool stream = StrParam(genome, "ahead") == "stream";
       prefetch_line = absl::StrCat(
-          "      if (j + ", prefetch, " < n) {\n",
+          "      if (j + ", prefetch, stream ? " < kevo_left) {\n" : " < n) {\n",
           "        const char* p = reinterpret_cast<const char*>(kevo_table + idx[j + ", prefetch, "] * kevo_d);\n",
           "        for (int64_t c = 0; c < kevo_d * 4; c += 64) __builtin_prefetch(p + c, 0, 1);\n", "      }\n");
     }
