@@ -139,6 +139,8 @@ TEST(RecipeTest, StarterTasksGetTheirPatternRecipesAndTheGenericMutator) {
       {"row_sum", {"row_reduce", "generic"}},
       {"matmul", {"gemm_packed", "generic"}},
       {"matvec", {"gemv_rows", "generic"}},
+      {"matmul_bias_gelu", {"gemm_tiles", "gemm_packed_ex", "generic"}},
+      {"matmul_at", {"gemm_tiles", "generic"}},
       {"bucketize", {"bucketize_tree", "bucketize_search", "bucketize_lut", "generic"}},
   };
   // On nvidia only the CUDA recipes (cuda_*.cc) apply; matmul is f32, and the
@@ -149,6 +151,8 @@ TEST(RecipeTest, StarterTasksGetTheirPatternRecipesAndTheGenericMutator) {
       {"row_sum", {"cuda_row_reduce"}},
       {"matmul", {}},
       {"matvec", {}},
+      {"matmul_bias_gelu", {}},
+      {"matmul_at", {}},
       {"bucketize", {}},
   };
   for (const auto& [name, recipes] : want) {

@@ -4,6 +4,9 @@
 //     transposed; hints {pattern: matmul_ex, a, b, c, m, n, k, batch, bias,
 //     a_layout: mk|km, b_layout: kn|nk, epilogue: none|gelu_erf} (defaults A,
 //     B, C, M, N, K, no batch, no bias, mk, kn, none);
+//   - "gemm_packed_ex": the same pattern with A stored mk: gemm_packed's
+//     packed, register-blocked GEMM per batch entry (B^T transposed to kn
+//     first), then the bias and GELU in one pass over C;
 //   - "fm_ikj": the factorisation-machine interaction Z[b] = X[b] (X[b]^T Y[b]),
 //     hints {pattern: fm_interaction, x, y, z, batch, n, d, e} (defaults X, Y,
 //     Z, batch, N, D, E; X [batch, n, d], Y and Z [batch, n, e]);
@@ -20,6 +23,7 @@
 // Threads take batch entries (fm) or blocks of MR rows (mlp), each with its
 // own scratch.
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -293,16 +297,64 @@ std::string MatmulSource(const v1::Task& task, const Genome& genome, const std::
   return s;
 }
 
+// The source of gemm_packed_ex for a bound task (A stored mk).
+std::string PackedMatmulSource(const v1::Task& task, const Genome& genome, const std::string& definition) {
+  MatmulBinding p;
+  BindMatmul(task, &p);
+  const bool threaded = StrParam(genome, "threads") == "all";
+  std::string s = PackedGemmFunctions(genome, v1::F32);
+  if (p.gelu) {
+    // glibc's vector erff (libmvec), so the epilogue's loop runs 16 lanes a
+    // step: one scalar erff per element cost more than the GEMM itself.
+    absl::StrAppend(&s, "#pragma omp declare simd notinbranch\nextern \"C\" float erff(float);\n");
+  }
+  absl::StrAppend(&s, "\n", definition, " {\n  const float* kevo_a = ", p.a, ";\n  const float* kevo_b = ", p.b,
+                  ";\n  float* kevo_c = ", p.c, ";\n  const int64_t kevo_m = ", p.m, ", kevo_n = ", p.n,
+                  ", kevo_k = ", p.k, ", kevo_batch = ", p.batch.empty() ? "1" : p.batch, ";\n");
+  if (p.b_nk) {
+    absl::StrAppend(&s, R"(  static thread_local kevo_scratch kevo_bt_scratch;
+  float* kevo_bt = kevo_bt_scratch.get(kevo_batch * kevo_k * kevo_n + 1);
+  if (kevo_bt == nullptr) return;
+)",
+                    threaded ? "#pragma omp parallel for schedule(static)\n" : "",
+                    R"(  for (int64_t bk = 0; bk < kevo_batch * kevo_k; ++bk) {
+    const int64_t bb = bk / kevo_k, kk = bk % kevo_k;
+    for (int64_t j = 0; j < kevo_n; ++j) kevo_bt[bk * kevo_n + j] = kevo_b[(bb * kevo_n + j) * kevo_k + kk];
+  }
+  const float* kevo_bkn = kevo_bt;
+)");
+  } else {
+    absl::StrAppend(&s, "  const float* kevo_bkn = kevo_b;\n");
+  }
+  absl::StrAppend(&s, R"(  for (int64_t bb = 0; bb < kevo_batch; ++bb) {
+    kevo_gemm(kevo_a + bb * kevo_m * kevo_k, kevo_bkn + bb * kevo_k * kevo_n, kevo_c + bb * kevo_m * kevo_n, kevo_m,
+              kevo_n, kevo_k);
+  }
+)");
+  if (!p.bias.empty() || p.gelu) {
+    absl::StrAppend(&s, threaded ? "#pragma omp parallel for schedule(static)\n" : "",
+                    "  for (int64_t r = 0; r < kevo_batch * kevo_m; ++r) {\n    float* c = kevo_c + r * kevo_n;\n",
+                    "#pragma omp simd\n    for (int64_t j = 0; j < kevo_n; ++j) {\n      const float z = c[j]",
+                    p.bias.empty() ? "" : absl::StrCat(" + ", p.bias, "[j]"),
+                    ";\n      c[j] = ", p.gelu ? "0.5f * z * (1.0f + erff(z * 0.70710678f))" : "z", ";\n    }\n  }\n");
+  }
+  absl::StrAppend(&s, "}\n");
+  return s;
+}
+
 // One recipe of this file: names, whether a task binds, and its source.
 struct ChainSpec {
   std::string name, family, description;
   bool (*binds)(const v1::Task&);
   std::string (*source)(const v1::Task&, const Genome&, const std::string& definition);
+  // Extra compiler flags for a bound task (none when null).
+  std::vector<std::string> (*flags)(const v1::Task&) = nullptr;
 };
 
 class TiledChainRecipe final : public Recipe {
  public:
-  explicit TiledChainRecipe(ChainSpec spec) : spec_(std::move(spec)), space_(TileSpace()) {}
+  explicit TiledChainRecipe(ChainSpec spec, SearchSpace space = SearchSpace(TileSpace()))
+      : spec_(std::move(spec)), space_(std::move(space)) {}
 
   std::string name() const override { return spec_.name; }
   std::string family() const override { return spec_.family; }
@@ -316,7 +368,11 @@ class TiledChainRecipe final : public Recipe {
   absl::StatusOr<v1::Candidate> Generate(const v1::Task& task, const Genome& genome) const override {
     KEVO_RETURN_IF_ERROR(CheckGenerate(*this, task, genome));
     KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
-    return CppCandidate(spec_.source(task, genome, definition));
+    v1::Candidate candidate = CppCandidate(spec_.source(task, genome, definition));
+    if (spec_.flags != nullptr) {
+      for (const std::string& flag : spec_.flags(task)) candidate.add_extra_flags(flag);
+    }
+    return candidate;
   }
 
  private:
@@ -360,6 +416,27 @@ std::unique_ptr<Recipe> NewGemmTilesRecipe() {
                   return BindMatmul(task, &p);
                 },
                 MatmulSource});
+}
+
+std::unique_ptr<Recipe> NewGemmPackedExRecipe() {
+  return std::make_unique<TiledChainRecipe>(
+      ChainSpec{"gemm_packed_ex", "matmul_ex",
+                "(batched) matmul, B optionally transposed, with an optional bias and GELU epilogue: "
+                "gemm_packed's packed register-blocked GEMM per batch entry, then the epilogue in one pass",
+                [](const v1::Task& task) {
+                  MatmulBinding p;
+                  return BindMatmul(task, &p) && !p.a_km;
+                },
+                PackedMatmulSource,
+                [](const v1::Task& task) {
+                  // libm's functions pure, so the simd loop calls libmvec's
+                  // erff for every lane.
+                  MatmulBinding p;
+                  return BindMatmul(task, &p) && p.gelu
+                             ? std::vector<std::string>{"-fno-math-errno", "-mprefer-vector-width=512"}
+                             : std::vector<std::string>{};
+                }},
+      PackedGemmSpace());
 }
 
 }  // namespace kevo::proposer

@@ -89,6 +89,7 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewFmIkjRecipe());
     v->push_back(NewMlpRmsNormIkjRecipe());
     v->push_back(NewGemmTilesRecipe());
+    v->push_back(NewGemmPackedExRecipe());
     v->push_back(NewJaggedTruncateRecipe());
     v->push_back(NewSaturatingCastRecipe());
     // im2col + GEMM first: its default seeds before the direct recipe's (1.27x

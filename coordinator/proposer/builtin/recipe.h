@@ -113,6 +113,7 @@ std::unique_ptr<Recipe> NewElementwiseRecipe();
 std::unique_ptr<Recipe> NewRowReduceRecipe();
 std::unique_ptr<Recipe> NewRowNormRecipe();
 std::unique_ptr<Recipe> NewGemvRowsRecipe();
+std::unique_ptr<Recipe> NewGemmPackedExRecipe();
 std::unique_ptr<Recipe> NewCrossEntropyRecipe();
 std::unique_ptr<Recipe> NewRowArgmaxRecipe();
 std::unique_ptr<Recipe> NewSoftmaxThreePassRecipe();
