@@ -88,7 +88,7 @@ TEST_P(RecipesOnCpuBackendTest, FirstGenerationEvaluatesOk) {
 INSTANTIATE_TEST_SUITE_P(StarterTasks, RecipesOnCpuBackendTest,
                          ::testing::Values("vector_add", "softmax", "row_sum", "matmul", "bucketize", "matvec",
                                            "embedding_bag_sum", "embedding_bag_mean", "matmul_bias_gelu",
-                                           "matmul_batched", "matmul_bt"));
+                                           "matmul_batched", "matmul_bt", "bmm_gelu_rmsnorm_bmm"));
 
 // The speed-of-light check (docs/reliability.md) on honest kernels: the
 // recipe points that read above 100% of the roofline in docs/benchmarks.md

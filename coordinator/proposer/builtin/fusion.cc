@@ -154,6 +154,12 @@ std::string FmSource(const v1::Task& task, const Genome& genome, const std::stri
   return s;
 }
 
+// glibc's vector erff (libmvec, 2.35 and later), so that a `#pragma omp simd`
+// loop computing GELU runs 16 lanes a step: one scalar erff per element cost
+// more than the products around it. The candidate needs VectorErfFlags().
+constexpr char kVectorErf[] = "#pragma omp declare simd notinbranch\nextern \"C\" float erff(float);\n";
+std::vector<std::string> VectorErfFlags() { return {"-fno-math-errno", "-mprefer-vector-width=512"}; }
+
 struct MlpBinding {
   std::string x, w1, gamma, w2, y, batch, m, k, h, n, eps;
 };
@@ -177,7 +183,7 @@ std::string MlpSource(const v1::Task& task, const Genome& genome, const std::str
   MlpBinding p;
   BindMlp(task, &p);
   const bool threaded = StrParam(genome, "threads") == "all";
-  std::string s = TilePreamble(genome);
+  std::string s = TilePreamble(genome) + kVectorErf;
   absl::StrAppend(&s, definition, " {\n  const float* kevo_x = ", p.x, ";\n  const float* kevo_w1 = ", p.w1,
                   ";\n  const float* kevo_gamma = ", p.gamma, ";\n  const float* kevo_w2 = ", p.w2,
                   ";\n  float* kevo_y = ", p.y, ";\n  const int64_t kevo_batch = ", p.batch, ", kevo_m = ", p.m,
@@ -196,9 +202,10 @@ std::string MlpSource(const v1::Task& task, const Genome& genome, const std::str
                     kevo_w1 + b * kevo_k * kevo_h, kevo_h, kevo_h, u, kevo_h);
     for (int64_t r = 0; r < rows; ++r) {
       float* row = u + r * kevo_h;
+#pragma omp simd
       for (int64_t hh = 0; hh < kevo_h; ++hh) {
         const float v = row[hh];
-        row[hh] = 0.5f * v * (1.0f + std::erf(v * 0.70710678f));
+        row[hh] = 0.5f * v * (1.0f + erff(v * 0.70710678f));
       }
       double sq = 0.0;
       for (int64_t hh = 0; hh < kevo_h; ++hh) sq += static_cast<double>(row[hh]) * row[hh];
@@ -248,12 +255,19 @@ bool BindMatmul(const v1::Task& task, MatmulBinding* p) {
          (p->bias.empty() || IsF32Tensor(task, p->bias, {p->n}, false)) && DefinitionLine(task).ok();
 }
 
+// The compiler flags of a matmul_ex task's candidate: those of the vector
+// erff when its epilogue is a GELU.
+std::vector<std::string> MatmulFlags(const v1::Task& task) {
+  MatmulBinding p;
+  return BindMatmul(task, &p) && p.gelu ? VectorErfFlags() : std::vector<std::string>{};
+}
+
 // The source of gemm_tiles for a bound task.
 std::string MatmulSource(const v1::Task& task, const Genome& genome, const std::string& definition) {
   MatmulBinding p;
   BindMatmul(task, &p);
   const bool threaded = StrParam(genome, "threads") == "all";
-  std::string s = TilePreamble(genome);
+  std::string s = TilePreamble(genome) + (p.gelu ? kVectorErf : "");
   absl::StrAppend(&s, definition, " {\n  const float* kevo_a = ", p.a, ";\n  const float* kevo_b = ", p.b,
                   ";\n  float* kevo_c = ", p.c, ";\n  const int64_t kevo_m = ", p.m, ", kevo_n = ", p.n,
                   ", kevo_k = ", p.k, ", kevo_batch = ", p.batch.empty() ? "1" : p.batch, ";\n");
@@ -287,11 +301,12 @@ std::string MatmulSource(const v1::Task& task, const Genome& genome, const std::
                     kevo_bkn + bb * kevo_k * kevo_n, kevo_n, kevo_n, c, kevo_n);
 )");
   if (!p.bias.empty() || p.gelu) {
-    absl::StrAppend(&s, "    for (int64_t r = 0; r < rows; ++r) {\n      for (int64_t j = 0; j < kevo_n; ++j) {\n",
-                    "        const float z = c[r * kevo_n + j]",
-                    p.bias.empty() ? "" : absl::StrCat(" + ", p.bias, "[j]"),
-                    ";\n        c[r * kevo_n + j] = ", p.gelu ? "0.5f * z * (1.0f + std::erf(z * 0.70710678f))" : "z",
-                    ";\n      }\n    }\n");
+    absl::StrAppend(
+        &s,
+        "    for (int64_t r = 0; r < rows; ++r) {\n#pragma omp simd\n      for (int64_t j = 0; j < kevo_n; ++j) {\n",
+        "        const float z = c[r * kevo_n + j]", p.bias.empty() ? "" : absl::StrCat(" + ", p.bias, "[j]"),
+        ";\n        c[r * kevo_n + j] = ", p.gelu ? "0.5f * z * (1.0f + erff(z * 0.70710678f))" : "z",
+        ";\n      }\n    }\n");
   }
   absl::StrAppend(&s, "  }\n", p.b_nk ? "  std::free(kevo_bt);\n" : "", "}\n");
   return s;
@@ -303,11 +318,7 @@ std::string PackedMatmulSource(const v1::Task& task, const Genome& genome, const
   BindMatmul(task, &p);
   const bool threaded = StrParam(genome, "threads") == "all";
   std::string s = PackedGemmFunctions(genome, v1::F32);
-  if (p.gelu) {
-    // glibc's vector erff (libmvec), so the epilogue's loop runs 16 lanes a
-    // step: one scalar erff per element cost more than the GEMM itself.
-    absl::StrAppend(&s, "#pragma omp declare simd notinbranch\nextern \"C\" float erff(float);\n");
-  }
+  if (p.gelu) absl::StrAppend(&s, kVectorErf);
   absl::StrAppend(&s, "\n", definition, " {\n  const float* kevo_a = ", p.a, ";\n  const float* kevo_b = ", p.b,
                   ";\n  float* kevo_c = ", p.c, ";\n  const int64_t kevo_m = ", p.m, ", kevo_n = ", p.n,
                   ", kevo_k = ", p.k, ", kevo_batch = ", p.batch.empty() ? "1" : p.batch, ";\n");
@@ -403,7 +414,7 @@ std::unique_ptr<Recipe> NewMlpRmsNormIkjRecipe() {
                   MlpBinding p;
                   return BindMlp(task, &p);
                 },
-                MlpSource});
+                MlpSource, [](const v1::Task&) { return VectorErfFlags(); }});
 }
 
 std::unique_ptr<Recipe> NewGemmTilesRecipe() {
@@ -415,7 +426,7 @@ std::unique_ptr<Recipe> NewGemmTilesRecipe() {
                   MatmulBinding p;
                   return BindMatmul(task, &p);
                 },
-                MatmulSource});
+                MatmulSource, MatmulFlags});
 }
 
 std::unique_ptr<Recipe> NewGemmPackedExRecipe() {
@@ -427,15 +438,7 @@ std::unique_ptr<Recipe> NewGemmPackedExRecipe() {
                   MatmulBinding p;
                   return BindMatmul(task, &p) && !p.a_km;
                 },
-                PackedMatmulSource,
-                [](const v1::Task& task) {
-                  // libm's functions pure, so the simd loop calls libmvec's
-                  // erff for every lane.
-                  MatmulBinding p;
-                  return BindMatmul(task, &p) && p.gelu
-                             ? std::vector<std::string>{"-fno-math-errno", "-mprefer-vector-width=512"}
-                             : std::vector<std::string>{};
-                }},
+                PackedMatmulSource, MatmulFlags},
       PackedGemmSpace());
 }
 
