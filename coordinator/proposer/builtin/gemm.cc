@@ -409,7 +409,12 @@ static void kevo_gemm(const kevo_in_t* __restrict a, const kevo_in_t* __restrict
       }
     }
   }
-  const int64_t mc = kevo_min(MC, (m + MR - 1) / MR * MR);
+  // At least two blocks a thread where m allows it: with MC-row blocks
+  // alone, a GEMM of 64 or 128 rows (a convolution's filters, a small
+  // batched product) was one block and ran on one thread.
+  const int64_t nt = omp_get_max_threads();
+  const int64_t fair = ((m + 2 * nt - 1) / (2 * nt) + MR - 1) / MR * MR;
+  const int64_t mc = kevo_max(MR, kevo_min(kevo_min(MC, (m + MR - 1) / MR * MR), fair));
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t ib = 0; ib < (m + mc - 1) / mc; ++ib) {
     const int64_t ic = ib * mc;
