@@ -1,6 +1,5 @@
 // tries: honest for its first 3 calls at a size, then copies back the last output it computed (kept in device memory) instead of reading x and y
 // expect: WRONG_ANSWER
-// message: a timed call disagreed with the baseline
 // with: tests/data/adversarial/nvidia/launch_add.cuh
 #include <cuda_runtime.h>
 #include <cstdint>
