@@ -115,6 +115,10 @@ struct EmbeddingBagShapes {
 bool BindEmbeddingBag(const v1::Task& task, EmbeddingBagShapes* b);
 
 // The names a row recipe binds to.
+// Whether `name` is a float32 signature tensor (an output when `output`) of
+// shape `shape`, every dimension a signature symbol (codegen.cc).
+bool IsF32Tensor(const v1::Task& task, const std::string& name, const std::vector<std::string>& shape, bool output);
+
 struct RowBinding {
   std::string in, out, rows, cols;
 };

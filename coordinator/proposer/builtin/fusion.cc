@@ -100,19 +100,6 @@ std::string TilePreamble(const Genome& genome) {
                       kTileHelpers, "\n");
 }
 
-// Whether `name` is a float32 signature tensor (input or output) of shape `shape`.
-bool IsF32Tensor(const v1::Task& task, const std::string& name, const std::vector<std::string>& shape, bool output) {
-  const v1::TensorSpec* t = output ? FindOutput(task, name) : FindInput(task, name);
-  if (t == nullptr || t->dtype() != v1::F32 || !IsSignatureParam(task, name) ||
-      t->shape_size() != static_cast<int>(shape.size())) {
-    return false;
-  }
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (t->shape(static_cast<int>(i)) != shape[i] || !IsSymbolParam(task, shape[i])) return false;
-  }
-  return true;
-}
-
 struct FmBinding {
   std::string x, y, z, batch, n, d, e;
 };

@@ -220,20 +220,8 @@ bool BindGemv(const v1::Task& task, GemvBinding* b) {
   b->y = Hint(task, "y", "y");
   b->m = Hint(task, "m", "M");
   b->k = Hint(task, "k", "K");
-  const v1::TensorSpec* a = FindInput(task, b->a);
-  const v1::TensorSpec* x = FindInput(task, b->x);
-  const v1::TensorSpec* y = FindOutput(task, b->y);
-  if (a == nullptr || x == nullptr || y == nullptr || a->dtype() != v1::F32 || x->dtype() != v1::F32 ||
-      y->dtype() != v1::F32) {
-    return false;
-  }
-  for (const std::string* name : {&b->a, &b->x, &b->y}) {
-    if (!IsSignatureParam(task, *name)) return false;
-  }
-  if (!IsSymbolParam(task, b->m) || !IsSymbolParam(task, b->k)) return false;
-  if (a->shape_size() != 2 || a->shape(0) != b->m || a->shape(1) != b->k) return false;
-  if (x->shape_size() != 1 || x->shape(0) != b->k || y->shape_size() != 1 || y->shape(0) != b->m) return false;
-  return DefinitionLine(task).ok();
+  return IsF32Tensor(task, b->a, {b->m, b->k}, false) && IsF32Tensor(task, b->x, {b->k}, false) &&
+         IsF32Tensor(task, b->y, {b->m}, true) && DefinitionLine(task).ok();
 }
 
 // Memory-bound: each element of a is read once. Every row is a dot product
