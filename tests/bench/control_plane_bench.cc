@@ -2,7 +2,8 @@
 // record when the workers are not the bottleneck.
 //
 // Starts a real kevo-coordinator (its own process, RocksDB on disk under
-// --dir), opens --workers real gRPC worker streams to it (one connection
+// --dir, kept; without it a folder under /var/tmp, removed after a run that
+// recorded evaluations), opens --workers real gRPC worker streams to it (one connection
 // each, as a fleet has), submits --jobs search jobs of one task through
 // JobService (each of --budget evaluations; one that ends is replaced by a
 // new one, so that --jobs run all along; each stream heartbeats every 2 s), and answers every assignment at once with a
@@ -308,7 +309,8 @@ int main(int argc, char** argv) {
       return Usage("unknown flag " + a);
     if (!ok) return Usage(absl::StrCat("bad value for ", a, ": ", v));
   }
-  if (o.dir.empty()) {
+  const bool made_dir = o.dir.empty();
+  if (made_dir) {
     char tmpl[] = "/var/tmp/kevo-control-plane-XXXXXX";
     if (mkdtemp(tmpl) == nullptr) return Usage("cannot make a temporary folder");
     o.dir = tmpl;
@@ -461,7 +463,11 @@ int main(int argc, char** argv) {
               100 * synced_s / wall);
   std::printf(
       "(%.1f s measured after %.1f s warm-up; %zu latency samples; task %s, jobs of %d evaluations, "
-      "%d submitted in all; state and log in %s)\n",
-      wall, o.warmup, lat.size(), task->name().c_str(), o.budget, submitted, o.dir.c_str());
+      "%d submitted in all; %s %s)\n",
+      wall, o.warmup, lat.size(), task->name().c_str(), o.budget, submitted,
+      made_dir && recorded > 0 ? "its state and log were removed from" : "state and log in", o.dir.c_str());
+  // A folder of its own goes once the run is measured (the coordinator's
+  // database grows by the bytes above per evaluation); --dir keeps it.
+  if (made_dir && recorded > 0) std::filesystem::remove_all(o.dir);
   return recorded > 0 ? 0 : 1;
 }

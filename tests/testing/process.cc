@@ -20,6 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
+#include "tests/testing/test_dir.h"
+
 namespace kevo::testing {
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(const std::vector<std::string>& argv,
@@ -175,6 +177,7 @@ std::string SourceDir() {
 std::string MakeTempDir(const std::string& prefix) {
   std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
   if (mkdtemp(tmpl.data()) == nullptr) std::abort();
+  RemoveAtExit(tmpl);
   return tmpl;
 }
 

@@ -51,7 +51,8 @@ CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration ti
 // repository (KEVO_SOURCE_DIR).
 std::string BinDir();
 std::string SourceDir();
-// A fresh temporary folder, removed by the caller (or left for debugging).
+// A fresh temporary folder, removed when the test process exits (see
+// test_dir.h: a failed test's logs stay).
 std::string MakeTempDir(const std::string& prefix);
 // The file's bytes; empty when it cannot be read.
 std::string ReadTextFile(const std::string& path);
