@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 
 #include "common/task/task_loader.h"
+#include "coordinator/proposer/builtin/codegen.h"
 #include "coordinator/proposer/builtin/generic_source.h"
 #include "coordinator/proposer/builtin/recipe.h"
 #include "tests/coordinator/kernel_harness.h"
@@ -249,6 +250,69 @@ TEST(RecipeTest, ElementwiseLibmCallsUseLibmvecVectorVariants) {
   const std::string scalar = imports("off");
   EXPECT_THAT(scalar, Not(HasSubstr("_ZGV")));
   EXPECT_THAT(scalar, HasSubstr("expm1f"));
+}
+
+// softplus' `fmaxf(x, 0.0f)`: libm's fmaxf kept the whole simd loop scalar
+// (expf and log1pf included) without -ffast-math. The recipe writes it as a
+// select, and the built kernel calls the vector variants and no fmaxf.
+TEST(RecipeTest, ElementwiseMinMaxDoesNotKeepTheLoopScalar) {
+  const v1::Task task = LoadStarterTask("softplus");
+  const Recipe* recipe = FindRecipe("elementwise");
+  ASSERT_TRUE(recipe->Applies(task, "cpu"));
+  auto dir = harness::TempDir::Create("kevo-minmax");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  Genome g{recipe->name(), recipe->space().Defaults()};
+  absl::StatusOr<v1::Candidate> c = recipe->Generate(task, g);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->source(), HasSubstr("kevo_fmaxf(x, 0.0f)"));
+  for (const std::string& f : c->extra_flags()) EXPECT_NE(f, "-ffast-math");
+  auto k = harness::CompiledKernel::Compile(c->source(), harness::CandidateFlags(*c), "softplus", (*dir)->path(), "k");
+  ASSERT_TRUE(k.ok()) << k.status();
+  const std::string nm = absl::StrCat("nm -D ", (*dir)->path(), "/k.so > ", (*dir)->path(), "/k.nm");
+  ASSERT_EQ(std::system(nm.c_str()), 0);
+  std::ifstream in(absl::StrCat((*dir)->path(), "/k.nm"));
+  const std::string imports((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(imports, ::testing::ContainsRegex("U _ZGV[a-zA-Z]+[0-9]+v_expf"));
+  EXPECT_THAT(imports, ::testing::ContainsRegex("U _ZGV[a-zA-Z]+[0-9]+v_log1pf"));
+  EXPECT_THAT(imports, Not(::testing::ContainsRegex("U fmaxf")));
+}
+
+// The selects give libm's answers, NaNs and signed zeros included, whether
+// inlined in a vectorised loop or not.
+TEST(RecipeTest, SelectMinMaxAgreesWithLibm) {
+  std::string expr = "fmaxf(x, 0.0f) + fminf (x, y) + fmax(1.0, 2.0) + fmin(3.0, 4.0) + my_fmaxf(x)";
+  const std::string definitions = SelectMinMax(&expr);
+  EXPECT_EQ(expr, "kevo_fmaxf(x, 0.0f) + kevo_fminf (x, y) + kevo_fmax(1.0, 2.0) + kevo_fmin(3.0, 4.0) + my_fmaxf(x)");
+  auto dir = harness::TempDir::Create("kevo-minmax-libm");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const std::string program = absl::StrCat("#include <cmath>\n#include <cstdio>\n#include <limits>\n", definitions, R"(
+int main() {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float v[] = {nan, -inf, -2.5f, -0.0f, 0.0f, 1e-40f, 3.0f, inf};
+  constexpr int n = sizeof v / sizeof v[0];
+  float a[n * n], b[n * n], mx[n * n], mn[n * n];
+  for (int i = 0; i < n * n; ++i) a[i] = v[i / n], b[i] = v[i % n];
+#pragma omp simd
+  for (int i = 0; i < n * n; ++i) mx[i] = kevo_fmaxf(a[i], b[i]), mn[i] = kevo_fminf(a[i], b[i]);
+  int bad = 0;
+  for (int i = 0; i < n * n; ++i) {
+    const float want_mx = fmaxf(a[i], b[i]), want_mn = fminf(a[i], b[i]);
+    const bool same_mx = (std::isnan(want_mx) && std::isnan(mx[i])) ||
+                         (want_mx == mx[i] && std::signbit(want_mx) == std::signbit(mx[i]));
+    const bool same_mn = (std::isnan(want_mn) && std::isnan(mn[i])) ||
+                         (want_mn == mn[i] && std::signbit(want_mn) == std::signbit(mn[i]));
+    if (!same_mx || !same_mn) std::printf("a=%g b=%g: %g %g, libm %g %g\n", a[i], b[i], mx[i], mn[i], want_mx, want_mn), ++bad;
+    if (kevo_fmax(a[i], b[i]) != fmax(a[i], b[i]) && !std::isnan(fmax(a[i], b[i]))) ++bad;
+    if (kevo_fmin(a[i], b[i]) != fmin(a[i], b[i]) && !std::isnan(fmin(a[i], b[i]))) ++bad;
+  }
+  return bad;
+}
+)");
+  const std::string path = (*dir)->path() + "/minmax";
+  { std::ofstream(path + ".cc") << program; }
+  const std::string build = absl::StrCat("g++ -O3 -march=native -fopenmp -fno-math-errno -o ", path, " ", path, ".cc");
+  ASSERT_EQ(std::system(build.c_str()), 0) << program;
+  EXPECT_EQ(std::system(path.c_str()), 0) << program;
 }
 
 // ---------------------------------------------------------- generic source

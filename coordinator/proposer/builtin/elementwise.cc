@@ -68,6 +68,46 @@ ExprInfo AnalyzeExpr(const v1::Task& task, const std::string& expr) {
   return info;
 }
 
+std::string SelectMinMax(std::string* expr) {
+  struct MinMax {
+    const char* name;
+    const char* type;
+    const char* compare;
+  };
+  static constexpr MinMax kMinMax[] = {
+      {"fmaxf", "float", ">="}, {"fminf", "float", "<="}, {"fmax", "double", ">="}, {"fmin", "double", "<="}};
+  std::set<std::string> used;
+  std::string out;
+  size_t i = 0;
+  while (i < expr->size()) {
+    const char c = (*expr)[i];
+    if (!std::isalpha(static_cast<unsigned char>(c)) && c != '_') {
+      out += c;
+      ++i;
+      continue;
+    }
+    const size_t start = i;
+    while (i < expr->size() && (std::isalnum(static_cast<unsigned char>((*expr)[i])) || (*expr)[i] == '_')) ++i;
+    const std::string id = expr->substr(start, i - start);
+    size_t j = i;
+    while (j < expr->size() && std::isspace(static_cast<unsigned char>((*expr)[j]))) ++j;
+    const bool call = j < expr->size() && (*expr)[j] == '(';
+    const bool min_max =
+        call && std::any_of(std::begin(kMinMax), std::end(kMinMax), [&](const MinMax& m) { return id == m.name; });
+    if (min_max) used.insert(id);
+    absl::StrAppend(&out, min_max ? "kevo_" : "", id);
+  }
+  *expr = std::move(out);
+  std::string definitions;
+  for (const MinMax& m : kMinMax) {
+    if (!used.count(m.name)) continue;
+    // (a >= b || b != b) ? a : b is glibc's own definition of fmax.
+    absl::StrAppend(&definitions, "static inline ", m.type, " kevo_", m.name, "(", m.type, " a, ", m.type,
+                    " b) { return (a ", m.compare, " b || b != b) ? a : b; }\n");
+  }
+  return definitions;
+}
+
 std::string ElementwiseOutputName(const v1::Task& task) {
   std::string out = Hint(task, "out");
   if (out.empty() && task.outputs_size() == 1) out = task.outputs(0).name();
@@ -186,8 +226,9 @@ class ElementwiseRecipe final : public Recipe {
     const v1::TensorSpec* out_spec = FindOutput(task, out);
     const std::string type(CTypeName(out_spec->dtype()));
     const size_t elem = DTypeSize(out_spec->dtype());
-    const std::string expr = Hint(task, "expr");
+    std::string expr = Hint(task, "expr");
     ExprInfo info = AnalyzeExpr(task, expr);
+    const std::string min_max = SelectMinMax(&expr);
     const bool vector_ext = StrParam(genome, "style") == "vector_ext" && !info.calls_functions &&
                             !(info.double_literals && out_spec->dtype() == v1::F32);
     const int64_t width = IntParam(genome, "width");
@@ -218,7 +259,7 @@ class ElementwiseRecipe final : public Recipe {
       const char* t = fn.back() == 'f' ? "float" : "double";
       absl::StrAppend(&s, "#pragma omp declare simd notinbranch\nextern \"C\" ", t, " ", fn, "(", t, ");\n");
     }
-    absl::StrAppend(&s, "typedef ", type, " kevo_v __attribute__((vector_size(", width * elem, ")));\n");
+    absl::StrAppend(&s, min_max, "typedef ", type, " kevo_v __attribute__((vector_size(", width * elem, ")));\n");
     absl::StrAppend(&s, "static inline ", type, " kevo_op(", absl::StrJoin(scalar_args, ", "), ") { return (", type,
                     ")(", expr, "); }\n");
     if (vector_ext) {
