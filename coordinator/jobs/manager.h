@@ -210,12 +210,19 @@ class JobManager {
   struct Metrics;
   std::unique_ptr<Metrics> metrics_;
 
+  // A job event queued by Publish: the job's id, the node it is about, and
+  // the job itself only once it ended (a running one is read when shown).
+  struct Unpublished {
+    std::string job_id;
+    std::optional<v1::Node> node;
+    std::optional<v1::Job> final;
+  };
   // A job loop: its queue (under mu_) and the running jobs it owns (touched
   // by its thread only, or before Start()).
   struct Shard {
     std::deque<Work> work;
     std::map<std::string, std::unique_ptr<Running>> running;
-    std::vector<v1::JobEvent> unpublished;  // Publish(), not yet synced and shown
+    std::vector<Unpublished> unpublished;  // Publish(), not yet synced and shown
     std::thread thread;
   };
   std::vector<std::unique_ptr<Shard>> shards_;

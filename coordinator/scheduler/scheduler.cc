@@ -253,6 +253,7 @@ std::string Scheduler::AddWorker(const v1::Hello& hello, SendFn send, std::funct
     if (a.record.state() == v1::EVAL_LEASED && a.record.lease_worker() == id) w.busy.insert(eval_id);
   }
   workers_[id] = std::move(w);
+  SyncFreeLocked(id);
   if (metrics_->workers) metrics_->workers->Set(static_cast<double>(workers_.size()));
   LogInfo("worker connected id=", id, " platform=", hello.platform(), " device=\"", hello.device(),
           "\" slots=", hello.slots(), hello.compile_only() ? " compile-only" : "");
@@ -273,6 +274,7 @@ void Scheduler::RemoveWorker(const std::string& worker_id, bool lost) {
   if (it == workers_.end()) return;
   std::set<std::string> busy = std::move(it->second.busy);
   workers_.erase(it);
+  SyncFreeLocked(worker_id);
   if (metrics_->workers) metrics_->workers->Set(static_cast<double>(workers_.size()));
   // A stream the coordinator itself is closing says nothing about the worker.
   lost = lost && !shutting_down_;
@@ -336,6 +338,7 @@ void Scheduler::SilenceLocked(const std::string& worker_id, Worker& w, int64_t n
     }
   }
   w.busy.clear();
+  SyncFreeLocked(worker_id);
   if (w.drop) w.drop();
 }
 
@@ -357,8 +360,29 @@ void Scheduler::RequeueLocked(Active& active, const std::string& why) {
   pending_writes_.back().stage = std::move(ev);  // told once written
 }
 
+const std::map<std::string, int>& Scheduler::LeaseCounts::ByTeam() {
+  if (!counted_) {
+    for (const auto& [id, a] : scheduler_.active_) {
+      if (a.record.state() == v1::EVAL_LEASED && a.record.platform() == platform_) ++by_team_[a.record.team()];
+    }
+    counted_ = true;
+  }
+  return by_team_;
+}
+
+void Scheduler::SyncFreeLocked(const std::string& id) {
+  auto w = workers_.find(id);
+  if (w != workers_.end() && !w->second.silent &&
+      static_cast<int>(w->second.busy.size()) < std::max(1, w->second.hello.slots())) {
+    free_[w->second.hello.platform()].insert(id);
+    return;
+  }
+  // Gone, silent or full: out of whichever platform's set holds it.
+  for (auto& [platform, ids] : free_) ids.erase(id);
+}
+
 std::map<int64_t, std::string>::iterator Scheduler::PickLocked(std::map<int64_t, std::string>& queue, const Worker& w,
-                                                               const std::map<std::string, int>& leased_by_team) {
+                                                               LeaseCounts& leased) {
   // Weighted max-min fair share by progressive filling: the next slot goes to
   // the team with the fewest leases per unit of weight on this platform; in a
   // team, the highest priority (a campaign's) first, then the oldest.
@@ -375,8 +399,11 @@ std::map<int64_t, std::string>::iterator Scheduler::PickLocked(std::map<int64_t,
     auto [head, fresh] = heads.try_emplace(r.team(), Head{it, r.priority()});
     if (!fresh && r.priority() > head->second.priority) head->second = Head{it, r.priority()};
   }
+  // One team: its head, with no shares to compare.
+  if (heads.size() == 1) return heads.begin()->second.it;
   auto best = queue.end();
   double best_share = 0;
+  const std::map<std::string, int>& leased_by_team = leased.ByTeam();
   for (const auto& [team, head] : heads) {
     auto n = leased_by_team.find(team);
     const double share = (n == leased_by_team.end() ? 0 : n->second) / TeamWeightLocked(team);
@@ -405,68 +432,73 @@ void Scheduler::SetTeamWeights(std::function<double(const std::string&)> weight)
   team_weight_ = std::move(weight);
 }
 
+void Scheduler::DispatchToLocked(const std::string& worker_id, Worker& w, std::map<int64_t, std::string>& q,
+                                 LeaseCounts& leased) {
+  while (!q.empty() && static_cast<int>(w.busy.size()) < std::max(1, w.hello.slots())) {
+    auto next = PickLocked(q, w, leased);
+    if (next == q.end()) break;  // nothing this worker can answer
+    std::string eval_id = next->second;
+    q.erase(next);
+    auto a = active_.find(eval_id);
+    if (a == active_.end() || a->second.record.state() != v1::EVAL_QUEUED) continue;
+    leased.Add(a->second.record.team());
+    v1::EvalRecord& r = a->second.record;
+    r.set_state(v1::EVAL_LEASED);
+    r.set_attempt(r.attempt() + 1);
+    r.set_lease_worker(worker_id);
+    r.set_lease_deadline_unix_ms(NowMs() + absl::ToInt64Milliseconds(options_.lease));
+    a->second.last_progress_ms = NowMs();
+    // Not synced: a lease lost with the host's power is recovered as a
+    // queued evaluation, as every lease is after a restart, and a result
+    // for it from the attempt the coordinator no longer knows is refused.
+    // One synced write fewer per evaluation (docs/benchmarks.md, "Control
+    // plane").
+    PersistLocked(r, /*sync=*/false);
+    w.busy.insert(eval_id);
+    if (metrics_->leases) metrics_->leases->Increment();
+    if (metrics_->wait != nullptr) {
+      metrics_->wait
+          ->Add({{"platform", r.platform()}, {"team", r.team()}},
+                prometheus::Histogram::BucketBoundaries{0.1, 1, 5, 30, 120, 600, 1800})
+          .Observe(static_cast<double>(NowMs() - a->second.queued_ms) / 1000.0);
+    }
+    v1::CoordinatorMessage m;
+    v1::Assignment* as = m.mutable_assignment();
+    as->set_eval_id(eval_id);
+    as->set_attempt(r.attempt());
+    *as->mutable_task() = *a->second.task;
+    *as->mutable_candidate() = a->second.candidate;
+    if (a->second.rival.has_value()) *as->mutable_rival() = *a->second.rival;
+    as->set_lease_deadline_unix_ms(r.lease_deadline_unix_ms());
+    LogInfo("lease evaluation ", eval_id, " attempt=", r.attempt(), " to worker ", worker_id);
+    w.send(std::move(m));
+    v1::StageEvent ev;
+    ev.set_stage(v1::STAGE_ASSIGNED);
+    ev.set_ok(true);
+    ev.set_worker_id(worker_id);
+    ev.set_attempt(r.attempt());
+    ev.set_message(absl::StrCat("leased to ", worker_id, " (attempt ", r.attempt(), ")"));
+    ev.set_unix_micros(absl::ToUnixMicros(absl::Now()));
+    auto range = listeners_.equal_range(eval_id);
+    for (auto it = range.first; it != range.second; ++it) it->second->OnStage(ev);
+  }
+}
+
 void Scheduler::DispatchLocked() {
   if (stopping_) return;
   // Nothing queued (a fleet that answers faster than its jobs propose): no
   // walk over the evaluations and workers below.
   if (std::all_of(queue_.begin(), queue_.end(), [](const auto& q) { return q.second.empty(); })) return;
-  // Leases held now, by platform and team (the fair share's state).
-  std::map<std::string, std::map<std::string, int>> leased;
-  for (const auto& [id, a] : active_) {
-    if (a.record.state() == v1::EVAL_LEASED) ++leased[a.record.platform()][a.record.team()];
-  }
-  for (auto& [worker_id, w] : workers_) {
-    if (w.silent) continue;
-    auto q = queue_.find(w.hello.platform());
-    if (q == queue_.end()) continue;
-    std::map<std::string, int>& by_team = leased[w.hello.platform()];
-    while (!q->second.empty() && static_cast<int>(w.busy.size()) < std::max(1, w.hello.slots())) {
-      auto next = PickLocked(q->second, w, by_team);
-      if (next == q->second.end()) break;  // nothing this worker can answer
-      std::string eval_id = next->second;
-      q->second.erase(next);
-      auto a = active_.find(eval_id);
-      if (a == active_.end() || a->second.record.state() != v1::EVAL_QUEUED) continue;
-      ++by_team[a->second.record.team()];
-      v1::EvalRecord& r = a->second.record;
-      r.set_state(v1::EVAL_LEASED);
-      r.set_attempt(r.attempt() + 1);
-      r.set_lease_worker(worker_id);
-      r.set_lease_deadline_unix_ms(NowMs() + absl::ToInt64Milliseconds(options_.lease));
-      a->second.last_progress_ms = NowMs();
-      // Not synced: a lease lost with the host's power is recovered as a
-      // queued evaluation, as every lease is after a restart, and a result
-      // for it from the attempt the coordinator no longer knows is refused.
-      // One synced write fewer per evaluation (docs/benchmarks.md, "Control
-      // plane").
-      PersistLocked(r, /*sync=*/false);
-      w.busy.insert(eval_id);
-      if (metrics_->leases) metrics_->leases->Increment();
-      if (metrics_->wait != nullptr) {
-        metrics_->wait
-            ->Add({{"platform", r.platform()}, {"team", r.team()}},
-                  prometheus::Histogram::BucketBoundaries{0.1, 1, 5, 30, 120, 600, 1800})
-            .Observe(static_cast<double>(NowMs() - a->second.queued_ms) / 1000.0);
-      }
-      v1::CoordinatorMessage m;
-      v1::Assignment* as = m.mutable_assignment();
-      as->set_eval_id(eval_id);
-      as->set_attempt(r.attempt());
-      *as->mutable_task() = *a->second.task;
-      *as->mutable_candidate() = a->second.candidate;
-      if (a->second.rival.has_value()) *as->mutable_rival() = *a->second.rival;
-      as->set_lease_deadline_unix_ms(r.lease_deadline_unix_ms());
-      LogInfo("lease evaluation ", eval_id, " attempt=", r.attempt(), " to worker ", worker_id);
-      w.send(std::move(m));
-      v1::StageEvent ev;
-      ev.set_stage(v1::STAGE_ASSIGNED);
-      ev.set_ok(true);
-      ev.set_worker_id(worker_id);
-      ev.set_attempt(r.attempt());
-      ev.set_message(absl::StrCat("leased to ", worker_id, " (attempt ", r.attempt(), ")"));
-      ev.set_unix_micros(absl::ToUnixMicros(absl::Now()));
-      auto range = listeners_.equal_range(eval_id);
-      for (auto it = range.first; it != range.second; ++it) it->second->OnStage(ev);
+  for (auto& [platform, q] : queue_) {
+    if (q.empty()) continue;
+    auto free = free_.find(platform);
+    if (free == free_.end()) continue;
+    LeaseCounts leased(*this, platform);
+    for (auto id = free->second.begin(); id != free->second.end() && !q.empty();) {
+      const std::string& worker_id = *id;
+      Worker& w = workers_.at(worker_id);
+      DispatchToLocked(worker_id, w, q, leased);
+      id = static_cast<int>(w.busy.size()) < std::max(1, w.hello.slots()) ? std::next(id) : free->second.erase(id);
     }
   }
   if (metrics_->queued) {
@@ -542,7 +574,10 @@ void Scheduler::OnWorkerMessage(const std::string& worker_id, const v1::WorkerMe
 
 void Scheduler::OnResultLocked(const std::string& worker_id, const v1::EvalResult& result) {
   auto w = workers_.find(worker_id);
-  if (w != workers_.end()) w->second.busy.erase(result.eval_id());
+  if (w != workers_.end()) {
+    w->second.busy.erase(result.eval_id());
+    SyncFreeLocked(worker_id);
+  }
   auto a = active_.find(result.eval_id());
   if (a == active_.end()) {
     // Already recorded, or never issued: idempotent drop.
@@ -860,6 +895,7 @@ void Scheduler::ExpiryLoop() {
         continue;
       }
       w->second.busy.erase(id);
+      SyncFreeLocked(w->first);
       v1::CoordinatorMessage m;  // tell it to stop; a late result is refused anyway
       m.mutable_cancel()->set_eval_id(id);
       m.mutable_cancel()->set_attempt(a.record.attempt());

@@ -205,6 +205,10 @@ class Scheduler {
   };
 
   void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  class LeaseCounts;
+  // Leases worker `w` what it can take from its platform's queue `q`.
+  void DispatchToLocked(const std::string& worker_id, Worker& w, std::map<int64_t, std::string>& q, LeaseCounts& leased)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records `ev` as the evaluation's final result (from `worker_id`, empty
   // when the coordinator decided it), tells its listeners and erases it.
   void RecordLocked(std::map<std::string, Active>::iterator a, v1::Evaluation ev, int attempt,
@@ -214,9 +218,28 @@ class Scheduler {
   // The queue entry worker `w` should take next under the fair share, or
   // queue.end() when it can answer none; an entry that is no longer queued
   // is returned as is, for the caller to drop.
+  // Leases held now by team on one platform, the fair share's state: counted
+  // over the active evaluations on first use in a dispatch pass, which only
+  // a queue holding several teams' evaluations needs.
+  class LeaseCounts {
+   public:
+    LeaseCounts(const Scheduler& s, const std::string& platform) : scheduler_(s), platform_(platform) {}
+    const std::map<std::string, int>& ByTeam() ABSL_EXCLUSIVE_LOCKS_REQUIRED(scheduler_.mu_);
+    void Add(const std::string& team) {
+      if (counted_) ++by_team_[team];
+    }
+
+   private:
+    const Scheduler& scheduler_;
+    const std::string& platform_;
+    bool counted_ = false;
+    std::map<std::string, int> by_team_;
+  };
   std::map<int64_t, std::string>::iterator PickLocked(std::map<int64_t, std::string>& queue, const Worker& w,
-                                                      const std::map<std::string, int>& leased_by_team)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                                                      LeaseCounts& leased) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Puts worker `id` in free_ or takes it out, as its slots, silence and
+  // presence in workers_ now say; call after each change of those.
+  void SyncFreeLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double TeamWeightLocked(const std::string& team) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckTimingAvailableLocked(const std::string& platform) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequeueLocked(Active& active, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -268,6 +291,9 @@ class Scheduler {
   };
   std::vector<PendingWrite> pending_writes_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
+  // Workers with a free slot that are not silent, by platform (SyncFreeLocked):
+  // a dispatch pass visits these instead of every connected worker.
+  std::map<std::string, std::set<std::string>> free_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Active> active_ ABSL_GUARDED_BY(mu_);
   // Queued eval ids by platform, ordered by sequence.
   std::map<std::string, std::map<int64_t, std::string>> queue_ ABSL_GUARDED_BY(mu_);
