@@ -159,7 +159,7 @@ class JobManager {
   // Sync(); the store's error.
   absl::Status WriteResult(const Running& job, const v1::Node& node);
   // Undoes an ApplyResult or ApplyRetiming whose write was refused (`why`):
-  // the job, its in-flight count and its baselines as they were, said once
+  // the job (`job_before` is its WithoutSpec copy), its in-flight count and its baselines as they were, said once
   // (`what`, e.g. "node n3: its result is"). Returns false, for the caller
   // to return.
   bool Unstored(Running& job, const v1::Job& job_before, int in_flight_before,

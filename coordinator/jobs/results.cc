@@ -19,6 +19,16 @@
 namespace kevo::jobs {
 namespace {
 
+// `job` less its spec, which a result never changes: what a refused write
+// rolls back to (Unstored), without copying the task for every result.
+v1::Job WithoutSpec(v1::Job& job) {
+  v1::JobSpec spec;
+  spec.Swap(job.mutable_spec());
+  v1::Job copy = job;
+  spec.Swap(job.mutable_spec());
+  return copy;
+}
+
 // A KernelBench job's task takes the first Model graph a worker captured
 // (the coordinator has no torch): the built-in proposer's bridge recipes
 // match its operators.
@@ -58,7 +68,7 @@ bool JobManager::Apply(Running& r, const v1::EvalRecord& record) {
 }
 
 bool JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e) {
-  const v1::Job job_before = r.job;
+  const v1::Job job_before = WithoutSpec(r.job);
   const int in_flight_before = r.in_flight;
   const std::vector<double> baselines_before = r.baselines;
   node.set_state(v1::NODE_DONE);
@@ -151,7 +161,9 @@ bool JobManager::Unstored(Running& r, const v1::Job& job_before, int in_flight_b
              " not stored yet (retried every second; the job waits): ", why.ToString());
     r.said_unstored = true;
   }
-  r.job = job_before;
+  v1::Job restored = job_before;  // WithoutSpec's: the spec stays
+  restored.mutable_spec()->Swap(r.job.mutable_spec());
+  r.job = std::move(restored);
   r.in_flight = in_flight_before;
   r.baselines = baselines_before;
   return false;
@@ -212,7 +224,7 @@ absl::Status JobManager::StartRetiming(Running& r, v1::Node& node) {
 }
 
 bool JobManager::ApplyRetiming(Running& r, v1::Node node, const v1::Evaluation& e) {
-  const v1::Job job_before = r.job;
+  const v1::Job job_before = WithoutSpec(r.job);
   const int in_flight_before = r.in_flight;
   const std::vector<double> baselines_before = r.baselines;
   const v1::Node node_before = node;

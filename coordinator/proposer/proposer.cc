@@ -1,5 +1,6 @@
 #include "coordinator/proposer/proposer.h"
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,8 +19,12 @@ namespace {
 // any value (a compiler flag, an expression) survives the round trip.
 bool NeedsEscape(char c) { return c == '{' || c == '}' || c == ',' || c == '=' || c == '%'; }
 
-std::string Escape(const std::string& s) {
-  std::string out;
+// Appends `s` to `out`, escaped; most values need none and are appended whole.
+void AppendEscaped(std::string& out, std::string_view s) {
+  if (std::none_of(s.begin(), s.end(), NeedsEscape)) {
+    out.append(s);
+    return;
+  }
   for (char c : s) {
     if (NeedsEscape(c)) {
       static constexpr char kHex[] = "0123456789ABCDEF";
@@ -30,7 +35,6 @@ std::string Escape(const std::string& s) {
       out += c;
     }
   }
-  return out;
 }
 
 int HexDigit(char c) {
@@ -61,13 +65,19 @@ absl::StatusOr<std::string> Unescape(const std::string& s, const std::string& wh
 }  // namespace
 
 std::string Genome::ToString() const {
-  std::string out = Escape(recipe);
+  size_t size = recipe.size() + 2;
+  for (const auto& [key, value] : params) size += key.size() + value.size() + 2;
+  std::string out;
+  out.reserve(size);
+  AppendEscaped(out, recipe);
   out += '{';
   bool first = true;
   for (const auto& [key, value] : params) {  // std::map: sorted by key
     if (!first) out += ',';
     first = false;
-    absl::StrAppend(&out, Escape(key), "=", Escape(value));
+    AppendEscaped(out, key);
+    out += '=';
+    AppendEscaped(out, value);
   }
   out += '}';
   return out;
