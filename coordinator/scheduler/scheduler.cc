@@ -466,7 +466,18 @@ void Scheduler::DispatchToLocked(const std::string& worker_id, Worker& w, std::m
     v1::Assignment* as = m.mutable_assignment();
     as->set_eval_id(eval_id);
     as->set_attempt(r.attempt());
-    *as->mutable_task() = *a->second.task;
+    if (w.hello.holds_tasks() && !r.task_hash().empty()) {
+      // Whole the first time this stream is sent it (or once it fell out of
+      // the last kTasksNamed sent whole), then by its hash alone.
+      as->set_task_hash(r.task_hash());
+      if (std::find(w.tasks_sent.begin(), w.tasks_sent.end(), r.task_hash()) == w.tasks_sent.end()) {
+        *as->mutable_task() = *a->second.task;
+        w.tasks_sent.push_back(r.task_hash());
+        if (w.tasks_sent.size() > kTasksNamed) w.tasks_sent.pop_front();
+      }
+    } else {
+      *as->mutable_task() = *a->second.task;
+    }
     *as->mutable_candidate() = a->second.candidate;
     if (a->second.rival.has_value()) *as->mutable_rival() = *a->second.rival;
     as->set_lease_deadline_unix_ms(r.lease_deadline_unix_ms());

@@ -31,6 +31,7 @@
 // lock held: they must be quick and must not call back into the scheduler.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -82,6 +83,10 @@ class EvalListener {
 
 class Scheduler {
  public:
+  // How many of the tasks last sent whole to a worker that holds tasks
+  // (Hello.holds_tasks) its assignments name by hash alone.
+  static constexpr size_t kTasksNamed = 64;
+
   using SendFn = std::function<void(v1::CoordinatorMessage)>;
   using CompletionHook = std::function<void(const v1::EvalRecord&)>;
 
@@ -192,6 +197,10 @@ class Scheduler {
     // Said nothing for a whole lease: leased nothing more until its stream
     // ends and it connects again.
     bool silent = false;
+    // To a worker that holds tasks (Hello.holds_tasks): the hashes of the
+    // last kTasksNamed tasks sent to it whole, oldest first, which its later
+    // assignments name instead of carrying.
+    std::deque<std::string> tasks_sent;
   };
   struct Active {
     v1::EvalRecord record;

@@ -95,6 +95,7 @@ class Worker : public grpc::ClientBidiReactor<kevo::v1::WorkerMessage, kevo::v1:
     h->set_platform("cpu");
     h->set_device("synthetic (control_plane_bench)");
     h->set_slots(1);
+    h->set_holds_tasks(true);  // as kevo-worker does: each task sent whole once
     h->set_mem_bandwidth_gbs(100);
     h->set_fp32_peak_gflops(1000);
     h->mutable_fingerprint()->set_host("loadgen");

@@ -4,7 +4,8 @@
 // platform is compile-only; other evaluations go to compile-only workers as
 // to any other. Also: between one team's evaluations a higher priority (a
 // campaign's) is leased first, and a cancelled job's queued evaluations are
-// withdrawn. A real store in a temporary folder; workers are send callbacks
+// withdrawn. A worker that holds tasks is sent each task whole once. A real
+// store in a temporary folder; workers are send callbacks
 // that record what they were given.
 #include <unistd.h>
 
@@ -117,6 +118,61 @@ TEST_F(SchedulerTimingTest, TimingRequiredWorkWaitsWhileOnlyACompileOnlyWorkerHa
   auto any = Submit(/*require_timing=*/false);
   ASSERT_TRUE(any.ok());
   EXPECT_EQ(static_only, std::vector<std::string>{*any});
+}
+
+// A worker that holds tasks (Hello.holds_tasks) gets each task whole once,
+// then its hash alone, until kTasksNamed others were sent whole after it; a
+// worker that does not gets the task every time.
+TEST_F(SchedulerTimingTest, AWorkerThatHoldsTasksIsSentEachTaskWholeOnce) {
+  std::vector<v1::Assignment> holder, plain;
+  auto connect = [&](const std::string& id, bool holds, std::vector<v1::Assignment>* got, int slots) {
+    v1::Hello hello;
+    hello.set_worker_id(id);
+    hello.set_platform("amd");
+    hello.set_slots(slots);
+    hello.set_holds_tasks(holds);
+    scheduler_->AddWorker(hello, [got](v1::CoordinatorMessage m) {
+      if (m.has_assignment()) got->push_back(m.assignment());
+    });
+  };
+  auto submit = [&](const std::string& task_name, int n) {
+    v1::Task task;
+    task.set_name(task_name);
+    v1::Candidate candidate;
+    candidate.set_language("hip");
+    candidate.set_source("// kernel " + task_name + std::to_string(n));
+    ASSERT_TRUE(scheduler_->Submit(task, candidate, "amd", Scheduler::SubmitOptions{}).ok());
+  };
+  // A worker that does not hold tasks: whole every time, and no hash.
+  connect("a-plain", false, &plain, 2);
+  submit("softmax", 10);
+  submit("softmax", 11);
+  ASSERT_EQ(plain.size(), 2u);
+  for (const v1::Assignment& a : plain) {
+    EXPECT_EQ(a.task().name(), "softmax");
+    EXPECT_TRUE(a.task_hash().empty());
+  }
+  // Its slots are full: the rest go to the holder.
+  connect("b-holds", true, &holder, 1000);
+  for (int i = 0; i < 3; ++i) submit("softmax", i);
+  submit("gelu", 0);
+  ASSERT_EQ(holder.size(), 4u);
+  EXPECT_TRUE(holder[0].has_task());
+  EXPECT_EQ(holder[0].task().name(), "softmax");
+  ASSERT_FALSE(holder[0].task_hash().empty());
+  for (int i : {1, 2}) {
+    EXPECT_FALSE(holder[i].has_task()) << i;
+    EXPECT_EQ(holder[i].task_hash(), holder[0].task_hash()) << i;
+  }
+  EXPECT_TRUE(holder[3].has_task());
+  EXPECT_EQ(holder[3].task().name(), "gelu");
+  EXPECT_NE(holder[3].task_hash(), holder[0].task_hash());
+  // After kTasksNamed other tasks sent whole, softmax is sent whole again.
+  for (size_t i = 0; i < Scheduler::kTasksNamed; ++i) submit("other" + std::to_string(i), 0);
+  submit("softmax", 3);
+  ASSERT_EQ(holder.size(), 5 + Scheduler::kTasksNamed);
+  EXPECT_TRUE(holder.back().has_task());
+  EXPECT_EQ(holder.back().task().name(), "softmax");
 }
 
 TEST_F(SchedulerTimingTest, AHigherPriorityIsLeasedFirstThenTheOldest) {

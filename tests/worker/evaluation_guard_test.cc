@@ -111,6 +111,21 @@ TEST(EvaluationGuardTest, ATaskWhoseSizesOverflowIsRefused) {
   EXPECT_THAT(ev.diagnostics().message(), HasSubstr("overflows int64"));
 }
 
+// An assignment that names its task by a hash the stream never sent whole
+// (Hello.holds_tasks) is refused with an error that says so, not run on an
+// empty task.
+TEST(EvaluationGuardTest, ATaskNamedByAHashNeverSentIsRefused) {
+  FakeBackend backend;
+  v1::Assignment a = VectorAdd();
+  a.clear_task();
+  a.set_task_hash("5eed");
+  v1::Evaluation ev = GuardedEvaluate(backend, a, "cpu", kPlenty, nullptr);
+  EXPECT_EQ(backend.calls, 0);
+  EXPECT_EQ(ev.status(), v1::INFRA_ERROR);
+  EXPECT_THAT(ev.diagnostics().message(),
+              HasSubstr("names task 5eed by its hash, and this worker was not sent it on this stream"));
+}
+
 TEST(EvaluationGuardTest, ABadAllocFromTheBackendIsAnInfraErrorNotACrash) {
   FakeBackend backend;
   backend.behaviour = [] { throw std::bad_alloc(); };

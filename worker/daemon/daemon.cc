@@ -1,5 +1,6 @@
 #include "worker/daemon/daemon.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <deque>
 #include <map>
@@ -88,6 +89,9 @@ struct Daemon::Impl {
   // the coordinator drops the ones it already recorded.
   std::deque<v1::WorkerMessage> recent ABSL_GUARDED_BY(write_mu);
   static constexpr size_t kRecentResults = 64;
+  // The tasks a stream keeps (Hello.holds_tasks): more than the 64 the
+  // coordinator names by hash.
+  static constexpr size_t kHeldTasks = 256;
 
   // Sends on the current stream. Events are dropped when disconnected;
   // results are kept for the next connection.
@@ -213,6 +217,10 @@ struct Daemon::Impl {
     }
     FlushUndelivered();
     SetHealth(true);
+    // The tasks this stream sent whole, by hash (Hello.holds_tasks), oldest
+    // first; a new stream starts with none, as the coordinator's record of
+    // what it sent does.
+    std::deque<std::pair<std::string, v1::Task>> held_tasks;
     absl::Notification session_over;
     std::thread heartbeat([&] {
       while (!session_over.WaitForNotificationWithTimeout(absl::Seconds(heartbeat_s))) {
@@ -229,8 +237,20 @@ struct Daemon::Impl {
     });
     while (s->Read(&in)) {
       if (in.has_assignment()) {
+        v1::Assignment* a = in.mutable_assignment();
+        if (!a->task_hash().empty()) {
+          if (a->has_task()) {
+            held_tasks.push_back({a->task_hash(), a->task()});
+            if (held_tasks.size() > kHeldTasks) held_tasks.pop_front();
+          } else {
+            // The newest copy: a hash is a task's content.
+            auto held = std::find_if(held_tasks.rbegin(), held_tasks.rend(),
+                                     [&](const auto& h) { return h.first == a->task_hash(); });
+            if (held != held_tasks.rend()) *a->mutable_task() = held->second;
+          }
+        }
         absl::MutexLock l(&mu);
-        queue.push_back(in.assignment());
+        queue.push_back(std::move(*a));
       } else if (in.has_cancel()) {
         // The evaluation was recorded from another attempt; drop it if it has
         // not started (a running one finishes and its result is ignored).
@@ -344,6 +364,7 @@ absl::Status Daemon::Run() {
   }
   d.hello.set_worker_id(d.options.worker_id);
   d.hello.set_slots(d.options.slots);
+  d.hello.set_holds_tasks(true);
   LogInfo("worker platform=", d.hello.platform(), " device=\"", d.hello.device(), "\" slots=", d.options.slots,
           " bandwidth=", d.hello.mem_bandwidth_gbs(), "GB/s fp32_peak=", d.hello.fp32_peak_gflops(), "GFLOP/s");
 

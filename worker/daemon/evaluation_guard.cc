@@ -131,6 +131,14 @@ absl::Status CheckTaskFitsMemory(const v1::Task& task, const std::string& platfo
 v1::Evaluation GuardedEvaluate(Backend& backend, const v1::Assignment& a, const std::string& platform,
                                int64_t memory_bytes, const EventSink& on_event) {
   const std::string who = absl::StrCat("evaluation ", a.eval_id(), " (task ", a.task().name(), ")");
+  if (!a.has_task() && !a.task_hash().empty()) {
+    LogError(who, " refused: its task ", a.task_hash(), " was named by hash and never sent whole on this stream");
+    return FailedEvaluation(a, platform, v1::INFRA_ERROR,
+                            absl::StrCat("the assignment names task ", a.task_hash(),
+                                         " by its hash, and this worker was not sent it on this stream (a "
+                                         "coordinator that lost track of what it sent): evaluate it again"),
+                            on_event, /*emit_stage=*/true);
+  }
   // Only what would break the worker itself is checked here; the size limits
   // are the coordinator's to set (docs/task-format.md, "Size limits").
   if (absl::Status valid = task::ValidateReceivedTask(a.task(), task::TaskLimits{INT64_MAX, INT64_MAX}); !valid.ok()) {
