@@ -506,9 +506,13 @@ void Scheduler::DispatchLocked() {
     if (free == free_.end()) continue;
     LeaseCounts leased(*this, platform);
     for (auto id = free->second.begin(); id != free->second.end() && !q.empty();) {
-      const std::string& worker_id = *id;
-      Worker& w = workers_.at(worker_id);
-      DispatchToLocked(worker_id, w, q, leased);
+      auto worker = workers_.find(*id);
+      if (worker == workers_.end() || worker->second.silent) {  // SyncFreeLocked keeps none such: never
+        id = free->second.erase(id);
+        continue;
+      }
+      Worker& w = worker->second;
+      DispatchToLocked(worker->first, w, q, leased);
       id = static_cast<int>(w.busy.size()) < std::max(1, w.hello.slots()) ? std::next(id) : free->second.erase(id);
     }
   }
