@@ -23,9 +23,9 @@ TEST(TestDirChild, MakesAFolder) {
   const char* mode = std::getenv("KEVO_TEST_DIR_CHILD");
   if (mode == nullptr) GTEST_SKIP() << "the child half of TestDirTest";
   const std::string dir = MakeTempDir("kevo-test-dir-child");
-  fs::create_directories(dir + "/work/inputs");
-  WriteTextFile(dir + "/work/worker.log", "a log line\n");
-  WriteTextFile(dir + "/work/inputs/cache.bin", "inputs");
+  fs::create_directories(dir + "/cache/inputs");
+  WriteTextFile(dir + "/cache/worker.log", "a log line\n");
+  WriteTextFile(dir + "/cache/inputs/cache.bin", "inputs");
   std::printf("DIR %s\n", dir.c_str());
   if (std::string(mode) == "fail") ADD_FAILURE() << "failing on purpose";
 }
@@ -52,15 +52,15 @@ TEST(TestDirTest, APassingTestsFolderIsRemoved) {
 TEST(TestDirTest, AFailingTestKeepsOnlyItsLogs) {
   const std::string dir = ChildFolder("fail", "");
   ASSERT_FALSE(dir.empty());
-  EXPECT_TRUE(fs::exists(dir + "/work/worker.log")) << dir;
-  EXPECT_FALSE(fs::exists(dir + "/work/inputs")) << dir;
+  EXPECT_TRUE(fs::exists(dir + "/cache/worker.log")) << dir;
+  EXPECT_FALSE(fs::exists(dir + "/cache/inputs")) << dir;
   fs::remove_all(dir);
 }
 
 TEST(TestDirTest, KeepTestDirsKeepsEverything) {
   const std::string dir = ChildFolder("pass", "1");
   ASSERT_FALSE(dir.empty());
-  EXPECT_TRUE(fs::exists(dir + "/work/inputs/cache.bin")) << dir;
+  EXPECT_TRUE(fs::exists(dir + "/cache/inputs/cache.bin")) << dir;
   fs::remove_all(dir);
 }
 
