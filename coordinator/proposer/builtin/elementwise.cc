@@ -68,6 +68,28 @@ ExprInfo AnalyzeExpr(const v1::Task& task, const std::string& expr) {
   return info;
 }
 
+namespace {
+
+// Calls `f(start, end, call)` for each identifier of `expr` in order: its
+// bytes [start, end), and whether a '(' follows it (past spaces).
+template <typename F>
+void ForEachIdentifier(const std::string& expr, F f) {
+  size_t i = 0;
+  while (i < expr.size()) {
+    if (!std::isalpha(static_cast<unsigned char>(expr[i])) && expr[i] != '_') {
+      ++i;
+      continue;
+    }
+    const size_t start = i;
+    while (i < expr.size() && (std::isalnum(static_cast<unsigned char>(expr[i])) || expr[i] == '_')) ++i;
+    size_t j = i;
+    while (j < expr.size() && std::isspace(static_cast<unsigned char>(expr[j]))) ++j;
+    f(start, i, j < expr.size() && expr[j] == '(');
+  }
+}
+
+}  // namespace
+
 std::string SelectMinMax(std::string* expr) {
   struct MinMax {
     const char* name;
@@ -78,25 +100,18 @@ std::string SelectMinMax(std::string* expr) {
       {"fmaxf", "float", ">="}, {"fminf", "float", "<="}, {"fmax", "double", ">="}, {"fmin", "double", "<="}};
   std::set<std::string> used;
   std::string out;
-  size_t i = 0;
-  while (i < expr->size()) {
-    const char c = (*expr)[i];
-    if (!std::isalpha(static_cast<unsigned char>(c)) && c != '_') {
-      out += c;
-      ++i;
-      continue;
+  size_t copied = 0;  // expr's bytes before this are in out
+  ForEachIdentifier(*expr, [&](size_t start, size_t end, bool call) {
+    const std::string id = expr->substr(start, end - start);
+    if (!call || std::none_of(std::begin(kMinMax), std::end(kMinMax), [&](const MinMax& m) { return id == m.name; })) {
+      return;
     }
-    const size_t start = i;
-    while (i < expr->size() && (std::isalnum(static_cast<unsigned char>((*expr)[i])) || (*expr)[i] == '_')) ++i;
-    const std::string id = expr->substr(start, i - start);
-    size_t j = i;
-    while (j < expr->size() && std::isspace(static_cast<unsigned char>((*expr)[j]))) ++j;
-    const bool call = j < expr->size() && (*expr)[j] == '(';
-    const bool min_max =
-        call && std::any_of(std::begin(kMinMax), std::end(kMinMax), [&](const MinMax& m) { return id == m.name; });
-    if (min_max) used.insert(id);
-    absl::StrAppend(&out, min_max ? "kevo_" : "", id);
-  }
+    used.insert(id);
+    out.append(*expr, copied, start - copied);
+    out += "kevo_";
+    copied = start;
+  });
+  out.append(*expr, copied);
   *expr = std::move(out);
   std::string definitions;
   for (const MinMax& m : kMinMax) {
@@ -144,23 +159,14 @@ std::vector<std::string> LibmvecCalls(const std::string& expr) {
                                                 "cosh",  "erf",   "erfc", "exp",   "exp10", "exp2",  "expm1", "log",
                                                 "log10", "log1p", "log2", "sin",   "sinh",  "tan",   "tanh"};
   std::vector<std::string> out;
-  size_t i = 0;
-  while (i < expr.size()) {
-    if (!std::isalpha(static_cast<unsigned char>(expr[i])) && expr[i] != '_') {
-      ++i;
-      continue;
-    }
-    const size_t start = i;
-    while (i < expr.size() && (std::isalnum(static_cast<unsigned char>(expr[i])) || expr[i] == '_')) ++i;
-    std::string id = expr.substr(start, i - start);
-    size_t j = i;
-    while (j < expr.size() && std::isspace(static_cast<unsigned char>(expr[j]))) ++j;
-    if (j >= expr.size() || expr[j] != '(') continue;
+  ForEachIdentifier(expr, [&](size_t start, size_t end, bool call) {
+    if (!call) return;
+    const std::string id = expr.substr(start, end - start);
     const std::string base = !id.empty() && id.back() == 'f' && kVector.count(id.substr(0, id.size() - 1))
                                  ? id.substr(0, id.size() - 1)
                                  : id;
     if (kVector.count(base) && std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
-  }
+  });
   return out;
 }
 
