@@ -3,6 +3,7 @@
 // and time recipe points by hand, e.g. tests/bench/cuda_gemm_bf16.sh).
 //
 //   recipe_source TASK_DIR OUT_DIR GENOME...
+//   recipe_source TASK_DIR OUT_DIR defaults:cpu   (every recipe that applies, at its defaults)
 //
 // Each genome (Genome::ToString form, e.g. "cuda_gemm_wgmma{stages=4,tile=128x256}")
 // goes to OUT_DIR/<index>.<ext>, .cu for cuda, .cc otherwise; the index
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 
@@ -29,22 +31,34 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::filesystem::create_directories(argv[2]);
-  for (int i = 3; i < argc; ++i) {
-    absl::StatusOr<kevo::proposer::Genome> genome = kevo::proposer::Genome::FromString(argv[i]);
+  // "defaults:PLATFORM": every recipe that applies to the task on PLATFORM,
+  // at its default genome.
+  std::vector<std::string> genomes(argv + 3, argv + argc);
+  if (genomes.size() == 1 && genomes[0].rfind("defaults:", 0) == 0) {
+    const std::string platform = genomes[0].substr(9);
+    genomes.clear();
+    for (const auto& recipe : kevo::proposer::AllRecipes()) {
+      if (!recipe->Applies(*task, platform)) continue;
+      genomes.push_back(kevo::proposer::Genome{recipe->name(), recipe->space().Defaults()}.ToString());
+    }
+  }
+  for (int i = 3; i < 3 + static_cast<int>(genomes.size()); ++i) {
+    const char* arg = genomes[i - 3].c_str();
+    absl::StatusOr<kevo::proposer::Genome> genome = kevo::proposer::Genome::FromString(arg);
     const kevo::proposer::Recipe* recipe = genome.ok() ? kevo::proposer::FindRecipe(genome->recipe) : nullptr;
     if (recipe == nullptr) {
-      std::fprintf(stderr, "%s: not a genome of a built-in recipe\n", argv[i]);
+      std::fprintf(stderr, "%s: not a genome of a built-in recipe\n", arg);
       return 1;
     }
     absl::StatusOr<kevo::v1::Candidate> candidate = recipe->Generate(*task, *genome);
     if (!candidate.ok()) {
-      std::fprintf(stderr, "%s: %s\n", argv[i], std::string(candidate.status().message()).c_str());
+      std::fprintf(stderr, "%s: %s\n", arg, std::string(candidate.status().message()).c_str());
       return 1;
     }
     const std::string path =
         absl::StrFormat("%s/%02d.%s", argv[2], i - 3, candidate->language() == "cuda" ? "cu" : "cc");
     std::ofstream(path) << candidate->source();
-    std::printf("%s\t%s\n", path.c_str(), argv[i]);
+    std::printf("%s\t%s\n", path.c_str(), arg);
   }
   return 0;
 }

@@ -72,17 +72,26 @@ bool IsRowVector(const v1::Task& task, const std::string& name, const std::strin
 
 namespace {
 
-// 16-lane float vectors and helpers.
+// Float vectors of KEVO_LANES lanes and helpers: 16 (a zmm register on
+// AVX-512, a pair of generic halves elsewhere), 8 on AVX2 without AVX-512,
+// where GCC keeps a 64-byte vector it cannot hold in one register on the
+// stack (every operation read and wrote memory: softmax ran at 0.13x of
+// PyTorch on a Zen 3 host).
 constexpr char kVectorHelpers[] = R"(
-typedef float kevo_vf __attribute__((vector_size(64)));
-typedef int32_t kevo_vi __attribute__((vector_size(64)));
+#if defined(__AVX2__) && !defined(__AVX512F__)
+#define KEVO_LANES 8
+#else
+#define KEVO_LANES 16
+#endif
+typedef float kevo_vf __attribute__((vector_size(KEVO_LANES * 4)));
+typedef int32_t kevo_vi __attribute__((vector_size(KEVO_LANES * 4)));
 static inline kevo_vf kevo_splat(float v) { return kevo_vf{} + v; }
 static inline kevo_vf kevo_load(const float* p) {
   kevo_vf v;
   __builtin_memcpy(&v, p, sizeof v);
   return v;
 }
-// Loads n < 16 floats; the other lanes are `pad`.
+// Loads n < KEVO_LANES floats; the other lanes are `pad`.
 static inline kevo_vf kevo_load_part(const float* p, int64_t n, float pad) {
   kevo_vf v = kevo_splat(pad);
   __builtin_memcpy(&v, p, n * sizeof(float));
@@ -93,12 +102,12 @@ static inline kevo_vf kevo_vmax(kevo_vf a, kevo_vf b) { return a > b ? a : b; }
 static inline kevo_vf kevo_add(kevo_vf a, kevo_vf b) { return a + b; }
 static inline float kevo_hsum(kevo_vf v) {
   float s = 0;
-  for (int l = 0; l < 16; ++l) s += v[l];
+  for (int l = 0; l < KEVO_LANES; ++l) s += v[l];
   return s;
 }
 static inline float kevo_hmax(kevo_vf v) {
   float m = v[0];
-  for (int l = 1; l < 16; ++l) m = v[l] > m ? v[l] : m;
+  for (int l = 1; l < KEVO_LANES; ++l) m = v[l] > m ? v[l] : m;
   return m;
 }
 )";
@@ -187,10 +196,11 @@ class RowReduceRecipe final : public BoundRecipe<RowBinding> {
                     ";\n    int64_t kevo_c = 0;\n");
     absl::StrAppend(&s, Repeat(acc, absl::StrCat("    kevo_vf kevo_a# = ", init, ";\n")));
     absl::StrAppend(
-        &s, "    for (; kevo_c + ", 16 * acc, " <= ", b.cols, "; kevo_c += ", 16 * acc, ") {\n",
-        Repeat(acc, absl::StrCat("      kevo_a# = ", combine, "(kevo_a#, kevo_load(kevo_x + kevo_c + 16 * #));\n")),
+        &s, "    for (; kevo_c + ", "KEVO_LANES * ", acc, " <= ", b.cols, "; kevo_c += ", "KEVO_LANES * ", acc, ") {\n",
+        Repeat(acc,
+               absl::StrCat("      kevo_a# = ", combine, "(kevo_a#, kevo_load(kevo_x + kevo_c + KEVO_LANES * #));\n")),
         "    }\n");
-    absl::StrAppend(&s, "    for (; kevo_c + 16 <= ", b.cols, "; kevo_c += 16) kevo_a0 = ", combine,
+    absl::StrAppend(&s, "    for (; kevo_c + KEVO_LANES <= ", b.cols, "; kevo_c += KEVO_LANES) kevo_a0 = ", combine,
                     "(kevo_a0, kevo_load(kevo_x + kevo_c));\n");
     absl::StrAppend(&s, Fold(acc, "kevo_a", combine));
     if (is_max) {
@@ -260,15 +270,15 @@ static inline void kevo_rows(const float* a, const float* x, float* y, int64_t k
 #pragma GCC unroll 16
     for (int u = 0; u < kevo_acc; ++u) acc[r][u] = kevo_vf{};
   int64_t c = 0;
-  for (; c + 16 * kevo_acc <= k; c += 16 * kevo_acc) {
+  for (; c + KEVO_LANES * kevo_acc <= k; c += KEVO_LANES * kevo_acc) {
 #pragma GCC unroll 16
     for (int u = 0; u < kevo_acc; ++u) {
-      const kevo_vf xv = kevo_load(x + c + 16 * u);
+      const kevo_vf xv = kevo_load(x + c + KEVO_LANES * u);
 #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc[r][u] += kevo_load(a + r * k + c + 16 * u) * xv;
+      for (int r = 0; r < R; ++r) acc[r][u] += kevo_load(a + r * k + c + KEVO_LANES * u) * xv;
     }
   }
-  for (; c + 16 <= k; c += 16) {
+  for (; c + KEVO_LANES <= k; c += KEVO_LANES) {
     const kevo_vf xv = kevo_load(x + c);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) acc[r][0] += kevo_load(a + r * k + c) * xv;
@@ -341,11 +351,12 @@ static inline kevo_vf kevo_keep_max(kevo_vf a, kevo_vf x) { return x > a ? x : a
     absl::StrAppend(&s, "    if (kevo_n <= 1 || kevo_x[0] != kevo_x[0]) {\n      ", b.out,
                     "[kevo_r] = 0;\n      continue;\n    }\n    int64_t kevo_c = 0;\n");
     absl::StrAppend(&s, Repeat(acc, "    kevo_vf kevo_a# = kevo_splat(kevo_x[0]);\n"));
-    absl::StrAppend(&s, "    for (; kevo_c + ", 16 * acc, " <= kevo_n; kevo_c += ", 16 * acc, ") {\n",
-                    Repeat(acc, "      kevo_a# = kevo_keep_max(kevo_a#, kevo_load(kevo_x + kevo_c + 16 * #));\n"),
-                    "    }\n");
+    absl::StrAppend(
+        &s, "    for (; kevo_c + ", "KEVO_LANES * ", acc, " <= kevo_n; kevo_c += ", "KEVO_LANES * ", acc, ") {\n",
+        Repeat(acc, "      kevo_a# = kevo_keep_max(kevo_a#, kevo_load(kevo_x + kevo_c + KEVO_LANES * #));\n"),
+        "    }\n");
     absl::StrAppend(&s,
-                    "    for (; kevo_c + 16 <= kevo_n; kevo_c += 16) kevo_a0 = kevo_keep_max(kevo_a0, "
+                    "    for (; kevo_c + KEVO_LANES <= kevo_n; kevo_c += KEVO_LANES) kevo_a0 = kevo_keep_max(kevo_a0, "
                     "kevo_load(kevo_x + kevo_c));\n",
                     Fold(acc, "kevo_a", "kevo_keep_max"),
                     "    float kevo_m = kevo_hmax(kevo_a0);\n    for (; kevo_c < kevo_n; ++kevo_c) kevo_m = "
@@ -354,11 +365,12 @@ static inline kevo_vf kevo_keep_max(kevo_vf a, kevo_vf x) { return x > a ? x : a
     absl::StrAppend(&s, "    int64_t kevo_k = 0;\n");
     if (StrParam(genome, "scan") == "vector") {
       absl::StrAppend(&s, R"(    const kevo_vf kevo_mv = kevo_splat(kevo_m);
-    for (; kevo_k + 16 <= kevo_n; kevo_k += 16) {
+    for (; kevo_k + KEVO_LANES <= kevo_n; kevo_k += KEVO_LANES) {
       const kevo_vi kevo_eq = kevo_load(kevo_x + kevo_k) == kevo_mv;
-      uint64_t kevo_w[8];
+      uint64_t kevo_w[KEVO_LANES / 2], kevo_any = 0;
       __builtin_memcpy(kevo_w, &kevo_eq, sizeof kevo_w);
-      if ((kevo_w[0] | kevo_w[1] | kevo_w[2] | kevo_w[3] | kevo_w[4] | kevo_w[5] | kevo_w[6] | kevo_w[7]) != 0) break;
+      for (int kevo_l = 0; kevo_l < KEVO_LANES / 2; ++kevo_l) kevo_any |= kevo_w[kevo_l];
+      if (kevo_any != 0) break;
     }
 )");
     }
@@ -374,21 +386,22 @@ static inline kevo_vf kevo_keep_max(kevo_vf a, kevo_vf x) { return x > a ? x : a
 
 // Pass 1 (max): leaves `int64_t c`, `float m` and `kevo_vf mv`.
 std::string MaxPass(int64_t acc) {
-  return absl::StrCat(
-      "  int64_t c = 0;\n", Repeat(acc, "  kevo_vf m# = kevo_splat(-3.402823466e38f);\n"), "  for (; c + ", 16 * acc,
-      " <= cols; c += ", 16 * acc, ") {\n", Repeat(acc, "    m# = kevo_vmax(m#, kevo_load(x + c + 16 * #));\n"),
-      "  }\n", "  for (; c + 16 <= cols; c += 16) m0 = kevo_vmax(m0, kevo_load(x + c));\n",
-      "  if (c < cols) m0 = kevo_vmax(m0, kevo_load_part(x + c, cols - c, -__builtin_inff()));\n",
-      Fold(acc, "m", "kevo_vmax"), "  const float m = kevo_hmax(m0);\n  const kevo_vf mv = kevo_splat(m);\n");
+  return absl::StrCat("  int64_t c = 0;\n", Repeat(acc, "  kevo_vf m# = kevo_splat(-3.402823466e38f);\n"),
+                      "  for (; c + ", "KEVO_LANES * ", acc, " <= cols; c += ", "KEVO_LANES * ", acc, ") {\n",
+                      Repeat(acc, "    m# = kevo_vmax(m#, kevo_load(x + c + KEVO_LANES * #));\n"), "  }\n",
+                      "  for (; c + KEVO_LANES <= cols; c += KEVO_LANES) m0 = kevo_vmax(m0, kevo_load(x + c));\n",
+                      "  if (c < cols) m0 = kevo_vmax(m0, kevo_load_part(x + c, cols - c, -__builtin_inff()));\n",
+                      Fold(acc, "m", "kevo_vmax"),
+                      "  const float m = kevo_hmax(m0);\n  const kevo_vf mv = kevo_splat(m);\n");
 }
 
 // The max, then the sum of exp(x - max) with nothing stored: leaves
 // `int64_t c`, `float m`, `kevo_vf mv` and `float total`.
 std::string TwoPassLseStats(int64_t acc) {
-  return absl::StrCat(MaxPass(acc), Repeat(acc, "  kevo_vf s# = {};\n"), "  for (c = 0; c + ", 16 * acc,
-                      " <= cols; c += ", 16 * acc, ") {\n",
-                      Repeat(acc, "    s# += kevo_vexp(kevo_load(x + c + 16 * #) - mv);\n"), "  }\n",
-                      "  for (; c + 16 <= cols; c += 16) s0 += kevo_vexp(kevo_load(x + c) - mv);\n"
+  return absl::StrCat(MaxPass(acc), Repeat(acc, "  kevo_vf s# = {};\n"), "  for (c = 0; c + ", "KEVO_LANES * ", acc,
+                      " <= cols; c += ", "KEVO_LANES * ", acc, ") {\n",
+                      Repeat(acc, "    s# += kevo_vexp(kevo_load(x + c + KEVO_LANES * #) - mv);\n"), "  }\n",
+                      "  for (; c + KEVO_LANES <= cols; c += KEVO_LANES) s0 += kevo_vexp(kevo_load(x + c) - mv);\n"
                       "  if (c < cols) s0 += kevo_vexp(kevo_load_part(x + c, cols - c, -__builtin_inff()) - mv);\n",
                       Fold(acc, "s", "kevo_add"), "  const float total = kevo_hsum(s0);\n");
 }
@@ -398,12 +411,12 @@ std::string TwoPassLseStats(int64_t acc) {
 // `int64_t c`, `float mmax`, `kevo_vf mv` and `float total`.
 std::string OnlineLseStats(int64_t acc) {
   return absl::StrCat("  int64_t c = 0;\n  kevo_vf m = kevo_splat(-3.402823466e38f), s = {};\n", "  for (; c + ",
-                      16 * acc, " <= cols; c += ", 16 * acc, ") {\n",
-                      Repeat(acc, "    const kevo_vf v# = kevo_load(x + c + 16 * #);\n"), "    kevo_vf mn = m;\n",
-                      Repeat(acc, "    mn = kevo_vmax(mn, v#);\n"), "    s = s * kevo_vexp(m - mn)",
-                      Repeat(acc, " + kevo_vexp(v# - mn)"), ";\n    m = mn;\n  }\n",
-                      "  for (; c < cols; c += 16) {\n"
-                      "    const kevo_vf v = c + 16 <= cols ? kevo_load(x + c)\n"
+                      "KEVO_LANES * ", acc, " <= cols; c += ", "KEVO_LANES * ", acc, ") {\n",
+                      Repeat(acc, "    const kevo_vf v# = kevo_load(x + c + KEVO_LANES * #);\n"),
+                      "    kevo_vf mn = m;\n", Repeat(acc, "    mn = kevo_vmax(mn, v#);\n"),
+                      "    s = s * kevo_vexp(m - mn)", Repeat(acc, " + kevo_vexp(v# - mn)"), ";\n    m = mn;\n  }\n",
+                      "  for (; c < cols; c += KEVO_LANES) {\n"
+                      "    const kevo_vf v = c + KEVO_LANES <= cols ? kevo_load(x + c)\n"
                       "                                     : kevo_load_part(x + c, cols - c, -__builtin_inff());\n"
                       "    const kevo_vf mn = kevo_vmax(m, v);\n"
                       "    s = s * kevo_vexp(m - mn) + kevo_vexp(v - mn);\n    m = mn;\n  }\n",
@@ -501,9 +514,12 @@ class SoftmaxRecipe final : public BoundRecipe<RowBinding> {
   // The final pass writing y = exp(x - m) * inv from x.
   static std::string RecomputePass(int64_t acc) {
     return absl::StrCat(
-        "  for (c = 0; c + ", 16 * acc, " <= cols; c += ", 16 * acc, ") {\n",
-        Repeat(acc, "    kevo_store(y + c + 16 * #, kevo_vexp(kevo_load(x + c + 16 * #) - mv) * inv);\n"), "  }\n",
-        "  for (; c + 16 <= cols; c += 16) kevo_store(y + c, kevo_vexp(kevo_load(x + c) - mv) * inv);\n",
+        "  for (c = 0; c + ", "KEVO_LANES * ", acc, " <= cols; c += ", "KEVO_LANES * ", acc, ") {\n",
+        Repeat(acc,
+               "    kevo_store(y + c + KEVO_LANES * #, kevo_vexp(kevo_load(x + c + KEVO_LANES * #) - mv) * inv);\n"),
+        "  }\n",
+        "  for (; c + KEVO_LANES <= cols; c += KEVO_LANES) kevo_store(y + c, kevo_vexp(kevo_load(x + c) - mv) * "
+        "inv);\n",
         "  if (c < cols) {\n"
         "    const kevo_vf e = kevo_vexp(kevo_load_part(x + c, cols - c, -__builtin_inff()) - mv) * inv;\n"
         "    __builtin_memcpy(y + c, &e, (cols - c) * sizeof(float));\n  }\n");
@@ -511,13 +527,13 @@ class SoftmaxRecipe final : public BoundRecipe<RowBinding> {
 
   static std::string RowThreePass(int64_t acc, bool rescale) {
     std::string s = MaxPass(acc);
-    absl::StrAppend(&s, Repeat(acc, "  kevo_vf s# = {};\n"), "  for (c = 0; c + ", 16 * acc,
-                    " <= cols; c += ", 16 * acc, ") {\n",
+    absl::StrAppend(&s, Repeat(acc, "  kevo_vf s# = {};\n"), "  for (c = 0; c + ", "KEVO_LANES * ", acc,
+                    " <= cols; c += ", "KEVO_LANES * ", acc, ") {\n",
                     Repeat(acc,
-                           "    const kevo_vf e# = kevo_vexp(kevo_load(x + c + 16 * #) - mv);\n"
-                           "    kevo_store(y + c + 16 * #, e#);\n    s# += e#;\n"),
+                           "    const kevo_vf e# = kevo_vexp(kevo_load(x + c + KEVO_LANES * #) - mv);\n"
+                           "    kevo_store(y + c + KEVO_LANES * #, e#);\n    s# += e#;\n"),
                     "  }\n",
-                    "  for (; c + 16 <= cols; c += 16) {\n"
+                    "  for (; c + KEVO_LANES <= cols; c += KEVO_LANES) {\n"
                     "    const kevo_vf e = kevo_vexp(kevo_load(x + c) - mv);\n"
                     "    kevo_store(y + c, e);\n    s0 += e;\n  }\n"
                     "  if (c < cols) {\n"
@@ -525,8 +541,8 @@ class SoftmaxRecipe final : public BoundRecipe<RowBinding> {
                     "    __builtin_memcpy(y + c, &e, (cols - c) * sizeof(float));\n    s0 += e;\n  }\n",
                     Fold(acc, "s", "kevo_add"), "  const kevo_vf inv = kevo_splat(1.0f / kevo_hsum(s0));\n");
     if (rescale) {
-      absl::StrAppend(&s, "  for (c = 0; c + ", 16 * acc, " <= cols; c += ", 16 * acc, ") {\n",
-                      Repeat(acc, "    kevo_store(y + c + 16 * #, kevo_load(y + c + 16 * #) * inv);\n"),
+      absl::StrAppend(&s, "  for (c = 0; c + ", "KEVO_LANES * ", acc, " <= cols; c += ", "KEVO_LANES * ", acc, ") {\n",
+                      Repeat(acc, "    kevo_store(y + c + KEVO_LANES * #, kevo_load(y + c + KEVO_LANES * #) * inv);\n"),
                       "  }\n  for (; c < cols; ++c) y[c] *= inv[0];\n");
     } else {
       absl::StrAppend(&s, RecomputePass(acc));
@@ -536,10 +552,11 @@ class SoftmaxRecipe final : public BoundRecipe<RowBinding> {
 
   // The last pass of log-softmax: y = x - lse, with `kevo_vf lse` in scope.
   static std::string SubtractPass(int64_t acc) {
-    return absl::StrCat("  for (c = 0; c + ", 16 * acc, " <= cols; c += ", 16 * acc, ") {\n",
-                        Repeat(acc, "    kevo_store(y + c + 16 * #, kevo_load(x + c + 16 * #) - lse);\n"), "  }\n",
-                        "  for (; c + 16 <= cols; c += 16) kevo_store(y + c, kevo_load(x + c) - lse);\n",
-                        "  for (; c < cols; ++c) y[c] = x[c] - lse[0];\n");
+    return absl::StrCat(
+        "  for (c = 0; c + ", "KEVO_LANES * ", acc, " <= cols; c += ", "KEVO_LANES * ", acc, ") {\n",
+        Repeat(acc, "    kevo_store(y + c + KEVO_LANES * #, kevo_load(x + c + KEVO_LANES * #) - lse);\n"), "  }\n",
+        "  for (; c + KEVO_LANES <= cols; c += KEVO_LANES) kevo_store(y + c, kevo_load(x + c) - lse);\n",
+        "  for (; c < cols; ++c) y[c] = x[c] - lse[0];\n");
   }
 
   // Log-softmax in two passes: the max, then the sum of exp(x - max) with
@@ -597,7 +614,7 @@ class SoftmaxRecipe final : public BoundRecipe<RowBinding> {
     std::string s = R"(  float ml[16], sl[16];
   for (int l = 0; l < 16; ++l) ml[l] = -3.402823466e38f, sl[l] = 0;
   int64_t c = 0;
-  for (; c + 16 <= cols; c += 16) {
+  for (; c + KEVO_LANES <= cols; c += KEVO_LANES) {
 #pragma omp simd
     for (int l = 0; l < 16; ++l) {
       const float v = x[c + l];
@@ -763,7 +780,7 @@ class RowNormRecipe final : public BoundRecipe<NormBinding> {
     const int64_t acc = IntParam(genome, "accumulators");
     const bool one_pass = StrParam(genome, "stats") == "one_pass";
     const bool nontemporal = StrParam(genome, "store") == "nontemporal";
-    const int64_t step = 16 * acc;
+    const std::string step = absl::StrCat("KEVO_LANES * ", acc);
 
     std::string s = kPrelude;
     absl::StrAppend(&s, "// Generated by kevo builtin recipe ", genome.ToString(), "\n", kVectorHelpers);
@@ -776,11 +793,12 @@ class RowNormRecipe final : public BoundRecipe<NormBinding> {
     if (!b.rms) absl::StrAppend(&s, Repeat(acc, "  kevo_vf s# = {};\n"));
     if (sum_squares) absl::StrAppend(&s, Repeat(acc, "  kevo_vf q# = {};\n"));
     const std::string body = absl::StrCat(b.rms ? "" : "    s# += v#;\n", sum_squares ? "    q# += v# * v#;\n" : "");
-    absl::StrAppend(&s, "  for (; c + ", step, " <= cols; c += ", step, ") {\n",
-                    Repeat(acc, "    const kevo_vf v# = kevo_load(x + c + 16 * #);\n"), Repeat(acc, body), "  }\n",
-                    "  for (; c + 16 <= cols; c += 16) {\n    const kevo_vf v0 = kevo_load(x + c);\n", Repeat(1, body),
-                    "  }\n", "  if (c < cols) {\n    const kevo_vf v0 = kevo_load_part(x + c, cols - c, 0.0f);\n",
-                    Repeat(1, body), "  }\n");
+    absl::StrAppend(
+        &s, "  for (; c + ", step, " <= cols; c += ", step, ") {\n",
+        Repeat(acc, "    const kevo_vf v# = kevo_load(x + c + KEVO_LANES * #);\n"), Repeat(acc, body), "  }\n",
+        "  for (; c + KEVO_LANES <= cols; c += KEVO_LANES) {\n    const kevo_vf v0 = kevo_load(x + c);\n",
+        Repeat(1, body), "  }\n", "  if (c < cols) {\n    const kevo_vf v0 = kevo_load_part(x + c, cols - c, 0.0f);\n",
+        Repeat(1, body), "  }\n");
     if (!b.rms) absl::StrAppend(&s, Fold(acc, "s", "kevo_add"), "  const float mean = kevo_hsum(s0) / n;\n");
     if (sum_squares) absl::StrAppend(&s, Fold(acc, "q", "kevo_add"));
     if (b.rms) {
@@ -790,31 +808,32 @@ class RowNormRecipe final : public BoundRecipe<NormBinding> {
     } else {
       // Centred squares from the row just read (in cache); the tail's
       // padding lanes are set to the mean so they add nothing.
-      absl::StrAppend(&s, "  const kevo_vf mv = kevo_splat(mean);\n", Repeat(acc, "  kevo_vf q# = {};\n"),
-                      "  for (c = 0; c + ", step, " <= cols; c += ", step, ") {\n",
-                      Repeat(acc, "    const kevo_vf d# = kevo_load(x + c + 16 * #) - mv;\n    q# += d# * d#;\n"),
-                      "  }\n", "  for (; c + 16 <= cols; c += 16) {\n    const kevo_vf d = kevo_load(x + c) - mv;\n",
-                      "    q0 += d * d;\n  }\n",
-                      "  if (c < cols) {\n    const kevo_vf d = kevo_load_part(x + c, cols - c, mean) - mv;\n",
-                      "    q0 += d * d;\n  }\n", Fold(acc, "q", "kevo_add"),
-                      "  const float var = kevo_hsum(q0) / n;\n");
+      absl::StrAppend(
+          &s, "  const kevo_vf mv = kevo_splat(mean);\n", Repeat(acc, "  kevo_vf q# = {};\n"), "  for (c = 0; c + ",
+          step, " <= cols; c += ", step, ") {\n",
+          Repeat(acc, "    const kevo_vf d# = kevo_load(x + c + KEVO_LANES * #) - mv;\n    q# += d# * d#;\n"), "  }\n",
+          "  for (; c + KEVO_LANES <= cols; c += KEVO_LANES) {\n    const kevo_vf d = kevo_load(x + c) - mv;\n",
+          "    q0 += d * d;\n  }\n",
+          "  if (c < cols) {\n    const kevo_vf d = kevo_load_part(x + c, cols - c, mean) - mv;\n",
+          "    q0 += d * d;\n  }\n", Fold(acc, "q", "kevo_add"), "  const float var = kevo_hsum(q0) / n;\n");
     }
     absl::StrAppend(&s, "  const float inv = 1.0f / sqrtf(var + ", b.eps,
                     ");\n  const kevo_vf iv = kevo_splat(inv);\n");
     if (!b.rms && one_pass) absl::StrAppend(&s, "  const kevo_vf mv = kevo_splat(mean);\n");
     // The writing pass.
     const std::string scalar = b.rms ? "y[c] = x[c] * inv * g[c];" : "y[c] = (x[c] - mean) * inv * g[c] + bt[c];";
-    const std::string vec = b.rms ? "kevo_load(x + c + 16 * #) * iv * kevo_load(g + c + 16 * #)"
-                                  : "(kevo_load(x + c + 16 * #) - mv) * iv * kevo_load(g + c + 16 * #) + "
-                                    "kevo_load(bt + c + 16 * #)";
+    const std::string vec = b.rms
+                                ? "kevo_load(x + c + KEVO_LANES * #) * iv * kevo_load(g + c + KEVO_LANES * #)"
+                                : "(kevo_load(x + c + KEVO_LANES * #) - mv) * iv * kevo_load(g + c + KEVO_LANES * #) + "
+                                  "kevo_load(bt + c + KEVO_LANES * #)";
     const std::string put = nontemporal ? "kevo_stream" : "kevo_store";
     absl::StrAppend(&s, "  c = 0;\n");
     if (nontemporal) absl::StrAppend(&s, "  for (; c < cols && ((uintptr_t)(y + c) & 63) != 0; ++c) ", scalar, "\n");
     absl::StrAppend(&s, "  for (; c + ", step, " <= cols; c += ", step, ") {\n",
-                    Repeat(acc, absl::StrCat("    ", put, "(y + c + 16 * #, ", vec, ");\n")), "  }\n",
-                    "  for (; c + 16 <= cols; c += 16) ",
-                    Repeat(1, absl::StrCat(put, "(y + c + 16 * #, ", vec, ");\n")), "  for (; c < cols; ++c) ", scalar,
-                    "\n}\n\n");
+                    Repeat(acc, absl::StrCat("    ", put, "(y + c + KEVO_LANES * #, ", vec, ");\n")), "  }\n",
+                    "  for (; c + KEVO_LANES <= cols; c += KEVO_LANES) ",
+                    Repeat(1, absl::StrCat(put, "(y + c + KEVO_LANES * #, ", vec, ");\n")), "  for (; c < cols; ++c) ",
+                    scalar, "\n}\n\n");
     const std::string loop =
         absl::StrCat("  for (int64_t kevo_r = 0; kevo_r < ", b.rows.rows, "; ++kevo_r) kevo_row(", b.rows.in,
                      " + kevo_r * ", b.rows.cols, ", ", b.gamma, ", ", b.rms ? "" : absl::StrCat(b.beta, ", "),
