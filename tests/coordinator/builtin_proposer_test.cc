@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
@@ -315,6 +316,29 @@ int main() {
   EXPECT_EQ(std::system(path.c_str()), 0) << program;
 }
 
+// A program built for AVX2 without AVX-512 at PATH (from PATH.cc), and of
+// its instructions containing `needle`, how many and how many of those
+// address a stack slot (a spilled or stack-held vector).
+struct Avx2Uses {
+  int instructions = 0;
+  int on_stack = 0;
+};
+absl::StatusOr<Avx2Uses> CompileForAvx2(const std::string& path, const std::string& program,
+                                        const std::string& needle) {
+  { std::ofstream(path + ".cc") << program; }
+  const std::string build = absl::StrCat("g++ -O3 -mavx2 -mfma -mno-avx512f -fopenmp -Wno-psabi -o ", path, " ", path,
+                                         ".cc && objdump -d --no-show-raw-insn ", path, " > ", path, ".s");
+  if (std::system(build.c_str()) != 0) return absl::InternalError(absl::StrCat("cannot build ", path, ".cc"));
+  std::ifstream in(path + ".s");
+  Avx2Uses uses;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(needle) == std::string::npos) continue;
+    ++uses.instructions;
+    if (line.find("(%rsp)") != std::string::npos || line.find("(%rbp)") != std::string::npos) ++uses.on_stack;
+  }
+  return uses;
+}
+
 // On AVX2 without AVX-512 the packed GEMM's micro-kernel keeps its
 // accumulators in the 16 ymm registers (GCC keeps a 64-byte vector it cannot
 // hold in one register on the stack: every multiply-add read and wrote
@@ -359,18 +383,10 @@ int main() {
 }
 )");
     const std::string path = (*dir)->path() + "/gemm";
-    { std::ofstream(path + ".cc") << program; }
-    const std::string build = absl::StrCat("g++ -O3 -mavx2 -mfma -mno-avx512f -fopenmp -Wno-psabi -o ", path, " ", path,
-                                           ".cc && objdump -d --no-show-raw-insn ", path, " > ", path, ".s");
-    ASSERT_EQ(std::system(build.c_str()), 0);
-    std::ifstream in(path + ".s");
-    int fmas = 0, from_stack = 0;
-    for (std::string line; std::getline(in, line);) {
-      if (line.find("vfmadd") == std::string::npos) continue;
-      ++fmas;
-      if (line.find("(%rsp)") != std::string::npos || line.find("(%rbp)") != std::string::npos) ++from_stack;
-    }
-    EXPECT_GT(fmas, 0);
+    const absl::StatusOr<Avx2Uses> fmas = CompileForAvx2(path, program, "vfmadd");
+    ASSERT_TRUE(fmas.ok()) << fmas.status();
+    const int from_stack = fmas->on_stack;
+    EXPECT_GT(fmas->instructions, 0);
     EXPECT_EQ(from_stack, 0) << "multiply-adds on stack slots: the accumulators were spilled";
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
       EXPECT_EQ(std::system(path.c_str()), 0) << "the AVX2 micro-kernel's product is wrong";
@@ -418,17 +434,9 @@ int main() {
 }
 )");
     const std::string path = absl::StrCat((*dir)->path(), "/", name);
-    { std::ofstream(path + ".cc") << program; }
-    const std::string build = absl::StrCat("g++ -O3 -mavx2 -mfma -mno-avx512f -fopenmp -Wno-psabi -o ", path, " ", path,
-                                           ".cc && objdump -d --no-show-raw-insn ", path, " > ", path, ".s");
-    ASSERT_EQ(std::system(build.c_str()), 0);
-    std::ifstream in(path + ".s");
-    int vector_ops = 0, on_stack = 0;
-    for (std::string line; std::getline(in, line);) {
-      if (line.find("%ymm") == std::string::npos) continue;
-      ++vector_ops;
-      if (line.find("(%rsp)") != std::string::npos || line.find("(%rbp)") != std::string::npos) ++on_stack;
-    }
+    const absl::StatusOr<Avx2Uses> uses = CompileForAvx2(path, program, "%ymm");
+    ASSERT_TRUE(uses.ok()) << uses.status();
+    const int vector_ops = uses->instructions, on_stack = uses->on_stack;
     ASSERT_GT(vector_ops, 0);
     // 16-lane vectors: 34-37% of them; 8 lanes: 4-18% (GCC 12).
     EXPECT_LT(on_stack * 4, vector_ops) << on_stack << " of " << vector_ops << " ymm instructions on stack slots";
