@@ -77,14 +77,22 @@ class EmbeddingBagRowsRecipe final : public BoundRecipe<EmbeddingBagShapes> {
       // The prefetch distance and scope as in the loop below; the same sum,
       // element by element, in the same order.
       const std::string limit = StrParam(genome, "ahead") == "stream" ? "left" : "n";
-      absl::StrAppend(&s, R"(typedef float kevo_v16 __attribute__((vector_size(64)));
+      absl::StrAppend(&s, R"(// 16 lanes a vector, 8 on AVX2 without AVX-512 (where GCC keeps a 64-byte
+// vector on the stack).
+#if defined(__AVX2__) && !defined(__AVX512F__)
+#define KEVO_BAG_LANES 8
+#else
+#define KEVO_BAG_LANES 16
+#endif
+typedef float kevo_vb __attribute__((vector_size(KEVO_BAG_LANES * 4)));
 // Sums one bag of rows DV * 16 floats wide in registers; stores it once.
 template <int DV>
 static inline void kevo_bag_in_registers(const float* table, const int64_t* idx, int64_t n, int64_t left, int64_t d,
                                          float* o) {
-  kevo_v16 acc[DV];
-#pragma GCC unroll 8
-  for (int u = 0; u < DV; ++u) acc[u] = kevo_v16{};
+  constexpr int NV = DV * 16 / KEVO_BAG_LANES;
+  kevo_vb acc[NV];
+#pragma GCC unroll 16
+  for (int u = 0; u < NV; ++u) acc[u] = kevo_vb{};
   for (int64_t j = 0; j < n; ++j) {
 )",
                       prefetch > 0 ? absl::StrCat("    if (j + ", prefetch, " < ", limit,
@@ -95,16 +103,16 @@ static inline void kevo_bag_in_registers(const float* table, const int64_t* idx,
                                                   "u += 64) __builtin_prefetch(p + u, 0, 1);\n    }\n")
                                    : "",
                       R"(    const float* row = table + idx[j] * d;
-#pragma GCC unroll 8
-    for (int u = 0; u < DV; ++u) {
-      kevo_v16 v;
-      __builtin_memcpy(&v, row + 16 * u, sizeof v);
+#pragma GCC unroll 16
+    for (int u = 0; u < NV; ++u) {
+      kevo_vb v;
+      __builtin_memcpy(&v, row + KEVO_BAG_LANES * u, sizeof v);
       acc[u] += v;
     }
   }
 )",
-                      b.mean ? "  if (n > 0) {\n    const float len = static_cast<float>(n);\n#pragma GCC unroll 8\n"
-                               "    for (int u = 0; u < DV; ++u) acc[u] = acc[u] / len;\n  }\n"
+                      b.mean ? "  if (n > 0) {\n    const float len = static_cast<float>(n);\n#pragma GCC unroll 16\n"
+                               "    for (int u = 0; u < NV; ++u) acc[u] = acc[u] / len;\n  }\n"
                              : "",
                       R"(  __builtin_memcpy(o, acc, sizeof acc);
 }
