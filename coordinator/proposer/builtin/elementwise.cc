@@ -265,7 +265,17 @@ class ElementwiseRecipe final : public Recipe {
       const char* t = fn.back() == 'f' ? "float" : "double";
       absl::StrAppend(&s, "#pragma omp declare simd notinbranch\nextern \"C\" ", t, " ", fn, "(", t, ");\n");
     }
-    absl::StrAppend(&s, min_max, "typedef ", type, " kevo_v __attribute__((vector_size(", width * elem, ")));\n");
+    // On AVX2 without AVX-512 a vector wider than a ymm register would live
+    // on the stack (GCC has no register for it): there the kernel uses 32-byte
+    // vectors, more of them a step, and the same elements a step.
+    const bool avx2_split = width * elem > 32;
+    const auto vector_type = [&](int64_t bytes) {
+      return absl::StrCat("typedef ", type, " kevo_v __attribute__((vector_size(", bytes, ")));\n");
+    };
+    absl::StrAppend(&s, min_max,
+                    avx2_split ? absl::StrCat("#if defined(__AVX2__) && !defined(__AVX512F__)\n", vector_type(32),
+                                              "#else\n", vector_type(width * elem), "#endif\n")
+                               : vector_type(width * elem));
     absl::StrAppend(&s, "static inline ", type, " kevo_op(", absl::StrJoin(scalar_args, ", "), ") { return (", type,
                     ")(", expr, "); }\n");
     if (vector_ext) {
@@ -282,41 +292,52 @@ static inline void kevo_store()",
 )");
     if (nontemporal) absl::StrAppend(&s, StreamingStore(type, "kevo_v"));
     const std::string put = nontemporal ? "kevo_stream" : "kevo_store";
-    // The range kernel.
-    absl::StrAppend(&s, "\nstatic void kevo_range(", absl::StrJoin(ptr_params, ", "),
-                    ", int64_t kevo_begin, int64_t kevo_end) {\n  int64_t kevo_i = kevo_begin;\n");
-    std::vector<std::string> at_i;
-    for (const std::string& in : info.inputs) at_i.push_back(absl::StrCat(in, "[kevo_i]"));
-    const std::string scalar_stmt = absl::StrCat(out, "[kevo_i] = kevo_op(", absl::StrJoin(at_i, ", "), ");");
-    if (nontemporal) {
-      absl::StrAppend(&s, "  for (; kevo_i < kevo_end && ((uintptr_t)(", out, " + kevo_i) & 63) != 0; ++kevo_i) ",
-                      scalar_stmt, "\n");
-    }
-    absl::StrAppend(&s, "  for (; kevo_i + ", step, " <= kevo_end; kevo_i += ", step, ") {\n");
-    if (vector_ext) {
-      for (int64_t u = 0; u < unroll; ++u) {
-        std::vector<std::string> loads;
-        for (const std::string& in : info.inputs) {
-          loads.push_back(absl::StrCat("kevo_load(", in, " + kevo_i + ", u * width, ")"));
+    // The range kernel, `w` elements a vector and `vectors` vectors a step.
+    const auto range_kernel = [&](int64_t w, int64_t vectors) {
+      const int64_t step = w * vectors;
+      std::string k;
+      absl::StrAppend(&k, "\nstatic void kevo_range(", absl::StrJoin(ptr_params, ", "),
+                      ", int64_t kevo_begin, int64_t kevo_end) {\n  int64_t kevo_i = kevo_begin;\n");
+      std::vector<std::string> at_i;
+      for (const std::string& in : info.inputs) at_i.push_back(absl::StrCat(in, "[kevo_i]"));
+      const std::string scalar_stmt = absl::StrCat(out, "[kevo_i] = kevo_op(", absl::StrJoin(at_i, ", "), ");");
+      if (nontemporal) {
+        absl::StrAppend(&k, "  for (; kevo_i < kevo_end && ((uintptr_t)(", out, " + kevo_i) & 63) != 0; ++kevo_i) ",
+                        scalar_stmt, "\n");
+      }
+      absl::StrAppend(&k, "  for (; kevo_i + ", step, " <= kevo_end; kevo_i += ", step, ") {\n");
+      if (vector_ext) {
+        for (int64_t u = 0; u < vectors; ++u) {
+          std::vector<std::string> loads;
+          for (const std::string& in : info.inputs) {
+            loads.push_back(absl::StrCat("kevo_load(", in, " + kevo_i + ", u * w, ")"));
+          }
+          absl::StrAppend(&k, "    kevo_v r", u, " = kevo_vop(", absl::StrJoin(loads, ", "), ");\n");
         }
-        absl::StrAppend(&s, "    kevo_v r", u, " = kevo_vop(", absl::StrJoin(loads, ", "), ");\n");
+      } else {
+        std::vector<std::string> at_ij;
+        for (const std::string& in : info.inputs) at_ij.push_back(absl::StrCat(in, "[kevo_i + kevo_j]"));
+        absl::StrAppend(&k, "    ", type, " kevo_t[", step, "] __attribute__((aligned(64)));\n",
+                        "#pragma omp simd\n    for (int64_t kevo_j = 0; kevo_j < ", step,
+                        "; ++kevo_j) kevo_t[kevo_j] = kevo_op(", absl::StrJoin(at_ij, ", "), ");\n");
+        for (int64_t u = 0; u < vectors; ++u) {
+          absl::StrAppend(&k, "    kevo_v r", u, " = kevo_load(kevo_t + ", u * w, ");\n");
+        }
       }
+      for (int64_t u = 0; u < vectors; ++u) {
+        absl::StrAppend(&k, "    ", put, "(", out, " + kevo_i + ", u * w, ", r", u, ");\n");
+      }
+      absl::StrAppend(&k, "  }\n  for (; kevo_i < kevo_end; ++kevo_i) ", scalar_stmt, "\n");
+      if (nontemporal) absl::StrAppend(&k, "#if defined(__SSE2__)\n  _mm_sfence();\n#endif\n");
+      absl::StrAppend(&k, "}\n\n");
+      return k;
+    };
+    if (avx2_split) {
+      absl::StrAppend(&s, "#if defined(__AVX2__) && !defined(__AVX512F__)\n", range_kernel(32 / elem, step * elem / 32),
+                      "#else\n", range_kernel(width, unroll), "#endif\n");
     } else {
-      std::vector<std::string> at_ij;
-      for (const std::string& in : info.inputs) at_ij.push_back(absl::StrCat(in, "[kevo_i + kevo_j]"));
-      absl::StrAppend(&s, "    ", type, " kevo_t[", step, "] __attribute__((aligned(64)));\n",
-                      "#pragma omp simd\n    for (int64_t kevo_j = 0; kevo_j < ", step,
-                      "; ++kevo_j) kevo_t[kevo_j] = kevo_op(", absl::StrJoin(at_ij, ", "), ");\n");
-      for (int64_t u = 0; u < unroll; ++u) {
-        absl::StrAppend(&s, "    kevo_v r", u, " = kevo_load(kevo_t + ", u * width, ");\n");
-      }
+      absl::StrAppend(&s, range_kernel(width, unroll));
     }
-    for (int64_t u = 0; u < unroll; ++u) {
-      absl::StrAppend(&s, "    ", put, "(", out, " + kevo_i + ", u * width, ", r", u, ");\n");
-    }
-    absl::StrAppend(&s, "  }\n  for (; kevo_i < kevo_end; ++kevo_i) ", scalar_stmt, "\n");
-    if (nontemporal) absl::StrAppend(&s, "#if defined(__SSE2__)\n  _mm_sfence();\n#endif\n");
-    absl::StrAppend(&s, "}\n\n");
 
     // The exported function.
     const std::string args = absl::StrJoin(ptr_args, ", ");
