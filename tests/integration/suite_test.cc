@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -119,13 +120,16 @@ int FinishedEvaluations(const std::string& db) {
   return n;
 }
 
-// Starts `kevo suite` and SIGKILLs it once the worker has finished `after`
-// evaluations in all: an interruption in the middle of a job.
+// Starts `kevo suite` and SIGKILLs it once it has started its job and the
+// worker has finished `after` evaluations in all: an interruption in the
+// middle of a job. (Counting evaluations alone, a run could be killed before
+// it had opened the store and said what it did with the earlier run's job.)
 void RunSuiteAndKillIt(const std::vector<std::string>& argv, const std::string& db, const std::string& log, int after) {
   auto child = ChildProcess::Start(argv, log);
   ASSERT_TRUE(child.ok()) << child.status();
   const absl::Time deadline = absl::Now() + absl::Minutes(3);
-  while (FinishedEvaluations(db) < after && (*child)->Running() && absl::Now() < deadline) {
+  while ((FinishedEvaluations(db) < after || !absl::StrContains(ReadAll(log), ": started")) && (*child)->Running() &&
+         absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(100));
   }
   ASSERT_TRUE((*child)->Running()) << "the suite ended before it could be interrupted: " << ReadAll(log);
