@@ -614,7 +614,7 @@ class SoftmaxRecipe final : public BoundRecipe<RowBinding> {
     std::string s = R"(  float ml[16], sl[16];
   for (int l = 0; l < 16; ++l) ml[l] = -3.402823466e38f, sl[l] = 0;
   int64_t c = 0;
-  for (; c + KEVO_LANES <= cols; c += KEVO_LANES) {
+  for (; c + 16 <= cols; c += 16) {
 #pragma omp simd
     for (int l = 0; l < 16; ++l) {
       const float v = x[c + l];
