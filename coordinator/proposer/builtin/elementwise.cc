@@ -294,7 +294,7 @@ static inline void kevo_store()",
     const std::string put = nontemporal ? "kevo_stream" : "kevo_store";
     // The range kernel, `w` elements a vector and `vectors` vectors a step.
     const auto range_kernel = [&](int64_t w, int64_t vectors) {
-      const int64_t step = w * vectors;
+      const int64_t per_step = w * vectors;
       std::string k;
       absl::StrAppend(&k, "\nstatic void kevo_range(", absl::StrJoin(ptr_params, ", "),
                       ", int64_t kevo_begin, int64_t kevo_end) {\n  int64_t kevo_i = kevo_begin;\n");
@@ -305,7 +305,7 @@ static inline void kevo_store()",
         absl::StrAppend(&k, "  for (; kevo_i < kevo_end && ((uintptr_t)(", out, " + kevo_i) & 63) != 0; ++kevo_i) ",
                         scalar_stmt, "\n");
       }
-      absl::StrAppend(&k, "  for (; kevo_i + ", step, " <= kevo_end; kevo_i += ", step, ") {\n");
+      absl::StrAppend(&k, "  for (; kevo_i + ", per_step, " <= kevo_end; kevo_i += ", per_step, ") {\n");
       if (vector_ext) {
         for (int64_t u = 0; u < vectors; ++u) {
           std::vector<std::string> loads;
@@ -317,8 +317,8 @@ static inline void kevo_store()",
       } else {
         std::vector<std::string> at_ij;
         for (const std::string& in : info.inputs) at_ij.push_back(absl::StrCat(in, "[kevo_i + kevo_j]"));
-        absl::StrAppend(&k, "    ", type, " kevo_t[", step, "] __attribute__((aligned(64)));\n",
-                        "#pragma omp simd\n    for (int64_t kevo_j = 0; kevo_j < ", step,
+        absl::StrAppend(&k, "    ", type, " kevo_t[", per_step, "] __attribute__((aligned(64)));\n",
+                        "#pragma omp simd\n    for (int64_t kevo_j = 0; kevo_j < ", per_step,
                         "; ++kevo_j) kevo_t[kevo_j] = kevo_op(", absl::StrJoin(at_ij, ", "), ");\n");
         for (int64_t u = 0; u < vectors; ++u) {
           absl::StrAppend(&k, "    kevo_v r", u, " = kevo_load(kevo_t + ", u * w, ");\n");
