@@ -12,6 +12,7 @@
 #include <cctype>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -120,6 +121,106 @@ std::string SelectMinMax(std::string* expr) {
     absl::StrAppend(&definitions, "static inline ", m.type, " kevo_", m.name, "(", m.type, " a, ", m.type,
                     " b) { return (a ", m.compare, " b || b != b) ? a : b; }\n");
   }
+  return definitions;
+}
+
+namespace {
+
+// The index of the bracket that closes the one at `open`, or npos.
+size_t Closing(const std::string& e, size_t open) {
+  int depth = 0;
+  for (size_t i = open; i < e.size(); ++i) {
+    if (e[i] == '(') ++depth;
+    if (e[i] == ')' && --depth == 0) return i;
+  }
+  return std::string::npos;
+}
+
+// Positions of `c` in `e` outside brackets.
+std::vector<size_t> TopLevel(const std::string& e, char c) {
+  std::vector<size_t> at;
+  for (size_t i = 0; i < e.size(); ++i) {
+    if (e[i] == '(') {
+      i = Closing(e, i);
+      if (i == std::string::npos) return at;
+    } else if (e[i] == c) {
+      at.push_back(i);
+    }
+  }
+  return at;
+}
+
+std::string RewriteSelects(const std::string& e);
+
+// `e` with the contents of its brackets rewritten.
+std::string RewriteBrackets(const std::string& e) {
+  std::string out;
+  for (size_t i = 0; i < e.size(); ++i) {
+    const size_t close = e[i] == '(' ? Closing(e, i) : std::string::npos;
+    if (close == std::string::npos) {
+      out += e[i];
+      continue;
+    }
+    absl::StrAppend(&out, "(", RewriteSelects(e.substr(i + 1, close - i - 1)), ")");
+    i = close;
+  }
+  return out;
+}
+
+// One comma-free operand: `c ? a : b` (?: binds loosest, so a '?' outside
+// brackets splits the whole operand), or an expression without one.
+std::string RewriteOperand(const std::string& e) {
+  const std::vector<size_t> questions = TopLevel(e, '?');
+  if (questions.empty()) return RewriteBrackets(e);
+  const size_t q = questions.front();
+  // The ':' that pairs with it: nested `?:` in the middle arm pair first.
+  int open = 0;
+  for (size_t i = q + 1; i < e.size(); ++i) {
+    if (e[i] == '(') {
+      i = Closing(e, i);
+      if (i == std::string::npos) break;
+    } else if (e[i] == '?') {
+      ++open;
+    } else if (e[i] == ':' && open-- == 0) {
+      return absl::StrCat("kevo_select(", RewriteBrackets(e.substr(0, q)), ",",
+                          RewriteOperand(e.substr(q + 1, i - q - 1)), ",", RewriteOperand(e.substr(i + 1)), ")");
+    }
+  }
+  return e;  // unpaired: the compiler says so
+}
+
+std::string RewriteSelects(const std::string& e) {
+  std::string out;
+  size_t from = 0;
+  for (size_t comma : TopLevel(e, ',')) {
+    absl::StrAppend(&out, RewriteOperand(e.substr(from, comma - from)), ",");
+    from = comma + 1;
+  }
+  return out + RewriteOperand(e.substr(from));
+}
+
+}  // namespace
+
+std::string SelectBothArms(std::string* expr) {
+  if (expr->find('?') == std::string::npos) return "";
+  *expr = RewriteSelects(*expr);
+  // The arms in the type ?: gives them; float and double pick bits (both
+  // arms were computed to be passed), other types keep ?: on two values.
+  std::string definitions =
+      "template <typename T>\nstatic inline T kevo_select_bits(bool c, T a, T b) { return c ? a : b; }\n";
+  for (const auto& [type, bits] : {std::pair{"float", "uint32_t"}, std::pair{"double", "uint64_t"}}) {
+    absl::StrAppend(
+        &definitions, "static inline ", type, " kevo_select_bits(bool c, ", type, " a, ", type, " b) {\n  ", bits,
+        " ia, ib;\n  __builtin_memcpy(&ia, &a, sizeof a);\n  __builtin_memcpy(&ib, &b, sizeof b);\n  const ", bits,
+        " m = -(", bits, ")c;\n  ia = (ia & m) | (ib & ~m);\n  __builtin_memcpy(&a, &ia, sizeof a);\n  return a;\n}\n");
+  }
+  absl::StrAppend(&definitions, R"(template <typename A, typename B>
+static inline auto kevo_select(bool c, A a, B b) {
+  auto x = true ? a : b;
+  decltype(x) y = false ? a : b;
+  return kevo_select_bits(c, x, y);
+}
+)");
   return definitions;
 }
 
@@ -237,6 +338,8 @@ class ElementwiseRecipe final : public Recipe {
     const std::string min_max = SelectMinMax(&expr);
     const bool vector_ext = StrParam(genome, "style") == "vector_ext" && !info.calls_functions &&
                             !(info.double_literals && out_spec->dtype() == v1::F32);
+    // The omp simd path's loop vectorises only without branches.
+    const std::string selects = vector_ext ? "" : SelectBothArms(&expr);
     const int64_t width = IntParam(genome, "width");
     const int64_t unroll = IntParam(genome, "unroll");
     const int64_t step = width * unroll;
@@ -272,7 +375,7 @@ class ElementwiseRecipe final : public Recipe {
     const auto vector_type = [&](int64_t bytes) {
       return absl::StrCat("typedef ", type, " kevo_v __attribute__((vector_size(", bytes, ")));\n");
     };
-    absl::StrAppend(&s, min_max,
+    absl::StrAppend(&s, min_max, selects,
                     avx2_split ? absl::StrCat("#if defined(__AVX2__) && !defined(__AVX512F__)\n", vector_type(32),
                                               "#else\n", vector_type(width * elem), "#endif\n")
                                : vector_type(width * elem));
