@@ -5,7 +5,8 @@
 //   recipe_source TASK_DIR OUT_DIR GENOME...
 //   recipe_source TASK_DIR OUT_DIR defaults:cpu   (every recipe that applies, at its defaults)
 //
-// Each genome (Genome::ToString form, e.g. "cuda_gemm_wgmma{stages=4,tile=128x256}")
+// Each genome (Genome::ToString form, e.g. "cuda_gemm_wgmma{stages=4,tile=128x256}";
+// parameters it leaves out take their defaults)
 // goes to OUT_DIR/<index>.<ext>, .cu for cuda, .cc otherwise; the index
 // follows the order of the arguments. Exits 1 naming the first genome that
 // does not parse or that the recipe refuses.
@@ -50,6 +51,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s: not a genome of a built-in recipe\n", arg);
       return 1;
     }
+    // Parameters the genome leaves out (one written before they existed) take their defaults.
+    for (const auto& [key, value] : recipe->space().Defaults()) genome->params.emplace(key, value);
     absl::StatusOr<kevo::v1::Candidate> candidate = recipe->Generate(*task, *genome);
     if (!candidate.ok()) {
       std::fprintf(stderr, "%s: %s\n", arg, std::string(candidate.status().message()).c_str());
