@@ -5,11 +5,41 @@
 #include <cstdint>
 #include <cstdlib>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 namespace kevo::mtia::internal {
+namespace {
+
+// AddressSanitizer must be told of every stack switch, or it takes the
+// fiber's stack for a wild part of the caller's (an exception thrown on a
+// fiber was reported as a stack-use-after-scope). SwitchStart goes before a
+// swapcontext to the stack [bottom, bottom + size), with where to keep the
+// leaving side's fake stack (null: the leaving fiber is done); SwitchDone
+// right after arriving, with that side's saved fake stack, and learns the
+// stack it came from. Both are nothing in other builds.
+inline void SwitchStart(void** fake, const void* bottom, size_t size) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_start_switch_fiber(fake, bottom, size);
+#else
+  (void)fake, (void)bottom, (void)size;
+#endif
+}
+inline void SwitchDone(void* fake, const void** from_bottom, size_t* from_size) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(fake, from_bottom, from_size);
+#else
+  (void)fake, (void)from_bottom, (void)from_size;
+#endif
+}
+
+}  // namespace
 
 struct FiberPool::Fiber {
   ucontext_t ctx{};
   void* stack = nullptr;
+  void* fake = nullptr;  // its fake stack (AddressSanitizer) while it is switched out
   bool started = false;
   bool done = false;
   std::function<bool()> can_resume;
@@ -31,9 +61,11 @@ FiberPool::~FiberPool() {
 
 void FiberPool::Trampoline(unsigned lo, unsigned hi) {
   auto* pool = reinterpret_cast<FiberPool*>((static_cast<uintptr_t>(hi) << 32) | static_cast<uintptr_t>(lo));
+  SwitchDone(nullptr, &pool->main_bottom_, &pool->main_size_);
   int i = pool->current_;
   (*pool->body_)(i);  // the body catches everything: nothing may unwind past here
   pool->fibers_[i]->done = true;
+  SwitchStart(nullptr, pool->main_bottom_, pool->main_size_);
   swapcontext(&pool->fibers_[i]->ctx, &pool->main_);
 }
 
@@ -51,7 +83,9 @@ void FiberPool::Resume(int i) {
                 static_cast<unsigned>(p >> 32));
   }
   f.can_resume = nullptr;
+  SwitchStart(&main_fake_, f.stack, stack_bytes_);
   swapcontext(&main_, &f.ctx);
+  SwitchDone(main_fake_, nullptr, nullptr);
   current_ = -1;
 }
 
@@ -98,7 +132,9 @@ void FiberPool::Block(std::function<bool()> can_resume) {
   if (aborting_ || can_resume()) return;
   int i = current_;
   fibers_[i]->can_resume = std::move(can_resume);
+  SwitchStart(&fibers_[i]->fake, main_bottom_, main_size_);
   swapcontext(&fibers_[i]->ctx, &main_);
+  SwitchDone(fibers_[i]->fake, &main_bottom_, &main_size_);
   current_ = i;
 }
 

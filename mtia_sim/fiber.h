@@ -44,6 +44,11 @@ class FiberPool {
   std::vector<std::unique_ptr<Fiber>> fibers_;
   size_t stack_bytes_;
   ucontext_t main_{};
+  // AddressSanitizer's view of the switches (fiber.cc, SwitchStart/SwitchDone):
+  // the caller's stack, and its fake stack while a fiber runs.
+  const void* main_bottom_ = nullptr;
+  size_t main_size_ = 0;
+  void* main_fake_ = nullptr;
   const std::function<void(int)>* body_ = nullptr;
   int current_ = -1;
   bool aborting_ = false;

@@ -102,8 +102,9 @@ void AddJob(const EntrySpec& s, const std::string& job_id, int index, CampaignRe
     n.set_state(v1::NODE_EVALUATING);
     nodes.push_back(std::move(n));
   }
-  if (nodes.empty()) data->nodes.erase(job_id);
+  // Counted before the erase: `nodes` is the map's entry.
   job.set_nodes(static_cast<int32_t>(nodes.size()));
+  if (nodes.empty()) data->nodes.erase(job_id);
   data->jobs[job_id] = std::move(job);
 }
 
