@@ -41,6 +41,11 @@ std::string ElementCountExpr(const v1::TensorSpec& spec);
 
 // Includes and helpers every generated source starts with.
 extern const char kPrelude[];
+// Opens the part of generated code for AVX2 hosts without AVX-512, where GCC
+// has no register for a 64-byte vector and keeps it on the stack (rows.cc
+// and embedding_bag.cc spell it inside their raw-string helpers, which
+// docs/kb quotes line for line).
+inline constexpr char kIfAvx2WithoutAvx512[] = "#if defined(__AVX2__) && !defined(__AVX512F__)\n";
 
 // A candidate of `language` with `source` and no extra flags.
 v1::Candidate SourceCandidate(std::string_view language, std::string source);

@@ -12,6 +12,7 @@
 #include <cctype>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -136,14 +137,14 @@ size_t Closing(const std::string& e, size_t open) {
   return std::string::npos;
 }
 
-// Positions of `c` in `e` outside brackets.
-std::vector<size_t> TopLevel(const std::string& e, char c) {
+// Positions in `e` of any of `chars` outside brackets.
+std::vector<size_t> TopLevel(const std::string& e, std::string_view chars) {
   std::vector<size_t> at;
   for (size_t i = 0; i < e.size(); ++i) {
     if (e[i] == '(') {
       i = Closing(e, i);
       if (i == std::string::npos) return at;
-    } else if (e[i] == c) {
+    } else if (chars.find(e[i]) != std::string_view::npos) {
       at.push_back(i);
     }
   }
@@ -170,18 +171,16 @@ std::string RewriteBrackets(const std::string& e) {
 // One comma-free operand: `c ? a : b` (?: binds loosest, so a '?' outside
 // brackets splits the whole operand), or an expression without one.
 std::string RewriteOperand(const std::string& e) {
-  const std::vector<size_t> questions = TopLevel(e, '?');
-  if (questions.empty()) return RewriteBrackets(e);
-  const size_t q = questions.front();
+  const std::vector<size_t> marks = TopLevel(e, "?:");
+  if (marks.empty() || e[marks[0]] != '?') return RewriteBrackets(e);
+  const size_t q = marks[0];
   // The ':' that pairs with it: nested `?:` in the middle arm pair first.
   int open = 0;
-  for (size_t i = q + 1; i < e.size(); ++i) {
-    if (e[i] == '(') {
-      i = Closing(e, i);
-      if (i == std::string::npos) break;
-    } else if (e[i] == '?') {
+  for (size_t k = 1; k < marks.size(); ++k) {
+    const size_t i = marks[k];
+    if (e[i] == '?') {
       ++open;
-    } else if (e[i] == ':' && open-- == 0) {
+    } else if (open-- == 0) {
       return absl::StrCat("kevo_select(", RewriteBrackets(e.substr(0, q)), ",",
                           RewriteOperand(e.substr(q + 1, i - q - 1)), ",", RewriteOperand(e.substr(i + 1)), ")");
     }
@@ -192,7 +191,7 @@ std::string RewriteOperand(const std::string& e) {
 std::string RewriteSelects(const std::string& e) {
   std::string out;
   size_t from = 0;
-  for (size_t comma : TopLevel(e, ',')) {
+  for (size_t comma : TopLevel(e, ",")) {
     absl::StrAppend(&out, RewriteOperand(e.substr(from, comma - from)), ",");
     from = comma + 1;
   }
@@ -376,8 +375,8 @@ class ElementwiseRecipe final : public Recipe {
       return absl::StrCat("typedef ", type, " kevo_v __attribute__((vector_size(", bytes, ")));\n");
     };
     absl::StrAppend(&s, min_max, selects,
-                    avx2_split ? absl::StrCat("#if defined(__AVX2__) && !defined(__AVX512F__)\n", vector_type(32),
-                                              "#else\n", vector_type(width * elem), "#endif\n")
+                    avx2_split ? absl::StrCat(kIfAvx2WithoutAvx512, vector_type(32), "#else\n",
+                                              vector_type(width * elem), "#endif\n")
                                : vector_type(width * elem));
     absl::StrAppend(&s, "static inline ", type, " kevo_op(", absl::StrJoin(scalar_args, ", "), ") { return (", type,
                     ")(", expr, "); }\n");
@@ -436,8 +435,8 @@ static inline void kevo_store()",
       return k;
     };
     if (avx2_split) {
-      absl::StrAppend(&s, "#if defined(__AVX2__) && !defined(__AVX512F__)\n", range_kernel(32 / elem, step * elem / 32),
-                      "#else\n", range_kernel(width, unroll), "#endif\n");
+      absl::StrAppend(&s, kIfAvx2WithoutAvx512, range_kernel(32 / elem, step * elem / 32), "#else\n",
+                      range_kernel(width, unroll), "#endif\n");
     } else {
       absl::StrAppend(&s, range_kernel(width, unroll));
     }

@@ -318,8 +318,7 @@ static void kevo_pack_a(const kevo_in_t* __restrict a, int64_t lda, int64_t mc, 
 static inline void kevo_kernel(int64_t kc, const float* __restrict a, const float* __restrict b,
                                float* __restrict c, int64_t ldc, int64_t h, int64_t w, bool first) {
 )");
-  if (!pairs)
-    absl::StrAppend(&s, "#if defined(__AVX2__) && !defined(__AVX512F__)\n", Avx2MicroKernel(genome), "#else\n");
+  if (!pairs) absl::StrAppend(&s, kIfAvx2WithoutAvx512, Avx2MicroKernel(genome), "#else\n");
   for (int64_t r = 0; r < mr; ++r) {
     absl::StrAppend(&s, "  kevo_vf");
     for (int64_t v = 0; v < nv; ++v) absl::StrAppend(&s, v ? ", " : " ", "c", r, "_", v, " = {}");
