@@ -168,15 +168,72 @@ TEST(PytorchRewriteTest, AGpuParentWhoseModelHasAFloat32GemmGetsTf32First) {
   EXPECT_FALSE(absl::StartsWith(first_child(no_gemm, "nvidia", {}).mutation, "directed:"));
 }
 
+// A graph of placeholders, one call and the output, as the worker captures it.
+void SetGraph(v1::Task& task, const std::string& call, int rank) {
+  task.clear_model_graph();
+  for (const auto& [name, target] :
+       std::vector<std::pair<std::string, std::string>>{{"x", "0"}, {"call", call}, {"output", "output"}}) {
+    v1::GraphNode* n = task.mutable_model_graph()->add_nodes();
+    n->set_name(name);
+    n->set_target(target);
+    n->set_op(name == "call" ? "call_module" : name == "output" ? "output" : "placeholder");
+    if (name != "output") {
+      n->set_dtype(v1::F32);
+      for (int d = 0; d < rank; ++d) n->add_shape(8);
+    }
+    if (name == "call") n->add_inputs("x");
+  }
+}
+
+// A GPU parent whose Model has a convolution gets cuDNN's autotuner next:
+// in channels-last layouts first where the convolution is 2-D or 3-D, then
+// in the parent's layout; a 1-D one only the latter; none on the CPU, none
+// without a convolution, none for a parent that has it on.
+TEST(PytorchRewriteTest, AGpuParentWhoseModelHasAConvolutionGetsCudnnsAutotunerNext) {
+  const Recipe& r = PytorchRewrite();
+  auto children = [&](const v1::Task& t, const std::string& platform, Genome parent_genome) {
+    ProposeRequest request = Request(t, platform, 2, 11);
+    ParentInfo parent;
+    parent.node_id = "n00000";
+    parent.genome = std::move(parent_genome);
+    request.parents = {parent};
+    absl::StatusOr<std::vector<Proposal>> out = BuiltinProposer().Propose(request);
+    EXPECT_TRUE(out.ok()) << out.status();
+    std::vector<std::string> mutations;
+    for (const Proposal& p : out.ok() ? *out : std::vector<Proposal>{}) mutations.push_back(p.mutation);
+    return mutations;
+  };
+  Genome tf32{r.name(), r.space().Defaults()};
+  tf32.params["float32_matmul"] = "high";  // the first seed on a GPU
+  v1::Task task = Problem("conv3d.py");
+  for (const auto& [module, rank] : std::vector<std::pair<std::string, int>>{{"Conv3d", 5}, {"ConvTranspose2d", 4}}) {
+    SetGraph(task, module, rank);
+    EXPECT_THAT(children(task, "nvidia", tf32),
+                ::testing::ElementsAre("directed:channels_last off->on,cudnn_benchmark off->on",
+                                       "directed:cudnn_benchmark off->on"))
+        << module;
+    EXPECT_THAT(children(task, "cpu", tf32), Each(Not(HasSubstr("directed:")))) << module;
+  }
+  SetGraph(task, "Conv1d", 3);
+  EXPECT_EQ(children(task, "nvidia", tf32)[0], "directed:cudnn_benchmark off->on");
+  Genome tuned = tf32;
+  tuned.params["cudnn_benchmark"] = "on";
+  EXPECT_THAT(children(task, "nvidia", tuned), Each(Not(HasSubstr("directed:"))));
+  SetGraph(task, "ReLU", 5);
+  EXPECT_THAT(children(task, "nvidia", tf32), Each(Not(HasSubstr("directed:"))));
+}
+
 // Genomes evaluated end to end; together they cover every mode's code path
-// except plain tracing (which freezing extends) and both grad modes.
-class PytorchRewriteOnWorkerTest : public ::testing::TestWithParam<std::string> {};
+// except plain tracing (which freezing extends) and both grad modes, and
+// channels-last layouts for a 5-D weight.
+class PytorchRewriteOnWorkerTest : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
 
 TEST_P(PytorchRewriteOnWorkerTest, GeneratedModelNewIsCorrectOnTheCpuWorker) {
   const Recipe& r = PytorchRewrite();
-  absl::StatusOr<Genome> g = Genome::FromString(GetParam());
+  const auto& [problem, genome] = GetParam();
+  absl::StatusOr<Genome> g = Genome::FromString(genome);
   ASSERT_TRUE(g.ok()) << g.status();
-  const v1::Task task = Problem("matmul.py");
+  const v1::Task task = Problem(problem);
   absl::StatusOr<v1::Candidate> c = r.Generate(task, *g);
   ASSERT_TRUE(c.ok()) << c.status();
   worker::CpuBackendOptions o;
@@ -196,8 +253,15 @@ TEST_P(PytorchRewriteOnWorkerTest, GeneratedModelNewIsCorrectOnTheCpuWorker) {
 INSTANTIATE_TEST_SUITE_P(
     Genomes, PytorchRewriteOnWorkerTest,
     ::testing::Values(
-        "pytorch_rewrite{channels_last=off,float32_matmul=highest,grad=no_grad,mode=eager,threads=0}",
-        "pytorch_rewrite{channels_last=on,float32_matmul=high,grad=inference_mode,mode=jit_optimize,threads=1}"));
+        std::pair<std::string, std::string>{"matmul.py",
+                                            "pytorch_rewrite{channels_last=off,cudnn_benchmark=off,float32_matmul="
+                                            "highest,grad=no_grad,mode=eager,threads=0}"},
+        std::pair<std::string, std::string>{"matmul.py",
+                                            "pytorch_rewrite{channels_last=on,cudnn_benchmark=off,float32_matmul="
+                                            "high,grad=inference_mode,mode=jit_optimize,threads=1}"},
+        std::pair<std::string, std::string>{"conv3d.py",
+                                            "pytorch_rewrite{channels_last=on,cudnn_benchmark=on,float32_matmul="
+                                            "highest,grad=inference_mode,mode=eager,threads=0}"}));
 
 }  // namespace
 }  // namespace kevo::proposer

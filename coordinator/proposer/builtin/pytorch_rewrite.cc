@@ -9,7 +9,14 @@
 //                  (freeze + torch.jit.optimize_for_inference)
 //   grad           no_grad | inference_mode around the call
 //   threads        torch.set_num_threads at construction (default: leave it)
-//   channels_last  4-D inputs and the model in channels_last memory format
+//   channels_last  4-D inputs and parameters in channels_last memory format,
+//                  5-D ones in channels_last_3d (cuDNN's tensor-core
+//                  convolutions work in these layouts; NCHW costs them
+//                  transposes)
+//   cudnn_benchmark torch.backends.cudnn.benchmark: cuDNN times its
+//                  convolution algorithms for each shape on the first call
+//                  (a validation call, never a timed one) and keeps the
+//                  fastest, where by default it takes its heuristic's pick
 //   float32_matmul torch.set_float32_matmul_precision: highest (PyTorch's
 //                  default) or high (float32 GEMMs on TF32 tensor cores on
 //                  an NVIDIA GPU; no effect on the CPU)
@@ -33,8 +40,8 @@
 namespace kevo::proposer {
 namespace {
 
-// The Python appended to the problem's source. $MODE, $GRAD, $THREADS and
-// $CHANNELS_LAST are replaced by the genome's values.
+// The Python appended to the problem's source. Each $NAME is replaced by the
+// genome's value.
 constexpr char kTemplate[] = R"PY(
 
 # --- kevo builtin recipe pytorch_rewrite: ModelNew wraps the Model above ---
@@ -44,6 +51,14 @@ _KEVO_MODE = "$MODE"
 _KEVO_THREADS = $THREADS
 _KEVO_CHANNELS_LAST = $CHANNELS_LAST
 _KEVO_FLOAT32_MATMUL = "$FLOAT32_MATMUL"
+_KEVO_CUDNN_BENCHMARK = $CUDNN_BENCHMARK
+
+
+def _kevo_memory_format(t):
+    """The channels-last layout of a 4-D or 5-D tensor, else None."""
+    if not isinstance(t, _kevo_torch.Tensor):
+        return None
+    return {4: _kevo_torch.channels_last, 5: _kevo_torch.channels_last_3d}.get(t.dim())
 
 
 class ModelNew(_kevo_torch.nn.Module):
@@ -55,17 +70,23 @@ class ModelNew(_kevo_torch.nn.Module):
             _kevo_torch.set_num_threads(_KEVO_THREADS)
         # This process's setting only: the baselines run in the judge's.
         _kevo_torch.set_float32_matmul_precision(_KEVO_FLOAT32_MATMUL)
+        if _KEVO_CUDNN_BENCHMARK:
+            _kevo_torch.backends.cudnn.benchmark = True
         if _KEVO_CHANNELS_LAST:
-            self.model = self.model.to(memory_format=_kevo_torch.channels_last)
+            # By hand: Module.to(memory_format=channels_last) refuses a 5-D
+            # (Conv3d) weight. .cuda() later keeps the layout.
+            with _kevo_torch.no_grad():
+                for p in self.model.parameters():
+                    layout = _kevo_memory_format(p)
+                    if layout is not None:
+                        p.data = p.data.contiguous(memory_format=layout)
         self._compiled = None
 
     def _prepare(self, inputs):
         if not _KEVO_CHANNELS_LAST:
             return inputs
         return tuple(
-            x.contiguous(memory_format=_kevo_torch.channels_last)
-            if isinstance(x, _kevo_torch.Tensor) and x.dim() == 4
-            else x
+            x.contiguous(memory_format=_kevo_memory_format(x)) if _kevo_memory_format(x) is not None else x
             for x in inputs
         )
 
@@ -111,19 +132,24 @@ class PytorchRewriteRecipe final : public Recipe {
             {"channels_last",
              {"off", "on"},
              "off",
-             "4-D inputs and the model's parameters in channels_last memory format"},
+             "4-D inputs and parameters in channels_last memory format, 5-D ones in channels_last_3d"},
             {"float32_matmul",
              {"highest", "high"},
              "highest",
              "torch.set_float32_matmul_precision: high runs float32 GEMMs on TF32 tensor cores (NVIDIA); "
              "validation decides whether the problem's tolerance allows it"},
+            {"cudnn_benchmark",
+             {"off", "on"},
+             "off",
+             "torch.backends.cudnn.benchmark: cuDNN times its convolution algorithms per shape and keeps "
+             "the fastest (NVIDIA; no effect on the CPU)"},
         }) {}
 
   std::string name() const override { return "pytorch_rewrite"; }
   std::string family() const override { return "pytorch"; }
   std::string description() const override {
     return "KernelBench: ModelNew runs the problem's Model under inference_mode, torch.jit "
-           "trace/freeze, another thread count, channels_last or TF32 GEMMs";
+           "trace/freeze, another thread count, channels_last, TF32 GEMMs or cuDNN's autotuner";
   }
   const SearchSpace& space() const override { return space_; }
   std::vector<std::map<std::string, std::string>> SeedOverrides() const override {
@@ -137,18 +163,40 @@ class PytorchRewriteRecipe final : public Recipe {
     return {{{"float32_matmul", "high"}}, {{"mode", "jit_freeze"}}};
   }
 
-  // A parent without TF32 whose Model has a float32 GEMM (matmul, mm, bmm,
-  // addmm, baddbmm, einsum, linear, nn.Linear) has it as its first child on
-  // a GPU.
+  // On a GPU, what the captured graph makes promising comes first (with one
+  // GPU slot a job expands one child at a time):
+  // - a parent without TF32 whose Model has a float32 GEMM (matmul, mm, bmm,
+  //   addmm, baddbmm, einsum, linear, nn.Linear) gets the TF32 child;
+  // - a parent without cuDNN's autotuner whose Model has a convolution gets
+  //   it, in channels-last layouts where the convolution is 2-D or 3-D
+  //   (cuDNN's tensor-core kernels work in NHWC/NDHWC), then in the
+  //   parent's layout.
   std::vector<std::map<std::string, std::string>> DirectedMutations(const v1::Task& task, std::string_view platform,
                                                                     const Genome& parent) const override {
-    if (platform != "nvidia" || StrParam(parent, "float32_matmul") != "highest") return {};
+    if (platform != "nvidia") return {};
     static const auto* gemms =
         new std::set<std::string>{"matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "linear", "Linear"};
+    static const auto* convs = new std::set<std::string>{
+        "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+        "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",  "ConvTranspose2d",  "ConvTranspose3d"};
+    bool gemm = false, conv = false, conv_nd = false;
     for (const v1::GraphNode& n : task.model_graph().nodes()) {
-      if (n.dtype() == v1::F32 && gemms->contains(n.target())) return {{{"float32_matmul", "high"}}};
+      if (n.dtype() != v1::F32) continue;
+      gemm |= gemms->contains(n.target());
+      if (convs->contains(n.target())) {
+        conv = true;
+        conv_nd |= n.shape_size() == 4 || n.shape_size() == 5;
+      }
     }
-    return {};
+    std::vector<std::map<std::string, std::string>> out;
+    if (gemm && StrParam(parent, "float32_matmul") == "highest") out.push_back({{"float32_matmul", "high"}});
+    if (conv && StrParam(parent, "cudnn_benchmark") == "off") {
+      if (conv_nd && StrParam(parent, "channels_last") == "off") {
+        out.push_back({{"cudnn_benchmark", "on"}, {"channels_last", "on"}});
+      }
+      out.push_back({{"cudnn_benchmark", "on"}});
+    }
+    return out;
   }
 
   bool Applies(const v1::Task& task, std::string_view platform) const override {
@@ -163,7 +211,8 @@ class PytorchRewriteRecipe final : public Recipe {
                     {"$GRAD", StrParam(genome, "grad")},
                     {"$THREADS", StrParam(genome, "threads")},
                     {"$CHANNELS_LAST", StrParam(genome, "channels_last") == "on" ? "True" : "False"},
-                    {"$FLOAT32_MATMUL", StrParam(genome, "float32_matmul")}});
+                    {"$FLOAT32_MATMUL", StrParam(genome, "float32_matmul")},
+                    {"$CUDNN_BENCHMARK", StrParam(genome, "cudnn_benchmark") == "on" ? "True" : "False"}});
     v1::Candidate candidate;
     candidate.set_language(task::kPythonLanguage);
     candidate.set_source(absl::StrCat("# Generated by kevo builtin recipe ", genome.ToString(),
