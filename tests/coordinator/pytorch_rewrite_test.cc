@@ -166,6 +166,9 @@ TEST(PytorchRewriteTest, AGpuParentWhoseModelHasAFloat32GemmGetsTf32First) {
   v1::Task no_gemm = task;
   no_gemm.mutable_model_graph()->mutable_nodes(2)->set_target("relu");
   EXPECT_FALSE(absl::StartsWith(first_child(no_gemm, "nvidia", {}).mutation, "directed:"));
+  v1::Task attention = task;  // float32 attention runs on PyTorch's GEMMs
+  attention.mutable_model_graph()->mutable_nodes(2)->set_target("scaled_dot_product_attention");
+  EXPECT_EQ(first_child(attention, "nvidia", {}).mutation, directed.mutation);
 }
 
 // A graph of placeholders, one call and the output, as the worker captures it.

@@ -166,7 +166,8 @@ class PytorchRewriteRecipe final : public Recipe {
   // On a GPU, what the captured graph makes promising comes first (with one
   // GPU slot a job expands one child at a time):
   // - a parent without TF32 whose Model has a float32 GEMM (matmul, mm, bmm,
-  //   addmm, baddbmm, einsum, linear, nn.Linear) gets the TF32 child;
+  //   addmm, baddbmm, einsum, linear, nn.Linear, and float32 attention, which
+  //   runs on PyTorch's GEMMs) gets the TF32 child;
   // - a parent without cuDNN's autotuner whose Model has a convolution gets
   //   it, in channels-last layouts where the convolution is 2-D or 3-D
   //   (cuDNN's tensor-core kernels work in NHWC/NDHWC), then in the
@@ -175,7 +176,9 @@ class PytorchRewriteRecipe final : public Recipe {
                                                                     const Genome& parent) const override {
     if (platform != "nvidia") return {};
     static const auto* gemms =
-        new std::set<std::string>{"matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "linear", "Linear"};
+        new std::set<std::string>{"matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "linear", "Linear",
+                                  // float32 attention runs PyTorch's math kernel: GEMMs
+                                  "scaled_dot_product_attention"};
     static const auto* convs = new std::set<std::string>{
         "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
         "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",  "ConvTranspose2d",  "ConvTranspose3d"};
