@@ -204,5 +204,23 @@ TEST(KernelBenchBridgeFusionTest, ANodeReadTwiceByOneOperatorIsItsOwnKernel) {
   EXPECT_THAT(c->source(), Not(HasSubstr("['tanh']),\n"))) << "tanh erased by the product's call";
 }
 
+// A bridge passes its inner recipe's directed children on: kb_cuda_elementwise
+// at its defaults (one 16-byte vector per thread) gets cuda_elementwise's
+// second seed (two in flight) next, as the native recipe does.
+TEST(KernelBenchBridgeRecipeTest, ACudaElementwiseBridgeGetsTheInnerRecipesDirectedChild) {
+  const proposer::Recipe* bridge = proposer::FindRecipe("kb_cuda_elementwise");
+  const proposer::Recipe* inner = proposer::FindRecipe("cuda_elementwise");
+  ASSERT_NE(bridge, nullptr);
+  ASSERT_NE(inner, nullptr);
+  const v1::Task task = kb_testing::LoadProblem("relu.py");
+  const proposer::Genome defaults{bridge->name(), bridge->space().Defaults()};
+  const auto directed = bridge->DirectedMutations(task, "nvidia", defaults);
+  ASSERT_FALSE(directed.empty());
+  EXPECT_EQ(directed, inner->DirectedMutations(task, "nvidia", proposer::Genome{inner->name(), defaults.params}));
+  proposer::Genome child = defaults;
+  for (const auto& [k, v] : directed[0]) child.params[k] = v;
+  EXPECT_TRUE(bridge->DirectedMutations(task, "nvidia", child).empty()) << "directed once";
+}
+
 }  // namespace
 }  // namespace kevo::worker

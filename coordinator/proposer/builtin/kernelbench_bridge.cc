@@ -655,6 +655,12 @@ class BridgeRecipe : public Recipe {
   }
   const SearchSpace& space() const override { return inner_->space(); }
   std::vector<std::map<std::string, std::string>> SeedOverrides() const override { return inner_->SeedOverrides(); }
+  // The inner recipe's directed children (cuda_elementwise's second seed),
+  // which look at the genome only.
+  std::vector<std::map<std::string, std::string>> DirectedMutations(const v1::Task& task, std::string_view platform,
+                                                                    const Genome& parent) const override {
+    return inner_->DirectedMutations(task, platform, Genome{inner_->name(), parent.params});
+  }
 
   bool Applies(const v1::Task& task, std::string_view platform) const override {
     return platform == platform_ && task.format() == v1::TASK_FORMAT_KERNELBENCH && !Matches(task).empty();
