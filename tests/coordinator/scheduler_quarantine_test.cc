@@ -83,6 +83,8 @@ class SchedulerQuarantineTest : public ::testing::Test {
 
   // Connects a cpu worker with one slot; its assignments land in `got`, and
   // `dropped` (when given) is set when the scheduler ends its stream.
+  // The scheduler may call these from its expiry thread: a test reading them
+  // while the scheduler runs reads through Count and Dropped.
   void Connect(const std::string& id, std::vector<std::string>* got, bool* dropped = nullptr) {
     v1::Hello hello;
     hello.set_worker_id(id);
@@ -90,13 +92,24 @@ class SchedulerQuarantineTest : public ::testing::Test {
     hello.set_slots(1);
     scheduler_->AddWorker(
         hello,
-        [got](v1::CoordinatorMessage m) {
+        [this, got](v1::CoordinatorMessage m) {
+          absl::MutexLock l(&seen_mu_);
           if (m.has_assignment()) got->push_back(m.assignment().eval_id());
         },
-        [dropped] {
+        [this, dropped] {
+          absl::MutexLock l(&seen_mu_);
           if (dropped != nullptr) *dropped = true;
         });
   }
+  size_t Count(const std::vector<std::string>& got) {
+    absl::MutexLock l(&seen_mu_);
+    return got.size();
+  }
+  bool Dropped(const bool& dropped) {
+    absl::MutexLock l(&seen_mu_);
+    return dropped;
+  }
+  absl::Mutex seen_mu_;
 
   void Submit() {
     v1::Task task;
@@ -168,7 +181,7 @@ TEST_F(SchedulerQuarantineTest, TheCountSurvivesACoordinatorRestart) {
   Submit();
   std::vector<std::string> a, b;
   Connect("w-a", &a);
-  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(Count(a), 1u);
   scheduler_->RemoveWorker("w-a");
   ASSERT_EQ(Record().workers_lost(), 1);
 
@@ -190,7 +203,7 @@ TEST_F(SchedulerQuarantineTest, ALeaseHolderThatNeverComesBackAfterARestartIsALo
   Submit();
   std::vector<std::string> a, b;
   Connect("w-a", &a);
-  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(Count(a), 1u);
   ASSERT_EQ(Record().state(), v1::EVAL_LEASED);
 
   SchedulerOptions quick;
@@ -213,7 +226,7 @@ TEST_F(SchedulerQuarantineTest, ALeaseHolderThatNeverComesBackAfterARestartIsALo
   EXPECT_THAT(finals_.stages(), Contains(HasSubstr(kWhy)));
 
   Connect("w-b", &b);
-  ASSERT_EQ(b.size(), 1u);
+  ASSERT_EQ(Count(b), 1u);
   scheduler_->RemoveWorker("w-b");
   ASSERT_EQ(finals_.finals().size(), 1u);
   EXPECT_EQ(finals_.finals()[0].status(), v1::QUARANTINED);
@@ -223,13 +236,13 @@ TEST_F(SchedulerQuarantineTest, StreamsTheCoordinatorEndsItselfAreNotLosses) {
   Submit();
   std::vector<std::string> a, b, c;
   Connect("w-a", &a);
-  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(Count(a), 1u);
   scheduler_->RemoveWorker("w-a", /*lost=*/false);  // revoked by the admin
   EXPECT_EQ(Record().state(), v1::EVAL_QUEUED);
   EXPECT_EQ(Record().workers_lost(), 0);
 
   Connect("w-b", &b);
-  ASSERT_EQ(b.size(), 1u);
+  ASSERT_EQ(Count(b), 1u);
   scheduler_->PrepareShutdown();
   scheduler_->RemoveWorker("w-b");  // the server's shutdown ended its stream
   EXPECT_EQ(Record().state(), v1::EVAL_QUEUED);
@@ -250,17 +263,17 @@ TEST_F(SchedulerQuarantineTest, AWorkerSilentForALeaseIsDroppedAndLeasedNothingM
   std::vector<std::string> a, b;
   bool a_dropped = false;
   Connect("w-a", &a, &a_dropped);  // sorts first: leased first while it is connected
-  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(Count(a), 1u);
   Connect("w-b", &b);
   v1::WorkerMessage heartbeat;
   heartbeat.mutable_heartbeat()->set_free_slots(1);
-  for (const absl::Time end = absl::Now() + absl::Seconds(10); b.empty() && absl::Now() < end;) {
+  for (const absl::Time end = absl::Now() + absl::Seconds(10); Count(b) == 0 && absl::Now() < end;) {
     scheduler_->OnWorkerMessage("w-b", heartbeat);  // w-b speaks; w-a says nothing
     absl::SleepFor(absl::Milliseconds(50));
   }
-  ASSERT_EQ(b.size(), 1u) << "the evaluation never went to the worker that speaks";
-  EXPECT_EQ(a.size(), 1u) << "leased again to the silent worker";
-  EXPECT_TRUE(a_dropped) << "the silent worker's stream was not ended";
+  ASSERT_EQ(Count(b), 1u) << "the evaluation never went to the worker that speaks";
+  EXPECT_EQ(Count(a), 1u) << "leased again to the silent worker";
+  EXPECT_TRUE(Dropped(a_dropped)) << "the silent worker's stream was not ended";
   EXPECT_EQ(Record().lease_worker(), "w-b");
   EXPECT_EQ(Record().attempt(), 2);
   EXPECT_EQ(Record().workers_lost(), 0) << "a network cut is not the evaluation's doing";
@@ -290,7 +303,7 @@ TEST_F(SchedulerQuarantineTest, HeartbeatsNamingTheEvaluationKeepItsLease) {
   Submit();
   std::vector<std::string> a;
   Connect("w-a", &a);
-  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(Count(a), 1u);
   v1::WorkerMessage typed;
   v1::RunningEvaluation* held = typed.mutable_heartbeat()->add_running_evaluations();
   held->set_eval_id(eval_id_);
@@ -329,7 +342,7 @@ TEST_F(SchedulerQuarantineTest, ZeroMaxWorkerLossesNeverQuarantines) {
     std::vector<std::string> got;
     const std::string id = "w-" + std::to_string(i);
     Connect(id, &got);
-    ASSERT_EQ(got.size(), 1u) << id;
+    ASSERT_EQ(Count(got), 1u) << id;
     scheduler_->RemoveWorker(id);
   }
   EXPECT_EQ(Record().state(), v1::EVAL_QUEUED);
