@@ -686,11 +686,32 @@ def control_mode(torch, args, phase, result):
                 channel.send({"ok": False, "status": "RUNTIME_ERROR", "message": f"control outputs: {e}"})
                 continue
             with torch.no_grad():
+                gpu_sleep(torch, int(message.get("sleep_cycles") or 0))
                 outputs = flatten([t.fill_(float(calls)) for t in owned[like]], torch, [])
                 synchronize(torch, args.device)
             channel.send({"ok": True, "outputs": describe_outputs(torch, outputs, [], ipc)})
         else:
             channel.send({"ok": True, "outputs": []})
+
+
+def gpu_sleep(torch, cycles):
+    """Keeps the GPU busy for `cycles` of its clock (nothing when 0)."""
+    if cycles > 0:
+        torch.cuda._sleep(cycles)
+
+
+def gpu_sleep_rate(torch):
+    """The GPU's clock as torch.cuda._sleep counts it, in cycles a second:
+    the faster of three timed sleeps of a million cycles."""
+    best = float("inf")
+    for _ in range(3):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        gpu_sleep(torch, 1_000_000)
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) / 1e3)
+    return 1_000_000 / best
 
 
 def control_layout(like):
@@ -1651,7 +1672,12 @@ class Judge:
             # candidate's process (and any work it left queued) is gone.
             self.cand.close()
             t0 = _clock()
-            overhead = self.path_cost(flush, gather, out_layout)
+            # The control's calls keep the GPU busy as long as the
+            # candidate's samples did: what the path costs grows with the
+            # time the judge waits (an H100 read ModelNew = Model 4-5% slow
+            # on 3-7 ms problems with a fill alone; docs/benchmarks.md).
+            busy = max(0.0, statistics.median(series[0].samples) - min(nops))
+            overhead = self.path_cost(flush, gather, out_layout, busy)
             steps["path_control"] = _clock() - t0
         if overhead is None:
             # The candidate's samples less the cheapest round trip that carried
@@ -1676,14 +1702,14 @@ class Judge:
         self.result["elapsed_s"] = _clock() - start
         self.result["notes"] = notes
 
-    def path_cost(self, flush, gather, layout, rounds=25):
+    def path_cost(self, flush, gather, layout, busy_s=0.0, rounds=25):
         """Seconds the candidate's path adds to a call on a GPU: the median
         of the trusted control's calls timed as the candidate's are, less the
-        median of the same fills timed in this process as eager is (side by
-        side, in alternating order, the L2 flushed before each). The fills
-        are outputs shaped as the candidate's (`layout`), or a 4 KiB one where
-        the device has no room for them. None, with a note, where the
-        control did not start."""
+        median of the same calls timed in this process as eager is (side by
+        side, in alternating order, the L2 flushed before each). A call keeps
+        the GPU busy for `busy_s` (a sleep kernel), then fills outputs shaped
+        as the candidate's (`layout`), or a 4 KiB one where the device has no
+        room for them. None, with a note, where the control did not start."""
         torch, args = self.torch, self.args
         ctl = self.control
         try:
@@ -1702,6 +1728,8 @@ class Judge:
             like, layout = control_layout(None), None
             own = control_outputs(torch, like)
         output_bytes = sum(t.numel() * t.element_size() for t in own)
+        cycles = int(busy_s * gpu_sleep_rate(torch)) if busy_s > 0 and hasattr(torch.cuda, "_sleep") else 0
+        rounds = max(5, min(rounds, int(2.5 / max(busy_s, 1e-4))))  # about 5 s at most for long calls
         cross, inproc = [], []
 
         def idle():
@@ -1716,10 +1744,11 @@ class Judge:
                         ctl.resume()  # woken, as the candidate's process is
                     t0 = _clock()
                     if kind == "cross":
-                        ctl.channel.send({"op": "call", "like": layout})
+                        ctl.channel.send({"op": "call", "like": layout, "sleep_cycles": cycles})
                         out = ctl.outputs(ctl.reply(args.run_timeout_s, "forward"), [])
                     else:
                         with torch.no_grad():
+                            gpu_sleep(torch, cycles)
                             out = flatten([t.fill_(float(r)) for t in own], torch, [])
                     for t in out:
                         touch(torch, t, gather)
@@ -1735,7 +1764,8 @@ class Judge:
         finally:
             ctl.close()
         c, i = statistics.median(cross), statistics.median(inproc)
-        self.result["path_control"] = {"cross_s": c, "inproc_s": i, "rounds": rounds, "output_bytes": output_bytes}
+        self.result["path_control"] = {"cross_s": c, "inproc_s": i, "rounds": rounds, "output_bytes": output_bytes,
+                                       "busy_s": busy_s}
         return max(0.0, c - i)
 
     def check_physical(self, median_s, out_bytes):
