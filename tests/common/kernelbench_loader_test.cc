@@ -112,8 +112,8 @@ TEST_F(KernelBenchLoaderTest, TheTestProblemsFolderHoldsExactlyTheProblems) {
   absl::StatusOr<std::vector<std::string>> found = FindTaskPaths(DataDir());
   ASSERT_TRUE(found.ok()) << found.status();
   EXPECT_THAT(*found,
-              ElementsAre(DataDir() + "/gelu_chain.py", DataDir() + "/layer_norm_relu.py", DataDir() + "/matmul.py",
-                          DataDir() + "/relu.py", DataDir() + "/softmax_gelu_cumsum.py"));
+              ElementsAre(DataDir() + "/conv3d.py", DataDir() + "/gelu_chain.py", DataDir() + "/layer_norm_relu.py",
+                          DataDir() + "/matmul.py", DataDir() + "/relu.py", DataDir() + "/softmax_gelu_cumsum.py"));
 }
 
 TEST_F(KernelBenchLoaderTest, ValidateRejectsAWireTaskWithoutSource) {
