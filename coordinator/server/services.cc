@@ -148,8 +148,15 @@ class WorkerReactor final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1
   // `lost`: the stream ended without the coordinator ending it (the worker
   // died, or the network did), so evaluations it held count toward their
   // quarantine (Scheduler::RemoveWorker).
+  // Under a lock, not an atomic flag alone: OnDone's task deletes the reactor
+  // after its own Disconnect, and the lock orders that after everything an
+  // earlier Disconnect on another executor thread did with worker_id_ (the
+  // order gRPC makes between the two, through Finish and OnDone, is not one
+  // ThreadSanitizer can see).
   void Disconnect(bool lost) {
-    if (!worker_id_.empty() && !removed_.exchange(true)) {
+    absl::MutexLock l(&disconnect_mu_);
+    if (!worker_id_.empty() && !removed_) {
+      removed_ = true;
       service_->ClearToken(worker_id_);
       scheduler_->RemoveWorker(worker_id_, lost);
     }
@@ -162,7 +169,8 @@ class WorkerReactor final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1
   std::string token_hash_;
   std::string peer_;
   std::string worker_id_;  // set once, on the reading thread
-  std::atomic<bool> removed_{false};
+  absl::Mutex disconnect_mu_;
+  bool removed_ ABSL_GUARDED_BY(disconnect_mu_) = false;
   v1::WorkerMessage in_;
   WriteQueue<WorkerReactor, v1::CoordinatorMessage> writes_;
 };
