@@ -559,8 +559,16 @@ SuiteRow RunTask(const SuiteContext& ctx, const SuiteTask& t) {
   SuiteRow row;
   row.task = key;
   absl::Time start = absl::Now();
-  ctx.progress->Started(key, ctx.base.budget().max_evaluations());
+  // "started" is said once the task's job exists (submitted, or adopted from
+  // an interrupted run), or when the task ends before it could: a run killed
+  // after the line leaves a job the next run continues.
+  bool said_started = false;
+  auto started = [&] {
+    if (!said_started) ctx.progress->Started(key, ctx.base.budget().max_evaluations());
+    said_started = true;
+  };
   auto finish = [&](SuiteRow& r) -> SuiteRow {
+    started();
     r.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
     LogInfo("suite task ", r.task, " ", r.status, " speedup ", r.speedup, " after ", r.evaluations, " evaluations",
             r.error.empty() ? "" : ": ", r.error);
@@ -590,6 +598,7 @@ SuiteRow RunTask(const SuiteContext& ctx, const SuiteTask& t) {
     }
     row.job_id = resp.job_id();
   }
+  started();
   auto job =
       WatchJobStream(ctx.address, row.job_id, /*quiet=*/true, [&](const v1::Job& j) { ctx.progress->Update(key, j); });
   if (!job.ok()) {
