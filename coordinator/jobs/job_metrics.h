@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/synchronization/mutex.h"
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
@@ -27,14 +28,17 @@ struct JobManager::Metrics {
   prometheus::Family<prometheus::Gauge>* family_best = nullptr;
   prometheus::Family<prometheus::Gauge>* jobs_by_state = nullptr;
   prometheus::Family<prometheus::Counter>* retimings = nullptr;
+  // The job loops' shards update these from their own threads.
+  absl::Mutex mu;
   // family_best's inputs: (team, family, platform, baseline) -> task -> the
   // latest job's best on it.
-  std::map<std::array<std::string, 4>, std::map<std::string, double>> family_tasks;
-  std::map<v1::JobState, int> state_counts;
+  std::map<std::array<std::string, 4>, std::map<std::string, double>> family_tasks ABSL_GUARDED_BY(mu);
+  std::map<v1::JobState, int> state_counts ABSL_GUARDED_BY(mu);
 
   // Sets the family gauge to the geometric mean of its tasks' latest bests.
   void SetFamilyBest(const std::array<std::string, 4>& key, const std::string& task, double best) {
     if (family_best == nullptr || best <= 0) return;
+    absl::MutexLock l(&mu);
     auto& tasks = family_tasks[key];
     tasks[task] = best;
     double log_sum = 0;
@@ -110,6 +114,7 @@ struct JobManager::Metrics {
           return "running";
       }
     };
+    absl::MutexLock l(&mu);
     if (before.has_value()) jobs_by_state->Add({{"state", name(*before)}}).Set(--state_counts[*before]);
     jobs_by_state->Add({{"state", name(after)}}).Set(++state_counts[after]);
   }
