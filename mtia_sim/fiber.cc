@@ -8,6 +8,9 @@
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
 #endif
+#if defined(KEVO_TSAN_FIBERS)
+#include <sanitizer/tsan_interface.h>
+#endif
 
 namespace kevo::mtia::internal {
 namespace {
@@ -34,12 +37,45 @@ inline void SwitchDone(void* fake, const void** from_bottom, size_t* from_size) 
 #endif
 }
 
+// ThreadSanitizer keeps a context per fiber: it must be told of each switch
+// just before the swapcontext, or it takes one thread's stack for another's.
+// Nothing in other builds.
+inline void* TsanNewFiber() {
+#if defined(KEVO_TSAN_FIBERS)
+  return __tsan_create_fiber(0);
+#else
+  return nullptr;
+#endif
+}
+inline void TsanDeleteFiber(void* fiber) {
+#if defined(KEVO_TSAN_FIBERS)
+  if (fiber != nullptr) __tsan_destroy_fiber(fiber);
+#else
+  (void)fiber;
+#endif
+}
+inline void* TsanCurrent() {
+#if defined(KEVO_TSAN_FIBERS)
+  return __tsan_get_current_fiber();
+#else
+  return nullptr;
+#endif
+}
+inline void TsanSwitchTo(void* fiber) {
+#if defined(KEVO_TSAN_FIBERS)
+  __tsan_switch_to_fiber(fiber, 0);
+#else
+  (void)fiber;
+#endif
+}
+
 }  // namespace
 
 struct FiberPool::Fiber {
   ucontext_t ctx{};
   void* stack = nullptr;
   void* fake = nullptr;  // its fake stack (AddressSanitizer) while it is switched out
+  void* tsan = nullptr;  // its ThreadSanitizer context
   bool started = false;
   bool done = false;
   std::function<bool()> can_resume;
@@ -51,12 +87,16 @@ FiberPool::FiberPool(int count, size_t stack_bytes) : stack_bytes_(stack_bytes) 
     // MAP_NORESERVE: only the pages a kernel touches cost memory.
     f->stack = mmap(nullptr, stack_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (f->stack == MAP_FAILED) std::abort();  // out of address space: nothing sensible to do
+    f->tsan = TsanNewFiber();
     fibers_.push_back(std::move(f));
   }
 }
 
 FiberPool::~FiberPool() {
-  for (auto& f : fibers_) munmap(f->stack, stack_bytes_);
+  for (auto& f : fibers_) {
+    munmap(f->stack, stack_bytes_);
+    TsanDeleteFiber(f->tsan);
+  }
 }
 
 void FiberPool::Trampoline(unsigned lo, unsigned hi) {
@@ -66,6 +106,7 @@ void FiberPool::Trampoline(unsigned lo, unsigned hi) {
   (*pool->body_)(i);  // the body catches everything: nothing may unwind past here
   pool->fibers_[i]->done = true;
   SwitchStart(nullptr, pool->main_bottom_, pool->main_size_);
+  TsanSwitchTo(pool->main_tsan_);
   swapcontext(&pool->fibers_[i]->ctx, &pool->main_);
 }
 
@@ -84,6 +125,8 @@ void FiberPool::Resume(int i) {
   }
   f.can_resume = nullptr;
   SwitchStart(&main_fake_, f.stack, stack_bytes_);
+  main_tsan_ = TsanCurrent();
+  TsanSwitchTo(f.tsan);
   swapcontext(&main_, &f.ctx);
   SwitchDone(main_fake_, nullptr, nullptr);
   current_ = -1;
@@ -133,6 +176,7 @@ void FiberPool::Block(std::function<bool()> can_resume) {
   int i = current_;
   fibers_[i]->can_resume = std::move(can_resume);
   SwitchStart(&fibers_[i]->fake, main_bottom_, main_size_);
+  TsanSwitchTo(main_tsan_);
   swapcontext(&fibers_[i]->ctx, &main_);
   SwitchDone(fibers_[i]->fake, &main_bottom_, &main_size_);
   current_ = i;

@@ -49,6 +49,7 @@ class FiberPool {
   const void* main_bottom_ = nullptr;
   size_t main_size_ = 0;
   void* main_fake_ = nullptr;
+  void* main_tsan_ = nullptr;  // ThreadSanitizer's context of the caller
   const std::function<void(int)>* body_ = nullptr;
   int current_ = -1;
   bool aborting_ = false;
