@@ -53,6 +53,23 @@ const Recipe& PytorchRewrite() {
   return *r;
 }
 
+// The mutations of the first `count` children the built-in proposer gives a
+// parent n00000 with `genome` and the children it already has.
+std::vector<std::string> ChildMutations(const v1::Task& task, const std::string& platform, int count, Genome genome,
+                                        std::vector<ChildInfo> children = {}) {
+  ProposeRequest request = Request(task, platform, count, 11);
+  ParentInfo parent;
+  parent.node_id = "n00000";
+  parent.genome = std::move(genome);
+  parent.children = std::move(children);
+  request.parents = {parent};
+  absl::StatusOr<std::vector<Proposal>> out = BuiltinProposer().Propose(request);
+  EXPECT_TRUE(out.ok()) << out.status();
+  std::vector<std::string> mutations;
+  for (const Proposal& p : out.ok() ? *out : std::vector<Proposal>{}) mutations.push_back(p.mutation);
+  return mutations;
+}
+
 TEST(PytorchRewriteTest, AppliesToKernelBenchTasksOnCpuAndNvidiaOnly) {
   const Recipe& r = PytorchRewrite();
   EXPECT_TRUE(r.Applies(Problem("relu.py"), "cpu"));
@@ -75,6 +92,7 @@ TEST(PytorchRewriteTest, GeneratesAPythonModelNewAroundTheProblemsModel) {
   Genome g{r.name(), r.space().Defaults()};
   g.params["mode"] = "jit_freeze";
   g.params["float32_matmul"] = "high";
+  g.params["cudnn_benchmark"] = "on";
   absl::StatusOr<v1::Candidate> c = r.Generate(task, g);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->language(), "python");
@@ -82,6 +100,8 @@ TEST(PytorchRewriteTest, GeneratesAPythonModelNewAroundTheProblemsModel) {
   EXPECT_THAT(c->source(), HasSubstr("class ModelNew("));
   EXPECT_THAT(c->source(), HasSubstr("_KEVO_MODE = \"jit_freeze\""));
   EXPECT_THAT(c->source(), HasSubstr("_KEVO_FLOAT32_MATMUL = \"high\""));
+  EXPECT_THAT(c->source(), HasSubstr("_KEVO_CUDNN_BENCHMARK = True"));
+  EXPECT_THAT(c->source(), HasSubstr("_kevo_torch.backends.cudnn.benchmark = True"));
   EXPECT_THAT(c->source(), Not(HasSubstr("$")));
 }
 
@@ -146,29 +166,21 @@ TEST(PytorchRewriteTest, AGpuParentWhoseModelHasAFloat32GemmGetsTf32First) {
   }
   const Recipe& r = PytorchRewrite();
   auto first_child = [&](const v1::Task& t, const std::string& platform, std::vector<ChildInfo> children) {
-    ProposeRequest request = Request(t, platform, 1, 11);
-    ParentInfo parent;
-    parent.node_id = "n00000";
-    parent.genome = Genome{r.name(), r.space().Defaults()};
-    parent.children = std::move(children);
-    request.parents = {parent};
-    absl::StatusOr<std::vector<Proposal>> out = BuiltinProposer().Propose(request);
-    EXPECT_TRUE(out.ok()) << out.status();
-    return out.ok() && !out->empty() ? (*out)[0] : Proposal();
+    std::vector<std::string> m = ChildMutations(t, platform, 1, Genome{r.name(), r.space().Defaults()}, children);
+    return m.empty() ? std::string() : m[0];
   };
-  const Proposal directed = first_child(task, "nvidia", {});
-  EXPECT_EQ(directed.genome.params.at("float32_matmul"), "high");
-  EXPECT_EQ(directed.mutation, "directed:float32_matmul highest->high");
+  const std::string directed = first_child(task, "nvidia", {});
+  EXPECT_EQ(directed, "directed:float32_matmul highest->high");
   ChildInfo tried;
-  tried.mutation = directed.mutation;
-  EXPECT_NE(first_child(task, "nvidia", {tried}).mutation, directed.mutation);
-  EXPECT_FALSE(absl::StartsWith(first_child(task, "cpu", {}).mutation, "directed:"));
+  tried.mutation = directed;
+  EXPECT_NE(first_child(task, "nvidia", {tried}), directed);
+  EXPECT_FALSE(absl::StartsWith(first_child(task, "cpu", {}), "directed:"));
   v1::Task no_gemm = task;
   no_gemm.mutable_model_graph()->mutable_nodes(2)->set_target("relu");
-  EXPECT_FALSE(absl::StartsWith(first_child(no_gemm, "nvidia", {}).mutation, "directed:"));
+  EXPECT_FALSE(absl::StartsWith(first_child(no_gemm, "nvidia", {}), "directed:"));
   v1::Task attention = task;  // float32 attention runs on PyTorch's GEMMs
   attention.mutable_model_graph()->mutable_nodes(2)->set_target("scaled_dot_product_attention");
-  EXPECT_EQ(first_child(attention, "nvidia", {}).mutation, directed.mutation);
+  EXPECT_EQ(first_child(attention, "nvidia", {}), directed);
 }
 
 // A graph of placeholders, one call and the output, as the worker captures it.
@@ -194,17 +206,8 @@ void SetGraph(v1::Task& task, const std::string& call, int rank) {
 // on.
 TEST(PytorchRewriteTest, AGpuParentWhoseModelHasAConvolutionGetsCudnnsAutotunerNext) {
   const Recipe& r = PytorchRewrite();
-  auto children = [&](const v1::Task& t, const std::string& platform, Genome parent_genome) {
-    ProposeRequest request = Request(t, platform, 2, 11);
-    ParentInfo parent;
-    parent.node_id = "n00000";
-    parent.genome = std::move(parent_genome);
-    request.parents = {parent};
-    absl::StatusOr<std::vector<Proposal>> out = BuiltinProposer().Propose(request);
-    EXPECT_TRUE(out.ok()) << out.status();
-    std::vector<std::string> mutations;
-    for (const Proposal& p : out.ok() ? *out : std::vector<Proposal>{}) mutations.push_back(p.mutation);
-    return mutations;
+  auto children = [](const v1::Task& t, const std::string& platform, Genome parent_genome) {
+    return ChildMutations(t, platform, 2, std::move(parent_genome));
   };
   Genome tf32{r.name(), r.space().Defaults()};
   tf32.params["float32_matmul"] = "high";  // the first seed on a GPU

@@ -54,11 +54,13 @@ _KEVO_FLOAT32_MATMUL = "$FLOAT32_MATMUL"
 _KEVO_CUDNN_BENCHMARK = $CUDNN_BENCHMARK
 
 
-def _kevo_memory_format(t):
-    """The channels-last layout of a 4-D or 5-D tensor, else None."""
-    if not isinstance(t, _kevo_torch.Tensor):
-        return None
-    return {4: _kevo_torch.channels_last, 5: _kevo_torch.channels_last_3d}.get(t.dim())
+def _kevo_channels_last(x):
+    """A 4-D tensor in channels_last, a 5-D one in channels_last_3d; anything
+    else as it is."""
+    if not isinstance(x, _kevo_torch.Tensor):
+        return x
+    layout = {4: _kevo_torch.channels_last, 5: _kevo_torch.channels_last_3d}.get(x.dim())
+    return x if layout is None else x.contiguous(memory_format=layout)
 
 
 class ModelNew(_kevo_torch.nn.Module):
@@ -77,18 +79,13 @@ class ModelNew(_kevo_torch.nn.Module):
             # (Conv3d) weight. .cuda() later keeps the layout.
             with _kevo_torch.no_grad():
                 for p in self.model.parameters():
-                    layout = _kevo_memory_format(p)
-                    if layout is not None:
-                        p.data = p.data.contiguous(memory_format=layout)
+                    p.data = _kevo_channels_last(p.data)
         self._compiled = None
 
     def _prepare(self, inputs):
         if not _KEVO_CHANNELS_LAST:
             return inputs
-        return tuple(
-            x.contiguous(memory_format=_kevo_memory_format(x)) if _kevo_memory_format(x) is not None else x
-            for x in inputs
-        )
+        return tuple(_kevo_channels_last(x) for x in inputs)
 
     def _compile(self, inputs):
         with _kevo_torch.no_grad():
