@@ -142,47 +142,6 @@ TEST(PytorchRewriteTest, OnAGpuTheSecondSeedRunsFloat32GemmsOnTf32) {
   }
 }
 
-// Once a worker has captured the Model's graph, a parent without TF32 whose
-// Model has a float32 GEMM gets the TF32 child first on a GPU (with one GPU
-// slot a job expands one child at a time); not on the CPU, not without a
-// GEMM, not twice.
-TEST(PytorchRewriteTest, AGpuParentWhoseModelHasAFloat32GemmGetsTf32First) {
-  v1::Task task = Problem("matmul.py");
-  for (const auto& [name, target] : std::vector<std::pair<std::string, std::string>>{
-           {"A", "0"}, {"B", "1"}, {"matmul", "matmul"}, {"output", "output"}}) {
-    v1::GraphNode* n = task.mutable_model_graph()->add_nodes();
-    n->set_name(name);
-    n->set_target(target);
-    n->set_op(name == "matmul" ? "call_function" : name == "output" ? "output" : "placeholder");
-    if (name != "output") {
-      n->set_dtype(v1::F32);
-      n->add_shape(64);
-      n->add_shape(64);
-    }
-    if (name == "matmul") {
-      n->add_inputs("A");
-      n->add_inputs("B");
-    }
-  }
-  const Recipe& r = PytorchRewrite();
-  auto first_child = [&](const v1::Task& t, const std::string& platform, std::vector<ChildInfo> children) {
-    std::vector<std::string> m = ChildMutations(t, platform, 1, Genome{r.name(), r.space().Defaults()}, children);
-    return m.empty() ? std::string() : m[0];
-  };
-  const std::string directed = first_child(task, "nvidia", {});
-  EXPECT_EQ(directed, "directed:float32_matmul highest->high");
-  ChildInfo tried;
-  tried.mutation = directed;
-  EXPECT_NE(first_child(task, "nvidia", {tried}), directed);
-  EXPECT_FALSE(absl::StartsWith(first_child(task, "cpu", {}), "directed:"));
-  v1::Task no_gemm = task;
-  no_gemm.mutable_model_graph()->mutable_nodes(2)->set_target("relu");
-  EXPECT_FALSE(absl::StartsWith(first_child(no_gemm, "nvidia", {}), "directed:"));
-  v1::Task attention = task;  // float32 attention runs on PyTorch's GEMMs
-  attention.mutable_model_graph()->mutable_nodes(2)->set_target("scaled_dot_product_attention");
-  EXPECT_EQ(first_child(attention, "nvidia", {}), directed);
-}
-
 // A graph of placeholders, one call and the output, as the worker captures it.
 void SetGraph(v1::Task& task, const std::string& call, int rank) {
   task.clear_model_graph();
@@ -198,6 +157,32 @@ void SetGraph(v1::Task& task, const std::string& call, int rank) {
     }
     if (name == "call") n->add_inputs("x");
   }
+}
+
+// Once a worker has captured the Model's graph, a parent without TF32 whose
+// Model has a float32 GEMM gets the TF32 child first on a GPU (with one GPU
+// slot a job expands one child at a time); not on the CPU, not without a
+// GEMM, not twice.
+TEST(PytorchRewriteTest, AGpuParentWhoseModelHasAFloat32GemmGetsTf32First) {
+  v1::Task task = Problem("matmul.py");
+  SetGraph(task, "matmul", 2);
+  const Recipe& r = PytorchRewrite();
+  auto first_child = [&](const v1::Task& t, const std::string& platform, std::vector<ChildInfo> children) {
+    std::vector<std::string> m = ChildMutations(t, platform, 1, Genome{r.name(), r.space().Defaults()}, children);
+    return m.empty() ? std::string() : m[0];
+  };
+  const std::string directed = first_child(task, "nvidia", {});
+  EXPECT_EQ(directed, "directed:float32_matmul highest->high");
+  ChildInfo tried;
+  tried.mutation = directed;
+  EXPECT_NE(first_child(task, "nvidia", {tried}), directed);
+  EXPECT_FALSE(absl::StartsWith(first_child(task, "cpu", {}), "directed:"));
+  v1::Task no_gemm = task;
+  no_gemm.mutable_model_graph()->mutable_nodes(1)->set_target("relu");
+  EXPECT_FALSE(absl::StartsWith(first_child(no_gemm, "nvidia", {}), "directed:"));
+  v1::Task attention = task;  // float32 attention runs on PyTorch's GEMMs
+  attention.mutable_model_graph()->mutable_nodes(1)->set_target("scaled_dot_product_attention");
+  EXPECT_EQ(first_child(attention, "nvidia", {}), directed);
 }
 
 // A GPU parent whose Model has a convolution (functional or module, 1-D to
