@@ -227,6 +227,31 @@ TEST_F(KernelBenchEvalTest, DifferentResultsOnTwoCallsAreNondeterministic) {
   ASSERT_EQ(ev.status(), v1::NONDETERMINISTIC) << Explain(ev);
 }
 
+// A problem whose own Model differs bitwise between two calls (as cuDNN's
+// grouped transposed convolutions do on a GPU): ModelNew = Model is correct,
+// and the note says why its calls were compared within the tolerance.
+TEST_F(KernelBenchEvalTest, AModelThatIsItselfNondeterministicAsksOnlyAgreementWithinTheTolerance) {
+  v1::Evaluation ev = Eval("noisy_relu.py", Python(ReadText(DataDir() + "/noisy_relu.py") + "\nModelNew = Model\n"));
+  ASSERT_EQ(ev.status(), v1::OK) << Explain(ev);
+  EXPECT_THAT(
+      ev.notes().at("reference_nondeterministic"),
+      AllOf(HasSubstr("two different results on the same inputs (output0["), HasSubstr("within the tolerance")));
+}
+
+TEST_F(KernelBenchEvalTest, OnANondeterministicModelCallsThatDifferBeyondTheToleranceAreStillNondeterministic) {
+  v1::Evaluation ev = Eval("noisy_relu.py", ReluWith("        self.calls += 1\n"
+                                                     "        return torch.relu(x) + (self.calls - 1) * 1.0\n"));
+  ASSERT_EQ(ev.status(), v1::NONDETERMINISTIC) << Explain(ev);
+  EXPECT_THAT(Explain(ev), HasSubstr("beyond the tolerance"));
+}
+
+// A deterministic Model keeps the bitwise rule, and no note.
+TEST_F(KernelBenchEvalTest, ADeterministicModelGetsNoNondeterminismNote) {
+  v1::Evaluation ev = Eval("relu.py", CorrectReluAfter(""));
+  ASSERT_EQ(ev.status(), v1::OK) << Explain(ev);
+  EXPECT_FALSE(ev.notes().contains("reference_nondeterministic"));
+}
+
 // A candidate that stops Python's clock at import: the runner took its clock
 // before importing it, so the times are real and the speedup is plausible
 // (a correct ReLU cannot be 100x PyTorch's own).

@@ -488,6 +488,11 @@ bool KernelBenchEvaluator::Judge(EvalRun& run, const std::string& problem, const
   const std::string torch = r.value("torch", "?");
   const std::string where = absl::StrCat(device, ", ", r.value("device_name", std::string("?")));
   notes["baseline"] = absl::StrCat("PyTorch eager: the problem's Model (torch ", torch, ", ", where, ")");
+  if (const std::string differs = r.value("reference_nondeterministic", std::string()); !differs.empty()) {
+    notes["reference_nondeterministic"] =
+        absl::StrCat("the problem's Model gave two different results on the same inputs (", differs,
+                     "), so ModelNew's two calls had to agree within the tolerance, not bitwise");
+  }
   std::string compile_line;
   if (series.contains("torch_compile")) {
     runner::TimingSeries compiled = SeriesFromJson(series["torch_compile"]);
