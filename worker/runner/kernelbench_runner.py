@@ -1701,11 +1701,11 @@ class Judge:
             self.cand.close()
             t0 = _clock()
             # The control's calls keep the GPU busy as long as the
-            # candidate's samples did, in case what the path costs grows with
-            # the time the judge waits: with a fill alone an H100 read
+            # candidate's samples did, for what the path costs grows with the
+            # time the judge waits: with a fill alone an H100 read
             # ModelNew = Model 4-5% slow on 3-7 ms problems whose kernels ran
-            # no slower in the candidate's process (docs/benchmarks.md; this
-            # busy control is not yet measured on a GPU).
+            # no slower in the candidate's process, with this 0-2%
+            # (docs/benchmarks.md, 30th and 31st sessions).
             busy = max(0.0, statistics.median(series[0].samples) - min(nops))
             overhead = self.path_cost(flush, gather, out_layout, busy)
             steps["path_control"] = _clock() - t0
