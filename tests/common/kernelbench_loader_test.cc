@@ -113,8 +113,8 @@ TEST_F(KernelBenchLoaderTest, TheTestProblemsFolderHoldsExactlyTheProblems) {
   ASSERT_TRUE(found.ok()) << found.status();
   EXPECT_THAT(*found,
               ElementsAre(DataDir() + "/conv3d.py", DataDir() + "/gelu_chain.py", DataDir() + "/layer_norm_relu.py",
-                          DataDir() + "/matmul.py", DataDir() + "/noisy_relu.py", DataDir() + "/relu.py",
-                          DataDir() + "/softmax_gelu_cumsum.py"));
+                          DataDir() + "/matmul.py", DataDir() + "/noisy_relu.py", DataDir() + "/reductions.py",
+                          DataDir() + "/relu.py", DataDir() + "/softmax_gelu_cumsum.py"));
 }
 
 TEST_F(KernelBenchLoaderTest, ValidateRejectsAWireTaskWithoutSource) {

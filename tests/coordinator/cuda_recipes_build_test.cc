@@ -209,5 +209,51 @@ TEST_F(CudaRecipesBuild, GemmRecipePointsCompileForHopperWithoutSpills) {
   }
 }
 
+// The KernelBench bridge's reduction along a middle dim (no native task has
+// its shape; the bridge makes one per graph node): every op, and the genome's
+// corners, compile for sm_90a without spills.
+v1::Task ColReduceTask(const std::string& op) {
+  v1::Task t;
+  t.set_name(absl::StrCat("col_reduce_", op));
+  t.mutable_signature()->set_function("kevo_col_reduce_entry");
+  for (const char* p : {"x", "y", "outer", "len", "inner"}) t.mutable_signature()->add_params(p);
+  v1::TensorSpec* x = t.add_inputs();
+  x->set_name("x");
+  x->set_dtype(v1::F32);
+  for (const char* d : {"outer", "len", "inner"}) x->add_shape(d);
+  v1::TensorSpec* y = t.add_outputs();
+  y->set_name("y");
+  y->set_dtype(v1::F32);
+  for (const char* d : {"outer", "inner"}) y->add_shape(d);
+  (*t.mutable_hints())["pattern"] = "col_reduce";
+  (*t.mutable_hints())["op"] = op;
+  return t;
+}
+
+TEST_F(CudaRecipesBuild, ColumnReductionsCompileForHopperWithoutSpills) {
+  const Recipe* recipe = FindRecipe("cuda_col_reduce");
+  ASSERT_NE(recipe, nullptr);
+  EXPECT_FALSE(recipe->Applies(ColReduceTask("prod"), "nvidia"));
+  EXPECT_FALSE(recipe->Applies(ColReduceTask("sum"), "cpu"));
+  const std::pair<const char*, const char*> cases[] = {{"sum", "threads=256,unroll=4"},
+                                                       {"mean", "threads=512,unroll=8"},
+                                                       {"max", "threads=128,unroll=1"},
+                                                       {"min", "threads=256,unroll=8"}};
+  for (const auto& [op, params] : cases) {
+    const v1::Task task = ColReduceTask(op);
+    ASSERT_TRUE(recipe->Applies(task, "nvidia")) << op;
+    auto genome = Genome::FromString(absl::StrCat("cuda_col_reduce{", params, "}"));
+    ASSERT_TRUE(genome.ok()) << genome.status();
+    auto candidate = recipe->Generate(task, *genome);
+    ASSERT_TRUE(candidate.ok()) << candidate.status();
+    EXPECT_EQ(candidate->language(), "cuda");
+    worker::CudaCompileResult r = worker::CompileCudaCandidate(*builder_, task, *candidate, "sm_90a");
+    ASSERT_EQ(r.status, v1::OK) << op << " " << params << ": " << r.message << "\n" << candidate->source();
+    if (r.max_registers >= 0) {
+      EXPECT_EQ(r.spill_bytes, 0) << op << " " << params;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kevo::proposer

@@ -146,6 +146,40 @@ TEST_F(KernelBenchBridgeTest, LayerNormModuleWithItsWeightsIsLoweredAndCorrect) 
   }
 }
 
+// Reductions along dims that are not the last (KernelBench 47-53's kind) are
+// col_reduce kernels: sum with keepdim, torch.max(x, dim)[0] without its
+// indices (the max node absorbed), amin over a negative dim, mean over dim 0;
+// a sum over two dims stays PyTorch. Every candidate is correct.
+TEST_F(KernelBenchBridgeTest, ReductionsAlongOtherDimsAreColumnKernelsAndCorrect) {
+  v1::Task task = Problem("reductions.py");
+  *task.mutable_model_graph() = Capture(task);
+  std::map<std::string, v1::Evaluation> evs = EvaluateBridges(task);
+  ASSERT_TRUE(evs.count("kb_col_reduce")) << "no reduction was lowered";
+  for (const auto& [name, ev] : evs) {
+    EXPECT_EQ(ev.status(), v1::OK) << name << ": " << kb_testing::ExplainKernelBench(ev);
+    for (const auto& c : ev.validation()) EXPECT_EQ(c.status(), v1::OK) << name << ": " << c.detail();
+  }
+  const proposer::Recipe* recipe = proposer::FindRecipe("kb_col_reduce");
+  ASSERT_NE(recipe, nullptr);
+  for (const char* genome :
+       {"kb_col_reduce{split=1,threads=1,tile=64}", "kb_col_reduce{split=4,threads=all,tile=1024}"}) {
+    absl::StatusOr<proposer::Genome> g = proposer::Genome::FromString(genome);
+    ASSERT_TRUE(g.ok()) << g.status();
+    absl::StatusOr<v1::Candidate> c = recipe->Generate(task, *g);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string& source = c->source();
+    EXPECT_THAT(source, HasSubstr("'sum_1': ('col_reduce', ['x'], True, '', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("'getitem': ('col_reduce', ['x'], False, '', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("['max_1'], 1),"));
+    EXPECT_THAT(source, HasSubstr("'amin': ('col_reduce', ['x'], False, '', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("'mean': ('col_reduce', ['x'], False, '', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("[], 0),"));
+    EXPECT_THAT(source, Not(HasSubstr("'sum_2': (")));
+    v1::Evaluation ev = backend_->Evaluate(task, *c, nullptr);
+    EXPECT_EQ(ev.status(), v1::OK) << genome << ": " << kb_testing::ExplainKernelBench(ev);
+  }
+}
+
 // An elementwise chain written out in operators (GELU's tanh form, a second
 // input, a clamp, a scale) is one fused kernel over both inputs, and correct.
 TEST_F(KernelBenchBridgeTest, AnElementwiseChainIsFusedIntoOneKernelAndCorrect) {

@@ -4,7 +4,9 @@
 // node kevo has a recipe for becomes a native task of its own (an activation:
 // an elementwise task with the matching expression; softmax and log_softmax
 // over the last dim: a row task; sum, mean and amax over the last dim: a row
-// reduction; nn.LayerNorm: a layer_norm task), and the bridge of recipe R
+// reduction, and sum, mean, amax, amin and torch.max / torch.min(x, dim)[0]
+// over any other dim: a col_reduce task; nn.LayerNorm: a layer_norm task),
+// and the bridge of recipe R
 // emits a ModelNew that traces the problem's Model with torch.fx at
 // construction and calls R's kernel in place of every node R applies to. The
 // rest of the graph stays PyTorch, in the same ModelNew. The genome is R's
@@ -17,8 +19,8 @@
 // C++ extension headers, and the native ABI is what the recipes are already
 // validated through. A CUDA kernel runs on the legacy default stream, which
 // PyTorch's work is ordered with unless a stream of its own is current (then
-// the call synchronises around it). Operators that reduce or normalise along
-// a dim other than the last stay PyTorch calls.
+// the call synchronises around it). Normalisations along a dim other than the
+// last stay PyTorch calls.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -49,12 +51,13 @@ namespace {
 // A node the bridge can lower, and the native task that stands for it.
 struct Lowered {
   const v1::GraphNode* node = nullptr;
-  std::string kind;                 // map | rows | reduce | layer_norm
+  std::string kind;                 // map | rows | reduce | col_reduce | layer_norm
   std::vector<std::string> inputs;  // fx node names (layer_norm: the input only)
   // map: the nodes fused into `node`'s kernel, which the call makes dead
   // (users first, so each is erased after every node that read it).
   std::vector<std::string> absorbed;
-  bool keepdim = false;  // reduce
+  bool keepdim = false;  // reduce, col_reduce
+  int dim = -1;          // col_reduce: the dim reduced, counted from 0
   std::string module;    // layer_norm: the module's path, for its weight and bias
   v1::Task native;
 };
@@ -159,6 +162,16 @@ void AddTensor(v1::Task& t, bool input, const std::string& name, const std::vect
   for (const std::string& d : shape) s->add_shape(d);
 }
 
+// A native task's hints: its pattern, input `in` and output `out` by the
+// recipes' hint names, and each of `same` named as itself.
+void SetHints(v1::Task& t, const std::string& pattern, const std::vector<std::string>& same) {
+  auto& h = *t.mutable_hints();
+  h["pattern"] = pattern;
+  h["in"] = "x";
+  h["out"] = "y";
+  for (const std::string& name : same) h[name] = name;
+}
+
 v1::Task NativeTask(const std::string& function, const std::vector<std::string>& params) {
   v1::Task t;
   t.set_name(function);
@@ -167,58 +180,93 @@ v1::Task NativeTask(const std::string& function, const std::vector<std::string>&
   return t;
 }
 
-// A dim attribute that names the last of `rank` dims ("-1", "1" of 2, "(1,)").
-bool IsLastDim(std::optional<std::string> dim, int rank) {
-  if (!dim) return false;
+bool IsF32(const v1::GraphNode& n) { return n.dtype() == v1::F32 && n.shape_size() >= 1; }
+
+// The one dim a dim attribute names ("1", "-2", "(1,)"), counted from 0 in
+// `rank` dims; none for several dims or none.
+std::optional<int> SingleDim(std::optional<std::string> dim, int rank) {
+  if (!dim) return std::nullopt;
   absl::string_view text = absl::StripSuffix(absl::StripPrefix(*dim, "("), ")");
   text = absl::StripSuffix(text, ",");
   int d = 0;
-  if (!absl::SimpleAtoi(text, &d)) return false;
-  return d == -1 || d == rank - 1;
+  if (!absl::SimpleAtoi(text, &d) || d < -rank || d >= rank) return std::nullopt;
+  return d < 0 ? d + rank : d;
 }
 
-bool IsF32(const v1::GraphNode& n) { return n.dtype() == v1::F32 && n.shape_size() >= 1; }
+const v1::GraphNode* FindNode(const v1::ModelGraph& graph, const std::string& name) {
+  for (const v1::GraphNode& g : graph.nodes()) {
+    if (g.name() == name) return &g;
+  }
+  return nullptr;
+}
+
+int UserCount(const v1::ModelGraph& graph, const std::string& name) {
+  int users = 0;
+  for (const v1::GraphNode& g : graph.nodes())
+    users += static_cast<int>(std::count(g.inputs().begin(), g.inputs().end(), name));
+  return users;
+}
 
 std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n, int index) {
   if (n.op() != "call_function" && n.op() != "call_method" && n.op() != "call_module") return std::nullopt;
   if (n.inputs_size() < 1 || !IsF32(n)) return std::nullopt;
-  const v1::GraphNode* in = nullptr;
-  for (const v1::GraphNode& g : graph.nodes()) {
-    if (g.name() == n.inputs(0)) in = &g;
+  std::string op = OpOf(n);
+  // `at` holds the operator's input and attributes: n itself, or for
+  // torch.max / torch.min(x, dim)[0] (n the getitem) the max or min node,
+  // absorbed into n's kernel, whose indices are then never computed.
+  const v1::GraphNode* at = &n;
+  std::vector<std::string> absorbed;
+  if (op == "getitem" && n.inputs_size() == 1 && Attr(n, "arg1") == "0") {
+    const v1::GraphNode* m = FindNode(graph, n.inputs(0));
+    if (m == nullptr || (OpOf(*m) != "max" && OpOf(*m) != "min") || m->inputs_size() != 1 ||
+        !Attr(*m, "dim", 1).has_value() || UserCount(graph, m->name()) != 1) {
+      return std::nullopt;
+    }
+    at = m;
+    op = OpOf(*m) == "max" ? "amax" : "amin";
+    absorbed = {m->name()};
   }
+  const v1::GraphNode* in = FindNode(graph, at->inputs(0));
   if (in == nullptr || !IsF32(*in)) return std::nullopt;
-  const std::string op = OpOf(n);
   const int rank = in->shape_size();
   const std::string fn = absl::StrCat("kevo_bridge_", index);
   Lowered l;
   l.node = &n;
-  l.inputs = {n.inputs(0)};
+  l.inputs = {at->inputs(0)};
+  l.absorbed = absorbed;
   auto rows_task = [&](const std::string& pattern, bool reduce) {
     l.native = NativeTask(fn, {"x", "y", "rows", "cols"});
     AddTensor(l.native, true, "x", {"rows", "cols"});
     AddTensor(l.native, false, "y",
               reduce ? std::vector<std::string>{"rows"} : std::vector<std::string>{"rows", "cols"});
-    auto& h = *l.native.mutable_hints();
-    h["pattern"] = pattern;
-    h["in"] = "x";
-    h["out"] = "y";
-    h["rows"] = "rows";
-    h["cols"] = "cols";
+    SetHints(l.native, pattern, {"rows", "cols"});
   };
-  if ((op == "softmax" || op == "log_softmax") && n.inputs_size() == 1 && IsLastDim(Attr(n, "dim", 1), rank) &&
-      !Attr(n, "dtype", 2).has_value()) {
+  if ((op == "softmax" || op == "log_softmax") && n.inputs_size() == 1 &&
+      SingleDim(Attr(n, "dim", 1), rank) == rank - 1 && !Attr(n, "dtype", 2).has_value()) {
     l.kind = "rows";
     rows_task(op == "softmax" ? "row_softmax" : "row_log_softmax", false);
     return l;
   }
-  if ((op == "sum" || op == "mean" || op == "amax") && n.inputs_size() == 1 && IsLastDim(Attr(n, "dim", 1), rank) &&
-      !Attr(n, "dtype").has_value()) {
-    std::optional<double> keepdim = NumberAttr(n, "keepdim", 2, 0);
-    if (!keepdim) return std::nullopt;
-    l.kind = "reduce";
+  if ((op == "sum" || op == "mean" || op == "amax" || op == "amin") && at->inputs_size() == 1 &&
+      !Attr(*at, "dtype").has_value()) {
+    std::optional<int> dim = SingleDim(Attr(*at, "dim", 1), rank);
+    std::optional<double> keepdim = NumberAttr(*at, "keepdim", 2, 0);
+    if (!dim || !keepdim) return std::nullopt;
     l.keepdim = *keepdim != 0;
-    rows_task("row_reduce", true);
-    (*l.native.mutable_hints())["op"] = op == "amax" ? "max" : op;
+    const std::string reduce_op = op == "amax" ? "max" : op == "amin" ? "min" : op;
+    if (*dim == rank - 1 && reduce_op != "min") {
+      l.kind = "reduce";
+      rows_task("row_reduce", true);
+    } else {
+      // Along any other dim: x viewed as [outer, len, inner] around it.
+      l.kind = "col_reduce";
+      l.dim = *dim;
+      l.native = NativeTask(fn, {"x", "y", "outer", "len", "inner"});
+      AddTensor(l.native, true, "x", {"outer", "len", "inner"});
+      AddTensor(l.native, false, "y", {"outer", "inner"});
+      SetHints(l.native, "col_reduce", {"outer", "len", "inner"});
+    }
+    (*l.native.mutable_hints())["op"] = reduce_op;
     return l;
   }
   if (op == "layer_norm" && n.op() == "call_module" && Attr(n, "elementwise_affine") == "True") {
@@ -239,15 +287,8 @@ std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n
     AddTensor(l.native, true, "gamma", {"cols"});
     AddTensor(l.native, true, "beta", {"cols"});
     AddTensor(l.native, false, "y", {"rows", "cols"});
-    auto& h = *l.native.mutable_hints();
-    h["pattern"] = "layer_norm";
-    h["in"] = "x";
-    h["gamma"] = "gamma";
-    h["beta"] = "beta";
-    h["out"] = "y";
-    h["rows"] = "rows";
-    h["cols"] = "cols";
-    h["eps"] = absl::StrFormat("%.9g", *eps);
+    SetHints(l.native, "layer_norm", {"gamma", "beta", "rows", "cols"});
+    (*l.native.mutable_hints())["eps"] = absl::StrFormat("%.9g", *eps);
     return l;
   }
   return std::nullopt;
@@ -504,7 +545,7 @@ import torch as _kevo_torch
 import torch.fx as _kevo_fx
 
 # fx node -> (kind, [its tensor inputs], keepdim, module path, C function, source, compiler flags,
-#            [the nodes fused into it, users first])
+#            [the nodes fused into it, users first], the dim a col_reduce reduces)
 _KEVO_KERNELS = {
 $KERNELS}
 _KEVO_DEVICE = "$DEVICE"
@@ -573,7 +614,7 @@ def _kevo_ordered(call):
     return ordered
 
 
-def _kevo_call(kind, keepdim, fn, name):
+def _kevo_call(kind, keepdim, fn, name, dim):
     n64 = _kevo_ctypes.c_int64
     if kind == "map":  # y = f(x0, x1, ...), all of one shape
         def call(*xs):
@@ -591,6 +632,23 @@ def _kevo_call(kind, keepdim, fn, name):
             else:
                 y = x.new_empty(tuple(x.shape[:-1]) + ((1,) if keepdim else ()))
             fn(_kevo_ptr(x), _kevo_ptr(y), n64(rows), n64(cols))
+            return y
+    elif kind == "col_reduce":  # along `dim`: x viewed as [outer, len, inner]
+        def call(x):
+            x = _kevo_f32(x, name)
+            outer = 1
+            for d in x.shape[:dim]:
+                outer *= d
+            inner = 1
+            for d in x.shape[dim + 1:]:
+                inner *= d
+            shape = list(x.shape)
+            if keepdim:
+                shape[dim] = 1
+            else:
+                del shape[dim]
+            y = x.new_empty(tuple(shape))
+            fn(_kevo_ptr(x), _kevo_ptr(y), n64(outer), n64(x.shape[dim]), n64(inner))
             return y
     else:  # layer_norm over the last gamma.numel() elements of each row
         def call(x, gamma, beta):
@@ -616,7 +674,7 @@ class ModelNew(_kevo_torch.nn.Module):
         traced = _kevo_fx.symbolic_trace(model)
         graph = traced.graph
         by_name = {n.name: n for n in graph.nodes}
-        for name, (kind, inputs, keepdim, module, _, _, _, absorbed) in _KEVO_KERNELS.items():
+        for name, (kind, inputs, keepdim, module, _, _, _, absorbed, dim) in _KEVO_KERNELS.items():
             node = by_name.get(name)
             if node is None or any(i not in by_name for i in inputs + absorbed):
                 raise RuntimeError("kevo bridge: the Model's graph has no node %s (it traced differently)" % name)
@@ -624,7 +682,7 @@ class ModelNew(_kevo_torch.nn.Module):
             with graph.inserting_before(node):
                 if kind == "layer_norm":
                     args_ += [graph.get_attr(module + ".weight"), graph.get_attr(module + ".bias")]
-                new = graph.call_function(_kevo_call(kind, keepdim, _KEVO_FUNCTIONS[name], name), tuple(args_))
+                new = graph.call_function(_kevo_call(kind, keepdim, _KEVO_FUNCTIONS[name], name, dim), tuple(args_))
             node.replace_all_uses_with(new)
             graph.erase_node(node)
             for dead in absorbed:
@@ -688,7 +746,8 @@ class BridgeRecipe : public Recipe {
       };
       absl::StrAppend(&kernels, "    '", l.node->name(), "': ('", l.kind, "', ", quoted(l.inputs), ", ",
                       l.keepdim ? "True" : "False", ", '", l.module, "', '", l.native.signature().function(), "', ",
-                      PythonString(c.source()), ", ", quoted(c.extra_flags()), ", ", quoted(l.absorbed), "),\n");
+                      PythonString(c.source()), ", ", quoted(c.extra_flags()), ", ", quoted(l.absorbed), ", ", l.dim,
+                      "),\n");
     }
     v1::Candidate candidate;
     candidate.set_language(task::kPythonLanguage);
@@ -721,10 +780,11 @@ class BridgeRecipe : public Recipe {
 std::vector<std::unique_ptr<Recipe>> NewKernelBenchBridgeRecipes() {
   std::vector<std::unique_ptr<Recipe>> out;
   for (auto make : {NewElementwiseRecipe, NewSoftmaxThreePassRecipe, NewSoftmaxOnlineRecipe, NewLogSoftmaxTwoPassRecipe,
-                    NewLogSoftmaxOnlineRecipe, NewRowReduceRecipe, NewRowNormRecipe}) {
+                    NewLogSoftmaxOnlineRecipe, NewRowReduceRecipe, NewColReduceRecipe, NewRowNormRecipe}) {
     out.push_back(std::make_unique<BridgeRecipe>(make(), "cpu"));
   }
-  for (auto make : {NewCudaElementwiseRecipe, NewCudaSoftmaxRecipe, NewCudaLayerNormRecipe, NewCudaRowReduceRecipe}) {
+  for (auto make : {NewCudaElementwiseRecipe, NewCudaSoftmaxRecipe, NewCudaLayerNormRecipe, NewCudaRowReduceRecipe,
+                    NewCudaColReduceRecipe}) {
     out.push_back(std::make_unique<BridgeRecipe>(make(), kCudaPlatform));
   }
   return out;

@@ -72,6 +72,7 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     auto* v = new std::vector<std::unique_ptr<Recipe>>();
     v->push_back(NewElementwiseRecipe());
     v->push_back(NewRowReduceRecipe());
+    v->push_back(NewColReduceRecipe());
     v->push_back(NewRowArgmaxRecipe());
     v->push_back(NewSoftmaxThreePassRecipe());
     v->push_back(NewSoftmaxOnlineRecipe());
@@ -100,6 +101,7 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewCudaSoftmaxRecipe());
     v->push_back(NewCudaLayerNormRecipe());
     v->push_back(NewCudaRowReduceRecipe());
+    v->push_back(NewCudaColReduceRecipe());
     v->push_back(NewCudaGemmWgmmaRecipe());
     v->push_back(NewCudaGemmMmaRecipe());
     v->push_back(NewMtiaSoftmaxRecipe());

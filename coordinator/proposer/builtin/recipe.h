@@ -111,6 +111,9 @@ const Recipe* FindRecipe(std::string_view name);
 // Factories, one per recipe (defined next to each recipe).
 std::unique_ptr<Recipe> NewElementwiseRecipe();
 std::unique_ptr<Recipe> NewRowReduceRecipe();
+// Reductions along a middle dim (col_reduce.cc; no native task has the shape:
+// the KernelBench bridge's).
+std::unique_ptr<Recipe> NewColReduceRecipe();
 std::unique_ptr<Recipe> NewRowNormRecipe();
 std::unique_ptr<Recipe> NewGemvRowsRecipe();
 std::unique_ptr<Recipe> NewGemmPackedExRecipe();
@@ -144,6 +147,7 @@ std::unique_ptr<Recipe> NewCudaElementwiseRecipe();
 std::unique_ptr<Recipe> NewCudaSoftmaxRecipe();
 std::unique_ptr<Recipe> NewCudaLayerNormRecipe();
 std::unique_ptr<Recipe> NewCudaRowReduceRecipe();
+std::unique_ptr<Recipe> NewCudaColReduceRecipe();  // col_reduce.cc
 std::unique_ptr<Recipe> NewCudaGemmMmaRecipe();
 std::unique_ptr<Recipe> NewCudaGemmWgmmaRecipe();
 // mtia-sim (language "mtia-c++"), mtia_*.cc.
