@@ -212,6 +212,46 @@ TEST(PytorchRewriteTest, AGpuParentWhoseModelHasAConvolutionGetsCudnnsAutotunerN
   EXPECT_THAT(children(task, "nvidia", tf32), Each(Not(HasSubstr("directed:"))));
 }
 
+// torch.max(x, dim=1)[0] as the worker captures it: a max node (a tuple, no
+// shape) and the getitem that takes its values; `indices_used` adds a node
+// that reads the tuple too.
+v1::Task MaxValuesTask(bool indices_used) {
+  v1::Task task = Problem("reductions.py");
+  task.clear_model_graph();
+  auto add = [&](const std::string& name, const std::string& op, const std::string& target,
+                 std::vector<std::string> inputs, std::vector<int64_t> shape) {
+    v1::GraphNode* n = task.mutable_model_graph()->add_nodes();
+    n->set_name(name);
+    n->set_op(op);
+    n->set_target(target);
+    for (const std::string& i : inputs) n->add_inputs(i);
+    if (!shape.empty()) n->set_dtype(v1::F32);
+    for (int64_t d : shape) n->add_shape(d);
+    return n;
+  };
+  add("x", "placeholder", "0", {}, {4, 37, 50});
+  (*add("max_1", "call_function", "max", {"x"}, {})->mutable_attrs())["dim"] = "1";
+  (*add("getitem", "call_function", "getitem", {"max_1"}, {4, 50})->mutable_attrs())["arg1"] = "0";
+  if (indices_used) (*add("getitem_1", "call_function", "getitem", {"max_1"}, {4, 50})->mutable_attrs())["arg1"] = "1";
+  add("output", "output", "output", {"getitem"}, {});
+  return task;
+}
+
+// A parent that only reruns PyTorch gets, first, the bridge that lowers
+// torch.max(x, dim)[0] without computing the indices PyTorch computes and the
+// Model drops, on the cpu and on a GPU; not where the Model reads the indices.
+TEST(PytorchRewriteTest, AParentWhoseModelDropsTorchMaxsIndicesGetsTheColumnReductionBridgeFirst) {
+  const Recipe& r = PytorchRewrite();
+  const Genome parent{r.name(), r.space().Defaults()};
+  std::vector<std::string> cpu = ChildMutations(MaxValuesTask(false), "cpu", 2, parent);
+  ASSERT_FALSE(cpu.empty());
+  EXPECT_EQ(cpu[0], "directed:variant:pytorch_rewrite->kb_col_reduce");
+  std::vector<std::string> gpu = ChildMutations(MaxValuesTask(false), "nvidia", 2, parent);
+  ASSERT_FALSE(gpu.empty());
+  EXPECT_EQ(gpu[0], "directed:variant:pytorch_rewrite->kb_cuda_col_reduce");
+  EXPECT_THAT(ChildMutations(MaxValuesTask(true), "cpu", 4, parent), Each(Not(HasSubstr("directed:variant"))));
+}
+
 // Genomes evaluated end to end; together they cover every mode's code path
 // except plain tracing (which freezing extends) and both grad modes, and
 // channels-last layouts for a 5-D weight.

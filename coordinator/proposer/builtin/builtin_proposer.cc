@@ -284,7 +284,16 @@ void ProposeMutations(const ProposeRequest& request, const std::vector<const Rec
   }
   const double variant_probability = bridges ? kBridgeProbability : kVariantProbability;
   // First what the task makes promising (a parent has one slot in flight on
-  // a one-GPU worker, so a point left to chance may never come).
+  // a one-GPU worker, so a point left to chance may never come): bridges
+  // that remove work, then the recipe's own directed children.
+  for (const Recipe* r : recipes) {
+    if (!to_bridges || r == &recipe || !absl::StartsWith(r->family(), "kb_") ||
+        !r->DirectedVariant(*request.task, request.platform)) {
+      continue;
+    }
+    batch.Add(*r, Genome{r->name(), r->space().Defaults()},
+              absl::StrCat("directed:variant:", recipe.name(), "->", r->name()), {parent.node_id});
+  }
   for (const auto& overrides : recipe.DirectedMutations(*request.task, request.platform, genome)) {
     Genome child = genome;
     std::vector<std::string> changed;

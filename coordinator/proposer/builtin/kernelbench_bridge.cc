@@ -56,9 +56,10 @@ struct Lowered {
   // map: the nodes fused into `node`'s kernel, which the call makes dead
   // (users first, so each is erased after every node that read it).
   std::vector<std::string> absorbed;
-  bool keepdim = false;  // reduce, col_reduce
-  int dim = -1;          // col_reduce: the dim reduced, counted from 0
-  std::string module;    // layer_norm: the module's path, for its weight and bias
+  bool keepdim = false;     // reduce, col_reduce
+  bool saves_work = false;  // drops work the Model's PyTorch does (torch.max's indices)
+  int dim = -1;             // col_reduce: the dim reduced, counted from 0
+  std::string module;       // layer_norm: the module's path, for its weight and bias
   v1::Task native;
 };
 
@@ -216,6 +217,7 @@ std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n
   // absorbed into n's kernel, whose indices are then never computed.
   const v1::GraphNode* at = &n;
   std::vector<std::string> absorbed;
+  bool saves_work = false;
   if (op == "getitem" && n.inputs_size() == 1 && Attr(n, "arg1") == "0") {
     const v1::GraphNode* m = FindNode(graph, n.inputs(0));
     if (m == nullptr || (OpOf(*m) != "max" && OpOf(*m) != "min") || m->inputs_size() != 1 ||
@@ -225,6 +227,7 @@ std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n
     at = m;
     op = OpOf(*m) == "max" ? "amax" : "amin";
     absorbed = {m->name()};
+    saves_work = true;
   }
   const v1::GraphNode* in = FindNode(graph, at->inputs(0));
   if (in == nullptr || !IsF32(*in)) return std::nullopt;
@@ -234,6 +237,7 @@ std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n
   l.node = &n;
   l.inputs = {at->inputs(0)};
   l.absorbed = absorbed;
+  l.saves_work = saves_work;
   auto rows_task = [&](const std::string& pattern, bool reduce) {
     l.native = NativeTask(fn, {"x", "y", "rows", "cols"});
     AddTensor(l.native, true, "x", {"rows", "cols"});
@@ -722,6 +726,11 @@ class BridgeRecipe : public Recipe {
 
   bool Applies(const v1::Task& task, std::string_view platform) const override {
     return platform == platform_ && task.format() == v1::TASK_FORMAT_KERNELBENCH && !Matches(task).empty();
+  }
+  bool DirectedVariant(const v1::Task& task, std::string_view platform) const override {
+    if (platform != platform_ || task.format() != v1::TASK_FORMAT_KERNELBENCH) return false;
+    const std::vector<Lowered> matches = Matches(task);
+    return std::any_of(matches.begin(), matches.end(), [](const Lowered& l) { return l.saves_work; });
   }
 
   absl::StatusOr<v1::Candidate> Generate(const v1::Task& task, const Genome& genome) const override {
