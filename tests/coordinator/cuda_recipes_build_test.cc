@@ -235,12 +235,15 @@ TEST_F(CudaRecipesBuild, ColumnReductionsCompileForHopperWithoutSpills) {
   ASSERT_NE(recipe, nullptr);
   EXPECT_FALSE(recipe->Applies(ColReduceTask("prod"), "nvidia"));
   EXPECT_FALSE(recipe->Applies(ColReduceTask("sum"), "cpu"));
-  const std::pair<const char*, const char*> cases[] = {{"sum", "threads=256,unroll=4"},
-                                                       {"mean", "threads=512,unroll=8"},
-                                                       {"max", "threads=128,unroll=1"},
-                                                       {"min", "threads=256,unroll=8"}};
+  const std::pair<const char*, const char*> cases[] = {
+      {"sum", "threads=256,unroll=4"}, {"mean", "threads=512,unroll=8"},   {"max", "threads=128,unroll=1"},
+      {"min", "threads=256,unroll=8"}, {"argmax", "threads=256,unroll=4"}, {"argmin", "threads=512,unroll=1"}};
   for (const auto& [op, params] : cases) {
-    const v1::Task task = ColReduceTask(op);
+    v1::Task task = ColReduceTask(op);
+    if (absl::StartsWith(op, "arg")) {
+      EXPECT_FALSE(recipe->Applies(task, "nvidia")) << op << " with float32 indices";
+      task.mutable_outputs(0)->set_dtype(v1::I64);
+    }
     ASSERT_TRUE(recipe->Applies(task, "nvidia")) << op;
     auto genome = Genome::FromString(absl::StrCat("cuda_col_reduce{", params, "}"));
     ASSERT_TRUE(genome.ok()) << genome.status();

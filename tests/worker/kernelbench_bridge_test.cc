@@ -148,8 +148,9 @@ TEST_F(KernelBenchBridgeTest, LayerNormModuleWithItsWeightsIsLoweredAndCorrect) 
 
 // Reductions along dims that are not the last (KernelBench 47-53's kind) are
 // col_reduce kernels: sum with keepdim, torch.max(x, dim)[0] without its
-// indices (the max node absorbed), amin over a negative dim, mean over dim 0;
-// a sum over two dims stays PyTorch. Every candidate is correct.
+// indices (the max node absorbed), amin over a negative dim, mean over dim 0,
+// argmin's int64 indices over dim 0; a sum over two dims stays PyTorch. Every
+// candidate is correct.
 TEST_F(KernelBenchBridgeTest, ReductionsAlongOtherDimsAreColumnKernelsAndCorrect) {
   v1::Task task = Problem("reductions.py");
   *task.mutable_model_graph() = Capture(task);
@@ -174,6 +175,7 @@ TEST_F(KernelBenchBridgeTest, ReductionsAlongOtherDimsAreColumnKernelsAndCorrect
     EXPECT_THAT(source, HasSubstr("'amin': ('col_reduce', ['x'], False, '', 'kevo_bridge_"));
     EXPECT_THAT(source, HasSubstr("'mean': ('col_reduce', ['x'], False, '', 'kevo_bridge_"));
     EXPECT_THAT(source, HasSubstr("[], 0),"));
+    EXPECT_THAT(source, HasSubstr("'argmin': ('col_index', ['x'], False, '', 'kevo_bridge_"));
     EXPECT_THAT(source, Not(HasSubstr("'sum_2': (")));
     v1::Evaluation ev = backend_->Evaluate(task, *c, nullptr);
     EXPECT_EQ(ev.status(), v1::OK) << genome << ": " << kb_testing::ExplainKernelBench(ev);

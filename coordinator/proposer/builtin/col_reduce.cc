@@ -1,12 +1,15 @@
 // Reductions along a dim that is not the last, for float32 x[outer, len,
 // inner] (the dims before, at and after the reduced one):
-//   col_reduce       (cpu)     y[o, j] = sum | mean | max | min of x[o, :, j]
+//   col_reduce       (cpu)     y[o, j] = sum | mean | max | min of x[o, :, j],
+//                              or the index of its max | min (int64 y)
 //   cuda_col_reduce  (nvidia)  the same
-//       hints {pattern: col_reduce, op: sum|mean|max|min, in, out, outer, len, inner}
+//       hints {pattern: col_reduce, op: sum|mean|max|min|argmax|argmin, in, out,
+//              outer, len, inner}
 // y is [outer, inner] (or [outer, 1, inner]). No native task has this shape:
 // the KernelBench bridge lowers torch.sum / mean / amax / amin over a middle
 // dim (and torch.max / torch.min(x, dim)[0], whose indices it never computes)
-// to it (kernelbench_bridge.cc). max and min propagate NaN, as PyTorch's do.
+// to it (kernelbench_bridge.cc). max and min propagate NaN, as PyTorch's do;
+// argmax and argmin give the first index of the extreme (of the first NaN).
 //
 // The cpu recipe walks a tile of `tile` consecutive j of one o down the len
 // rows (each row a contiguous run the prefetcher follows), into `split`
@@ -30,10 +33,14 @@ struct ColBinding {
   std::string in, out, outer, len, inner, op;
 };
 
+bool IsIndexOp(const std::string& op) { return op == "argmax" || op == "argmin"; }
+
 bool BindCols(const v1::Task& task, ColBinding* b) {
   if (Hint(task, "pattern") != "col_reduce") return false;
   b->op = Hint(task, "op");
-  if (b->op != "sum" && b->op != "mean" && b->op != "max" && b->op != "min") return false;
+  if (b->op != "sum" && b->op != "mean" && b->op != "max" && b->op != "min" && b->op != "argmax" && b->op != "argmin") {
+    return false;
+  }
   b->in = Hint(task, "in", "x");
   b->out = Hint(task, "out", "y");
   b->outer = Hint(task, "outer", "outer");
@@ -41,7 +48,8 @@ bool BindCols(const v1::Task& task, ColBinding* b) {
   b->inner = Hint(task, "inner", "inner");
   const v1::TensorSpec* x = FindInput(task, b->in);
   const v1::TensorSpec* y = FindOutput(task, b->out);
-  if (x == nullptr || y == nullptr || x->dtype() != v1::F32 || y->dtype() != v1::F32) return false;
+  const v1::DType y_dtype = IsIndexOp(b->op) ? v1::I64 : v1::F32;
+  if (x == nullptr || y == nullptr || x->dtype() != v1::F32 || y->dtype() != y_dtype) return false;
   for (const std::string* p : {&b->in, &b->out}) {
     if (!IsSignatureParam(task, *p)) return false;
   }
@@ -57,19 +65,21 @@ bool BindCols(const v1::Task& task, ColBinding* b) {
 }
 
 // The accumulator's start, a step `acc = OP(acc, v)` and a combine of two
-// accumulators, for float lanes or scalars alike.
+// accumulators, for float lanes or scalars alike; for max and min (and their
+// indices) `take`, whether v replaces acc.
 struct ColOp {
-  std::string init, step, combine;
+  std::string init, step, combine, take;
 };
 
 ColOp OpFor(const std::string& op) {
+  if (IsIndexOp(op)) return OpFor(op.substr(3));  // the values' step; the index follows it
   if (op == "max" || op == "min") {
-    const std::string cmp = op == "max" ? ">" : "<";
     // NaN wins: once the accumulator holds one it stays (it compares false).
-    const std::string pick = absl::StrCat("(B ", cmp, " A || B != B) && A == A ? B : A");
-    return {op == "max" ? "-INFINITY" : "INFINITY", pick, pick};
+    const std::string take = absl::StrCat("(B ", op == "max" ? ">" : "<", " A || B != B) && A == A");
+    const std::string pick = absl::StrCat(take, " ? B : A");
+    return {op == "max" ? "-INFINITY" : "INFINITY", pick, pick, take};
   }
-  return {"0.0f", "A + B", "A + B"};
+  return {"0.0f", "A + B", "A + B", ""};
 }
 
 // `pattern` with A and B replaced by `a` and `b`.
@@ -85,6 +95,14 @@ std::string Apply(const std::string& pattern, const std::string& a, const std::s
     }
   }
   return out;
+}
+
+// Whether (b, ib) replaces (a, ia) when two index accumulators meet: the
+// extreme, else the first index of equal values (NaNs alike).
+std::string IndexCombineTake(const ColOp& op, const std::string& a, const std::string& ia, const std::string& b,
+                             const std::string& ib) {
+  return absl::StrCat("(", Apply(op.take, a, b), ") || ((", b, " == ", a, " || (", b, " != ", b, " && ", a, " != ", a,
+                      ")) && ", ib, " < ", ia, ")");
 }
 
 class ColReduceRecipe final : public BoundRecipe<ColBinding> {
@@ -106,38 +124,63 @@ class ColReduceRecipe final : public BoundRecipe<ColBinding> {
     const int64_t tile = IntParam(genome, "tile");
     const int64_t split = IntParam(genome, "split");
     const ColOp op = OpFor(b.op);
+    const bool index = IsIndexOp(b.op);
+    // Accumulator tile k takes row r's value b at j (and its index).
+    auto step = [&](const std::string& k, const std::string& r) {
+      const std::string a = absl::StrCat("kevo_acc[", k, "][kevo_j]");
+      if (!index) return absl::StrCat(a, " = ", Apply(op.step, a, "kevo_row[kevo_j]"), ";");
+      return absl::StrCat("{\n          const float kevo_b = kevo_row[kevo_j];\n          const bool kevo_take = ",
+                          Apply(op.take, a, "kevo_b"), ";\n          ", a, " = kevo_take ? kevo_b : ", a,
+                          ";\n          kevo_idx[", k, "][kevo_j] = kevo_take ? ", r, " : kevo_idx[", k,
+                          "][kevo_j];\n        }");
+    };
     std::string s = kPrelude;
     absl::StrAppend(&s, "// Generated by kevo builtin recipe ", genome.ToString(), "\n", definition, " {\n");
     absl::StrAppend(&s, "  const int64_t kevo_tiles = kevo_ceil_div(", b.inner, ", ", tile, ");\n");
     if (StrParam(genome, "threads") != "1") absl::StrAppend(&s, "#pragma omp parallel for schedule(static)\n");
-    absl::StrAppend(
-        &s, "  for (int64_t kevo_t = 0; kevo_t < ", b.outer, " * kevo_tiles; ++kevo_t) {\n",
-        "    const int64_t kevo_o = kevo_t / kevo_tiles, kevo_j0 = (kevo_t % kevo_tiles) * ", tile, ";\n",
-        "    const int64_t kevo_n = kevo_min(", tile, ", ", b.inner, " - kevo_j0);\n",
-        "    const float* kevo_x = ", b.in, " + kevo_o * ", b.len, " * ", b.inner, " + kevo_j0;\n",
-        "    float kevo_acc[", split, "][", tile, "];\n", "    for (int kevo_s = 0; kevo_s < ", split, "; ++kevo_s)\n",
-        "      for (int64_t kevo_j = 0; kevo_j < kevo_n; ++kevo_j) kevo_acc[kevo_s][kevo_j] = ", op.init, ";\n",
-        "    int64_t kevo_r = 0;\n", "    for (; kevo_r + ", split, " <= ", b.len, "; kevo_r += ", split, ") {\n");
+    absl::StrAppend(&s, "  for (int64_t kevo_t = 0; kevo_t < ", b.outer, " * kevo_tiles; ++kevo_t) {\n",
+                    "    const int64_t kevo_o = kevo_t / kevo_tiles, kevo_j0 = (kevo_t % kevo_tiles) * ", tile, ";\n",
+                    "    const int64_t kevo_n = kevo_min(", tile, ", ", b.inner, " - kevo_j0);\n",
+                    "    const float* kevo_x = ", b.in, " + kevo_o * ", b.len, " * ", b.inner, " + kevo_j0;\n",
+                    "    float kevo_acc[", split, "][", tile, "];\n");
+    if (index) absl::StrAppend(&s, "    int64_t kevo_idx[", split, "][", tile, "];\n");
+    absl::StrAppend(&s, "    for (int kevo_s = 0; kevo_s < ", split, "; ++kevo_s) {\n",
+                    "      for (int64_t kevo_j = 0; kevo_j < kevo_n; ++kevo_j) kevo_acc[kevo_s][kevo_j] = ", op.init,
+                    ";\n");
+    // An index accumulator starts at the first row it takes, so that a column
+    // nothing beats (all -inf for argmax) gives that row.
+    if (index) {
+      absl::StrAppend(&s,
+                      "      for (int64_t kevo_j = 0; kevo_j < kevo_n; ++kevo_j) kevo_idx[kevo_s][kevo_j] = kevo_s;\n");
+    }
+    absl::StrAppend(&s, "    }\n    int64_t kevo_r = 0;\n", "    for (; kevo_r + ", split, " <= ", b.len,
+                    "; kevo_r += ", split, ") {\n");
     for (int64_t k = 0; k < split; ++k) {
-      absl::StrAppend(
-          &s, "      {\n        const float* kevo_row = kevo_x + (kevo_r + ", k, ") * ", b.inner,
-          ";\n        float* kevo_a = kevo_acc[", k, "];\n",
-          "#pragma GCC ivdep\n        for (int64_t kevo_j = 0; kevo_j < kevo_n; ++kevo_j) kevo_a[kevo_j] = ",
-          Apply(op.step, "kevo_a[kevo_j]", "kevo_row[kevo_j]"), ";\n      }\n");
+      absl::StrAppend(&s, "      {\n        const float* kevo_row = kevo_x + (kevo_r + ", k, ") * ", b.inner, ";\n",
+                      "#pragma GCC ivdep\n        for (int64_t kevo_j = 0; kevo_j < kevo_n; ++kevo_j) ",
+                      step(absl::StrCat(k), absl::StrCat("(kevo_r + ", k, ")")), "\n      }\n");
     }
     absl::StrAppend(&s, "    }\n    for (; kevo_r < ", b.len, "; ++kevo_r) {\n",
                     "      const float* kevo_row = kevo_x + kevo_r * ", b.inner, ";\n",
-                    "      for (int64_t kevo_j = 0; kevo_j < kevo_n; ++kevo_j) kevo_acc[0][kevo_j] = ",
-                    Apply(op.step, "kevo_acc[0][kevo_j]", "kevo_row[kevo_j]"), ";\n    }\n");
-    absl::StrAppend(&s, "    float* kevo_y = ", b.out, " + kevo_o * ", b.inner, " + kevo_j0;\n",
-                    "    for (int64_t kevo_j = 0; kevo_j < kevo_n; ++kevo_j) {\n",
+                    "      for (int64_t kevo_j = 0; kevo_j < kevo_n; ++kevo_j) ", step("0", "kevo_r"), "\n    }\n");
+    absl::StrAppend(&s, "    ", index ? "int64_t" : "float", "* kevo_y = ", b.out, " + kevo_o * ", b.inner,
+                    " + kevo_j0;\n", "    for (int64_t kevo_j = 0; kevo_j < kevo_n; ++kevo_j) {\n",
                     "      float kevo_v = kevo_acc[0][kevo_j];\n");
+    if (index) absl::StrAppend(&s, "      int64_t kevo_i = kevo_idx[0][kevo_j];\n");
     for (int64_t k = 1; k < split; ++k) {
-      absl::StrAppend(&s, "      kevo_v = ", Apply(op.combine, "kevo_v", absl::StrCat("kevo_acc[", k, "][kevo_j]")),
-                      ";\n");
+      const std::string v = absl::StrCat("kevo_acc[", k, "][kevo_j]");
+      if (index) {
+        const std::string i = absl::StrCat("kevo_idx[", k, "][kevo_j]");
+        absl::StrAppend(&s, "      if (", IndexCombineTake(op, "kevo_v", "kevo_i", v, i), ") {\n        kevo_v = ", v,
+                        ";\n        kevo_i = ", i, ";\n      }\n");
+      } else {
+        absl::StrAppend(&s, "      kevo_v = ", Apply(op.combine, "kevo_v", v), ";\n");
+      }
     }
-    absl::StrAppend(&s, "      kevo_y[kevo_j] = kevo_v", b.op == "mean" ? absl::StrCat(" / (float)", b.len) : "",
-                    ";\n    }\n  }\n}\n");
+    const std::string result = index            ? std::string("kevo_i")
+                               : b.op == "mean" ? absl::StrCat("kevo_v / (float)", b.len)
+                                                : std::string("kevo_v");
+    absl::StrAppend(&s, "      kevo_y[kevo_j] = ", result, ";\n    }\n  }\n}\n");
     return CppCandidate(std::move(s));
   }
 };
@@ -159,37 +202,61 @@ class CudaColReduceRecipe final : public BoundRecipe<ColBinding> {
   absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome, const ColBinding& b) const override {
     KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
     const ColOp op = OpFor(b.op);
+    const bool index = IsIndexOp(b.op);
+    // Accumulator `a` (index `ia`) takes value `v` of row `r`.
+    auto step = [&](const std::string& a, const std::string& ia, const std::string& v, const std::string& r) {
+      if (!index) return absl::StrCat(a, " = ", Apply(op.step, a, v), ";");
+      return absl::StrCat("if (", Apply(op.take, a, v), ") {\n        ", a, " = ", v, ";\n        ", ia, " = ", r,
+                          ";\n      }");
+    };
     std::string s =
         absl::StrCat("// Generated by kevo builtin recipe ", genome.ToString(), "\n", CudaPrelude(),
                      "#include <math.h>\n\nnamespace {\n\nconstexpr int kThreads = ", IntParam(genome, "threads"),
                      ";\nconstexpr int kUnroll = ", IntParam(genome, "unroll"), ";\n\n");
-    absl::StrAppend(&s, R"(__global__ void __launch_bounds__(kThreads)
-kevo_col_reduce(const float* __restrict__ x, float* __restrict__ y, int64_t outer, int64_t len, int64_t inner) {
+    absl::StrAppend(&s, "__global__ void __launch_bounds__(kThreads)\nkevo_col_reduce(const float* __restrict__ x, ",
+                    index ? "int64_t" : "float", R"(* __restrict__ y, int64_t outer, int64_t len, int64_t inner) {
   const int64_t total = outer * inner;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * kThreads) {
     const int64_t o = i / inner, j = i - o * inner;
     const float* p = x + o * len * inner + j;
     float a[kUnroll];
+    int64_t ia[kUnroll];  // an index accumulator starts at the first row it takes
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) a[u] = )",
+    for (int u = 0; u < kUnroll; ++u) {
+      a[u] = )",
                     op.init, R"(;
+      ia[u] = u;
+    }
     int64_t r = 0;
     for (; r + kUnroll <= len; r += kUnroll) {
       float v[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) v[u] = __ldg(p + (r + u) * inner);
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) a[u] = )",
-                    Apply(op.step, "a[u]", "v[u]"), R"(;
+      for (int u = 0; u < kUnroll; ++u) {
+      )",
+                    step("a[u]", "ia[u]", "v[u]", "r + u"), R"(
+      }
     }
-    for (; r < len; ++r) a[0] = )",
-                    Apply(op.step, "a[0]", "__ldg(p + r * inner)"), R"(;
+    for (; r < len; ++r) {
+      const float v0 = __ldg(p + r * inner);
+      )",
+                    step("a[0]", "ia[0]", "v0", "r"), R"(
+    }
 #pragma unroll
-    for (int u = 1; u < kUnroll; ++u) a[0] = )",
-                    Apply(op.combine, "a[0]", "a[u]"), R"(;
-    y[i] = a[0])",
-                    b.op == "mean" ? " / static_cast<float>(len)" : "", R"(;
+    for (int u = 1; u < kUnroll; ++u) {
+      )",
+                    index ? absl::StrCat("if (", IndexCombineTake(op, "a[0]", "ia[0]", "a[u]", "ia[u]"),
+                                         ") {\n        a[0] = a[u];\n        ia[0] = ia[u];\n      }")
+                          : absl::StrCat("a[0] = ", Apply(op.combine, "a[0]", "a[u]"), ";"),
+                    R"(
+    }
+    y[i] = )",
+                    index            ? "ia[0]"
+                    : b.op == "mean" ? "a[0] / static_cast<float>(len)"
+                                     : "a[0]",
+                    R"(;
   }
 }
 

@@ -51,7 +51,7 @@ namespace {
 // A node the bridge can lower, and the native task that stands for it.
 struct Lowered {
   const v1::GraphNode* node = nullptr;
-  std::string kind;                 // map | rows | reduce | col_reduce | layer_norm
+  std::string kind;                 // map | rows | reduce | col_reduce | col_index | layer_norm
   std::vector<std::string> inputs;  // fx node names (layer_norm: the input only)
   // map: the nodes fused into `node`'s kernel, which the call makes dead
   // (users first, so each is erased after every node that read it).
@@ -210,8 +210,12 @@ int UserCount(const v1::ModelGraph& graph, const std::string& name) {
 
 std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n, int index) {
   if (n.op() != "call_function" && n.op() != "call_method" && n.op() != "call_module") return std::nullopt;
-  if (n.inputs_size() < 1 || !IsF32(n)) return std::nullopt;
   std::string op = OpOf(n);
+  // argmax and argmin give int64 indices; everything else float32.
+  const bool index_op = op == "argmax" || op == "argmin";
+  if (n.inputs_size() < 1 || !(index_op ? n.dtype() == v1::I64 && n.shape_size() >= 1 : IsF32(n))) {
+    return std::nullopt;
+  }
   // `at` holds the operator's input and attributes: n itself, or for
   // torch.max / torch.min(x, dim)[0] (n the getitem) the max or min node,
   // absorbed into n's kernel, whose indices are then never computed.
@@ -251,11 +255,13 @@ std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n
     rows_task(op == "softmax" ? "row_softmax" : "row_log_softmax", false);
     return l;
   }
-  if ((op == "sum" || op == "mean" || op == "amax" || op == "amin") && at->inputs_size() == 1 &&
+  if ((op == "sum" || op == "mean" || op == "amax" || op == "amin" || index_op) && at->inputs_size() == 1 &&
       !Attr(*at, "dtype").has_value()) {
     std::optional<int> dim = SingleDim(Attr(*at, "dim", 1), rank);
     std::optional<double> keepdim = NumberAttr(*at, "keepdim", 2, 0);
-    if (!dim || !keepdim) return std::nullopt;
+    // An index over the last dim stays PyTorch: a column kernel walks it one
+    // element a thread.
+    if (!dim || !keepdim || (index_op && *dim == rank - 1)) return std::nullopt;
     l.keepdim = *keepdim != 0;
     const std::string reduce_op = op == "amax" ? "max" : op == "amin" ? "min" : op;
     if (*dim == rank - 1 && reduce_op != "min") {
@@ -263,11 +269,12 @@ std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n
       rows_task("row_reduce", true);
     } else {
       // Along any other dim: x viewed as [outer, len, inner] around it.
-      l.kind = "col_reduce";
+      l.kind = index_op ? "col_index" : "col_reduce";
       l.dim = *dim;
       l.native = NativeTask(fn, {"x", "y", "outer", "len", "inner"});
       AddTensor(l.native, true, "x", {"outer", "len", "inner"});
       AddTensor(l.native, false, "y", {"outer", "inner"});
+      if (index_op) l.native.mutable_outputs(0)->set_dtype(v1::I64);
       SetHints(l.native, "col_reduce", {"outer", "len", "inner"});
     }
     (*l.native.mutable_hints())["op"] = reduce_op;
@@ -637,7 +644,7 @@ def _kevo_call(kind, keepdim, fn, name, dim):
                 y = x.new_empty(tuple(x.shape[:-1]) + ((1,) if keepdim else ()))
             fn(_kevo_ptr(x), _kevo_ptr(y), n64(rows), n64(cols))
             return y
-    elif kind == "col_reduce":  # along `dim`: x viewed as [outer, len, inner]
+    elif kind in ("col_reduce", "col_index"):  # along `dim`: x viewed as [outer, len, inner]
         def call(x):
             x = _kevo_f32(x, name)
             outer = 1
@@ -651,7 +658,7 @@ def _kevo_call(kind, keepdim, fn, name, dim):
                 shape[dim] = 1
             else:
                 del shape[dim]
-            y = x.new_empty(tuple(shape))
+            y = x.new_empty(tuple(shape), dtype=_kevo_torch.int64 if kind == "col_index" else x.dtype)
             fn(_kevo_ptr(x), _kevo_ptr(y), n64(outer), n64(x.shape[dim]), n64(inner))
             return y
     else:  # layer_norm over the last gamma.numel() elements of each row

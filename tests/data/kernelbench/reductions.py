@@ -1,5 +1,5 @@
 # A KernelBench-format problem written for kevo's tests (in the style of
-# KernelBench level1/47-53): reductions along dims that are not the last, in
+# KernelBench level1/47-53): reductions and indices along dims that are not the last, in
 # each form the bridge lowers, and one it does not (over two dims).
 import torch
 import torch.nn as nn
@@ -16,7 +16,8 @@ class Model(nn.Module):
         n = torch.amin(x, dim=-2)  # [4, 50]
         a = torch.mean(x, 0)  # [37, 50]
         both = torch.sum(x, dim=(0, 1))  # [50]: stays PyTorch
-        return s.squeeze(1) + m - n, a * 2.0, both
+        first = torch.argmin(x, dim=0)  # [37, 50], int64
+        return s.squeeze(1) + m - n, a * 2.0, both, first
 
 
 def get_inputs():
