@@ -182,6 +182,29 @@ TEST_F(KernelBenchBridgeTest, ReductionsAlongOtherDimsAreColumnKernelsAndCorrect
   }
 }
 
+// A row divided by its L2 norm, and by the mean of its absolute values
+// (KernelBench 39 and 38): each one row_scale kernel in the divide's place,
+// the norm (and abs) absorbed; correct.
+TEST_F(KernelBenchBridgeTest, RowNormsAndTheirDivideAreOneKernelEachAndCorrect) {
+  v1::Task task = Problem("row_norms.py");
+  *task.mutable_model_graph() = Capture(task);
+  std::map<std::string, v1::Evaluation> evs = EvaluateBridges(task);
+  ASSERT_TRUE(evs.count("kb_row_scale")) << "no row norm was lowered";
+  for (const auto& [name, ev] : evs) {
+    EXPECT_EQ(ev.status(), v1::OK) << name << ": " << kb_testing::ExplainKernelBench(ev);
+  }
+  const proposer::Recipe* recipe = proposer::FindRecipe("kb_row_scale");
+  ASSERT_NE(recipe, nullptr);
+  absl::StatusOr<v1::Candidate> c =
+      recipe->Generate(task, proposer::Genome{recipe->name(), recipe->space().Defaults()});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->source(), HasSubstr("'truediv': ('rows', ['x'], False, '', 'kevo_bridge_"));
+  EXPECT_THAT(c->source(), HasSubstr("['norm'], -1),"));
+  EXPECT_THAT(c->source(), HasSubstr("'truediv_1': ('rows', ['x'], False, '', 'kevo_bridge_"));
+  EXPECT_THAT(c->source(), HasSubstr("['mean', 'abs_1'], -1),"));
+  EXPECT_THAT(c->source(), HasSubstr("sqrtf(kevo_s)"));
+}
+
 // An elementwise chain written out in operators (GELU's tanh form, a second
 // input, a clamp, a scale) is one fused kernel over both inputs, and correct.
 TEST_F(KernelBenchBridgeTest, AnElementwiseChainIsFusedIntoOneKernelAndCorrect) {

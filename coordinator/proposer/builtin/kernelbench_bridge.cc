@@ -249,6 +249,39 @@ std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n
               reduce ? std::vector<std::string>{"rows"} : std::vector<std::string>{"rows", "cols"});
     SetHints(l.native, pattern, {"rows", "cols"});
   };
+  if ((op == "truediv" || op == "div") && n.inputs_size() == 2 && !Attr(n, "rounding_mode").has_value()) {
+    // x / torch.norm(x, p=2, dim=-1, keepdim=True) or
+    // x / torch.mean(torch.abs(x), dim=-1, keepdim=True): one row kernel,
+    // the reduction (and abs) absorbed.
+    const v1::GraphNode* r = FindNode(graph, n.inputs(1));
+    const std::string& x = n.inputs(0);
+    if (r == nullptr || r->inputs_size() != 1 || UserCount(graph, r->name()) != 1 ||
+        !std::equal(n.shape().begin(), n.shape().end(), in->shape().begin(), in->shape().end())) {
+      return std::nullopt;
+    }
+    // Over the last dim, kept: `dim` and `keepdim` by name or at their positions.
+    auto last_kept = [&](const v1::GraphNode& g, int dim_at, int keepdim_at) {
+      const std::optional<std::string> dtype = Attr(g, "dtype");
+      return SingleDim(Attr(g, "dim", dim_at), rank) == rank - 1 && NumberAttr(g, "keepdim", keepdim_at, 0) == 1.0 &&
+             (!dtype || *dtype == "None");
+    };
+    const std::optional<std::string> p = Attr(*r, "p", 1);
+    if (OpOf(*r) == "norm" && r->inputs(0) == x && last_kept(*r, 2, 3) && (p == "2" || p == "2.0")) {
+      l.absorbed = {r->name()};
+      rows_task("row_scale", false);
+      (*l.native.mutable_hints())["norm"] = "l2";
+    } else if (const v1::GraphNode* a = FindNode(graph, r->inputs(0));
+               OpOf(*r) == "mean" && last_kept(*r, 1, 2) && a != nullptr && OpOf(*a) == "abs" &&
+               a->inputs_size() == 1 && a->inputs(0) == x && UserCount(graph, a->name()) == 1) {
+      l.absorbed = {r->name(), a->name()};
+      rows_task("row_scale", false);
+      (*l.native.mutable_hints())["norm"] = "l1_mean";
+    } else {
+      return std::nullopt;
+    }
+    l.kind = "rows";
+    return l;
+  }
   if ((op == "softmax" || op == "log_softmax") && n.inputs_size() == 1 &&
       SingleDim(Attr(n, "dim", 1), rank) == rank - 1 && !Attr(n, "dtype", 2).has_value()) {
     l.kind = "rows";
@@ -795,8 +828,9 @@ class BridgeRecipe : public Recipe {
 
 std::vector<std::unique_ptr<Recipe>> NewKernelBenchBridgeRecipes() {
   std::vector<std::unique_ptr<Recipe>> out;
-  for (auto make : {NewElementwiseRecipe, NewSoftmaxThreePassRecipe, NewSoftmaxOnlineRecipe, NewLogSoftmaxTwoPassRecipe,
-                    NewLogSoftmaxOnlineRecipe, NewRowReduceRecipe, NewColReduceRecipe, NewRowNormRecipe}) {
+  for (auto make :
+       {NewElementwiseRecipe, NewSoftmaxThreePassRecipe, NewSoftmaxOnlineRecipe, NewLogSoftmaxTwoPassRecipe,
+        NewLogSoftmaxOnlineRecipe, NewRowReduceRecipe, NewColReduceRecipe, NewRowScaleRecipe, NewRowNormRecipe}) {
     out.push_back(std::make_unique<BridgeRecipe>(make(), "cpu"));
   }
   for (auto make : {NewCudaElementwiseRecipe, NewCudaSoftmaxRecipe, NewCudaLayerNormRecipe, NewCudaRowReduceRecipe,

@@ -73,6 +73,7 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewElementwiseRecipe());
     v->push_back(NewRowReduceRecipe());
     v->push_back(NewColReduceRecipe());
+    v->push_back(NewRowScaleRecipe());
     v->push_back(NewRowArgmaxRecipe());
     v->push_back(NewSoftmaxThreePassRecipe());
     v->push_back(NewSoftmaxOnlineRecipe());

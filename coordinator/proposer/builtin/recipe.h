@@ -119,6 +119,8 @@ std::unique_ptr<Recipe> NewRowReduceRecipe();
 // Reductions along a middle dim (col_reduce.cc; no native task has the shape:
 // the KernelBench bridge's).
 std::unique_ptr<Recipe> NewColReduceRecipe();
+// Row L1 (mean) and L2 norms and the divide (rows.cc; the KernelBench bridge's).
+std::unique_ptr<Recipe> NewRowScaleRecipe();
 std::unique_ptr<Recipe> NewRowNormRecipe();
 std::unique_ptr<Recipe> NewGemvRowsRecipe();
 std::unique_ptr<Recipe> NewGemmPackedExRecipe();
