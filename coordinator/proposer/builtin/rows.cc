@@ -167,16 +167,22 @@ std::string Fold(int64_t count, const std::string& var, const std::string& op) {
 
 // ---------------------------------------------------------------- row_reduce
 
+// The space of the one-pass row recipes (row_reduce, row_scale): vector
+// accumulators over a row, rows over threads.
+SearchSpace RowAccumulatorSpace() {
+  return SearchSpace({
+      {"accumulators", {"1", "2", "4", "8"}, "4", "independent 16-lane accumulators"},
+      {"threads", {"1", "all"}, "all", "OpenMP threads over rows"},
+      {"schedule", {"static", "dynamic"}, "static", "OpenMP schedule over rows"},
+  });
+}
+
 class RowReduceRecipe final : public BoundRecipe<RowBinding> {
  public:
   RowReduceRecipe()
       : BoundRecipe({"row_reduce", "row_reduce", "cpu",
                      "per-row sum/max/mean with several vector accumulators, rows over threads"},
-                    SearchSpace({
-                        {"accumulators", {"1", "2", "4", "8"}, "4", "independent 16-lane accumulators"},
-                        {"threads", {"1", "all"}, "all", "OpenMP threads over rows"},
-                        {"schedule", {"static", "dynamic"}, "static", "OpenMP schedule over rows"},
-                    })) {}
+                    RowAccumulatorSpace()) {}
 
  protected:
   bool Bind(const v1::Task& task, RowBinding* b) const override { return BindRowReduce(task, b); }
@@ -229,11 +235,7 @@ class RowScaleRecipe final : public BoundRecipe<RowBinding> {
       : BoundRecipe({"row_scale", "row_scale", "cpu",
                      "per-row norm and divide in one kernel: vector accumulators, then the row divided; rows over "
                      "threads"},
-                    SearchSpace({
-                        {"accumulators", {"1", "2", "4", "8"}, "4", "independent 16-lane accumulators"},
-                        {"threads", {"1", "all"}, "all", "OpenMP threads over rows"},
-                        {"schedule", {"static", "dynamic"}, "static", "OpenMP schedule over rows"},
-                    })) {}
+                    RowAccumulatorSpace()) {}
 
  protected:
   bool Bind(const v1::Task& task, RowBinding* b) const override {
