@@ -69,6 +69,15 @@ class KernelBenchBridgeTest : public ::testing::Test {
     return out;
   }
 
+  // Every evaluation OK and correct on every seed.
+  static void ExpectAllCorrect(const std::map<std::string, v1::Evaluation>& evs) {
+    for (const auto& [name, ev] : evs) {
+      EXPECT_EQ(ev.status(), v1::OK) << name << ": " << kb_testing::ExplainKernelBench(ev);
+      EXPECT_EQ(ev.validation_size(), 3) << name;
+      for (const auto& c : ev.validation()) EXPECT_EQ(c.status(), v1::OK) << name << ": " << c.detail();
+    }
+  }
+
   static Backend* backend_;
 };
 Backend* KernelBenchBridgeTest::backend_ = nullptr;
@@ -141,9 +150,7 @@ TEST_F(KernelBenchBridgeTest, LayerNormModuleWithItsWeightsIsLoweredAndCorrect) 
   std::map<std::string, v1::Evaluation> evs = EvaluateBridges(task);
   ASSERT_TRUE(evs.count("kb_row_norm")) << "nn.LayerNorm over the last two dims was not lowered";
   ASSERT_TRUE(evs.count("kb_elementwise"));
-  for (const auto& [name, ev] : evs) {
-    EXPECT_EQ(ev.status(), v1::OK) << name << ": " << kb_testing::ExplainKernelBench(ev);
-  }
+  ExpectAllCorrect(evs);
 }
 
 // Reductions along dims that are not the last (KernelBench 47-53's kind) are
@@ -156,10 +163,7 @@ TEST_F(KernelBenchBridgeTest, ReductionsAlongOtherDimsAreColumnKernelsAndCorrect
   *task.mutable_model_graph() = Capture(task);
   std::map<std::string, v1::Evaluation> evs = EvaluateBridges(task);
   ASSERT_TRUE(evs.count("kb_col_reduce")) << "no reduction was lowered";
-  for (const auto& [name, ev] : evs) {
-    EXPECT_EQ(ev.status(), v1::OK) << name << ": " << kb_testing::ExplainKernelBench(ev);
-    for (const auto& c : ev.validation()) EXPECT_EQ(c.status(), v1::OK) << name << ": " << c.detail();
-  }
+  ExpectAllCorrect(evs);
   const proposer::Recipe* recipe = proposer::FindRecipe("kb_col_reduce");
   ASSERT_NE(recipe, nullptr);
   for (const char* genome :
@@ -190,9 +194,7 @@ TEST_F(KernelBenchBridgeTest, RowNormsAndTheirDivideAreOneKernelEachAndCorrect) 
   *task.mutable_model_graph() = Capture(task);
   std::map<std::string, v1::Evaluation> evs = EvaluateBridges(task);
   ASSERT_TRUE(evs.count("kb_row_scale")) << "no row norm was lowered";
-  for (const auto& [name, ev] : evs) {
-    EXPECT_EQ(ev.status(), v1::OK) << name << ": " << kb_testing::ExplainKernelBench(ev);
-  }
+  ExpectAllCorrect(evs);
   const proposer::Recipe* recipe = proposer::FindRecipe("kb_row_scale");
   ASSERT_NE(recipe, nullptr);
   absl::StatusOr<v1::Candidate> c =
