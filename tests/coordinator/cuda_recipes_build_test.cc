@@ -258,5 +258,35 @@ TEST_F(CudaRecipesBuild, ColumnReductionsCompileForHopperWithoutSpills) {
   }
 }
 
+// The bridge's row norm and divide (KernelBench's L1Norm and L2Norm): both
+// norms, rows in registers and streamed, compile for sm_90a without spills.
+TEST_F(CudaRecipesBuild, RowScaleCompilesForHopperWithoutSpills) {
+  const Recipe* recipe = FindRecipe("cuda_row_scale");
+  ASSERT_NE(recipe, nullptr);
+  v1::Task task = Load("softmax");  // rows x cols in, the same out
+  (*task.mutable_hints())["pattern"] = "row_scale";
+  EXPECT_FALSE(recipe->Applies(task, "nvidia")) << "no norm hint";
+  (*task.mutable_hints())["norm"] = "l3";
+  EXPECT_FALSE(recipe->Applies(task, "nvidia")) << "an unknown norm";
+  for (const char* norm : {"l2", "l1_mean"}) {
+    (*task.mutable_hints())["norm"] = norm;
+    ASSERT_TRUE(recipe->Applies(task, "nvidia")) << norm;
+    EXPECT_FALSE(recipe->Applies(task, "cpu"));
+    for (const char* params :
+         {"cache=registers,mapping=warp,vec=4,warps=4", "cache=reread,mapping=block,vec=1,warps=8"}) {
+      auto genome = Genome::FromString(absl::StrCat("cuda_row_scale{", params, "}"));
+      ASSERT_TRUE(genome.ok()) << genome.status();
+      auto candidate = recipe->Generate(task, *genome);
+      ASSERT_TRUE(candidate.ok()) << candidate.status();
+      EXPECT_NE(candidate->source().find(std::string(norm) == "l2" ? "sqrtf(" : "fabsf("), std::string::npos);
+      worker::CudaCompileResult r = worker::CompileCudaCandidate(*builder_, task, *candidate, "sm_90a");
+      ASSERT_EQ(r.status, v1::OK) << norm << " " << params << ": " << r.message << "\n" << candidate->source();
+      if (r.max_registers >= 0) {
+        EXPECT_EQ(r.spill_bytes, 0) << norm << " " << params;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kevo::proposer

@@ -177,7 +177,8 @@ TEST_F(NvidiaKernelBenchTest, BridgeCandidatesRunKevosCudaKernelsAndAreCorrect) 
            {"softmax_gelu_cumsum.py", {"kb_cuda_elementwise", "kb_cuda_softmax"}},
            {"layer_norm_relu.py", {"kb_cuda_elementwise", "kb_cuda_layer_norm"}},
            {"gelu_chain.py", {"kb_cuda_elementwise"}},
-           {"reductions.py", {"kb_cuda_elementwise", "kb_cuda_col_reduce"}}}) {
+           {"reductions.py", {"kb_cuda_elementwise", "kb_cuda_col_reduce"}},
+           {"row_norms.py", {"kb_cuda_row_scale"}}}) {
     SCOPED_TRACE(problem);
     absl::StatusOr<v1::Task> task = task::LoadTaskPath(DataDir() + "/" + problem);
     ASSERT_TRUE(task.ok()) << task.status();

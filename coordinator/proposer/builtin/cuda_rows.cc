@@ -5,6 +5,9 @@
 //       hints {pattern: layer_norm, in, gamma, beta, out, rows, cols, eps}
 //   cuda_row_reduce  y[r] = sum | max | mean of x[r, :]
 //       hints {pattern: row_reduce, op, in, out, rows, cols}
+//   cuda_row_scale   y[r, :] = x[r, :] / d_r, d_r the row's L2 norm (norm: l2)
+//                    or the mean of its absolute values (norm: l1_mean)
+//       hints {pattern: row_scale, norm, in, out, rows, cols}
 // A row belongs to one warp (`mapping: warp`, `warps` rows per block) or to a
 // whole block (`mapping: block`, `warps` warps a row). Reductions are warp
 // shuffles, then shared memory across the warps of a block. With `cache:
@@ -27,7 +30,7 @@
 namespace kevo::proposer {
 namespace {
 
-enum class RowOp { kSoftmax, kLayerNorm, kReduce };
+enum class RowOp { kSoftmax, kLayerNorm, kReduce, kScale };
 
 // Signature names a row recipe binds to (empty gamma/beta unless layer norm).
 struct CudaRowBinding {
@@ -113,6 +116,18 @@ __device__ __forceinline__ void GroupMaxSum(float& m, float& s, float* smem) {
   s = live ? smem[32 + threadIdx.x % 32] : 0.0f;
   WarpMaxSum(m, s);
 }
+// The kPer vectors a thread of a kGT-thread group holds of its row (every
+// kGT-th from t), `pad` in the lanes past the row's end.
+template <int kPer, int kV, int kGT>
+__device__ __forceinline__ void LoadRow(Vec<kV> (&v)[kPer], const Vec<kV>* xr, int t, int64_t nv, float pad) {
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int64_t c = t + static_cast<int64_t>(i) * kGT;
+#pragma unroll
+    for (int l = 0; l < kV; ++l) v[i].v[l] = pad;
+    if (c < nv) v[i] = xr[c];
+  }
+}
 )";
 
 // The kernel's head: the row this group owns and its pointers. `extra`
@@ -142,13 +157,10 @@ std::string SoftmaxBody(bool online, bool log) {
   return absl::StrCat(R"(  float* yr = y + row * cols;
   if constexpr (kPer > 0) {
     V v[kPer];
+    LoadRow<kPer, kV, kGT>(v, xr, t, nv, -INFINITY);
     float m = -INFINITY;
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
-      const int64_t c = t + static_cast<int64_t>(i) * kGT;
-#pragma unroll
-      for (int l = 0; l < kV; ++l) v[i].v[l] = -INFINITY;
-      if (c < nv) v[i] = xr[c];
 #pragma unroll
       for (int l = 0; l < kV; ++l) m = fmaxf(m, v[i].v[l]);
     }
@@ -247,13 +259,10 @@ std::string LayerNormBody(const std::string& eps) {
   const float inv_n = 1.0f / static_cast<float>(cols);
   if constexpr (kPer > 0) {
     V v[kPer];
+    LoadRow<kPer, kV, kGT>(v, xr, t, nv, 0.0f);
     float s = 0;
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
-      const int64_t c = t + static_cast<int64_t>(i) * kGT;
-#pragma unroll
-      for (int l = 0; l < kV; ++l) v[i].v[l] = 0.0f;
-      if (c < nv) v[i] = xr[c];
 #pragma unroll
       for (int l = 0; l < kV; ++l) s += v[i].v[l];
     }
@@ -326,6 +335,57 @@ std::string ReduceBody(const std::string& op) {
 )");
 }
 
+// x divided by the row's L2 norm (`l2`) or the mean of its absolute values,
+// as PyTorch divides (no reciprocal), so that only the sum's order differs.
+std::string ScaleBody(bool l2) {
+  const std::string term = l2 ? "a * a" : "fabsf(a)";
+  const std::string norm = l2 ? "sqrtf(GroupSum(s, smem))" : "GroupSum(s, smem) / static_cast<float>(cols)";
+  return absl::StrCat(R"(  float* yr = y + row * cols;
+  float s = 0;
+  if constexpr (kPer > 0) {
+    V v[kPer];
+    LoadRow<kPer, kV, kGT>(v, xr, t, nv, 0.0f);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+#pragma unroll
+      for (int l = 0; l < kV; ++l) {
+        const float a = v[i].v[l];
+        s += )",
+                      term, R"(;
+      }
+    }
+    const float d = )",
+                      norm, R"(;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int64_t c = t + static_cast<int64_t>(i) * kGT;
+#pragma unroll
+      for (int l = 0; l < kV; ++l) v[i].v[l] /= d;
+      if (c < nv) reinterpret_cast<V*>(yr)[c] = v[i];
+    }
+  } else {
+    for (int64_t c = t; c < nv; c += kGT) {
+      const V v = xr[c];
+#pragma unroll
+      for (int l = 0; l < kV; ++l) {
+        const float a = v.v[l];
+        s += )",
+                      term, R"(;
+      }
+    }
+    const float d = )",
+                      norm, R"(;
+    for (int64_t c = t; c < nv; c += kGT) {
+      V v = xr[c];
+#pragma unroll
+      for (int l = 0; l < kV; ++l) v.v[l] /= d;
+      reinterpret_cast<V*>(yr)[c] = v;
+    }
+  }
+}
+)");
+}
+
 // The exported function: picks the vector width the row length and the
 // pointers allow, and the smallest register cache that holds the row.
 std::string Launcher(const std::string& definition, const std::string& args, const std::vector<std::string>& vec_ptrs) {
@@ -382,14 +442,25 @@ class CudaRowRecipe final : public Recipe {
   }
 
   std::string name() const override {
-    return op_ == RowOp::kSoftmax ? "cuda_softmax" : op_ == RowOp::kLayerNorm ? "cuda_layer_norm" : "cuda_row_reduce";
+    switch (op_) {
+      case RowOp::kSoftmax:
+        return "cuda_softmax";
+      case RowOp::kLayerNorm:
+        return "cuda_layer_norm";
+      case RowOp::kReduce:
+        return "cuda_row_reduce";
+      case RowOp::kScale:
+        return "cuda_row_scale";
+    }
+    return "";
   }
   std::string family() const override { return name(); }
   std::string description() const override {
     return absl::StrCat("CUDA ",
                         op_ == RowOp::kSoftmax     ? "softmax"
                         : op_ == RowOp::kLayerNorm ? "layer norm"
-                                                   : "row reduction",
+                        : op_ == RowOp::kReduce    ? "row reduction"
+                                                   : "row norm and divide",
                         ": a warp or a block per row, shuffle reductions, rows cached in registers, 16-byte loads");
   }
   const SearchSpace& space() const override { return space_; }
@@ -411,6 +482,10 @@ class CudaRowRecipe final : public Recipe {
       case RowOp::kReduce: {
         const std::string op = Hint(task, "op");
         return pattern == "row_reduce" && (op == "sum" || op == "max" || op == "mean") && BindCudaRows(task, op_, &b);
+      }
+      case RowOp::kScale: {
+        const std::string norm = Hint(task, "norm");
+        return pattern == "row_scale" && (norm == "l2" || norm == "l1_mean") && BindCudaRows(task, op_, &b);
       }
     }
     return false;
@@ -455,6 +530,12 @@ class CudaRowRecipe final : public Recipe {
                         ReduceBody(Hint(task, "op")));
         args = absl::StrCat(b.in, ", ", b.out);
         break;
+      case RowOp::kScale:
+        absl::StrAppend(&s, KernelHead("const float* __restrict__ x, float* __restrict__ y, "),
+                        ScaleBody(Hint(task, "norm") == "l2"));
+        args = absl::StrCat(b.in, ", ", b.out);
+        vec_ptrs.push_back(b.out);
+        break;
     }
     absl::StrAppend(&s, Launcher(definition, args, vec_ptrs));
     return CudaCandidate(std::move(s));
@@ -470,5 +551,6 @@ class CudaRowRecipe final : public Recipe {
 std::unique_ptr<Recipe> NewCudaSoftmaxRecipe() { return std::make_unique<CudaRowRecipe>(RowOp::kSoftmax); }
 std::unique_ptr<Recipe> NewCudaLayerNormRecipe() { return std::make_unique<CudaRowRecipe>(RowOp::kLayerNorm); }
 std::unique_ptr<Recipe> NewCudaRowReduceRecipe() { return std::make_unique<CudaRowRecipe>(RowOp::kReduce); }
+std::unique_ptr<Recipe> NewCudaRowScaleRecipe() { return std::make_unique<CudaRowRecipe>(RowOp::kScale); }
 
 }  // namespace kevo::proposer

@@ -834,7 +834,7 @@ std::vector<std::unique_ptr<Recipe>> NewKernelBenchBridgeRecipes() {
     out.push_back(std::make_unique<BridgeRecipe>(make(), "cpu"));
   }
   for (auto make : {NewCudaElementwiseRecipe, NewCudaSoftmaxRecipe, NewCudaLayerNormRecipe, NewCudaRowReduceRecipe,
-                    NewCudaColReduceRecipe}) {
+                    NewCudaRowScaleRecipe, NewCudaColReduceRecipe}) {
     out.push_back(std::make_unique<BridgeRecipe>(make(), kCudaPlatform));
   }
   return out;

@@ -102,6 +102,7 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewCudaSoftmaxRecipe());
     v->push_back(NewCudaLayerNormRecipe());
     v->push_back(NewCudaRowReduceRecipe());
+    v->push_back(NewCudaRowScaleRecipe());
     v->push_back(NewCudaColReduceRecipe());
     v->push_back(NewCudaGemmWgmmaRecipe());
     v->push_back(NewCudaGemmMmaRecipe());

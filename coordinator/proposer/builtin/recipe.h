@@ -154,6 +154,7 @@ std::unique_ptr<Recipe> NewCudaElementwiseRecipe();
 std::unique_ptr<Recipe> NewCudaSoftmaxRecipe();
 std::unique_ptr<Recipe> NewCudaLayerNormRecipe();
 std::unique_ptr<Recipe> NewCudaRowReduceRecipe();
+std::unique_ptr<Recipe> NewCudaRowScaleRecipe();
 std::unique_ptr<Recipe> NewCudaColReduceRecipe();  // col_reduce.cc
 std::unique_ptr<Recipe> NewCudaGemmMmaRecipe();
 std::unique_ptr<Recipe> NewCudaGemmWgmmaRecipe();
