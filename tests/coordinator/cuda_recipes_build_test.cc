@@ -258,6 +258,70 @@ TEST_F(CudaRecipesBuild, ColumnReductionsCompileForHopperWithoutSpills) {
   }
 }
 
+// The bridge's scans (KernelBench 89-93): cumsum and cumprod, reverse,
+// exclusive and masked, at the genome's corners, compile for sm_90a without
+// spills; the recipe refuses an exclusive product and a mask that is not u8.
+v1::Task RowScanTask(const std::string& op, bool reverse, bool exclusive, bool masked) {
+  v1::Task t;
+  t.set_name("row_scan");
+  t.mutable_signature()->set_function("kevo_row_scan_entry");
+  std::vector<std::string> tensors = {"x"};
+  if (masked) tensors.push_back("mask");
+  for (const std::string& p : tensors) t.mutable_signature()->add_params(p);
+  for (const char* p : {"y", "rows", "cols"}) t.mutable_signature()->add_params(p);
+  for (const std::string& name : tensors) {
+    v1::TensorSpec* in = t.add_inputs();
+    in->set_name(name);
+    in->set_dtype(name == "mask" ? v1::U8 : v1::F32);
+    for (const char* d : {"rows", "cols"}) in->add_shape(d);
+  }
+  v1::TensorSpec* y = t.add_outputs();
+  y->set_name("y");
+  y->set_dtype(v1::F32);
+  for (const char* d : {"rows", "cols"}) y->add_shape(d);
+  auto& h = *t.mutable_hints();
+  h["pattern"] = "row_scan";
+  h["in"] = "x";
+  h["out"] = "y";
+  h["op"] = op;
+  h["reverse"] = reverse ? "1" : "0";
+  h["exclusive"] = exclusive ? "1" : "0";
+  if (masked) h["mask"] = "mask";
+  return t;
+}
+
+TEST_F(CudaRecipesBuild, RowScansCompileForHopperWithoutSpills) {
+  const Recipe* recipe = FindRecipe("cuda_row_scan");
+  ASSERT_NE(recipe, nullptr);
+  EXPECT_FALSE(recipe->Applies(RowScanTask("prod", false, true, false), "nvidia")) << "an exclusive product";
+  v1::Task f32_mask = RowScanTask("sum", false, false, true);
+  f32_mask.mutable_inputs(1)->set_dtype(v1::F32);
+  EXPECT_FALSE(recipe->Applies(f32_mask, "nvidia")) << "a float mask";
+  EXPECT_FALSE(recipe->Applies(RowScanTask("sum", false, false, false), "cpu"));
+  const struct {
+    v1::Task task;
+    const char* params;
+  } cases[] = {{RowScanTask("sum", false, false, false), "items=4,threads=512"},
+               {RowScanTask("prod", false, false, false), "items=8,threads=1024"},
+               {RowScanTask("sum", true, false, false), "items=2,threads=128"},
+               {RowScanTask("sum", false, true, false), "items=8,threads=256"},
+               {RowScanTask("sum", false, false, true), "items=4,threads=1024"}};
+  for (const auto& [task, params] : cases) {
+    const std::string what = absl::StrCat(task.hints().at("op"), " reverse ", task.hints().at("reverse"), " exclusive ",
+                                          task.hints().at("exclusive"), " ", params);
+    ASSERT_TRUE(recipe->Applies(task, "nvidia")) << what;
+    auto genome = Genome::FromString(absl::StrCat("cuda_row_scan{", params, "}"));
+    ASSERT_TRUE(genome.ok()) << genome.status();
+    auto candidate = recipe->Generate(task, *genome);
+    ASSERT_TRUE(candidate.ok()) << candidate.status();
+    worker::CudaCompileResult r = worker::CompileCudaCandidate(*builder_, task, *candidate, "sm_90a");
+    ASSERT_EQ(r.status, v1::OK) << what << ": " << r.message << "\n" << candidate->source();
+    if (r.max_registers >= 0) {
+      EXPECT_EQ(r.spill_bytes, 0) << what;
+    }
+  }
+}
+
 // The bridge's row norm and divide (KernelBench's L1Norm and L2Norm): both
 // norms, rows in registers and streamed, compile for sm_90a without spills.
 TEST_F(CudaRecipesBuild, RowScaleCompilesForHopperWithoutSpills) {

@@ -124,7 +124,8 @@ TEST_F(KernelBenchBridgeTest, EveryBridgeCandidateOfAMultiOpModelIsCorrect) {
     EXPECT_EQ(ev.validation_size(), 3) << name;
     for (const auto& c : ev.validation()) EXPECT_EQ(c.status(), v1::OK) << name << ": " << c.detail();
   }
-  EXPECT_THAT(names, UnorderedElementsAre("kb_elementwise", "kb_softmax_three_pass", "kb_softmax_online"));
+  EXPECT_THAT(names,
+              UnorderedElementsAre("kb_elementwise", "kb_softmax_three_pass", "kb_softmax_online", "kb_row_scan"));
   // The elementwise bridge lowers GELU and the leaky ReLU (its slope from the
   // graph); the cumulative sum stays PyTorch.
   const proposer::Recipe* elementwise = proposer::FindRecipe("kb_elementwise");
@@ -205,6 +206,42 @@ TEST_F(KernelBenchBridgeTest, RowNormsAndTheirDivideAreOneKernelEachAndCorrect) 
   EXPECT_THAT(c->source(), HasSubstr("'truediv_1': ('rows', ['x'], False, '', 'kevo_bridge_"));
   EXPECT_THAT(c->source(), HasSubstr("['mean', 'abs_1'], -1),"));
   EXPECT_THAT(c->source(), HasSubstr("sqrtf(kevo_s)"));
+}
+
+// Scans along the last dim (KernelBench 89-93's kind): cumsum, cumprod, a
+// reverse cumsum (its flips absorbed), an exclusive one (the narrow, zeros
+// and cat absorbed) and one of x * mask (the bool mask passed to the kernel,
+// the product absorbed) are one row_scan kernel each; the cumsums inside the
+// reverse and exclusive forms are not kernels of their own. Every genome
+// corner is correct.
+TEST_F(KernelBenchBridgeTest, ScansAndWhatSurroundsThemAreOneRowScanKernelEachAndCorrect) {
+  v1::Task task = Problem("scans.py");
+  *task.mutable_model_graph() = Capture(task);
+  std::map<std::string, v1::Evaluation> evs = EvaluateBridges(task);
+  ASSERT_TRUE(evs.count("kb_row_scan")) << "no scan was lowered";
+  ExpectAllCorrect(evs);
+  const proposer::Recipe* recipe = proposer::FindRecipe("kb_row_scan");
+  ASSERT_NE(recipe, nullptr);
+  EXPECT_TRUE(recipe->DirectedVariant(task, "cpu")) << "the absorbed flips, cat and product are work saved";
+  for (const char* genome : {"kb_row_scan{segments=1,threads=1}", "kb_row_scan{segments=8,threads=all}"}) {
+    absl::StatusOr<proposer::Genome> g = proposer::Genome::FromString(genome);
+    ASSERT_TRUE(g.ok()) << g.status();
+    absl::StatusOr<v1::Candidate> c = recipe->Generate(task, *g);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string& source = c->source();
+    EXPECT_THAT(source, HasSubstr("'cumsum': ('scan', ['x'], False, '', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("'cumprod': ('scan', ['x'], False, '', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("'flip_1': ('scan', ['x'], False, '', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("['cumsum_1', 'flip'], -1),"));
+    EXPECT_THAT(source, HasSubstr("'cat': ('scan', ['x'], False, '', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("['cumsum_2', 'narrow', 'zeros_like'], -1),"));
+    EXPECT_THAT(source, HasSubstr("'cumsum_3': ('scan', ['x', 'mask'], False, '', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("['mul'], -1),"));
+    EXPECT_THAT(source, Not(HasSubstr("'cumsum_1': (")));
+    EXPECT_THAT(source, Not(HasSubstr("'cumsum_2': (")));
+    v1::Evaluation ev = backend_->Evaluate(task, *c, nullptr);
+    EXPECT_EQ(ev.status(), v1::OK) << genome << ": " << kb_testing::ExplainKernelBench(ev);
+  }
 }
 
 // An elementwise chain written out in operators (GELU's tanh form, a second

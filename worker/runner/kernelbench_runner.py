@@ -2034,7 +2034,7 @@ def capture_mode(torch, args, phase, result):
         value = meta.get(n.name)
         if isinstance(value, torch.Tensor):
             node["shape"] = list(value.shape)
-            if str(value.dtype) in DTYPE_NAMES and value.dtype != torch.bool:
+            if str(value.dtype) in DTYPE_NAMES:  # a bool tensor is U8: bytes 0 and 1
                 node["dtype"] = DTYPE_NAMES[str(value.dtype)]
             node["contiguous"] = bool(value.is_contiguous())
         graph["nodes"].append(node)

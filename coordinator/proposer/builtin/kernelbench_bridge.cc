@@ -5,7 +5,10 @@
 // an elementwise task with the matching expression; softmax and log_softmax
 // over the last dim: a row task; sum, mean and amax over the last dim: a row
 // reduction, and sum, mean, amax, amin and torch.max / torch.min(x, dim)[0]
-// over any other dim: a col_reduce task; nn.LayerNorm: a layer_norm task),
+// over any other dim: a col_reduce task; nn.LayerNorm: a layer_norm task;
+// cumsum and cumprod along the last dim, with the flips of a reverse scan,
+// the narrow and cat of an exclusive one or a mask product absorbed: a
+// row_scan task),
 // and the bridge of recipe R
 // emits a ModelNew that traces the problem's Model with torch.fx at
 // construction and calls R's kernel in place of every node R applies to. The
@@ -51,8 +54,8 @@ namespace {
 // A node the bridge can lower, and the native task that stands for it.
 struct Lowered {
   const v1::GraphNode* node = nullptr;
-  std::string kind;                 // map | rows | reduce | col_reduce | col_index | layer_norm
-  std::vector<std::string> inputs;  // fx node names (layer_norm: the input only)
+  std::string kind;                 // map | rows | reduce | col_reduce | col_index | layer_norm | scan
+  std::vector<std::string> inputs;  // fx node names (layer_norm: the input only; scan: x, then any mask)
   // map: the nodes fused into `node`'s kernel, which the call makes dead
   // (users first, so each is erased after every node that read it).
   std::vector<std::string> absorbed;
@@ -187,7 +190,12 @@ bool IsF32(const v1::GraphNode& n) { return n.dtype() == v1::F32 && n.shape_size
 // `rank` dims; none for several dims or none.
 std::optional<int> SingleDim(std::optional<std::string> dim, int rank) {
   if (!dim) return std::nullopt;
-  absl::string_view text = absl::StripSuffix(absl::StripPrefix(*dim, "("), ")");
+  absl::string_view text = *dim;
+  if (absl::ConsumePrefix(&text, "[")) {
+    if (!absl::ConsumeSuffix(&text, "]")) return std::nullopt;
+  } else {
+    text = absl::StripSuffix(absl::StripPrefix(text, "("), ")");
+  }
   text = absl::StripSuffix(text, ",");
   int d = 0;
   if (!absl::SimpleAtoi(text, &d) || d < -rank || d >= rank) return std::nullopt;
@@ -208,6 +216,103 @@ int UserCount(const v1::ModelGraph& graph, const std::string& name) {
   return users;
 }
 
+bool SameShape(const v1::GraphNode& a, const v1::GraphNode& b) {
+  return std::equal(a.shape().begin(), a.shape().end(), b.shape().begin(), b.shape().end());
+}
+
+// A cumsum or cumprod along the last dim, with what KernelBench writes
+// around one, as one row scan: `n` the scan itself, or
+//   n = torch.cumsum(x.flip(d), d).flip(d)           (reverse)
+//   n = torch.cat((zeros [.., 1], torch.cumsum(x.narrow(d, 0, len - 1), d)), d)
+//                                                     (exclusive)
+// and the scanned tensor x * mask (a bool mask of x's shape) in any of them.
+// The nodes around the scan join its kernel.
+std::optional<Lowered> LowerScan(const v1::ModelGraph& graph, const v1::GraphNode& n, const std::string& fn) {
+  const int rank = n.shape_size();
+  auto only_user = [&](const v1::GraphNode* g) { return g != nullptr && UserCount(graph, g->name()) == 1; };
+  auto last_dim = [&](const v1::GraphNode& g, const char* key) { return SingleDim(Attr(g, key, 1), rank) == rank - 1; };
+  // g, when it is a cumsum or cumprod along the last dim of n's rank.
+  auto scan_of = [&](const v1::GraphNode* g) -> const v1::GraphNode* {
+    if (g == nullptr || (OpOf(*g) != "cumsum" && OpOf(*g) != "cumprod") || g->inputs_size() != 1 || !IsF32(*g) ||
+        g->shape_size() != rank || Attr(*g, "dtype").has_value() || !last_dim(*g, "dim")) {
+      return nullptr;
+    }
+    return g;
+  };
+  Lowered l;
+  l.node = &n;
+  l.kind = "scan";
+  const v1::GraphNode* scan = nullptr;
+  bool reverse = false, exclusive = false;
+  std::string x;
+  const std::string op = OpOf(n);
+  if (op == "flip" && n.inputs_size() == 1) {
+    const v1::GraphNode* c = scan_of(FindNode(graph, n.inputs(0)));
+    const v1::GraphNode* f = c != nullptr ? FindNode(graph, c->inputs(0)) : nullptr;
+    if (!only_user(c) || !only_user(f) || OpOf(*f) != "flip" || f->inputs_size() != 1 || !last_dim(n, "dims") ||
+        !last_dim(*f, "dims")) {
+      return std::nullopt;
+    }
+    scan = c;
+    x = f->inputs(0);
+    reverse = true;
+    l.absorbed = {c->name(), f->name()};
+  } else if (op == "cat" && n.inputs_size() == 2) {
+    const v1::GraphNode* z = FindNode(graph, n.inputs(0));
+    const v1::GraphNode* c = scan_of(FindNode(graph, n.inputs(1)));
+    const v1::GraphNode* w = c != nullptr ? FindNode(graph, c->inputs(0)) : nullptr;
+    if (!only_user(z) || OpOf(*z) != "zeros_like" || z->shape_size() != rank || z->shape(rank - 1) != 1 ||
+        !only_user(c) || OpOf(*c) != "cumsum" || !only_user(w) || OpOf(*w) != "narrow" || !last_dim(n, "dim") ||
+        !last_dim(*w, "dim") || Attr(*w, "start", 2) != "0") {
+      return std::nullopt;
+    }
+    scan = c;
+    x = w->inputs(0);
+    exclusive = true;
+    l.absorbed = {c->name(), w->name(), z->name()};
+  } else if (scan_of(&n) != nullptr) {
+    scan = &n;
+    x = n.inputs(0);
+  } else {
+    return std::nullopt;
+  }
+  std::string mask;
+  if (const v1::GraphNode* m = FindNode(graph, x); only_user(m) && OpOf(*m) == "mul" && m->op() == "call_function" &&
+                                                   m->inputs_size() == 2 && m->attrs_size() == 0) {
+    for (int k = 0; k < 2; ++k) {
+      const v1::GraphNode* a = FindNode(graph, m->inputs(k));
+      const v1::GraphNode* b = FindNode(graph, m->inputs(1 - k));
+      // The graph gives a bool tensor as U8 (the kernel multiplies by 0 or 1 as PyTorch does).
+      if (a != nullptr && b != nullptr && IsF32(*a) && b->dtype() == v1::U8 && SameShape(*a, *m) && SameShape(*b, *m)) {
+        l.absorbed.push_back(m->name());
+        x = a->name();
+        mask = b->name();
+        break;
+      }
+    }
+  }
+  const v1::GraphNode* xn = FindNode(graph, x);
+  if (xn == nullptr || !IsF32(*xn) || !SameShape(*xn, n)) return std::nullopt;
+  l.inputs = {x};
+  if (!mask.empty()) l.inputs.push_back(mask);
+  l.saves_work = reverse || exclusive || !mask.empty();
+  l.native = NativeTask(fn, mask.empty() ? std::vector<std::string>{"x", "y", "rows", "cols"}
+                                         : std::vector<std::string>{"x", "mask", "y", "rows", "cols"});
+  AddTensor(l.native, true, "x", {"rows", "cols"});
+  if (!mask.empty()) {
+    AddTensor(l.native, true, "mask", {"rows", "cols"});
+    l.native.mutable_inputs(1)->set_dtype(v1::U8);
+  }
+  AddTensor(l.native, false, "y", {"rows", "cols"});
+  SetHints(l.native, "row_scan", {"rows", "cols"});
+  auto& h = *l.native.mutable_hints();
+  h["op"] = OpOf(*scan) == "cumsum" ? "sum" : "prod";
+  h["reverse"] = reverse ? "1" : "0";
+  h["exclusive"] = exclusive ? "1" : "0";
+  if (!mask.empty()) h["mask"] = "mask";
+  return l;
+}
+
 std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n, int index) {
   if (n.op() != "call_function" && n.op() != "call_method" && n.op() != "call_module") return std::nullopt;
   std::string op = OpOf(n);
@@ -216,6 +321,7 @@ std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n
   if (n.inputs_size() < 1 || !(index_op ? n.dtype() == v1::I64 && n.shape_size() >= 1 : IsF32(n))) {
     return std::nullopt;
   }
+  if (std::optional<Lowered> scan = LowerScan(graph, n, absl::StrCat("kevo_bridge_", index))) return scan;
   // `at` holds the operator's input and attributes: n itself, or for
   // torch.max / torch.min(x, dim)[0] (n the getitem) the max or min node,
   // absorbed into n's kernel, whose indices are then never computed.
@@ -255,8 +361,7 @@ std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n
     // the reduction (and abs) absorbed.
     const v1::GraphNode* r = FindNode(graph, n.inputs(1));
     const std::string& x = n.inputs(0);
-    if (r == nullptr || r->inputs_size() != 1 || UserCount(graph, r->name()) != 1 ||
-        !std::equal(n.shape().begin(), n.shape().end(), in->shape().begin(), in->shape().end())) {
+    if (r == nullptr || r->inputs_size() != 1 || UserCount(graph, r->name()) != 1 || !SameShape(n, *in)) {
       return std::nullopt;
     }
     // Over the last dim, kept: `dim` and `keepdim` by name or at their positions.
@@ -565,9 +670,17 @@ std::vector<Lowered> FuseElementwise(const v1::ModelGraph& g) {
 // Every node of the task's graph the bridge can lower, whatever the recipe.
 std::vector<Lowered> LowerAll(const v1::Task& task) {
   const v1::ModelGraph& g = task.model_graph();
-  std::vector<Lowered> out = FuseElementwise(g);
+  std::vector<Lowered> all = FuseElementwise(g);
   for (int i = 0; i < g.nodes_size(); ++i) {
-    if (std::optional<Lowered> l = Lower(g, g.nodes(i), i)) out.push_back(std::move(*l));
+    if (std::optional<Lowered> l = Lower(g, g.nodes(i), i)) all.push_back(std::move(*l));
+  }
+  // A node another lowering absorbs (the cumsum inside a reverse scan) is
+  // that one's, not a kernel of its own.
+  std::set<std::string> absorbed;
+  for (const Lowered& l : all) absorbed.insert(l.absorbed.begin(), l.absorbed.end());
+  std::vector<Lowered> out;
+  for (Lowered& l : all) {
+    if (!absorbed.contains(l.node->name())) out.push_back(std::move(l));
   }
   return out;
 }
@@ -693,6 +806,20 @@ def _kevo_call(kind, keepdim, fn, name, dim):
                 del shape[dim]
             y = x.new_empty(tuple(shape), dtype=_kevo_torch.int64 if kind == "col_index" else x.dtype)
             fn(_kevo_ptr(x), _kevo_ptr(y), n64(outer), n64(x.shape[dim]), n64(inner))
+            return y
+    elif kind == "scan":  # along the last dim; with a mask, of x * mask
+        def call(x, *mask):
+            x = _kevo_f32(x, name)
+            masks = []
+            for m in mask:
+                if (not isinstance(m, _kevo_torch.Tensor) or m.dtype not in (_kevo_torch.bool, _kevo_torch.uint8)
+                        or m.shape != x.shape or m.device.type != _KEVO_DEVICE):
+                    raise RuntimeError("kevo bridge kernel %s takes a bool mask of x's shape" % name)
+                masks.append(m.contiguous())
+            cols = x.shape[-1]
+            rows = x.numel() // cols if cols else 0
+            y = _kevo_torch.empty_like(x)
+            fn(_kevo_ptr(x), *[_kevo_ptr(m) for m in masks], _kevo_ptr(y), n64(rows), n64(cols))
             return y
     else:  # layer_norm over the last gamma.numel() elements of each row
         def call(x, gamma, beta):
@@ -828,13 +955,13 @@ class BridgeRecipe : public Recipe {
 
 std::vector<std::unique_ptr<Recipe>> NewKernelBenchBridgeRecipes() {
   std::vector<std::unique_ptr<Recipe>> out;
-  for (auto make :
-       {NewElementwiseRecipe, NewSoftmaxThreePassRecipe, NewSoftmaxOnlineRecipe, NewLogSoftmaxTwoPassRecipe,
-        NewLogSoftmaxOnlineRecipe, NewRowReduceRecipe, NewColReduceRecipe, NewRowScaleRecipe, NewRowNormRecipe}) {
+  for (auto make : {NewElementwiseRecipe, NewSoftmaxThreePassRecipe, NewSoftmaxOnlineRecipe, NewLogSoftmaxTwoPassRecipe,
+                    NewLogSoftmaxOnlineRecipe, NewRowReduceRecipe, NewColReduceRecipe, NewRowScaleRecipe,
+                    NewRowNormRecipe, NewRowScanRecipe}) {
     out.push_back(std::make_unique<BridgeRecipe>(make(), "cpu"));
   }
   for (auto make : {NewCudaElementwiseRecipe, NewCudaSoftmaxRecipe, NewCudaLayerNormRecipe, NewCudaRowReduceRecipe,
-                    NewCudaRowScaleRecipe, NewCudaColReduceRecipe}) {
+                    NewCudaRowScaleRecipe, NewCudaColReduceRecipe, NewCudaRowScanRecipe}) {
     out.push_back(std::make_unique<BridgeRecipe>(make(), kCudaPlatform));
   }
   return out;

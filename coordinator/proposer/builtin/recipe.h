@@ -119,6 +119,8 @@ std::unique_ptr<Recipe> NewRowReduceRecipe();
 // Reductions along a middle dim (col_reduce.cc; no native task has the shape:
 // the KernelBench bridge's).
 std::unique_ptr<Recipe> NewColReduceRecipe();
+// Cumulative sums and products along rows (scan.cc; the KernelBench bridge's).
+std::unique_ptr<Recipe> NewRowScanRecipe();
 // Row L1 (mean) and L2 norms and the divide (rows.cc; the KernelBench bridge's).
 std::unique_ptr<Recipe> NewRowScaleRecipe();
 std::unique_ptr<Recipe> NewRowNormRecipe();
@@ -156,6 +158,7 @@ std::unique_ptr<Recipe> NewCudaLayerNormRecipe();
 std::unique_ptr<Recipe> NewCudaRowReduceRecipe();
 std::unique_ptr<Recipe> NewCudaRowScaleRecipe();
 std::unique_ptr<Recipe> NewCudaColReduceRecipe();  // col_reduce.cc
+std::unique_ptr<Recipe> NewCudaRowScanRecipe();    // scan.cc
 std::unique_ptr<Recipe> NewCudaGemmMmaRecipe();
 std::unique_ptr<Recipe> NewCudaGemmWgmmaRecipe();
 // mtia-sim (language "mtia-c++"), mtia_*.cc.

@@ -1,6 +1,7 @@
 # A KernelBench-format problem written for kevo's tests: a multi-op Model
-# whose softmax, GELU and leaky ReLU kevo's CPU recipes can run (the bridge,
-# docs/kernelbench.md) and whose cumulative sum stays PyTorch.
+# whose softmax, GELU, leaky ReLU and cumulative sum kevo's CPU recipes can
+# run (the bridge, docs/kernelbench.md), each bridge some of them, the rest
+# staying PyTorch.
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,0 +1,34 @@
+# A KernelBench-format problem written for kevo's tests (in the style of
+# KernelBench level1/89_cumsum to 93_masked_cumsum): cumulative sums and
+# products along the last dim, a reverse one, an exclusive one and a masked
+# one, as KernelBench writes them.
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, dim):
+        super(Model, self).__init__()
+        self.dim = dim
+
+    def forward(self, x, mask):
+        inclusive = torch.cumsum(x, dim=self.dim)
+        product = torch.cumprod(x, dim=self.dim)
+        reverse = torch.cumsum(x.flip(self.dim), dim=self.dim).flip(self.dim)
+        exclusive = torch.cat(
+            (torch.zeros_like(x.select(self.dim, 0).unsqueeze(self.dim)),
+             torch.cumsum(x.narrow(dim=self.dim, start=0, length=x.size(self.dim) - 1), dim=self.dim)),
+            dim=self.dim)
+        masked = torch.cumsum(x * mask, dim=self.dim)
+        return inclusive, product, reverse, exclusive, masked
+
+
+def get_inputs():
+    # Values around 1: the products neither vanish nor grow past float32.
+    x = torch.rand(8, 2000) * 0.5 + 0.75
+    mask = torch.randint(0, 2, x.shape).bool()
+    return [x, mask]
+
+
+def get_init_inputs():
+    return [1]
