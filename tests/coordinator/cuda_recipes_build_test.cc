@@ -322,6 +322,58 @@ TEST_F(CudaRecipesBuild, RowScansCompileForHopperWithoutSpills) {
   }
 }
 
+// The bridge's losses (KernelBench 94, 96, 98): the sum of a two-input term
+// (an immediately called lambda, as the bridge writes losses) and of one
+// input, at the genome's corners, compile for sm_90a without spills; the
+// kernel keeps its partials and counter in device globals (no atomics on
+// the sum: deterministic).
+v1::Task MapReduceTask(int inputs, const std::string& expr) {
+  v1::Task t;
+  t.set_name("map_reduce");
+  t.mutable_signature()->set_function("kevo_map_reduce_entry");
+  for (int k = 0; k < inputs; ++k) {
+    const std::string name = absl::StrCat("x", k);
+    t.mutable_signature()->add_params(name);
+    v1::TensorSpec* in = t.add_inputs();
+    in->set_name(name);
+    in->set_dtype(v1::F32);
+    in->add_shape("n");
+  }
+  for (const char* p : {"y", "n"}) t.mutable_signature()->add_params(p);
+  v1::TensorSpec* y = t.add_outputs();
+  y->set_name("y");
+  y->set_dtype(v1::F32);
+  y->add_shape("1");
+  (*t.mutable_hints())["pattern"] = "map_reduce";
+  (*t.mutable_hints())["expr"] = expr;
+  return t;
+}
+
+TEST_F(CudaRecipesBuild, MapReduceCompilesForHopperWithoutSpills) {
+  const Recipe* recipe = FindRecipe("cuda_map_reduce");
+  ASSERT_NE(recipe, nullptr);
+  EXPECT_FALSE(recipe->Applies(MapReduceTask(1, ""), "nvidia")) << "no term";
+  EXPECT_FALSE(recipe->Applies(MapReduceTask(1, "x0"), "cpu"));
+  const std::pair<v1::Task, const char*> cases[] = {
+      {MapReduceTask(2,
+                     "([](float in, float t) { return (t == 0.0f ? 0.0f : t * logf(t)) - t * in; })((logf(x0)), x1)"),
+       "threads=1024,unroll=8"},
+      {MapReduceTask(1, "x0"), "threads=256,unroll=1"}};
+  for (const auto& [task, params] : cases) {
+    ASSERT_TRUE(recipe->Applies(task, "nvidia")) << params;
+    auto genome = Genome::FromString(absl::StrCat("cuda_map_reduce{", params, "}"));
+    ASSERT_TRUE(genome.ok()) << genome.status();
+    auto candidate = recipe->Generate(task, *genome);
+    ASSERT_TRUE(candidate.ok()) << candidate.status();
+    EXPECT_FALSE(absl::StrContains(candidate->source(), "atomicAdd(y")) << "the sum itself is never atomic";
+    worker::CudaCompileResult r = worker::CompileCudaCandidate(*builder_, task, *candidate, "sm_90a");
+    ASSERT_EQ(r.status, v1::OK) << params << ": " << r.message << "\n" << candidate->source();
+    if (r.max_registers >= 0) {
+      EXPECT_EQ(r.spill_bytes, 0) << params;
+    }
+  }
+}
+
 // The bridge's row norm and divide (KernelBench's L1Norm and L2Norm): both
 // norms, rows in registers and streamed, compile for sm_90a without spills.
 TEST_F(CudaRecipesBuild, RowScaleCompilesForHopperWithoutSpills) {

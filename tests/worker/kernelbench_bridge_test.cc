@@ -244,6 +244,44 @@ TEST_F(KernelBenchBridgeTest, ScansAndWhatSurroundsThemAreOneRowScanKernelEachAn
   }
 }
 
+// Losses and sums over every element (KernelBench 94, 96 and 98's kind):
+// torch.mean of an elementwise chain (the chain folded into the term),
+// smooth_l1_loss, kl_div of a log (the log folded in, divided by the
+// batch), an nn.L1Loss module summing, and a plain sum are one map_reduce
+// kernel each; the elementwise chains they absorb are not kernels of their
+// own. Every genome corner is correct.
+TEST_F(KernelBenchBridgeTest, LossesAndWholeSumsAreOneMapReduceKernelEachAndCorrect) {
+  v1::Task task = Problem("losses.py");
+  *task.mutable_model_graph() = Capture(task);
+  std::map<std::string, v1::Evaluation> evs = EvaluateBridges(task);
+  ASSERT_TRUE(evs.count("kb_map_reduce")) << "no loss was lowered";
+  ExpectAllCorrect(evs);
+  const proposer::Recipe* recipe = proposer::FindRecipe("kb_map_reduce");
+  ASSERT_NE(recipe, nullptr);
+  for (const char* genome : {"kb_map_reduce{threads=1}", "kb_map_reduce{threads=all}"}) {
+    absl::StatusOr<proposer::Genome> g = proposer::Genome::FromString(genome);
+    ASSERT_TRUE(g.ok()) << g.status();
+    absl::StatusOr<v1::Candidate> c = recipe->Generate(task, *g);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string& source = c->source();
+    EXPECT_THAT(source, HasSubstr("'mean': ('map_reduce', ['predictions', 'targets'], False, 'numel', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("['pow_1', 'sub'], -1),"));
+    EXPECT_THAT(
+        source,
+        HasSubstr("'smooth_l1_loss': ('map_reduce', ['predictions', 'targets'], False, 'numel', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("'kl_div': ('map_reduce', ['p', 'q'], False, 'batch', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("['log'], -1),"));
+    EXPECT_THAT(source, HasSubstr("'l1': ('map_reduce', ['predictions', 'targets'], False, '', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("'sum_1': ('map_reduce', ['predictions'], False, '', 'kevo_bridge_"));
+    v1::Evaluation ev = backend_->Evaluate(task, *c, nullptr);
+    EXPECT_EQ(ev.status(), v1::OK) << genome << ": " << kb_testing::ExplainKernelBench(ev);
+  }
+  // The elementwise bridge still takes the chains alone.
+  const proposer::Recipe* elementwise = proposer::FindRecipe("kb_elementwise");
+  ASSERT_NE(elementwise, nullptr);
+  EXPECT_TRUE(elementwise->Applies(task, "cpu"));
+}
+
 // An elementwise chain written out in operators (GELU's tanh form, a second
 // input, a clamp, a scale) is one fused kernel over both inputs, and correct.
 TEST_F(KernelBenchBridgeTest, AnElementwiseChainIsFusedIntoOneKernelAndCorrect) {

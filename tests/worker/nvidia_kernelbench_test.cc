@@ -179,7 +179,8 @@ TEST_F(NvidiaKernelBenchTest, BridgeCandidatesRunKevosCudaKernelsAndAreCorrect) 
            {"gelu_chain.py", {"kb_cuda_elementwise"}},
            {"reductions.py", {"kb_cuda_elementwise", "kb_cuda_col_reduce"}},
            {"row_norms.py", {"kb_cuda_row_scale"}},
-           {"scans.py", {"kb_cuda_row_scan"}}}) {
+           {"scans.py", {"kb_cuda_row_scan"}},
+           {"losses.py", {"kb_cuda_elementwise", "kb_cuda_map_reduce"}}}) {
     SCOPED_TRACE(problem);
     absl::StatusOr<v1::Task> task = task::LoadTaskPath(DataDir() + "/" + problem);
     ASSERT_TRUE(task.ok()) << task.status();

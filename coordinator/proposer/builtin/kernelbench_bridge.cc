@@ -62,7 +62,8 @@ struct Lowered {
   bool keepdim = false;     // reduce, col_reduce
   bool saves_work = false;  // drops work the Model's PyTorch does (torch.max's indices)
   int dim = -1;             // col_reduce: the dim reduced, counted from 0
-  std::string module;       // layer_norm: the module's path, for its weight and bias
+  std::string module;       // layer_norm: the module's path, for its weight and bias;
+                            // map_reduce: what divides the sum (WholeReduction::divide)
   v1::Task native;
 };
 
@@ -110,7 +111,11 @@ std::string OpOf(const v1::GraphNode& n) {
                                                                       {"SiLU", "silu"},
                                                                       {"Softmax", "softmax"},
                                                                       {"LogSoftmax", "log_softmax"},
-                                                                      {"LayerNorm", "layer_norm"}};
+                                                                      {"LayerNorm", "layer_norm"},
+                                                                      {"MSELoss", "mse_loss"},
+                                                                      {"L1Loss", "l1_loss"},
+                                                                      {"SmoothL1Loss", "smooth_l1_loss"},
+                                                                      {"KLDivLoss", "kl_div"}};
   auto it = modules->find(n.target());
   return it == modules->end() ? "" : it->second;
 }
@@ -181,6 +186,24 @@ v1::Task NativeTask(const std::string& function, const std::vector<std::string>&
   t.set_name(function);
   t.mutable_signature()->set_function(function);
   for (const std::string& p : params) t.mutable_signature()->add_params(p);
+  return t;
+}
+
+// A native task of `inputs` flat float32 tensors x0, x1, ... [n] and y
+// [y_dim] computed by `expr` over them (pattern elementwise or map_reduce).
+v1::Task FlatExprTask(const std::string& function, size_t inputs, const std::string& y_dim, const std::string& pattern,
+                      const std::string& expr) {
+  std::vector<std::string> params;
+  for (size_t k = 0; k < inputs; ++k) params.push_back(absl::StrCat("x", k));
+  params.push_back("y");
+  params.push_back("n");
+  v1::Task t = NativeTask(function, params);
+  for (size_t k = 0; k < inputs; ++k) AddTensor(t, true, absl::StrCat("x", k), {"n"});
+  AddTensor(t, false, "y", {y_dim});
+  auto& h = *t.mutable_hints();
+  h["pattern"] = pattern;
+  h["expr"] = expr;
+  h["out"] = "y";
   return t;
 }
 
@@ -650,38 +673,142 @@ std::vector<Lowered> FuseElementwise(const v1::ModelGraph& g) {
     };
     const std::string expr = build(root.name());
     if (l.inputs.empty()) continue;  // only numbers: nothing to read
-    std::vector<std::string> params;
-    for (size_t k = 0; k < l.inputs.size(); ++k) params.push_back(absl::StrCat("x", k));
-    params.push_back("y");
-    params.push_back("n");
-    l.native = NativeTask(absl::StrCat("kevo_bridge_", i), params);
-    for (size_t k = 0; k < l.inputs.size(); ++k) AddTensor(l.native, true, absl::StrCat("x", k), {"n"});
-    AddTensor(l.native, false, "y", {"n"});
-    auto& h = *l.native.mutable_hints();
-    h["pattern"] = "elementwise";
-    h["expr"] = expr;
-    h["out"] = "y";
+    l.native = FlatExprTask(absl::StrCat("kevo_bridge_", i), l.inputs.size(), "n", "elementwise", expr);
     out.push_back(std::move(l));
   }
   std::reverse(out.begin(), out.end());
   return out;
 }
 
+// `expr` with each whole-word `<letter><k>` replaced by to[k].
+std::string RenameIndexed(const std::string& expr, char letter, const std::vector<std::string>& to) {
+  auto is_word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::string out;
+  for (size_t i = 0; i < expr.size();) {
+    if (expr[i] == letter && (i == 0 || !is_word(expr[i - 1]))) {
+      size_t j = i + 1;
+      while (j < expr.size() && std::isdigit(static_cast<unsigned char>(expr[j]))) ++j;
+      int k = -1;
+      if (j > i + 1 && (j == expr.size() || !is_word(expr[j])) && absl::SimpleAtoi(expr.substr(i + 1, j - i - 1), &k) &&
+          k < static_cast<int>(to.size())) {
+        absl::StrAppend(&out, to[k]);
+        i = j;
+        continue;
+      }
+    }
+    out.push_back(expr[i++]);
+  }
+  return out;
+}
+
+// A reduction of all its operands' elements to one number: its operand
+// count, its term as a C++ expression over a0, a1, ... (immediately called
+// lambdas, so that an operand is written once), and what divides the sum
+// ("numel", "batch": the first dim's size, or "": nothing).
+struct WholeReduction {
+  int operands = 1;
+  std::string term, divide;
+};
+
+std::optional<WholeReduction> AsWholeReduction(const v1::GraphNode& n) {
+  const std::string op = OpOf(n);
+  if (op == "mean" || op == "sum") {  // of every element: no dim, keepdim or dtype
+    if (n.op() == "call_module" || n.attrs_size() != 0) return std::nullopt;
+    return WholeReduction{1, "a0", op == "mean" ? "numel" : ""};
+  }
+  if (op != "mse_loss" && op != "l1_loss" && op != "smooth_l1_loss" && op != "kl_div") return std::nullopt;
+  for (const char* key : {"size_average", "reduce"}) {
+    if (std::optional<std::string> v = Attr(n, key); v && *v != "None") return std::nullopt;
+  }
+  if (n.op() != "call_module") {
+    for (int k = 2; k < 8; ++k) {  // only the two tensors positionally
+      if (Attr(n, absl::StrCat("arg", k))) return std::nullopt;
+    }
+  }
+  WholeReduction w;
+  w.operands = 2;
+  const std::string reduction = Attr(n, "reduction").value_or("'mean'");
+  if (reduction == "'mean'") {
+    w.divide = "numel";
+  } else if (reduction == "'batchmean'" && op == "kl_div") {
+    w.divide = "batch";
+  } else if (reduction != "'sum'") {
+    return std::nullopt;
+  }
+  if (op == "mse_loss") {
+    w.term = "([](float a, float b) { const float d = a - b; return d * d; })(a0, a1)";
+  } else if (op == "l1_loss") {
+    w.term = "fabsf((a0) - (a1))";
+  } else if (op == "smooth_l1_loss") {
+    std::optional<double> beta = NumberAttr(n, "beta", -1, 1.0);
+    if (!beta || !(*beta >= 0)) return std::nullopt;
+    const std::string b = FloatLiteral(*beta);
+    w.term = *beta == 0 ? "fabsf((a0) - (a1))"
+                        : absl::StrCat("([](float a, float b) { const float d = fabsf(a - b); return d < ", b,
+                                       " ? 0.5f * d * d / ", b, " : d - 0.5f * ", b, "; })(a0, a1)");
+  } else {  // kl_div(input, target): xlogy(target, target) - target * input
+    if (std::optional<std::string> log_target = Attr(n, "log_target"); log_target && *log_target != "False") {
+      return std::nullopt;
+    }
+    w.term = "([](float in, float t) { return (t == 0.0f ? 0.0f : t * logf(t)) - t * in; })(a0, a1)";
+  }
+  return w;
+}
+
+// torch.mean / torch.sum of every element, or a loss, as one map_reduce
+// kernel; an operand that is an elementwise group's root read only here
+// (`maps`, by root) joins the term, its group absorbed.
+std::optional<Lowered> LowerWholeReduction(const v1::ModelGraph& g, const v1::GraphNode& n, int index,
+                                           const std::map<std::string, const Lowered*>& maps) {
+  if (n.dtype() != v1::F32 || n.shape_size() != 0) return std::nullopt;
+  std::optional<WholeReduction> w = AsWholeReduction(n);
+  if (!w || n.inputs_size() != w->operands) return std::nullopt;
+  const v1::GraphNode* first = FindNode(g, n.inputs(0));
+  if (first == nullptr) return std::nullopt;
+  Lowered l;
+  l.node = &n;
+  l.kind = "map_reduce";
+  l.module = w->divide;
+  std::map<std::string, std::string> leaves;  // node -> x<k>
+  auto leaf = [&](const std::string& name) {
+    auto [it, added] = leaves.emplace(name, absl::StrCat("x", leaves.size()));
+    if (added) l.inputs.push_back(name);
+    return it->second;
+  };
+  std::vector<std::string> args;
+  for (int k = 0; k < w->operands; ++k) {
+    const v1::GraphNode* o = FindNode(g, n.inputs(k));
+    if (o == nullptr || !IsF32(*o) || !SameShape(*o, *first)) return std::nullopt;
+    if (auto it = maps.find(o->name()); it != maps.end() && UserCount(g, o->name()) == 1) {
+      const Lowered& m = *it->second;
+      std::vector<std::string> names;
+      for (const std::string& in : m.inputs) names.push_back(leaf(in));
+      args.push_back(absl::StrCat("(", RenameIndexed(m.native.hints().at("expr"), 'x', names), ")"));
+      l.absorbed.push_back(o->name());
+      l.absorbed.insert(l.absorbed.end(), m.absorbed.begin(), m.absorbed.end());
+    } else {
+      args.push_back(leaf(o->name()));
+    }
+  }
+  l.native = FlatExprTask(absl::StrCat("kevo_bridge_", index), l.inputs.size(), "1", "map_reduce",
+                          RenameIndexed(w->term, 'a', args));
+  return l;
+}
+
 // Every node of the task's graph the bridge can lower, whatever the recipe.
+// Lowerings may overlap: a node one absorbs (the cumsum of a reverse scan,
+// the elementwise group a loss reads) is also lowered alone.
 std::vector<Lowered> LowerAll(const v1::Task& task) {
   const v1::ModelGraph& g = task.model_graph();
-  std::vector<Lowered> all = FuseElementwise(g);
+  std::vector<Lowered> out = FuseElementwise(g);
+  std::map<std::string, const Lowered*> maps;
+  for (const Lowered& l : out) maps[l.node->name()] = &l;
+  std::vector<Lowered> more;
   for (int i = 0; i < g.nodes_size(); ++i) {
-    if (std::optional<Lowered> l = Lower(g, g.nodes(i), i)) all.push_back(std::move(*l));
+    if (std::optional<Lowered> l = Lower(g, g.nodes(i), i)) more.push_back(std::move(*l));
+    if (std::optional<Lowered> l = LowerWholeReduction(g, g.nodes(i), i, maps)) more.push_back(std::move(*l));
   }
-  // A node another lowering absorbs (the cumsum inside a reverse scan) is
-  // that one's, not a kernel of its own.
-  std::set<std::string> absorbed;
-  for (const Lowered& l : all) absorbed.insert(l.absorbed.begin(), l.absorbed.end());
-  std::vector<Lowered> out;
-  for (Lowered& l : all) {
-    if (!absorbed.contains(l.node->name())) out.push_back(std::move(l));
-  }
+  for (Lowered& l : more) out.push_back(std::move(l));
   return out;
 }
 
@@ -701,7 +828,8 @@ import tempfile as _kevo_tempfile
 import torch as _kevo_torch
 import torch.fx as _kevo_fx
 
-# fx node -> (kind, [its tensor inputs], keepdim, module path, C function, source, compiler flags,
+# fx node -> (kind, [its tensor inputs], keepdim, module path (map_reduce: what divides the sum), C function,
+#            source, compiler flags,
 #            [the nodes fused into it, users first], the dim a col_reduce reduces)
 _KEVO_KERNELS = {
 $KERNELS}
@@ -771,7 +899,7 @@ def _kevo_ordered(call):
     return ordered
 
 
-def _kevo_call(kind, keepdim, fn, name, dim):
+def _kevo_call(kind, keepdim, module, fn, name, dim):
     n64 = _kevo_ctypes.c_int64
     if kind == "map":  # y = f(x0, x1, ...), all of one shape
         def call(*xs):
@@ -806,6 +934,18 @@ def _kevo_call(kind, keepdim, fn, name, dim):
                 del shape[dim]
             y = x.new_empty(tuple(shape), dtype=_kevo_torch.int64 if kind == "col_index" else x.dtype)
             fn(_kevo_ptr(x), _kevo_ptr(y), n64(outer), n64(x.shape[dim]), n64(inner))
+            return y
+    elif kind == "map_reduce":  # the sum of an expression over every element, divided as `module` says
+        def call(*xs):
+            xs = [_kevo_f32(x, name) for x in xs]
+            if any(x.shape != xs[0].shape for x in xs):
+                raise RuntimeError("kevo bridge kernel %s takes tensors of one shape" % name)
+            y = xs[0].new_empty(())
+            fn(*[_kevo_ptr(x) for x in xs], _kevo_ptr(y), n64(xs[0].numel()))
+            if module == "numel":
+                y = y / xs[0].numel()
+            elif module == "batch":
+                y = y / xs[0].shape[0]
             return y
     elif kind == "scan":  # along the last dim; with a mask, of x * mask
         def call(x, *mask):
@@ -853,7 +993,7 @@ class ModelNew(_kevo_torch.nn.Module):
             with graph.inserting_before(node):
                 if kind == "layer_norm":
                     args_ += [graph.get_attr(module + ".weight"), graph.get_attr(module + ".bias")]
-                new = graph.call_function(_kevo_call(kind, keepdim, _KEVO_FUNCTIONS[name], name, dim), tuple(args_))
+                new = graph.call_function(_kevo_call(kind, keepdim, module, _KEVO_FUNCTIONS[name], name, dim), tuple(args_))
             node.replace_all_uses_with(new)
             graph.erase_node(node)
             for dead in absorbed:
@@ -941,8 +1081,15 @@ class BridgeRecipe : public Recipe {
   std::vector<Lowered> Matches(const v1::Task& task) const {
     std::vector<Lowered> out;
     if (task.model_graph().nodes_size() == 0) return out;
+    std::vector<Lowered> applies;
     for (Lowered& l : LowerAll(task)) {
-      if (inner_->Applies(l.native, platform_)) out.push_back(std::move(l));
+      if (inner_->Applies(l.native, platform_)) applies.push_back(std::move(l));
+    }
+    // A node another of these absorbs is that one's, not a kernel of its own.
+    std::set<std::string> absorbed;
+    for (const Lowered& l : applies) absorbed.insert(l.absorbed.begin(), l.absorbed.end());
+    for (Lowered& l : applies) {
+      if (!absorbed.contains(l.node->name())) out.push_back(std::move(l));
     }
     return out;
   }
@@ -957,11 +1104,11 @@ std::vector<std::unique_ptr<Recipe>> NewKernelBenchBridgeRecipes() {
   std::vector<std::unique_ptr<Recipe>> out;
   for (auto make : {NewElementwiseRecipe, NewSoftmaxThreePassRecipe, NewSoftmaxOnlineRecipe, NewLogSoftmaxTwoPassRecipe,
                     NewLogSoftmaxOnlineRecipe, NewRowReduceRecipe, NewColReduceRecipe, NewRowScaleRecipe,
-                    NewRowNormRecipe, NewRowScanRecipe}) {
+                    NewRowNormRecipe, NewRowScanRecipe, NewMapReduceRecipe}) {
     out.push_back(std::make_unique<BridgeRecipe>(make(), "cpu"));
   }
   for (auto make : {NewCudaElementwiseRecipe, NewCudaSoftmaxRecipe, NewCudaLayerNormRecipe, NewCudaRowReduceRecipe,
-                    NewCudaRowScaleRecipe, NewCudaColReduceRecipe, NewCudaRowScanRecipe}) {
+                    NewCudaRowScaleRecipe, NewCudaColReduceRecipe, NewCudaRowScanRecipe, NewCudaMapReduceRecipe}) {
     out.push_back(std::make_unique<BridgeRecipe>(make(), kCudaPlatform));
   }
   return out;

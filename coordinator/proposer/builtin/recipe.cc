@@ -74,6 +74,7 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewRowReduceRecipe());
     v->push_back(NewColReduceRecipe());
     v->push_back(NewRowScanRecipe());
+    v->push_back(NewMapReduceRecipe());
     v->push_back(NewRowScaleRecipe());
     v->push_back(NewRowArgmaxRecipe());
     v->push_back(NewSoftmaxThreePassRecipe());
@@ -106,6 +107,7 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewCudaRowScaleRecipe());
     v->push_back(NewCudaColReduceRecipe());
     v->push_back(NewCudaRowScanRecipe());
+    v->push_back(NewCudaMapReduceRecipe());
     v->push_back(NewCudaGemmWgmmaRecipe());
     v->push_back(NewCudaGemmMmaRecipe());
     v->push_back(NewMtiaSoftmaxRecipe());
