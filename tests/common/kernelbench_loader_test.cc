@@ -114,8 +114,8 @@ TEST_F(KernelBenchLoaderTest, TheTestProblemsFolderHoldsExactlyTheProblems) {
   EXPECT_THAT(*found,
               ElementsAre(DataDir() + "/conv3d.py", DataDir() + "/gelu_chain.py", DataDir() + "/layer_norm_relu.py",
                           DataDir() + "/losses.py", DataDir() + "/matmul.py", DataDir() + "/noisy_relu.py",
-                          DataDir() + "/reductions.py", DataDir() + "/relu.py", DataDir() + "/row_norms.py",
-                          DataDir() + "/scans.py", DataDir() + "/softmax_gelu_cumsum.py"));
+                          DataDir() + "/pools.py", DataDir() + "/reductions.py", DataDir() + "/relu.py",
+                          DataDir() + "/row_norms.py", DataDir() + "/scans.py", DataDir() + "/softmax_gelu_cumsum.py"));
 }
 
 TEST_F(KernelBenchLoaderTest, ValidateRejectsAWireTaskWithoutSource) {

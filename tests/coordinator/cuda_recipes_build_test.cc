@@ -374,6 +374,59 @@ TEST_F(CudaRecipesBuild, MapReduceCompilesForHopperWithoutSpills) {
   }
 }
 
+// The bridge's pools (KernelBench 41-46): max with dilation, average with
+// and without the padding in its count, compile for sm_90a without spills;
+// the recipe refuses padding past half the kernel (PyTorch's rule).
+v1::Task PoolTask(const std::string& op, const std::string& kernel, const std::string& stride,
+                  const std::string& padding, const std::string& dilation, const std::string& include_pad) {
+  v1::Task t;
+  t.set_name("pool");
+  t.mutable_signature()->set_function("kevo_pool_entry");
+  for (const char* p : {"x", "y", "planes", "d", "h", "w", "od", "oh", "ow"}) t.mutable_signature()->add_params(p);
+  v1::TensorSpec* x = t.add_inputs();
+  x->set_name("x");
+  x->set_dtype(v1::F32);
+  for (const char* d : {"planes", "d", "h", "w"}) x->add_shape(d);
+  v1::TensorSpec* y = t.add_outputs();
+  y->set_name("y");
+  y->set_dtype(v1::F32);
+  for (const char* d : {"planes", "od", "oh", "ow"}) y->add_shape(d);
+  auto& h = *t.mutable_hints();
+  h["pattern"] = "pool";
+  h["op"] = op;
+  h["kernel"] = kernel;
+  h["stride"] = stride;
+  h["padding"] = padding;
+  h["dilation"] = dilation;
+  h["include_pad"] = include_pad;
+  return t;
+}
+
+TEST_F(CudaRecipesBuild, PoolsCompileForHopperWithoutSpills) {
+  const Recipe* recipe = FindRecipe("cuda_pool");
+  ASSERT_NE(recipe, nullptr);
+  EXPECT_FALSE(recipe->Applies(PoolTask("max", "1,1,4", "1,1,1", "0,0,3", "1,1,1", "1"), "nvidia"))
+      << "padding past half the kernel";
+  EXPECT_FALSE(recipe->Applies(PoolTask("max", "1,4", "1,1", "0,1", "1,1", "1"), "nvidia")) << "two dims given";
+  EXPECT_FALSE(recipe->Applies(PoolTask("avg", "1,1,4", "1,1,1", "0,0,1", "1,1,1", "1"), "cpu"));
+  const std::pair<v1::Task, const char*> cases[] = {
+      {PoolTask("max", "3,3,3", "2,2,2", "1,1,1", "3,3,3", "1"), "threads=128"},
+      {PoolTask("avg", "1,11,11", "1,11,11", "0,0,0", "1,1,1", "1"), "threads=512"},
+      {PoolTask("avg", "3,3,3", "2,2,2", "1,1,1", "1,1,1", "0"), "threads=256"}};
+  for (const auto& [task, params] : cases) {
+    ASSERT_TRUE(recipe->Applies(task, "nvidia")) << task.hints().at("op") << " " << params;
+    auto genome = Genome::FromString(absl::StrCat("cuda_pool{", params, "}"));
+    ASSERT_TRUE(genome.ok()) << genome.status();
+    auto candidate = recipe->Generate(task, *genome);
+    ASSERT_TRUE(candidate.ok()) << candidate.status();
+    worker::CudaCompileResult r = worker::CompileCudaCandidate(*builder_, task, *candidate, "sm_90a");
+    ASSERT_EQ(r.status, v1::OK) << params << ": " << r.message << "\n" << candidate->source();
+    if (r.max_registers >= 0) {
+      EXPECT_EQ(r.spill_bytes, 0) << params;
+    }
+  }
+}
+
 // The bridge's row norm and divide (KernelBench's L1Norm and L2Norm): both
 // norms, rows in registers and streamed, compile for sm_90a without spills.
 TEST_F(CudaRecipesBuild, RowScaleCompilesForHopperWithoutSpills) {

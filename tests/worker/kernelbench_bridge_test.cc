@@ -258,6 +258,7 @@ TEST_F(KernelBenchBridgeTest, LossesAndWholeSumsAreOneMapReduceKernelEachAndCorr
   ExpectAllCorrect(evs);
   const proposer::Recipe* recipe = proposer::FindRecipe("kb_map_reduce");
   ASSERT_NE(recipe, nullptr);
+  EXPECT_TRUE(recipe->DirectedVariant(task, "cpu")) << "a loss's passes are work saved";
   for (const char* genome : {"kb_map_reduce{threads=1}", "kb_map_reduce{threads=all}"}) {
     absl::StatusOr<proposer::Genome> g = proposer::Genome::FromString(genome);
     ASSERT_TRUE(g.ok()) << g.status();
@@ -280,6 +281,35 @@ TEST_F(KernelBenchBridgeTest, LossesAndWholeSumsAreOneMapReduceKernelEachAndCorr
   const proposer::Recipe* elementwise = proposer::FindRecipe("kb_elementwise");
   ASSERT_NE(elementwise, nullptr);
   EXPECT_TRUE(elementwise->Applies(task, "cpu"));
+}
+
+// Pooling modules over one, two and three dims (KernelBench 41-46's kind):
+// max with dilation and padding, average with and without the padding in
+// its count, a stride that defaults to the kernel; each one pool kernel, and
+// correct at every genome corner.
+TEST_F(KernelBenchBridgeTest, PoolingModulesArePoolKernelsAndCorrect) {
+  v1::Task task = Problem("pools.py");
+  *task.mutable_model_graph() = Capture(task);
+  std::map<std::string, v1::Evaluation> evs = EvaluateBridges(task);
+  ASSERT_TRUE(evs.count("kb_pool")) << "no pool was lowered";
+  ExpectAllCorrect(evs);
+  const proposer::Recipe* recipe = proposer::FindRecipe("kb_pool");
+  ASSERT_NE(recipe, nullptr);
+  EXPECT_TRUE(recipe->DirectedVariant(task, "cpu")) << "a max pool's indices are work saved";
+  for (const char* genome : {"kb_pool{chunk=64,threads=1}", "kb_pool{chunk=1024,threads=all}"}) {
+    absl::StatusOr<proposer::Genome> g = proposer::Genome::FromString(genome);
+    ASSERT_TRUE(g.ok()) << g.status();
+    absl::StatusOr<v1::Candidate> c = recipe->Generate(task, *g);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string& source = c->source();
+    EXPECT_THAT(source, HasSubstr("'max1': ('pool', ['seq'], False, '1,1,8|1,1,1|0,0,4|1,1,3', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("'max3': ('pool', ['volume'], False, '3,3,3|2,2,2|1,1,1|3,3,3', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("'avg2': ('pool', ['image'], False, '1,5,5|1,5,5|0,0,0|1,1,1', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("'avg3': ('pool', ['volume'], False, '3,3,3|2,2,2|1,1,1|1,1,1', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("kevo_rows * kevo_inside")) << "avg3 leaves the padding out of its count";
+    v1::Evaluation ev = backend_->Evaluate(task, *c, nullptr);
+    EXPECT_EQ(ev.status(), v1::OK) << genome << ": " << kb_testing::ExplainKernelBench(ev);
+  }
 }
 
 // An elementwise chain written out in operators (GELU's tanh form, a second

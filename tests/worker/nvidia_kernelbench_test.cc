@@ -180,7 +180,8 @@ TEST_F(NvidiaKernelBenchTest, BridgeCandidatesRunKevosCudaKernelsAndAreCorrect) 
            {"reductions.py", {"kb_cuda_elementwise", "kb_cuda_col_reduce"}},
            {"row_norms.py", {"kb_cuda_row_scale"}},
            {"scans.py", {"kb_cuda_row_scan"}},
-           {"losses.py", {"kb_cuda_elementwise", "kb_cuda_map_reduce"}}}) {
+           {"losses.py", {"kb_cuda_elementwise", "kb_cuda_map_reduce"}},
+           {"pools.py", {"kb_cuda_pool"}}}) {
     SCOPED_TRACE(problem);
     absl::StatusOr<v1::Task> task = task::LoadTaskPath(DataDir() + "/" + problem);
     ASSERT_TRUE(task.ok()) << task.status();

@@ -1987,6 +1987,7 @@ def capture_mode(torch, args, phase, result):
         return
     phase.set("run")
     meta = {}
+    modules = dict(gm.named_modules())
     try:
         with meta_factories(torch):
             seed_all(torch, 1 + INPUT_SEED_OFFSET)
@@ -1995,14 +1996,32 @@ def capture_mode(torch, args, phase, result):
 
         class Shapes(torch.fx.Interpreter):
             def run_node(self, n):
-                value = super().run_node(n)
+                try:
+                    value = super().run_node(n)
+                except Exception:  # noqa: BLE001 - an op without a meta kernel
+                    value = pool_on_one_plane(n)
+                    if value is None:
+                        raise
                 meta[n.name] = value
                 return value
+
+        def pool_on_one_plane(n):
+            """A pooling module the meta device cannot run (torch 1.13's
+            MaxPool3d) works plane by plane: its result's shape from one
+            real plane of zeros, the leading dims as they were."""
+            module = modules.get(n.target) if n.op == "call_module" else None
+            dims = {"MaxPool1d": 1, "MaxPool2d": 2, "MaxPool3d": 3, "AvgPool1d": 1, "AvgPool2d": 2,
+                    "AvgPool3d": 3}.get(type(module).__name__)
+            x = meta.get(n.args[0].name) if n.args and isinstance(n.args[0], torch.fx.Node) else None
+            if dims is None or not isinstance(x, torch.Tensor) or x.dim() <= dims or len(n.args) != 1 or n.kwargs:
+                return None
+            lead = tuple(x.shape[:x.dim() - dims])
+            plane = module(torch.zeros((1,) * len(lead) + tuple(x.shape[x.dim() - dims:]), dtype=x.dtype))
+            return torch.empty(lead + tuple(plane.shape[len(lead):]), dtype=plane.dtype, device="meta")
 
         Shapes(gm.to("meta")).run(*inputs)
     except Exception as e:  # noqa: BLE001 - an op without a meta kernel
         graph["error"] = f"the graph does not run on meta tensors: {last_line(e)}"
-    modules = dict(gm.named_modules())
     placeholders = 0
     for n in gm.graph.nodes:
         node = {"name": n.name, "op": n.op, "inputs": [], "attrs": {}}

@@ -35,11 +35,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 #include "common/status.h"
@@ -61,9 +63,10 @@ struct Lowered {
   std::vector<std::string> absorbed;
   bool keepdim = false;     // reduce, col_reduce
   bool saves_work = false;  // drops work the Model's PyTorch does (torch.max's indices)
-  int dim = -1;             // col_reduce: the dim reduced, counted from 0
+  int dim = -1;             // col_reduce: the dim reduced, counted from 0; pool: its dims
   std::string module;       // layer_norm: the module's path, for its weight and bias;
-                            // map_reduce: what divides the sum (WholeReduction::divide)
+                            // map_reduce: what divides the sum (WholeReduction::divide);
+                            // pool: "kernel|stride|padding|dilation", "d,h,w" each
   v1::Task native;
 };
 
@@ -115,7 +118,13 @@ std::string OpOf(const v1::GraphNode& n) {
                                                                       {"MSELoss", "mse_loss"},
                                                                       {"L1Loss", "l1_loss"},
                                                                       {"SmoothL1Loss", "smooth_l1_loss"},
-                                                                      {"KLDivLoss", "kl_div"}};
+                                                                      {"KLDivLoss", "kl_div"},
+                                                                      {"MaxPool1d", "max_pool1d"},
+                                                                      {"MaxPool2d", "max_pool2d"},
+                                                                      {"MaxPool3d", "max_pool3d"},
+                                                                      {"AvgPool1d", "avg_pool1d"},
+                                                                      {"AvgPool2d", "avg_pool2d"},
+                                                                      {"AvgPool3d", "avg_pool3d"}};
   auto it = modules->find(n.target());
   return it == modules->end() ? "" : it->second;
 }
@@ -336,6 +345,84 @@ std::optional<Lowered> LowerScan(const v1::ModelGraph& graph, const v1::GraphNod
   return l;
 }
 
+// An int or a tuple of `dims` ints ("3", "(3, 3)", "[2, 1]"), a single int
+// repeated; none for anything else.
+std::optional<std::vector<int64_t>> Ints(const std::string& text, int dims) {
+  absl::string_view t = text;
+  const bool bracketed = absl::ConsumePrefix(&t, "(") || absl::ConsumePrefix(&t, "[");
+  if (bracketed && !absl::ConsumeSuffix(&t, ")") && !absl::ConsumeSuffix(&t, "]")) return std::nullopt;
+  std::vector<int64_t> out;
+  for (absl::string_view part : absl::StrSplit(t, ',', absl::SkipWhitespace())) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &v)) return std::nullopt;
+    out.push_back(v);
+  }
+  if (out.size() == 1) out.assign(dims, out[0]);
+  if (static_cast<int>(out.size()) != dims) return std::nullopt;
+  return out;
+}
+
+// nn.MaxPool1d/2d/3d and nn.AvgPool1d/2d/3d (or their functions) in floor
+// mode, without indices or a divisor override: a pool task over x viewed as
+// [planes, d, h, w] (the dims a pool of fewer has, 1).
+std::optional<Lowered> LowerPool(const v1::ModelGraph& graph, const v1::GraphNode& n, const std::string& fn) {
+  const std::string op = OpOf(n);
+  if (op.size() != 10 || (op.rfind("max_pool", 0) != 0 && op.rfind("avg_pool", 0) != 0) || op[9] != 'd' ||
+      op[8] < '1' || op[8] > '3' || n.inputs_size() != 1) {
+    return std::nullopt;
+  }
+  const bool max = op[0] == 'm';
+  const int dims = op[8] - '0';
+  const v1::GraphNode* in = FindNode(graph, n.inputs(0));
+  if (in == nullptr || !IsF32(*in) || !IsF32(n) || in->shape_size() != n.shape_size() ||
+      (in->shape_size() != dims + 1 && in->shape_size() != dims + 2)) {
+    return std::nullopt;
+  }
+  // By name, or at the function's positions (max: ..., dilation, ceil_mode,
+  // return_indices; avg: ..., ceil_mode, count_include_pad, divisor_override).
+  auto is = [&](const char* key, int position, const std::string& fallback, const std::string& want) {
+    return Attr(n, key, position).value_or(fallback) == want;
+  };
+  if (!is("ceil_mode", max ? 5 : 4, "False", "False") ||
+      (max ? !is("return_indices", 6, "False", "False") : !is("divisor_override", 6, "None", "None"))) {
+    return std::nullopt;
+  }
+  std::optional<std::string> kernel_text = Attr(n, "kernel_size", 1);
+  if (!kernel_text) return std::nullopt;
+  std::string stride_text = Attr(n, "stride", 2).value_or("None");
+  if (stride_text == "None") stride_text = *kernel_text;
+  std::optional<std::vector<int64_t>> kernel = Ints(*kernel_text, dims), stride = Ints(stride_text, dims),
+                                      padding = Ints(Attr(n, "padding", 3).value_or("0"), dims),
+                                      dilation = Ints(max ? Attr(n, "dilation", 4).value_or("1") : "1", dims);
+  if (!kernel || !stride || !padding || !dilation) return std::nullopt;
+  // Padded to three dims: a 1-D pool's d and h are 1 wide.
+  std::vector<std::string> parts;
+  for (const auto& [v, pad] : {std::pair{&*kernel, 1}, {&*stride, 1}, {&*padding, 0}, {&*dilation, 1}}) {
+    std::vector<int64_t> three(3 - dims, pad);
+    three.insert(three.end(), v->begin(), v->end());
+    parts.push_back(absl::StrJoin(three, ","));
+  }
+  Lowered l;
+  l.node = &n;
+  l.kind = "pool";
+  l.inputs = {n.inputs(0)};
+  l.dim = dims;
+  l.module = absl::StrJoin(parts, "|");
+  l.saves_work = max;  // PyTorch's CUDA max pool writes indices too
+  l.native = NativeTask(fn, {"x", "y", "planes", "d", "h", "w", "od", "oh", "ow"});
+  AddTensor(l.native, true, "x", {"planes", "d", "h", "w"});
+  AddTensor(l.native, false, "y", {"planes", "od", "oh", "ow"});
+  SetHints(l.native, "pool", {"planes", "d", "h", "w", "od", "oh", "ow"});
+  auto& h = *l.native.mutable_hints();
+  h["op"] = max ? "max" : "avg";
+  h["kernel"] = parts[0];
+  h["stride"] = parts[1];
+  h["padding"] = parts[2];
+  h["dilation"] = parts[3];
+  h["include_pad"] = max || is("count_include_pad", 5, "True", "True") ? "1" : "0";
+  return l;
+}
+
 std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n, int index) {
   if (n.op() != "call_function" && n.op() != "call_method" && n.op() != "call_module") return std::nullopt;
   std::string op = OpOf(n);
@@ -345,6 +432,7 @@ std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n
     return std::nullopt;
   }
   if (std::optional<Lowered> scan = LowerScan(graph, n, absl::StrCat("kevo_bridge_", index))) return scan;
+  if (std::optional<Lowered> pool = LowerPool(graph, n, absl::StrCat("kevo_bridge_", index))) return pool;
   // `at` holds the operator's input and attributes: n itself, or for
   // torch.max / torch.min(x, dim)[0] (n the getitem) the max or min node,
   // absorbed into n's kernel, whose indices are then never computed.
@@ -790,6 +878,8 @@ std::optional<Lowered> LowerWholeReduction(const v1::ModelGraph& g, const v1::Gr
       args.push_back(leaf(o->name()));
     }
   }
+  // A loss, or a chain folded in: passes PyTorch makes that the kernel does not.
+  l.saves_work = w->operands > 1 || !l.absorbed.empty();
   l.native = FlatExprTask(absl::StrCat("kevo_bridge_", index), l.inputs.size(), "1", "map_reduce",
                           RenameIndexed(w->term, 'a', args));
   return l;
@@ -946,6 +1036,19 @@ def _kevo_call(kind, keepdim, module, fn, name, dim):
                 y = y / xs[0].numel()
             elif module == "batch":
                 y = y / xs[0].shape[0]
+            return y
+    elif kind == "pool":  # over the last `dim` dims; module: "kernel|stride|padding|dilation", three each
+        k, st, pd, dl = ([int(v) for v in part.split(",")] for part in module.split("|"))
+
+        def call(x):
+            x = _kevo_f32(x, name)
+            lead = x.dim() - dim
+            full = [1] * (3 - dim) + list(x.shape[lead:])
+            out = [(full[i] + 2 * pd[i] - dl[i] * (k[i] - 1) - 1) // st[i] + 1 for i in range(3)]
+            area = full[0] * full[1] * full[2]
+            planes = x.numel() // area if area else 0
+            y = x.new_empty(tuple(x.shape[:lead]) + tuple(out[3 - dim:]))
+            fn(_kevo_ptr(x), _kevo_ptr(y), n64(planes), *[n64(v) for v in full], *[n64(v) for v in out])
             return y
     elif kind == "scan":  # along the last dim; with a mask, of x * mask
         def call(x, *mask):
@@ -1104,11 +1207,12 @@ std::vector<std::unique_ptr<Recipe>> NewKernelBenchBridgeRecipes() {
   std::vector<std::unique_ptr<Recipe>> out;
   for (auto make : {NewElementwiseRecipe, NewSoftmaxThreePassRecipe, NewSoftmaxOnlineRecipe, NewLogSoftmaxTwoPassRecipe,
                     NewLogSoftmaxOnlineRecipe, NewRowReduceRecipe, NewColReduceRecipe, NewRowScaleRecipe,
-                    NewRowNormRecipe, NewRowScanRecipe, NewMapReduceRecipe}) {
+                    NewRowNormRecipe, NewRowScanRecipe, NewMapReduceRecipe, NewPoolRecipe}) {
     out.push_back(std::make_unique<BridgeRecipe>(make(), "cpu"));
   }
   for (auto make : {NewCudaElementwiseRecipe, NewCudaSoftmaxRecipe, NewCudaLayerNormRecipe, NewCudaRowReduceRecipe,
-                    NewCudaRowScaleRecipe, NewCudaColReduceRecipe, NewCudaRowScanRecipe, NewCudaMapReduceRecipe}) {
+                    NewCudaRowScaleRecipe, NewCudaColReduceRecipe, NewCudaRowScanRecipe, NewCudaMapReduceRecipe,
+                    NewCudaPoolRecipe}) {
     out.push_back(std::make_unique<BridgeRecipe>(make(), kCudaPlatform));
   }
   return out;

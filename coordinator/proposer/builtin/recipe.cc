@@ -75,6 +75,7 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewColReduceRecipe());
     v->push_back(NewRowScanRecipe());
     v->push_back(NewMapReduceRecipe());
+    v->push_back(NewPoolRecipe());
     v->push_back(NewRowScaleRecipe());
     v->push_back(NewRowArgmaxRecipe());
     v->push_back(NewSoftmaxThreePassRecipe());
@@ -108,6 +109,7 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewCudaColReduceRecipe());
     v->push_back(NewCudaRowScanRecipe());
     v->push_back(NewCudaMapReduceRecipe());
+    v->push_back(NewCudaPoolRecipe());
     v->push_back(NewCudaGemmWgmmaRecipe());
     v->push_back(NewCudaGemmMmaRecipe());
     v->push_back(NewMtiaSoftmaxRecipe());

@@ -123,6 +123,8 @@ std::unique_ptr<Recipe> NewColReduceRecipe();
 std::unique_ptr<Recipe> NewRowScanRecipe();
 // Sums of an elementwise expression over all elements (map_reduce.cc; the KernelBench bridge's).
 std::unique_ptr<Recipe> NewMapReduceRecipe();
+// Max and average pooling over up to three dims (pool.cc; the KernelBench bridge's).
+std::unique_ptr<Recipe> NewPoolRecipe();
 // Row L1 (mean) and L2 norms and the divide (rows.cc; the KernelBench bridge's).
 std::unique_ptr<Recipe> NewRowScaleRecipe();
 std::unique_ptr<Recipe> NewRowNormRecipe();
@@ -162,6 +164,7 @@ std::unique_ptr<Recipe> NewCudaRowScaleRecipe();
 std::unique_ptr<Recipe> NewCudaColReduceRecipe();  // col_reduce.cc
 std::unique_ptr<Recipe> NewCudaRowScanRecipe();    // scan.cc
 std::unique_ptr<Recipe> NewCudaMapReduceRecipe();  // map_reduce.cc
+std::unique_ptr<Recipe> NewCudaPoolRecipe();       // pool.cc
 std::unique_ptr<Recipe> NewCudaGemmMmaRecipe();
 std::unique_ptr<Recipe> NewCudaGemmWgmmaRecipe();
 // mtia-sim (language "mtia-c++"), mtia_*.cc.
