@@ -239,6 +239,9 @@ TEST_F(KernelBenchBridgeTest, ScansAndWhatSurroundsThemAreOneRowScanKernelEachAn
     EXPECT_THAT(source, HasSubstr("['mul'], -1),"));
     EXPECT_THAT(source, Not(HasSubstr("'cumsum_1': (")));
     EXPECT_THAT(source, Not(HasSubstr("'cumsum_2': (")));
+    // x.flip(1, 0) is not undone by .flip(1): a plain scan of the flipped x.
+    EXPECT_THAT(source, HasSubstr("'cumsum_4': ('scan', ['flip_2'], False, '', 'kevo_bridge_"));
+    EXPECT_THAT(source, Not(HasSubstr("'flip_3': (")));
     v1::Evaluation ev = backend_->Evaluate(task, *c, nullptr);
     EXPECT_EQ(ev.status(), v1::OK) << genome << ": " << kb_testing::ExplainKernelBench(ev);
   }
@@ -285,8 +288,8 @@ TEST_F(KernelBenchBridgeTest, LossesAndWholeSumsAreOneMapReduceKernelEachAndCorr
 
 // Pooling modules over one, two and three dims (KernelBench 41-46's kind):
 // max with dilation and padding, average with and without the padding in
-// its count, a stride that defaults to the kernel; each one pool kernel, and
-// correct at every genome corner.
+// its count, a stride that defaults to the kernel, a pool of a pool; each
+// one pool kernel, and correct at every genome corner.
 TEST_F(KernelBenchBridgeTest, PoolingModulesArePoolKernelsAndCorrect) {
   v1::Task task = Problem("pools.py");
   *task.mutable_model_graph() = Capture(task);
@@ -307,6 +310,8 @@ TEST_F(KernelBenchBridgeTest, PoolingModulesArePoolKernelsAndCorrect) {
     EXPECT_THAT(source, HasSubstr("'avg2': ('pool', ['image'], False, '1,5,5|1,5,5|0,0,0|1,1,1', 'kevo_bridge_"));
     EXPECT_THAT(source, HasSubstr("'avg3': ('pool', ['volume'], False, '3,3,3|2,2,2|1,1,1|1,1,1', 'kevo_bridge_"));
     EXPECT_THAT(source, HasSubstr("kevo_rows * kevo_inside")) << "avg3 leaves the padding out of its count";
+    // A kernel reading another's result: ModelNew passes it the first's call.
+    EXPECT_THAT(source, HasSubstr("'max2_1': ('pool', ['avg1_1'], False, '1,4,4|1,1,1|0,1,1|1,1,1', 'kevo_bridge_"));
     v1::Evaluation ev = backend_->Evaluate(task, *c, nullptr);
     EXPECT_EQ(ev.status(), v1::OK) << genome << ": " << kb_testing::ExplainKernelBench(ev);
   }

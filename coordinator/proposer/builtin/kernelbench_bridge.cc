@@ -263,6 +263,10 @@ std::optional<Lowered> LowerScan(const v1::ModelGraph& graph, const v1::GraphNod
   const int rank = n.shape_size();
   auto only_user = [&](const v1::GraphNode* g) { return g != nullptr && UserCount(graph, g->name()) == 1; };
   auto last_dim = [&](const v1::GraphNode& g, const char* key) { return SingleDim(Attr(g, key, 1), rank) == rank - 1; };
+  // A flip of the last dim alone (x.flip(1, 0) has an arg2).
+  auto flips_last = [&](const v1::GraphNode& g) {
+    return OpOf(g) == "flip" && g.inputs_size() == 1 && last_dim(g, "dims") && !Attr(g, "arg2").has_value();
+  };
   // g, when it is a cumsum or cumprod along the last dim of n's rank.
   auto scan_of = [&](const v1::GraphNode* g) -> const v1::GraphNode* {
     if (g == nullptr || (OpOf(*g) != "cumsum" && OpOf(*g) != "cumprod") || g->inputs_size() != 1 || !IsF32(*g) ||
@@ -281,8 +285,7 @@ std::optional<Lowered> LowerScan(const v1::ModelGraph& graph, const v1::GraphNod
   if (op == "flip" && n.inputs_size() == 1) {
     const v1::GraphNode* c = scan_of(FindNode(graph, n.inputs(0)));
     const v1::GraphNode* f = c != nullptr ? FindNode(graph, c->inputs(0)) : nullptr;
-    if (!only_user(c) || !only_user(f) || OpOf(*f) != "flip" || f->inputs_size() != 1 || !last_dim(n, "dims") ||
-        !last_dim(*f, "dims")) {
+    if (!only_user(c) || !only_user(f) || !flips_last(n) || !flips_last(*f)) {
       return std::nullopt;
     }
     scan = c;
@@ -973,7 +976,9 @@ def _kevo_f32(t, what):
 def _kevo_ordered(call):
     """`call` ordered with PyTorch's work: a CUDA kernel launches on the
     legacy default stream, so under a stream of PyTorch's own the call
-    synchronises before and after."""
+    synchronises before and after, and queues its own PyTorch work (copies
+    to contiguous, the divide after a sum) on the default stream with the
+    kernel."""
     if _KEVO_DEVICE == "cpu":
         return call
 
@@ -982,7 +987,8 @@ def _kevo_ordered(call):
         if stream.cuda_stream == 0:
             return call(*args)
         stream.synchronize()
-        out = call(*args)
+        with _kevo_torch.cuda.stream(_kevo_torch.cuda.default_stream()):
+            out = call(*args)
         _kevo_torch.cuda.synchronize()
         return out
     ordered.__name__ = call.__name__
@@ -1088,17 +1094,19 @@ class ModelNew(_kevo_torch.nn.Module):
         traced = _kevo_fx.symbolic_trace(model)
         graph = traced.graph
         by_name = {n.name: n for n in graph.nodes}
+        replaced = {}  # node -> its kernel's call, for a kernel that reads another's result
         for name, (kind, inputs, keepdim, module, _, _, _, absorbed, dim) in _KEVO_KERNELS.items():
             node = by_name.get(name)
             if node is None or any(i not in by_name for i in inputs + absorbed):
                 raise RuntimeError("kevo bridge: the Model's graph has no node %s (it traced differently)" % name)
-            args_ = [by_name[i] for i in inputs]
+            args_ = [replaced.get(i, by_name[i]) for i in inputs]
             with graph.inserting_before(node):
                 if kind == "layer_norm":
                     args_ += [graph.get_attr(module + ".weight"), graph.get_attr(module + ".bias")]
                 new = graph.call_function(_kevo_call(kind, keepdim, module, _KEVO_FUNCTIONS[name], name, dim), tuple(args_))
             node.replace_all_uses_with(new)
             graph.erase_node(node)
+            replaced[name] = new
             for dead in absorbed:
                 graph.erase_node(by_name[dead])
         graph.lint()

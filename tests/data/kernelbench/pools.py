@@ -1,7 +1,8 @@
 # A KernelBench-format problem written for kevo's tests (in the style of
 # KernelBench level1/41 to 46, Max_Pooling_1D to Average_Pooling_3D): max and
 # average pooling over one, two and three dims, with strides, padding,
-# dilation and an average that leaves the padding out of its count.
+# dilation, an average that leaves the padding out of its count, and two
+# pools in a row.
 import torch
 import torch.nn as nn
 
@@ -18,7 +19,8 @@ class Model(nn.Module):
 
     def forward(self, seq, image, volume):
         return (self.max1(seq), self.max2(image), self.max3(volume),
-                self.avg1(seq), self.avg2(image), self.avg3(volume))
+                self.avg1(seq), self.avg2(image), self.avg3(volume),
+                self.max2(self.avg1(seq)))  # one kernel's result read by another
 
 
 def get_inputs():

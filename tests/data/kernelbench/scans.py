@@ -1,7 +1,7 @@
 # A KernelBench-format problem written for kevo's tests (in the style of
 # KernelBench level1/89_cumsum to 93_masked_cumsum): cumulative sums and
 # products along the last dim, a reverse one, an exclusive one and a masked
-# one, as KernelBench writes them.
+# one, as KernelBench writes them, and one that only looks reverse.
 import torch
 import torch.nn as nn
 
@@ -20,7 +20,9 @@ class Model(nn.Module):
              torch.cumsum(x.narrow(dim=self.dim, start=0, length=x.size(self.dim) - 1), dim=self.dim)),
             dim=self.dim)
         masked = torch.cumsum(x * mask, dim=self.dim)
-        return inclusive, product, reverse, exclusive, masked
+        # Flipped along both dims inside, the last outside: not a reverse scan.
+        mixed = torch.cumsum(x.flip(self.dim, 0), dim=self.dim).flip(self.dim)
+        return inclusive, product, reverse, exclusive, masked, mixed
 
 
 def get_inputs():
