@@ -140,11 +140,9 @@ class PoolRecipe final : public BoundRecipe<PoolBinding> {
     for (int64_t kevo_c0 = 0; kevo_c0 < kevo_ow; kevo_c0 += kChunk) {
       const int64_t kevo_n = kevo_min(kChunk, kevo_ow - kevo_c0);
       float kevo_acc[kChunk];
-      int64_t kevo_cols[kChunk];  // taps inside x along w
       for (int64_t kevo_i = 0; kevo_i < kevo_n; ++kevo_i) {
         kevo_acc[kevo_i] = )",
                     b.max ? "-INFINITY" : "0.0f", R"(;
-        kevo_cols[kevo_i] = 0;
       }
       for (int64_t kevo_kz = 0; kevo_kz < KD; ++kevo_kz) {
         const int64_t kevo_z = kevo_oz * SD - PD + kevo_kz * LD;
