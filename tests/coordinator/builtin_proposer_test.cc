@@ -143,7 +143,7 @@ TEST(RecipeTest, StarterTasksGetTheirPatternRecipesAndTheGenericMutator) {
       {"matmul", {"gemm_packed", "generic"}},
       {"matvec", {"gemv_rows", "generic"}},
       {"matmul_bias_gelu", {"gemm_tiles", "gemm_packed_ex", "generic"}},
-      {"matmul_at", {"gemm_tiles", "generic"}},
+      {"matmul_at", {"gemm_tiles", "gemm_packed_ex", "generic"}},
       {"bucketize", {"bucketize_tree", "bucketize_search", "bucketize_lut", "generic"}},
   };
   // On nvidia only the CUDA recipes (cuda_*.cc) apply; matmul is f32, and the

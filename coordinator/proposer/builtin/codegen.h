@@ -118,10 +118,12 @@ SearchSpace PackedGemmSpace();
 // bf16 when genome.recipe is gemm_bf16_dot), up to and including
 // `static void kevo_gemm(const kevo_in_t* a, const kevo_in_t* b, float* c,
 // int64_t m, int64_t n, int64_t k)`: row-major, lda = k, ldb = ldc = n,
-// kevo_in_t float (operands F32) or uint16_t (BF16). No exported function;
-// the `kevo_scratch` helper (memory kept per thread between calls) is there
-// for the caller's use too.
-std::string PackedGemmFunctions(const Genome& genome, v1::DType operands);
+// kevo_in_t float (operands F32) or uint16_t (BF16). With `a_km` (F32 only)
+// A is stored transposed, k x m (lda = m): the packing reads it down its
+// columns, so the micro-kernel is the same. No exported function; the
+// `kevo_scratch` helper (memory kept per thread between calls) is there for
+// the caller's use too.
+std::string PackedGemmFunctions(const Genome& genome, v1::DType operands, bool a_km = false);
 
 // An embedding bag's names: hints {pattern: embedding_bag, mode: sum|mean,
 // table, indices, lengths, out, d, bags} (defaults table, indices, lengths,

@@ -4,9 +4,10 @@
 //     transposed; hints {pattern: matmul_ex, a, b, c, m, n, k, batch, bias,
 //     a_layout: mk|km, b_layout: kn|nk, epilogue: none|gelu_erf} (defaults A,
 //     B, C, M, N, K, no batch, no bias, mk, kn, none);
-//   - "gemm_packed_ex": the same pattern with A stored mk: gemm_packed's
-//     packed, register-blocked GEMM per batch entry (B^T transposed to kn
-//     first), then the bias and GELU in one pass over C;
+//   - "gemm_packed_ex": the same pattern: gemm_packed's packed,
+//     register-blocked GEMM per batch entry (A^T read down its columns as it
+//     is packed, B^T transposed to kn first), then the bias and GELU in one
+//     pass over C;
 //   - "fm_ikj": the factorisation-machine interaction Z[b] = X[b] (X[b]^T Y[b]),
 //     hints {pattern: fm_interaction, x, y, z, batch, n, d, e} (defaults X, Y,
 //     Z, batch, N, D, E; X [batch, n, d], Y and Z [batch, n, e]);
@@ -299,12 +300,12 @@ std::string MatmulSource(const v1::Task& task, const Genome& genome, const std::
   return s;
 }
 
-// The source of gemm_packed_ex for a bound task (A stored mk).
+// The source of gemm_packed_ex for a bound task.
 std::string PackedMatmulSource(const v1::Task& task, const Genome& genome, const std::string& definition) {
   MatmulBinding p;
   BindMatmul(task, &p);
   const bool threaded = StrParam(genome, "threads") == "all";
-  std::string s = PackedGemmFunctions(genome, v1::F32);
+  std::string s = PackedGemmFunctions(genome, v1::F32, p.a_km);
   if (p.gelu) absl::StrAppend(&s, kVectorErf);
   absl::StrAppend(&s, "\n", definition, " {\n  const float* kevo_a = ", p.a, ";\n  const float* kevo_b = ", p.b,
                   ";\n  float* kevo_c = ", p.c, ";\n  const int64_t kevo_m = ", p.m, ", kevo_n = ", p.n,
@@ -419,11 +420,11 @@ std::unique_ptr<Recipe> NewGemmTilesRecipe() {
 std::unique_ptr<Recipe> NewGemmPackedExRecipe() {
   return std::make_unique<TiledChainRecipe>(
       ChainSpec{"gemm_packed_ex", "matmul_ex",
-                "(batched) matmul, B optionally transposed, with an optional bias and GELU epilogue: "
+                "(batched) matmul with either operand transposed and an optional bias and GELU epilogue: "
                 "gemm_packed's packed register-blocked GEMM per batch entry, then the epilogue in one pass",
                 [](const v1::Task& task) {
                   MatmulBinding p;
-                  return BindMatmul(task, &p) && !p.a_km;
+                  return BindMatmul(task, &p);
                 },
                 PackedMatmulSource, MatmulFlags},
       PackedGemmSpace());
