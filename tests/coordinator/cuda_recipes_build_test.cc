@@ -333,7 +333,8 @@ TEST_F(CudaRecipesBuild, RowScansCompileForHopperWithoutSpills) {
 
 // The bridge's losses (KernelBench 94, 96, 98): the sum of a two-input term
 // (an immediately called lambda, as the bridge writes losses) and of one
-// input, at the genome's corners, compile for sm_90a without spills; the
+// input, at the genome's corners (float4 loads or single floats), compile
+// for sm_90a without spills; the
 // kernel keeps its partials and counter in device globals (no atomics on
 // the sum: deterministic).
 v1::Task MapReduceTask(int inputs, const std::string& expr) {
@@ -366,13 +367,15 @@ TEST_F(CudaRecipesBuild, MapReduceCompilesForHopperWithoutSpills) {
   const std::pair<v1::Task, const char*> cases[] = {
       {MapReduceTask(2,
                      "([](float in, float t) { return (t == 0.0f ? 0.0f : t * logf(t)) - t * in; })((logf(x0)), x1)"),
-       "threads=1024,unroll=8"},
-      {MapReduceTask(1, "x0"), "threads=256,unroll=1"}};
+       "threads=1024,unroll=8,vec=4"},
+      {MapReduceTask(1, "x0"), "threads=256,unroll=1,vec=1"}};
   for (const auto& [task, params] : cases) {
     ASSERT_TRUE(recipe->Applies(task, "nvidia")) << params;
     const std::string source = CompileWithoutSpills(task, absl::StrCat("cuda_map_reduce{", params, "}"));
     EXPECT_THAT(source, HasSubstr("g_partial[blockIdx.x] = s;")) << "a partial per block";
     EXPECT_FALSE(absl::StrContains(source, "atomicAdd(y")) << "the sum itself is never atomic";
+    EXPECT_EQ(absl::StrContains(source, "reinterpret_cast<const float4*>"), absl::StrContains(params, "vec=4"))
+        << "float4 loads exactly when vec=4: " << params;
   }
 }
 

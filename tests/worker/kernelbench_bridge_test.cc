@@ -202,7 +202,7 @@ TEST_F(KernelBenchBridgeTest, ReductionsAlongOtherDimsAreColumnKernelsAndCorrect
 
 // A row divided by its L2 norm, and by the mean of its absolute values
 // (KernelBench 39 and 38): each one row_scale kernel in the divide's place,
-// the norm (and abs) absorbed; correct.
+// the norm (and abs) absorbed; correct, and tried first (passes saved).
 TEST_F(KernelBenchBridgeTest, RowNormsAndTheirDivideAreOneKernelEachAndCorrect) {
   v1::Task task = Problem("row_norms.py");
   *task.mutable_model_graph() = Capture(task);
@@ -219,6 +219,7 @@ TEST_F(KernelBenchBridgeTest, RowNormsAndTheirDivideAreOneKernelEachAndCorrect) 
   EXPECT_THAT(c->source(), HasSubstr("'truediv_1': ('rows', ['x'], False, '', 'kevo_bridge_"));
   EXPECT_THAT(c->source(), HasSubstr("['mean', 'abs_1'], -1),"));
   EXPECT_THAT(c->source(), HasSubstr("sqrtf(kevo_s)"));
+  EXPECT_TRUE(recipe->DirectedVariant(task, "cpu")) << "the norm's own passes are work saved";
 }
 
 // Scans along the last dim (KernelBench 89-93's kind): cumsum, cumprod, a

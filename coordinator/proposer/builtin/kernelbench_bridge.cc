@@ -499,6 +499,7 @@ std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n
       return std::nullopt;
     }
     l.kind = "rows";
+    l.saves_work = true;  // PyTorch's abs, reduction and division are passes of their own
     return l;
   }
   if ((op == "softmax" || op == "log_softmax") && n.inputs_size() == 1 &&
