@@ -359,6 +359,12 @@ v1::Task MapReduceTask(int inputs, const std::string& expr) {
   return t;
 }
 
+// The same, divided by n (the mse_loss task's mean).
+v1::Task MeanTask(v1::Task t) {
+  (*t.mutable_hints())["divide"] = "n";
+  return t;
+}
+
 TEST_F(CudaRecipesBuild, MapReduceCompilesForHopperWithoutSpills) {
   const Recipe* recipe = FindRecipe("cuda_map_reduce");
   ASSERT_NE(recipe, nullptr);
@@ -368,7 +374,8 @@ TEST_F(CudaRecipesBuild, MapReduceCompilesForHopperWithoutSpills) {
       {MapReduceTask(2,
                      "([](float in, float t) { return (t == 0.0f ? 0.0f : t * logf(t)) - t * in; })((logf(x0)), x1)"),
        "threads=1024,unroll=8,vec=4"},
-      {MapReduceTask(1, "x0"), "threads=256,unroll=1,vec=1"}};
+      {MapReduceTask(1, "x0"), "threads=256,unroll=1,vec=1"},
+      {MeanTask(MapReduceTask(2, "(x0 - x1) * (x0 - x1)")), "threads=512,unroll=4,vec=4"}};
   for (const auto& [task, params] : cases) {
     ASSERT_TRUE(recipe->Applies(task, "nvidia")) << params;
     const std::string source = CompileWithoutSpills(task, absl::StrCat("cuda_map_reduce{", params, "}"));
@@ -376,6 +383,8 @@ TEST_F(CudaRecipesBuild, MapReduceCompilesForHopperWithoutSpills) {
     EXPECT_FALSE(absl::StrContains(source, "atomicAdd(y")) << "the sum itself is never atomic";
     EXPECT_EQ(absl::StrContains(source, "reinterpret_cast<const float4*>"), absl::StrContains(params, "vec=4"))
         << "float4 loads exactly when vec=4: " << params;
+    EXPECT_THAT(source, HasSubstr(task.hints().count("divide") ? ", static_cast<double>(n));" : ", 1.0);"))
+        << "the divisor the sum is divided by: " << params;
   }
 }
 

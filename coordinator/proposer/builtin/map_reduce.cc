@@ -3,8 +3,10 @@
 //   map_reduce       (cpu)     y[0] = sum over i of expr(x0[i], x1[i], ...)
 //   cuda_map_reduce  (nvidia)  the same
 //       hints {pattern: map_reduce, expr: a C++ expression over x0, x1, ...
-//              (immediately called lambdas allowed), out, n}
-// No native task has this shape: the KernelBench bridge lowers torch.mean /
+//              (immediately called lambdas allowed), out, n, divide: a
+//              symbol the sum is divided by, in double, before it is
+//              rounded (a mean: the mse_loss task); none by default}
+// The mse_loss task has this shape (divided by n); the KernelBench bridge lowers torch.mean /
 // torch.sum over all elements and the losses (mse_loss, l1_loss,
 // smooth_l1_loss, kl_div) to it, with the elementwise chains that feed them
 // folded into the expression, and divides by the count in Python
@@ -35,8 +37,8 @@ namespace kevo::proposer {
 namespace {
 
 struct MapReduceBinding {
-  std::vector<std::string> inputs;  // x0, x1, ... in signature order
-  std::string out, n, expr;
+  std::vector<std::string> inputs;   // x0, x1, ... in signature order
+  std::string out, n, expr, divide;  // divide: "" or a symbol parameter
 };
 
 bool BindMapReduce(const v1::Task& task, MapReduceBinding* b) {
@@ -44,7 +46,11 @@ bool BindMapReduce(const v1::Task& task, MapReduceBinding* b) {
   b->expr = Hint(task, "expr");
   b->out = Hint(task, "out", "y");
   b->n = Hint(task, "n", "n");
-  if (b->expr.empty() || task.inputs_size() < 1 || !IsSymbolParam(task, b->n)) return false;
+  b->divide = Hint(task, "divide");
+  if (b->expr.empty() || task.inputs_size() < 1 || !IsSymbolParam(task, b->n) ||
+      (!b->divide.empty() && !IsSymbolParam(task, b->divide))) {
+    return false;
+  }
   for (const v1::TensorSpec& in : task.inputs()) {
     if (in.dtype() != v1::F32 || in.shape_size() != 1 || in.shape(0) != b->n || !IsSignatureParam(task, in.name())) {
       return false;
@@ -57,6 +63,11 @@ bool BindMapReduce(const v1::Task& task, MapReduceBinding* b) {
     return false;
   }
   return DefinitionLine(task).ok();
+}
+
+// " / static_cast<double>(<divide>)" where the sum is divided, else "".
+std::string Divided(const MapReduceBinding& b) {
+  return b.divide.empty() ? "" : absl::StrCat(" / static_cast<double>(", b.divide, ")");
 }
 
 // `const float x0 = <pointer>0[i]; ...`: the expression's `count` operands
@@ -112,7 +123,7 @@ class MapReduceRecipe final : public BoundRecipe<MapReduceBinding> {
   double kevo_total = 0.0;
   for (int kevo_t = 0; kevo_t < kevo_used; ++kevo_t) kevo_total += kevo_part[kevo_t];
   )",
-        b.out, "[0] = static_cast<float>(kevo_total);\n}\n");
+        b.out, "[0] = static_cast<float>(kevo_total", Divided(b), ");\n}\n");
     return CppCandidate(std::move(s));
   }
 };
@@ -189,7 +200,7 @@ __device__ __forceinline__ double BlockSum(double v) {
 }
 
 __global__ void __launch_bounds__(kThreads) kevo_map_reduce()",
-        params, R"(float* __restrict__ y, int64_t n) {
+        params, R"(float* __restrict__ y, int64_t n, double divisor) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   double s = 0.0;
@@ -236,7 +247,7 @@ __global__ void __launch_bounds__(kThreads) kevo_map_reduce()",
   for (int b = threadIdx.x; b < static_cast<int>(gridDim.x); b += kThreads) t += __ldcg(&g_partial[b]);
   t = BlockSum(t);
   if (threadIdx.x == 0) {
-    y[0] = static_cast<float>(t);
+    y[0] = static_cast<float>(t / divisor);
     g_done = 0;
   }
 }
@@ -246,7 +257,8 @@ __global__ void __launch_bounds__(kThreads) kevo_map_reduce()",
 )",
         definition, " {\n  const int64_t kevo_blocks = kevo_max(1, kevo_min(kevo_min(kevo_ceil_div(", b.n,
         ", kThreads), kevo_grid_blocks(2048 / kThreads * 2)), kMaxBlocks));\n",
-        "  kevo_map_reduce<<<static_cast<unsigned>(kevo_blocks), kThreads>>>(", args, b.out, ", ", b.n, ");\n}\n");
+        "  kevo_map_reduce<<<static_cast<unsigned>(kevo_blocks), kThreads>>>(", args, b.out, ", ", b.n, ", ",
+        b.divide.empty() ? "1.0" : absl::StrCat("static_cast<double>(", b.divide, ")"), ");\n}\n");
     return CudaCandidate(std::move(s));
   }
 
