@@ -976,11 +976,13 @@ bool IsStarterTask(const std::string& name) {
 }
 
 // The starter tasks, and the tasks that alone reach a recipe's code path:
-// log_softmax (the softmax recipes' log-sum-exp pass) and matmul_bf16 (the
-// gemm_packed recipe's bf16 packing and rounding).
+// log_softmax (the softmax recipes' log-sum-exp pass), matmul_bf16 (the
+// gemm_packed recipe's bf16 packing and rounding), conv2d (im2col straight
+// into the packed layout: every KC and NC block size) and matmul_at (A
+// packed down its columns).
 bool SweepsEveryValue(const std::string& name) {
   return IsStarterTask(name) || name == "log_softmax" || name == "matmul_bf16" || name == "layer_norm" ||
-         name == "rms_norm" || name == "cross_entropy";
+         name == "rms_norm" || name == "cross_entropy" || name == "conv2d" || name == "matmul_at";
 }
 
 // Every task folder whose task.textproto sets hints, plus the starter tasks.

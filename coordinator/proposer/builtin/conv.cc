@@ -16,7 +16,10 @@
 // the shifted input pixels it multiplies), then the packed GEMM of
 // gemm_packed (its micro-kernel and parameters) of the [f, c*kh*kw] weights by
 // it, written straight into the image's [f, oh*ow] output. The sums run in
-// the GEMM's order, not the reference's.
+// the GEMM's order, not the reference's. With at least as many images as
+// threads (or one thread), each thread takes whole images and unrolls each
+// straight into the GEMM's packed layout (one pass over the matrix, not an
+// unrolling and then a packing); with fewer, the threads share each image.
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -153,6 +156,42 @@ class Conv2dRowsRecipe final : public ConvRecipe {
   }
 };
 
+// One image's im2col matrix [c*kh*kw, oh*ow] written straight in the layout
+// kevo_gemm_blocks reads B from when it is given `packed`: block (jc, pc) at
+// packed + jc * k + pc * round_up(nc, NR), panels of NR columns, each kc x NR,
+// zero-padded; row r = (channel, kernel row, kernel column), column j = the
+// output pixel (i, x), the input pixel it multiplies at (i + row, x + column).
+constexpr char kIm2colPacked[] = R"(
+static void kevo_im2col_packed(const float* __restrict xi, int64_t c, int64_t h, int64_t wd, int64_t kh,
+                               int64_t kw, int64_t oh, int64_t ow, float* __restrict packed) {
+  const int64_t kk = c * kh * kw, pp = oh * ow;
+  for (int64_t jc = 0; jc < pp; jc += NC) {
+    const int64_t nc = kevo_min(NC, pp - jc), ncpad = (nc + NR - 1) / NR * NR;
+    for (int64_t pc = 0; pc < kk; pc += KC) {
+      const int64_t kc = kevo_min(KC, kk - pc);
+      for (int64_t jp = 0; jp < ncpad / NR; ++jp) {
+        float* __restrict panel = packed + jc * kk + pc * ncpad + jp * NR * kc;
+        const int64_t j0 = jc + jp * NR, w = kevo_min(NR, pp - j0);
+        for (int64_t p = 0; p < kc; ++p) {
+          const int64_t r = pc + p, ch = r / (kh * kw), u = r / kw % kh, v = r % kw;
+          const float* __restrict src = xi + (ch * h + u) * wd + v;
+          float* __restrict dst = panel + p * NR;
+          int64_t i = j0 / ow, x = j0 % ow, q = 0;
+          while (q < w) {  // runs along an output row
+            const int64_t run = kevo_min(w - q, ow - x);
+            std::memcpy(dst + q, src + i * wd + x, run * sizeof(float));
+            q += run;
+            x = 0;
+            ++i;
+          }
+          for (; q < NR; ++q) dst[q] = 0.0f;
+        }
+      }
+    }
+  }
+}
+)";
+
 class Conv2dIm2colRecipe final : public ConvRecipe {
  public:
   Conv2dIm2colRecipe()
@@ -166,18 +205,38 @@ class Conv2dIm2colRecipe final : public ConvRecipe {
     KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
     const bool threaded = StrParam(genome, "threads") == "all";
     std::string s = PackedGemmFunctions(genome, v1::F32);
-    absl::StrAppend(&s, "\n", definition, " {\n");
-    absl::StrAppend(&s, ConvLocals(b));
+    absl::StrAppend(&s, kIm2colPacked, "\n", definition, " {\n", ConvLocals(b));
     absl::StrAppend(&s, R"(  if (oh <= 0 || ow <= 0 || kevo_n <= 0 || kevo_f <= 0) return;
   const int64_t kk = kevo_c * kevo_kh * kevo_kw, pp = oh * ow;
+  // A thread an image: unrolled straight into the GEMM's packed layout and
+  // multiplied by that thread alone, with no barrier between images.
+  auto kevo_by_image = [&](int64_t img) {
+    static thread_local kevo_scratch kevo_packed_scratch;
+    float* packed = kevo_packed_scratch.get(kk * ((pp + NR - 1) / NR * NR));
+    if (packed == nullptr) return;
+    kevo_im2col_packed(kevo_x + img * kevo_c * kevo_h * kevo_wd, kevo_c, kevo_h, kevo_wd, kevo_kh, kevo_kw, oh, ow,
+                       packed);
+    kevo_gemm_blocks(kevo_w, kk, nullptr, pp, kevo_y + img * kevo_f * pp, pp, kevo_f, pp, kk, packed);
+  };
+)");
+    if (!threaded) {
+      absl::StrAppend(&s, "  for (int64_t img = 0; img < kevo_n; ++img) kevo_by_image(img);\n}\n");
+      return CppCandidate(std::move(s));
+    }
+    // Fewer images than threads: the threads share each image's unrolling
+    // and GEMM (which packs the unrolled matrix itself).
+    absl::StrAppend(&s, R"(  if (kevo_n >= omp_get_max_threads()) {
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t img = 0; img < kevo_n; ++img) kevo_by_image(img);
+    return;
+  }
   static thread_local kevo_scratch kevo_col_scratch;
   float* col = kevo_col_scratch.get(kk * pp);
   if (col == nullptr) return;
   for (int64_t img = 0; img < kevo_n; ++img) {
     const float* xi = kevo_x + img * kevo_c * kevo_h * kevo_wd;
-)",
-                    threaded ? "#pragma omp parallel for schedule(static)\n" : "",
-                    R"(    for (int64_t r = 0; r < kk; ++r) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < kk; ++r) {
       const int64_t ch = r / (kevo_kh * kevo_kw), p = r / kevo_kw % kevo_kh, q = r % kevo_kw;
       float* dst = col + r * pp;
       for (int64_t i = 0; i < oh; ++i) {
