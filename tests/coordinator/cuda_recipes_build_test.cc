@@ -273,6 +273,21 @@ TEST_F(CudaRecipesBuild, ColumnReductionsCompileForHopperWithoutSpills) {
     ASSERT_TRUE(recipe->Applies(task, "nvidia")) << op;
     CompileWithoutSpills(task, absl::StrCat("cuda_col_reduce{", params, "}"));
   }
+  // x over the root mean square of its column (KernelBench 36): y has x's
+  // shape, and the recipe refuses a reduced y or an eps that is no number.
+  v1::Task rms = ColReduceTask("rms_norm");
+  (*rms.mutable_hints())["eps"] = "1e-05";
+  EXPECT_FALSE(recipe->Applies(rms, "nvidia")) << "a reduced y";
+  rms.mutable_outputs(0)->clear_shape();
+  for (const char* d : {"outer", "len", "inner"}) rms.mutable_outputs(0)->add_shape(d);
+  ASSERT_TRUE(recipe->Applies(rms, "nvidia"));
+  for (const char* params : {"threads=128,unroll=1", "threads=512,unroll=8"}) {
+    const std::string source = CompileWithoutSpills(rms, absl::StrCat("cuda_col_reduce{", params, "}"));
+    EXPECT_THAT(source, HasSubstr("static_cast<float>(1.0000000000000001e-05)")) << "eps as PyTorch adds it";
+    EXPECT_THAT(source, HasSubstr("/ root;")) << "divided, as PyTorch divides";
+  }
+  (*rms.mutable_hints())["eps"] = "tiny";
+  EXPECT_FALSE(recipe->Applies(rms, "nvidia")) << "an eps that is no number";
 }
 
 // The bridge's scans (KernelBench 89-93): cumsum and cumprod, reverse,

@@ -222,6 +222,33 @@ TEST_F(KernelBenchBridgeTest, RowNormsAndTheirDivideAreOneKernelEachAndCorrect) 
   EXPECT_TRUE(recipe->DirectedVariant(task, "cpu")) << "the norm's own passes are work saved";
 }
 
+// x over its root mean square along a dim that is not the last (KernelBench
+// 36's kind): one col_reduce kernel (op rms_norm) in the divide's place, the
+// sqrt, add, mean and square absorbed, for x ** 2 over the channels and
+// torch.pow over dim 0 with its own eps; over the last dim it is no column
+// kernel. Every genome corner is correct, and the bridge is tried first.
+TEST_F(KernelBenchBridgeTest, RmsNormsAlongAMiddleDimAreOneColumnKernelEachAndCorrect) {
+  v1::Task task = Problem("col_norms.py");
+  *task.mutable_model_graph() = Capture(task);
+  std::map<std::string, v1::Evaluation> evs = EvaluateBridges(task);
+  ASSERT_TRUE(evs.count("kb_col_reduce")) << "no RMS norm was lowered";
+  ExpectAllCorrect(evs);
+  const proposer::Recipe* recipe = proposer::FindRecipe("kb_col_reduce");
+  ASSERT_NE(recipe, nullptr);
+  EXPECT_TRUE(recipe->DirectedVariant(task, "cpu")) << "the squares PyTorch writes and reads are work saved";
+  for (const char* genome :
+       {"kb_col_reduce{split=1,threads=1,tile=64}", "kb_col_reduce{split=4,threads=all,tile=1024}"}) {
+    const std::string source = JudgedSource(task, genome);
+    // fx names the divides in the order they are traced (x / rms last).
+    EXPECT_THAT(source, HasSubstr("'truediv_2': ('col_scale', ['x'], False, '', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("['sqrt', 'add', 'mean', 'pow_1'], 1),"));
+    EXPECT_THAT(source, HasSubstr("'truediv': ('col_scale', ['x'], False, '', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("['sqrt_1', 'add_1', 'mean_1', 'pow_2'], 0),"));
+    EXPECT_THAT(source, HasSubstr("static_cast<float>(0.001"));
+    EXPECT_THAT(source, Not(HasSubstr("'truediv_1': ('col_scale'")));
+  }
+}
+
 // Scans along the last dim (KernelBench 89-93's kind): cumsum, cumprod, a
 // reverse cumsum (its flips absorbed), an exclusive one (the narrow, zeros
 // and cat absorbed) and one of x * mask (the bool mask passed to the kernel,

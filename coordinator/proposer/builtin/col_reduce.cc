@@ -1,14 +1,18 @@
 // Reductions along a dim that is not the last, for float32 x[outer, len,
 // inner] (the dims before, at and after the reduced one):
 //   col_reduce       (cpu)     y[o, j] = sum | mean | max | min of x[o, :, j],
-//                              or the index of its max | min (int64 y)
+//                              or the index of its max | min (int64 y), or
+//                              (op rms_norm) y[o, r, j] = x[o, r, j] /
+//                              sqrt(mean of x[o, :, j]^2 + eps)
 //   cuda_col_reduce  (nvidia)  the same
-//       hints {pattern: col_reduce, op: sum|mean|max|min|argmax|argmin, in, out,
-//              outer, len, inner}
-// y is [outer, inner] (or [outer, 1, inner]). No native task has this shape:
+//       hints {pattern: col_reduce, op: sum|mean|max|min|argmax|argmin|rms_norm,
+//              in, out, outer, len, inner, eps (rms_norm: a float literal)}
+// y is [outer, inner] (or [outer, 1, inner]; rms_norm: x's shape). No native task has this shape:
 // the KernelBench bridge lowers torch.sum / mean / amax / amin over a middle
 // dim (and torch.max / torch.min(x, dim)[0], whose indices it never computes)
-// to it (kernelbench_bridge.cc). max and min propagate NaN, as PyTorch's do;
+// to it, and x / torch.sqrt(torch.mean(x ** 2, dim, keepdim=True) + eps)
+// (KernelBench 36's RMS norm over the channels) in one kernel
+// (kernelbench_bridge.cc). max and min propagate NaN, as PyTorch's do;
 // argmax and argmin give the first index of the extreme (of the first NaN).
 //
 // The cpu recipe walks a tile of `tile` consecutive j of one o down the len
@@ -16,10 +20,13 @@
 // independent accumulator tiles (more loads in flight, and sums that round
 // less), tiles over OpenMP threads. The CUDA one gives each thread a column
 // (consecutive threads consecutive j: coalesced rows) and `unroll` loads in
-// flight down it.
+// flight down it. rms_norm sums the squares so, then divides the same
+// tile (cpu: still in cache) or column (CUDA: its own rows again) by the root.
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 #include "coordinator/proposer/builtin/bound_recipe.h"
 #include "coordinator/proposer/builtin/codegen.h"
@@ -30,17 +37,23 @@ namespace kevo::proposer {
 namespace {
 
 struct ColBinding {
-  std::string in, out, outer, len, inner, op;
+  std::string in, out, outer, len, inner, op, eps;
 };
+
+bool IsScaleOp(const std::string& op) { return op == "rms_norm"; }
 
 bool IsIndexOp(const std::string& op) { return op == "argmax" || op == "argmin"; }
 
 bool BindCols(const v1::Task& task, ColBinding* b) {
   if (Hint(task, "pattern") != "col_reduce") return false;
   b->op = Hint(task, "op");
-  if (b->op != "sum" && b->op != "mean" && b->op != "max" && b->op != "min" && b->op != "argmax" && b->op != "argmin") {
+  if (b->op != "sum" && b->op != "mean" && b->op != "max" && b->op != "min" && b->op != "argmax" && b->op != "argmin" &&
+      b->op != "rms_norm") {
     return false;
   }
+  double eps = 0;
+  if (!absl::SimpleAtod(Hint(task, "eps", "0"), &eps) || !(eps >= 0)) return false;
+  b->eps = absl::StrFormat("static_cast<float>(%.17g)", eps);  // as PyTorch adds a Python float
   b->in = Hint(task, "in", "x");
   b->out = Hint(task, "out", "y");
   b->outer = Hint(task, "outer", "outer");
@@ -59,8 +72,11 @@ bool BindCols(const v1::Task& task, ColBinding* b) {
   if (x->shape_size() != 3 || x->shape(0) != b->outer || x->shape(1) != b->len || x->shape(2) != b->inner) {
     return false;
   }
-  const bool y_ok = (y->shape_size() == 2 && y->shape(0) == b->outer && y->shape(1) == b->inner) ||
-                    (y->shape_size() == 3 && y->shape(0) == b->outer && y->shape(1) == "1" && y->shape(2) == b->inner);
+  const bool y_ok =
+      IsScaleOp(b->op)
+          ? y->shape_size() == 3 && y->shape(0) == b->outer && y->shape(1) == b->len && y->shape(2) == b->inner
+          : (y->shape_size() == 2 && y->shape(0) == b->outer && y->shape(1) == b->inner) ||
+                (y->shape_size() == 3 && y->shape(0) == b->outer && y->shape(1) == "1" && y->shape(2) == b->inner);
   return y_ok && DefinitionLine(task).ok();
 }
 
@@ -79,6 +95,7 @@ ColOp OpFor(const std::string& op) {
     const std::string pick = absl::StrCat(take, " ? B : A");
     return {op == "max" ? "-INFINITY" : "INFINITY", pick, pick, take};
   }
+  if (op == "rms_norm") return {"0.0f", "A + B * B", "A + B", ""};  // the sum of squares
   return {"0.0f", "A + B", "A + B", ""};
 }
 
@@ -163,8 +180,10 @@ class ColReduceRecipe final : public BoundRecipe<ColBinding> {
     absl::StrAppend(&s, "    }\n    for (; kevo_r < ", b.len, "; ++kevo_r) {\n",
                     "      const float* kevo_row = kevo_x + kevo_r * ", b.inner, ";\n",
                     "      for (int64_t kevo_j = 0; kevo_j < kevo_n; ++kevo_j) ", step("0", "kevo_r"), "\n    }\n");
-    absl::StrAppend(&s, "    ", index ? "int64_t" : "float", "* kevo_y = ", b.out, " + kevo_o * ", b.inner,
-                    " + kevo_j0;\n", "    for (int64_t kevo_j = 0; kevo_j < kevo_n; ++kevo_j) {\n",
+    const bool scale = IsScaleOp(b.op);
+    absl::StrAppend(&s, "    ", index ? "int64_t" : "float", "* kevo_y = ", b.out, " + kevo_o * ",
+                    scale ? absl::StrCat(b.len, " * ") : "", b.inner, " + kevo_j0;\n",
+                    "    for (int64_t kevo_j = 0; kevo_j < kevo_n; ++kevo_j) {\n",
                     "      float kevo_v = kevo_acc[0][kevo_j];\n");
     if (index) absl::StrAppend(&s, "      int64_t kevo_i = kevo_idx[0][kevo_j];\n");
     for (int64_t k = 1; k < split; ++k) {
@@ -176,6 +195,17 @@ class ColReduceRecipe final : public BoundRecipe<ColBinding> {
       } else {
         absl::StrAppend(&s, "      kevo_v = ", Apply(op.combine, "kevo_v", v), ";\n");
       }
+    }
+    if (scale) {
+      // The root of each column's mean square (kept in accumulator tile 0),
+      // then the tile's rows again, divided by it.
+      absl::StrAppend(&s, "      kevo_acc[0][kevo_j] = sqrtf(kevo_v / (float)", b.len, " + ", b.eps, ");\n    }\n",
+                      "    for (int64_t kevo_r2 = 0; kevo_r2 < ", b.len, "; ++kevo_r2) {\n",
+                      "      const float* kevo_row = kevo_x + kevo_r2 * ", b.inner, ";\n",
+                      "      float* kevo_out = kevo_y + kevo_r2 * ", b.inner, ";\n",
+                      "#pragma GCC ivdep\n      for (int64_t kevo_j = 0; kevo_j < kevo_n; ++kevo_j) ",
+                      "kevo_out[kevo_j] = kevo_row[kevo_j] / kevo_acc[0][kevo_j];\n    }\n  }\n}\n");
+      return CppCandidate(std::move(s));
     }
     const std::string result = index            ? std::string("kevo_i")
                                : b.op == "mean" ? absl::StrCat("kevo_v / (float)", b.len)
@@ -252,11 +282,18 @@ class CudaColReduceRecipe final : public BoundRecipe<ColBinding> {
                           : absl::StrCat("a[0] = ", Apply(op.combine, "a[0]", "a[u]"), ";"),
                     R"(
     }
-    y[i] = )",
-                    index            ? "ia[0]"
-                    : b.op == "mean" ? "a[0] / static_cast<float>(len)"
-                                     : "a[0]",
-                    R"(;
+    )",
+                    IsScaleOp(b.op) ? absl::StrCat(R"(// The column again, divided by the root of its mean square.
+    const float root = sqrtf(a[0] / static_cast<float>(len) + )",
+                                                   b.eps, R"();
+    float* q = y + o * len * inner + j;
+    for (int64_t r2 = 0; r2 < len; ++r2) q[r2 * inner] = __ldg(p + r2 * inner) / root;)")
+                                    : absl::StrCat("y[i] = ",
+                                                   index            ? "ia[0]"
+                                                   : b.op == "mean" ? "a[0] / static_cast<float>(len)"
+                                                                    : "a[0]",
+                                                   ";"),
+                    R"(
   }
 }
 

@@ -56,7 +56,7 @@ namespace {
 // A node the bridge can lower, and the native task that stands for it.
 struct Lowered {
   const v1::GraphNode* node = nullptr;
-  std::string kind;                 // map | rows | reduce | col_reduce | col_index | layer_norm | scan
+  std::string kind;                 // map | rows | reduce | col_reduce | col_index | col_scale | layer_norm | scan
   std::vector<std::string> inputs;  // fx node names (layer_norm: the input only; scan: x, then any mask)
   // map: the nodes fused into `node`'s kernel, which the call makes dead
   // (users first, so each is erased after every node that read it).
@@ -426,6 +426,47 @@ std::optional<Lowered> LowerPool(const v1::ModelGraph& graph, const v1::GraphNod
   return l;
 }
 
+// x / torch.sqrt(torch.mean(x ** 2, dim, keepdim=True) + eps) over a dim that
+// is not the last (KernelBench 36's RMS norm over the channels), `n` the
+// divide and `root` its divisor: one col_reduce kernel (op rms_norm), the
+// sqrt, add, mean and square absorbed. Each absorbed node must be read only
+// by the next.
+std::optional<Lowered> LowerColRms(const v1::ModelGraph& graph, const v1::GraphNode& n, const v1::GraphNode& root,
+                                   const std::string& x, int rank, const std::string& fn) {
+  const v1::GraphNode* add = root.inputs_size() == 1 ? FindNode(graph, root.inputs(0)) : nullptr;
+  if (OpOf(root) != "sqrt" || add == nullptr || OpOf(*add) != "add" || add->inputs_size() != 1 ||
+      UserCount(graph, add->name()) != 1) {
+    return std::nullopt;
+  }
+  const std::optional<double> eps = NumberAttr(*add, "other", 1, -1);
+  const v1::GraphNode* mean = FindNode(graph, add->inputs(0));
+  if (!eps || *eps < 0 || mean == nullptr || OpOf(*mean) != "mean" || mean->inputs_size() != 1 ||
+      UserCount(graph, mean->name()) != 1 || Attr(*mean, "dtype").has_value() ||
+      NumberAttr(*mean, "keepdim", 2, 0) != 1.0) {
+    return std::nullopt;
+  }
+  const std::optional<int> dim = SingleDim(Attr(*mean, "dim", 1), rank);
+  const v1::GraphNode* square = FindNode(graph, mean->inputs(0));
+  if (!dim || *dim == rank - 1 || square == nullptr || OpOf(*square) != "pow" || square->inputs_size() != 1 ||
+      square->inputs(0) != x || NumberAttr(*square, "exponent", 1, 0) != 2.0 || UserCount(graph, square->name()) != 1) {
+    return std::nullopt;
+  }
+  Lowered l;
+  l.node = &n;
+  l.inputs = {x};
+  l.absorbed = {root.name(), add->name(), mean->name(), square->name()};
+  l.saves_work = true;  // PyTorch writes the squares, reads them, then x again
+  l.kind = "col_scale";
+  l.dim = *dim;
+  l.native = NativeTask(fn, {"x", "y", "outer", "len", "inner"});
+  AddTensor(l.native, true, "x", {"outer", "len", "inner"});
+  AddTensor(l.native, false, "y", {"outer", "len", "inner"});
+  SetHints(l.native, "col_reduce", {"outer", "len", "inner"});
+  (*l.native.mutable_hints())["op"] = "rms_norm";
+  (*l.native.mutable_hints())["eps"] = absl::StrFormat("%.17g", *eps);
+  return l;
+}
+
 std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n, int index) {
   if (n.op() != "call_function" && n.op() != "call_method" && n.op() != "call_module") return std::nullopt;
   std::string op = OpOf(n);
@@ -495,6 +536,8 @@ std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n
       l.absorbed = {r->name(), a->name()};
       rows_task("row_scale", false);
       (*l.native.mutable_hints())["norm"] = "l1_mean";
+    } else if (std::optional<Lowered> rms = LowerColRms(graph, n, *r, x, rank, fn)) {
+      return rms;
     } else {
       return std::nullopt;
     }
@@ -1015,7 +1058,7 @@ def _kevo_call(kind, keepdim, module, fn, name, dim):
                 y = x.new_empty(tuple(x.shape[:-1]) + ((1,) if keepdim else ()))
             fn(_kevo_ptr(x), _kevo_ptr(y), n64(rows), n64(cols))
             return y
-    elif kind in ("col_reduce", "col_index"):  # along `dim`: x viewed as [outer, len, inner]
+    elif kind in ("col_reduce", "col_index", "col_scale"):  # along `dim`: x viewed as [outer, len, inner]
         def call(x):
             x = _kevo_f32(x, name)
             outer = 1
@@ -1029,7 +1072,10 @@ def _kevo_call(kind, keepdim, module, fn, name, dim):
                 shape[dim] = 1
             else:
                 del shape[dim]
-            y = x.new_empty(tuple(shape), dtype=_kevo_torch.int64 if kind == "col_index" else x.dtype)
+            if kind == "col_scale":  # x's shape: x scaled by its column's norm
+                y = _kevo_torch.empty_like(x)
+            else:
+                y = x.new_empty(tuple(shape), dtype=_kevo_torch.int64 if kind == "col_index" else x.dtype)
             fn(_kevo_ptr(x), _kevo_ptr(y), n64(outer), n64(x.shape[dim]), n64(inner))
             return y
     elif kind == "map_reduce":  # the sum of an expression over every element, divided as `module` says
