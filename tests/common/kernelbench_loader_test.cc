@@ -111,11 +111,12 @@ TEST_F(KernelBenchLoaderTest, FindsProblemsAndNativeFoldersSkippingOtherPython) 
 TEST_F(KernelBenchLoaderTest, TheTestProblemsFolderHoldsExactlyTheProblems) {
   absl::StatusOr<std::vector<std::string>> found = FindTaskPaths(DataDir());
   ASSERT_TRUE(found.ok()) << found.status();
-  EXPECT_THAT(*found, ElementsAre(DataDir() + "/col_norms.py", DataDir() + "/conv3d.py", DataDir() + "/gelu_chain.py",
-                                  DataDir() + "/layer_norm_relu.py", DataDir() + "/losses.py", DataDir() + "/matmul.py",
-                                  DataDir() + "/noisy_relu.py", DataDir() + "/pools.py", DataDir() + "/reductions.py",
-                                  DataDir() + "/relu.py", DataDir() + "/row_norms.py", DataDir() + "/scans.py",
-                                  DataDir() + "/softmax_gelu_cumsum.py"));
+  EXPECT_THAT(*found,
+              ElementsAre(DataDir() + "/col_norms.py", DataDir() + "/conv3d.py", DataDir() + "/cross_entropy.py",
+                          DataDir() + "/gelu_chain.py", DataDir() + "/layer_norm_relu.py", DataDir() + "/losses.py",
+                          DataDir() + "/matmul.py", DataDir() + "/noisy_relu.py", DataDir() + "/pools.py",
+                          DataDir() + "/reductions.py", DataDir() + "/relu.py", DataDir() + "/row_norms.py",
+                          DataDir() + "/scans.py", DataDir() + "/softmax_gelu_cumsum.py"));
 }
 
 TEST_F(KernelBenchLoaderTest, ValidateRejectsAWireTaskWithoutSource) {

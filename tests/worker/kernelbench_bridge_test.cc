@@ -249,6 +249,28 @@ TEST_F(KernelBenchBridgeTest, RmsNormsAlongAMiddleDimAreOneColumnKernelEachAndCo
   }
 }
 
+// F.cross_entropy with its defaults (KernelBench 95) is one row_cross_entropy
+// kernel, tried first (PyTorch writes the whole log_softmax); with label
+// smoothing it stays PyTorch. Every genome corner is correct.
+TEST_F(KernelBenchBridgeTest, CrossEntropyIsOneRowKernelAndCorrect) {
+  v1::Task task = Problem("cross_entropy.py");
+  *task.mutable_model_graph() = Capture(task);
+  std::map<std::string, v1::Evaluation> evs = EvaluateBridges(task);
+  ASSERT_TRUE(evs.count("kb_row_cross_entropy")) << "the cross-entropy was not lowered";
+  ExpectAllCorrect(evs);
+  const proposer::Recipe* recipe = proposer::FindRecipe("kb_row_cross_entropy");
+  ASSERT_NE(recipe, nullptr);
+  EXPECT_TRUE(recipe->DirectedVariant(task, "cpu")) << "the log_softmax PyTorch writes is work saved";
+  EXPECT_FALSE(recipe->Applies(task, "nvidia")) << "a cpu recipe only";
+  for (const char* genome :
+       {"kb_row_cross_entropy{accumulators=1,exp=cephes,schedule=dynamic,stats=online,threads=1}",
+        "kb_row_cross_entropy{accumulators=8,exp=poly5,schedule=static,stats=two_pass,threads=all}"}) {
+    const std::string source = JudgedSource(task, genome);
+    EXPECT_THAT(source, HasSubstr("'cross_entropy': ('cross_entropy', ['predictions', 'targets'], False, '', "));
+    EXPECT_THAT(source, Not(HasSubstr("'cross_entropy_1': (")));
+  }
+}
+
 // Scans along the last dim (KernelBench 89-93's kind): cumsum, cumprod, a
 // reverse cumsum (its flips absorbed), an exclusive one (the narrow, zeros
 // and cat absorbed) and one of x * mask (the bool mask passed to the kernel,

@@ -56,7 +56,7 @@ namespace {
 // A node the bridge can lower, and the native task that stands for it.
 struct Lowered {
   const v1::GraphNode* node = nullptr;
-  std::string kind;                 // map | rows | reduce | col_reduce | col_index | col_scale | layer_norm | scan
+  std::string kind;  // map | rows | reduce | col_reduce | col_index | col_scale | layer_norm | scan | cross_entropy
   std::vector<std::string> inputs;  // fx node names (layer_norm: the input only; scan: x, then any mask)
   // map: the nodes fused into `node`'s kernel, which the call makes dead
   // (users first, so each is erased after every node that read it).
@@ -932,6 +932,44 @@ std::optional<Lowered> LowerWholeReduction(const v1::ModelGraph& g, const v1::Gr
   return l;
 }
 
+// F.cross_entropy(logits [rows, classes], int64 targets [rows]) with its
+// defaults (no weight, mean, no label smoothing; KernelBench 95): one
+// row_cross_entropy kernel, the mean over rows of log-sum-exp minus the
+// target's logit, where PyTorch writes the whole log_softmax and reads it
+// again. Targets out of [0, classes) (ignore_index among them) go to PyTorch
+// in the call, which ignores or rejects them as it always does.
+std::optional<Lowered> LowerCrossEntropy(const v1::ModelGraph& g, const v1::GraphNode& n, int index) {
+  if (n.op() != "call_function" || n.target() != "cross_entropy" || n.dtype() != v1::F32 || n.shape_size() != 0 ||
+      n.inputs_size() != 2) {
+    return std::nullopt;
+  }
+  for (const auto& [key, value] : n.attrs()) {  // any argument but the two tensors, unless it is a default
+    const bool default_value = (key == "reduction" && value == "'mean'") ||
+                               (key == "label_smoothing" && value == "0.0") ||
+                               (key == "ignore_index" && value == "-100") ||
+                               ((key == "weight" || key == "size_average" || key == "reduce") && value == "None");
+    if (!default_value) return std::nullopt;
+  }
+  const v1::GraphNode* logits = FindNode(g, n.inputs(0));
+  const v1::GraphNode* target = FindNode(g, n.inputs(1));
+  if (logits == nullptr || target == nullptr || logits->dtype() != v1::F32 || logits->shape_size() != 2 ||
+      target->dtype() != v1::I64 || target->shape_size() != 1 || target->shape(0) != logits->shape(0)) {
+    return std::nullopt;
+  }
+  Lowered l;
+  l.node = &n;
+  l.kind = "cross_entropy";
+  l.inputs = {logits->name(), target->name()};
+  l.saves_work = true;
+  l.native = NativeTask(absl::StrCat("kevo_bridge_", index), {"x", "target", "y", "rows", "cols"});
+  AddTensor(l.native, true, "x", {"rows", "cols"});
+  AddTensor(l.native, true, "target", {"rows"});
+  l.native.mutable_inputs(1)->set_dtype(v1::I64);
+  AddTensor(l.native, false, "y", {"1"});
+  SetHints(l.native, "row_cross_entropy", {"target", "rows", "cols"});
+  return l;
+}
+
 // Every node of the task's graph the bridge can lower, whatever the recipe.
 // Lowerings may overlap: a node one absorbs (the cumsum of a reverse scan,
 // the elementwise group a loss reads) is also lowered alone.
@@ -944,6 +982,7 @@ std::vector<Lowered> LowerAll(const v1::Task& task) {
   for (int i = 0; i < g.nodes_size(); ++i) {
     if (std::optional<Lowered> l = Lower(g, g.nodes(i), i)) more.push_back(std::move(*l));
     if (std::optional<Lowered> l = LowerWholeReduction(g, g.nodes(i), i, maps)) more.push_back(std::move(*l));
+    if (std::optional<Lowered> l = LowerCrossEntropy(g, g.nodes(i), i)) more.push_back(std::move(*l));
   }
   for (Lowered& l : more) out.push_back(std::move(l));
   return out;
@@ -1089,6 +1128,19 @@ def _kevo_call(kind, keepdim, module, fn, name, dim):
                 y = y / xs[0].numel()
             elif module == "batch":
                 y = y / xs[0].shape[0]
+            return y
+    elif kind == "cross_entropy":  # the mean over rows of log-sum-exp minus the target's logit
+        def call(x, t):
+            x = _kevo_f32(x, name)
+            if (x.dim() != 2 or not isinstance(t, _kevo_torch.Tensor) or t.dtype != _kevo_torch.int64
+                    or t.shape != x.shape[:1] or t.device.type != _KEVO_DEVICE):
+                raise RuntimeError("kevo bridge kernel %s takes [rows, classes] logits and int64 [rows] targets" % name)
+            t = t.contiguous()
+            rows, classes = x.shape
+            if rows == 0 or int(t.min()) < 0 or int(t.max()) >= classes:
+                return _kevo_torch.nn.functional.cross_entropy(x, t)  # ignored or invalid targets: PyTorch's rules
+            y = x.new_empty(())
+            fn(_kevo_ptr(x), _kevo_ptr(t), _kevo_ptr(y), n64(rows), n64(classes))
             return y
     elif kind == "pool":  # over the last `dim` dims; module: "kernel|stride|padding|dilation", three each
         k, st, pd, dl = ([int(v) for v in part.split(",")] for part in module.split("|"))
@@ -1262,7 +1314,7 @@ std::vector<std::unique_ptr<Recipe>> NewKernelBenchBridgeRecipes() {
   std::vector<std::unique_ptr<Recipe>> out;
   for (auto make : {NewElementwiseRecipe, NewSoftmaxThreePassRecipe, NewSoftmaxOnlineRecipe, NewLogSoftmaxTwoPassRecipe,
                     NewLogSoftmaxOnlineRecipe, NewRowReduceRecipe, NewColReduceRecipe, NewRowScaleRecipe,
-                    NewRowNormRecipe, NewRowScanRecipe, NewMapReduceRecipe, NewPoolRecipe}) {
+                    NewRowNormRecipe, NewRowScanRecipe, NewMapReduceRecipe, NewPoolRecipe, NewCrossEntropyRecipe}) {
     out.push_back(std::make_unique<BridgeRecipe>(make(), "cpu"));
   }
   for (auto make : {NewCudaElementwiseRecipe, NewCudaSoftmaxRecipe, NewCudaLayerNormRecipe, NewCudaRowReduceRecipe,
