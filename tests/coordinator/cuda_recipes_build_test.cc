@@ -288,6 +288,8 @@ TEST_F(CudaRecipesBuild, ColumnReductionsCompileForHopperWithoutSpills) {
   }
   (*rms.mutable_hints())["eps"] = "tiny";
   EXPECT_FALSE(recipe->Applies(rms, "nvidia")) << "an eps that is no number";
+  (*rms.mutable_hints())["eps"] = "inf";
+  EXPECT_FALSE(recipe->Applies(rms, "nvidia")) << "an eps that is not finite";
 }
 
 // The bridge's scans (KernelBench 89-93): cumsum and cumprod, reverse,

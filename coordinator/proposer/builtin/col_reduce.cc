@@ -22,6 +22,7 @@
 // (consecutive threads consecutive j: coalesced rows) and `unroll` loads in
 // flight down it. rms_norm sums the squares so, then divides the same
 // tile (cpu: still in cache) or column (CUDA: its own rows again) by the root.
+#include <cmath>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -52,7 +53,7 @@ bool BindCols(const v1::Task& task, ColBinding* b) {
     return false;
   }
   double eps = 0;
-  if (!absl::SimpleAtod(Hint(task, "eps", "0"), &eps) || !(eps >= 0)) return false;
+  if (!absl::SimpleAtod(Hint(task, "eps", "0"), &eps) || !(eps >= 0) || !std::isfinite(eps)) return false;
   b->eps = absl::StrFormat("static_cast<float>(%.17g)", eps);  // as PyTorch adds a Python float
   b->in = Hint(task, "in", "x");
   b->out = Hint(task, "out", "y");

@@ -208,6 +208,10 @@ class Conv2dIm2colRecipe final : public ConvRecipe {
     absl::StrAppend(&s, kIm2colPacked, "\n", definition, " {\n", ConvLocals(b));
     absl::StrAppend(&s, R"(  if (oh <= 0 || ow <= 0 || kevo_n <= 0 || kevo_f <= 0) return;
   const int64_t kk = kevo_c * kevo_kh * kevo_kw, pp = oh * ow;
+  if (kk <= 0) {  // no channels: every output is the empty sum
+    std::memset(kevo_y, 0, sizeof(float) * kevo_n * kevo_f * pp);
+    return;
+  }
   // A thread an image: unrolled straight into the GEMM's packed layout and
   // multiplied by that thread alone, with no barrier between images.
   auto kevo_by_image = [&](int64_t img) {

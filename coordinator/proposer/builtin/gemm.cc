@@ -415,8 +415,9 @@ static void kevo_gemm_blocks(const kevo_in_t* __restrict a, int64_t lda,
   const int64_t kc_max = kevo_min(KC, k);
 )",
                   shared_b ? R"(  // A blocks: at most MC rows, a multiple of MR, and a number of blocks
-  // that is a multiple of the thread count, so no thread idles.
-  const int64_t threads = omp_get_max_threads();
+  // that is a multiple of the thread count, so no thread idles. Called
+  // inside a parallel region (conv2d_im2col's image per thread), one thread.
+  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   int64_t blocks = (m + MC - 1) / MC;
   blocks = (blocks + threads - 1) / threads * threads;
   const int64_t mc_max = kevo_min(MC, ((m + blocks - 1) / blocks + MR - 1) / MR * MR);
@@ -427,7 +428,7 @@ static void kevo_gemm_blocks(const kevo_in_t* __restrict a, int64_t lda,
       : kevo_bp_scratch.get(kc_max * nc_max);
   if (packed == nullptr && bp_own == nullptr) return;
 )",
-                  shared_b ? "#pragma omp parallel\n" : "", R"(  {
+                  shared_b ? "#pragma omp parallel if (!omp_in_parallel())\n" : "", R"(  {
     float* ap = kevo_ap_scratch.get(mc_max * kc_max);
     for (int64_t jc = 0; jc < n; jc += NC) {
       const int64_t nc = kevo_min(NC, n - jc);

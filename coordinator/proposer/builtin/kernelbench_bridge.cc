@@ -438,10 +438,13 @@ std::optional<Lowered> LowerColRms(const v1::ModelGraph& graph, const v1::GraphN
       UserCount(graph, add->name()) != 1) {
     return std::nullopt;
   }
+  for (const auto& [key, value] : add->attrs()) {  // torch.add(mean, eps, alpha=...) adds alpha * eps
+    if (key != "other" && key != "arg1") return std::nullopt;
+  }
   const std::optional<double> eps = NumberAttr(*add, "other", 1, -1);
   const v1::GraphNode* mean = FindNode(graph, add->inputs(0));
-  if (!eps || *eps < 0 || mean == nullptr || OpOf(*mean) != "mean" || mean->inputs_size() != 1 ||
-      UserCount(graph, mean->name()) != 1 || Attr(*mean, "dtype").has_value() ||
+  if (!eps || !(*eps >= 0) || !std::isfinite(*eps) || mean == nullptr || OpOf(*mean) != "mean" ||
+      mean->inputs_size() != 1 || UserCount(graph, mean->name()) != 1 || Attr(*mean, "dtype").has_value() ||
       NumberAttr(*mean, "keepdim", 2, 0) != 1.0) {
     return std::nullopt;
   }

@@ -1,8 +1,8 @@
 # A KernelBench-format problem written for kevo's tests (in the style of
 # KernelBench level1/36_RMSNorm_): x divided by the root mean square over a
 # dim that is not the last, in the two forms the bridge lowers (x ** 2 over
-# the channels, torch.pow over dim 0 with another eps), and over the last dim,
-# which it does not lower to a column kernel.
+# the channels, torch.pow over dim 0 with another eps), and over the last dim
+# and with a scaled eps, which it does not lower to a column kernel.
 import torch
 import torch.nn as nn
 
@@ -16,7 +16,10 @@ class Model(nn.Module):
         rms = torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + self.eps)
         over_batch = x / torch.sqrt(torch.mean(torch.pow(x, 2), dim=0, keepdim=True) + 1e-3)
         last = x / torch.sqrt(torch.mean(x ** 2, dim=-1, keepdim=True) + self.eps)
-        return x / rms, over_batch, last
+        scaled = x / rms  # fx names the divides in order: this one after the two above
+        # eps added with a scale (torch.add's alpha): not the RMS norm's form.
+        alpha = x / torch.sqrt(torch.add(torch.mean(x ** 2, dim=1, keepdim=True), self.eps, alpha=2.0))
+        return scaled, over_batch, last, alpha
 
 
 def get_inputs():
