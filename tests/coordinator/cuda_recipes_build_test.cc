@@ -396,12 +396,30 @@ TEST_F(CudaRecipesBuild, MapReduceCompilesForHopperWithoutSpills) {
   for (const auto& [task, params] : cases) {
     ASSERT_TRUE(recipe->Applies(task, "nvidia")) << params;
     const std::string source = CompileWithoutSpills(task, absl::StrCat("cuda_map_reduce{", params, "}"));
-    EXPECT_THAT(source, HasSubstr("g_partial[blockIdx.x] = s;")) << "a partial per block";
+    EXPECT_THAT(source, HasSubstr("g_partial[blockIdx.x] = v;")) << "a partial per block";
     EXPECT_FALSE(absl::StrContains(source, "atomicAdd(y")) << "the sum itself is never atomic";
     EXPECT_EQ(absl::StrContains(source, "reinterpret_cast<const float4*>"), absl::StrContains(params, "vec=4"))
         << "float4 loads exactly when vec=4: " << params;
     EXPECT_THAT(source, HasSubstr(task.hints().count("divide") ? ", static_cast<double>(n));" : ", 1.0);"))
         << "the divisor the sum is divided by: " << params;
+  }
+}
+
+// Softmax cross-entropy (the cross_entropy task; KernelBench 95 through the
+// bridge): both genome corners compile for sm_90a without spills; the rows'
+// losses are summed through per-block partials, never atomically.
+TEST_F(CudaRecipesBuild, CrossEntropyCompilesForHopperWithoutSpills) {
+  const Recipe* recipe = FindRecipe("cuda_row_cross_entropy");
+  ASSERT_NE(recipe, nullptr);
+  v1::Task task = Load("cross_entropy");
+  ASSERT_TRUE(recipe->Applies(task, "nvidia"));
+  EXPECT_FALSE(recipe->Applies(task, "cpu"));
+  for (const char* params : {"threads=128,vec=1", "threads=1024,vec=4"}) {
+    const std::string source = CompileWithoutSpills(task, absl::StrCat("cuda_row_cross_entropy{", params, "}"));
+    EXPECT_THAT(source, HasSubstr("g_partial[blockIdx.x] = v;")) << "a partial per block";
+    EXPECT_FALSE(absl::StrContains(source, "atomicAdd(y")) << "the sum itself is never atomic";
+    EXPECT_EQ(absl::StrContains(source, "reinterpret_cast<const float4*>"), absl::StrContains(params, "vec=4"))
+        << params;
   }
 }
 

@@ -181,7 +181,8 @@ TEST_F(NvidiaKernelBenchTest, BridgeCandidatesRunKevosCudaKernelsAndAreCorrect) 
            {"row_norms.py", {"kb_cuda_row_scale"}},
            {"scans.py", {"kb_cuda_row_scan"}},
            {"losses.py", {"kb_cuda_elementwise", "kb_cuda_map_reduce"}},
-           {"pools.py", {"kb_cuda_pool"}}}) {
+           {"pools.py", {"kb_cuda_pool"}},
+           {"cross_entropy.py", {"kb_cuda_row_cross_entropy"}}}) {
     SCOPED_TRACE(problem);
     absl::StatusOr<v1::Task> task = task::LoadTaskPath(DataDir() + "/" + problem);
     ASSERT_TRUE(task.ok()) << task.status();

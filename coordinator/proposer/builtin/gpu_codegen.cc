@@ -51,6 +51,51 @@ static int kevo_grid_blocks(int per_cu) {
 
 }  // namespace
 
+const std::string& CudaGridSum() {
+  static const std::string* text = new std::string(R"(constexpr int kMaxBlocks = 4096;
+
+__device__ double g_partial[kMaxBlocks];
+__device__ unsigned int g_done = 0;
+
+__device__ __forceinline__ double BlockSum(double v) {
+  __shared__ double warp_sums[32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = threadIdx.x < kThreads / 32 ? warp_sums[threadIdx.x] : 0.0;
+  if (threadIdx.x < 32) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  }
+  __syncthreads();
+  return v;  // in thread 0
+}
+
+__device__ __forceinline__ bool GridSum(double v, double* total) {
+  v = BlockSum(v);
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    g_partial[blockIdx.x] = v;
+    __threadfence();
+    last = atomicAdd(&g_done, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return false;
+  __threadfence();
+  double t = 0.0;  // the partials in block order, a fixed tree
+  for (int b = threadIdx.x; b < static_cast<int>(gridDim.x); b += kThreads) t += __ldcg(&g_partial[b]);
+  t = BlockSum(t);
+  if (threadIdx.x != 0) return false;
+  g_done = 0;
+  *total = t;
+  return true;
+}
+
+)");
+  return *text;
+}
+
 const std::string& CudaPrelude() {
   static const std::string* prelude = new std::string(absl::StrCat(R"(#include <cstdint>
 #include <cuda_runtime.h>

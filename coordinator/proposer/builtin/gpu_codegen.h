@@ -27,6 +27,15 @@ inline constexpr char kHipPlatform[] = "amd";
 // Built once; the reference stays valid.
 const std::string& CudaPrelude();
 
+// CUDA device code for a deterministic sum over the whole grid, for kernels
+// that define kThreads (threads per block, a multiple of 32) before it:
+// BlockSum(v), the block's sum of a double per thread (in thread 0), and
+// GridSum(v, &total), which adds each block's sum in block order through
+// device-global partials (at most kMaxBlocks = 4096 blocks) and a counter,
+// never atomically on the sum: true in the last block's thread 0, with the
+// total. Each block calls it once, with all its threads.
+const std::string& CudaGridSum();
+
 // The same for HIP, with the wavefront width (kWave = 64 on CDNA);
 // kevo_grid_blocks(per_cu) counts compute units.
 const std::string& HipPrelude();

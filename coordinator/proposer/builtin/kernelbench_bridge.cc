@@ -1322,7 +1322,7 @@ std::vector<std::unique_ptr<Recipe>> NewKernelBenchBridgeRecipes() {
   }
   for (auto make : {NewCudaElementwiseRecipe, NewCudaSoftmaxRecipe, NewCudaLayerNormRecipe, NewCudaRowReduceRecipe,
                     NewCudaRowScaleRecipe, NewCudaColReduceRecipe, NewCudaRowScanRecipe, NewCudaMapReduceRecipe,
-                    NewCudaPoolRecipe}) {
+                    NewCudaPoolRecipe, NewCudaCrossEntropyRecipe}) {
     out.push_back(std::make_unique<BridgeRecipe>(make(), kCudaPlatform));
   }
   return out;

@@ -169,34 +169,14 @@ class CudaMapReduceRecipe final : public BoundRecipe<MapReduceBinding> {
         "#include <math.h>\n\nnamespace {\n\nconstexpr int kThreads = ", IntParam(genome, "threads"),
         ";\nconstexpr int kUnroll = ", IntParam(genome, "unroll"), R"(;
 constexpr int kVecUnroll = (kUnroll + 3) / 4;  // float4s loaded before they are added
-constexpr int kMaxBlocks = 4096;
-
-__device__ double g_partial[kMaxBlocks];
-__device__ unsigned int g_done = 0;
-
-__device__ __forceinline__ float Expr()",
-        values, ") {\n  return (", b.expr, R"();
+)",
+        CudaGridSum(), R"(__device__ __forceinline__ float Expr()", values, ") {\n  return (", b.expr, R"();
 }
 
 __device__ __forceinline__ float Term()",
         params, R"(int64_t i) {
   )",
         LoadOperands(b.inputs.size(), "in", "i"), "\n  return Expr(", xs, R"();
-}
-
-__device__ __forceinline__ double BlockSum(double v) {
-  __shared__ double warp_sums[32];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = v;
-  __syncthreads();
-  v = threadIdx.x < kThreads / 32 ? warp_sums[threadIdx.x] : 0.0;
-  if (threadIdx.x < 32) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  }
-  __syncthreads();
-  return v;  // in thread 0
 }
 
 __global__ void __launch_bounds__(kThreads) kevo_map_reduce()",
@@ -233,23 +213,8 @@ __global__ void __launch_bounds__(kThreads) kevo_map_reduce()",
   }
   for (; i < n; i += stride) s += Term()",
         ForwardArgs(b.inputs.size()), R"(i);
-  s = BlockSum(s);
-  __shared__ bool last;
-  if (threadIdx.x == 0) {
-    g_partial[blockIdx.x] = s;
-    __threadfence();
-    last = atomicAdd(&g_done, 1u) == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  double t = 0.0;  // the partials in block order, a fixed tree
-  for (int b = threadIdx.x; b < static_cast<int>(gridDim.x); b += kThreads) t += __ldcg(&g_partial[b]);
-  t = BlockSum(t);
-  if (threadIdx.x == 0) {
-    y[0] = static_cast<float>(t / divisor);
-    g_done = 0;
-  }
+  double total;
+  if (GridSum(s, &total)) y[0] = static_cast<float>(total / divisor);
 }
 
 }  // namespace

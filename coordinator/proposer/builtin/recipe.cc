@@ -111,6 +111,7 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewCudaColReduceRecipe());
     v->push_back(NewCudaRowScanRecipe());
     v->push_back(NewCudaMapReduceRecipe());
+    v->push_back(NewCudaCrossEntropyRecipe());
     v->push_back(NewCudaPoolRecipe());
     v->push_back(NewCudaGemmWgmmaRecipe());
     v->push_back(NewCudaGemmMmaRecipe());

@@ -161,10 +161,11 @@ std::unique_ptr<Recipe> NewCudaSoftmaxRecipe();
 std::unique_ptr<Recipe> NewCudaLayerNormRecipe();
 std::unique_ptr<Recipe> NewCudaRowReduceRecipe();
 std::unique_ptr<Recipe> NewCudaRowScaleRecipe();
-std::unique_ptr<Recipe> NewCudaColReduceRecipe();  // col_reduce.cc
-std::unique_ptr<Recipe> NewCudaRowScanRecipe();    // scan.cc
-std::unique_ptr<Recipe> NewCudaMapReduceRecipe();  // map_reduce.cc
-std::unique_ptr<Recipe> NewCudaPoolRecipe();       // pool.cc
+std::unique_ptr<Recipe> NewCudaColReduceRecipe();     // col_reduce.cc
+std::unique_ptr<Recipe> NewCudaRowScanRecipe();       // scan.cc
+std::unique_ptr<Recipe> NewCudaMapReduceRecipe();     // map_reduce.cc
+std::unique_ptr<Recipe> NewCudaCrossEntropyRecipe();  // rows.cc
+std::unique_ptr<Recipe> NewCudaPoolRecipe();          // pool.cc
 std::unique_ptr<Recipe> NewCudaGemmMmaRecipe();
 std::unique_ptr<Recipe> NewCudaGemmWgmmaRecipe();
 // mtia-sim (language "mtia-c++"), mtia_*.cc.

@@ -34,6 +34,7 @@
 
 #include "coordinator/proposer/builtin/bound_recipe.h"
 #include "coordinator/proposer/builtin/codegen.h"
+#include "coordinator/proposer/builtin/gpu_codegen.h"
 #include "coordinator/proposer/builtin/recipe.h"
 
 namespace kevo::proposer {
@@ -717,6 +718,30 @@ struct CrossEntropyBinding {
   std::string logits, target, out, rows, cols;
 };
 
+bool BindCrossEntropy(const v1::Task& task, CrossEntropyBinding* b) {
+  if (Hint(task, "pattern") != "row_cross_entropy") return false;
+  b->logits = Hint(task, "in", "logits");
+  b->target = Hint(task, "target", "target");
+  b->out = Hint(task, "out", "loss");
+  b->rows = Hint(task, "rows", "rows");
+  b->cols = Hint(task, "cols", "classes");
+  const v1::TensorSpec* x = FindInput(task, b->logits);
+  const v1::TensorSpec* t = FindInput(task, b->target);
+  const v1::TensorSpec* y = FindOutput(task, b->out);
+  if (x == nullptr || t == nullptr || y == nullptr || x->dtype() != v1::F32 || t->dtype() != v1::I64 ||
+      y->dtype() != v1::F32) {
+    return false;
+  }
+  if (x->shape_size() != 2 || x->shape(0) != b->rows || x->shape(1) != b->cols || t->shape_size() != 1 ||
+      t->shape(0) != b->rows || y->shape_size() != 1 || y->shape(0) != "1") {
+    return false;
+  }
+  for (const std::string& name : {b->logits, b->target, b->out}) {
+    if (!IsSignatureParam(task, name)) return false;
+  }
+  return IsSymbolParam(task, b->rows) && IsSymbolParam(task, b->cols) && DefinitionLine(task).ok();
+}
+
 // Softmax cross-entropy with int64 class targets and the mean over rows:
 // per row the log-sum-exp (two passes or one online pass, vector exp) minus
 // the target's logit, rows over threads summed in double.
@@ -735,29 +760,7 @@ class CrossEntropyRecipe final : public BoundRecipe<CrossEntropyBinding> {
                     })) {}
 
  protected:
-  bool Bind(const v1::Task& task, CrossEntropyBinding* b) const override {
-    if (Hint(task, "pattern") != "row_cross_entropy") return false;
-    b->logits = Hint(task, "in", "logits");
-    b->target = Hint(task, "target", "target");
-    b->out = Hint(task, "out", "loss");
-    b->rows = Hint(task, "rows", "rows");
-    b->cols = Hint(task, "cols", "classes");
-    const v1::TensorSpec* x = FindInput(task, b->logits);
-    const v1::TensorSpec* t = FindInput(task, b->target);
-    const v1::TensorSpec* y = FindOutput(task, b->out);
-    if (x == nullptr || t == nullptr || y == nullptr || x->dtype() != v1::F32 || t->dtype() != v1::I64 ||
-        y->dtype() != v1::F32) {
-      return false;
-    }
-    if (x->shape_size() != 2 || x->shape(0) != b->rows || x->shape(1) != b->cols || t->shape_size() != 1 ||
-        t->shape(0) != b->rows || y->shape_size() != 1 || y->shape(0) != "1") {
-      return false;
-    }
-    for (const std::string& name : {b->logits, b->target, b->out}) {
-      if (!IsSignatureParam(task, name)) return false;
-    }
-    return IsSymbolParam(task, b->rows) && IsSymbolParam(task, b->cols) && DefinitionLine(task).ok();
-  }
+  bool Bind(const v1::Task& task, CrossEntropyBinding* b) const override { return BindCrossEntropy(task, b); }
 
   absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome,
                                       const CrossEntropyBinding& b) const override {
@@ -780,6 +783,110 @@ class CrossEntropyRecipe final : public BoundRecipe<CrossEntropyBinding> {
                     b.rows, "; ++kevo_r) kevo_total += kevo_row(", b.logits, " + kevo_r * ", b.cols, ", ", b.cols, ", ",
                     b.target, "[kevo_r]);\n  ", b.out, "[0] = (float)(kevo_total / (double)", b.rows, ");\n}\n");
     return CppCandidate(std::move(s));
+  }
+};
+
+// The same on nvidia: a block a row (blocks take rows in turn), each thread
+// an online (max, sum of exp) over its share of the row (float4s where the
+// row allows), merged across the block with warp shuffles; thread 0 adds
+// the row's loss in double, each block's total goes to a device-global
+// partial, and the last block to finish adds the partials in block order
+// (deterministic, no atomics on the sum), then divides by the rows.
+class CudaCrossEntropyRecipe final : public BoundRecipe<CrossEntropyBinding> {
+ public:
+  CudaCrossEntropyRecipe()
+      : BoundRecipe({"cuda_row_cross_entropy", "cuda_loss", kCudaPlatform,
+                     "CUDA mean softmax cross-entropy: a block a row, online max and sum of exp, block merges, "
+                     "the rows' losses added in double in a fixed order"},
+                    SearchSpace({
+                        {"threads", {"128", "256", "512", "1024"}, "256", "threads per block (a row each)"},
+                        {"vec", {"1", "4"}, "4", "floats per load: 4 reads float4s where the rows are aligned"},
+                    })) {}
+
+ protected:
+  bool Bind(const v1::Task& task, CrossEntropyBinding* b) const override { return BindCrossEntropy(task, b); }
+
+  absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome,
+                                      const CrossEntropyBinding& b) const override {
+    KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
+    const bool vec = IntParam(genome, "vec") == 4;
+    std::string s = absl::StrCat(
+        "// Generated by kevo builtin recipe ", genome.ToString(), "\n", CudaPrelude(),
+        "#include <math.h>\n\nnamespace {\n\nconstexpr int kThreads = ", IntParam(genome, "threads"), R"(;
+)",
+        CudaGridSum(), R"(// (m, s): a max and the sum of exp(v - m) over what it has seen; (m2, s2)
+// merged into it. -inf parts add nothing; a NaN spreads, as in PyTorch.
+__device__ __forceinline__ void Merge(float& m, float& s, float m2, float s2) {
+  if (m2 > m) {
+    s = s * expf(m - m2) + s2;
+    m = m2;
+  } else if (m2 != -INFINITY) {
+    s += s2 * expf(m2 - m);
+  }
+}
+
+__device__ __forceinline__ void WarpMerge(float& m, float& s) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    Merge(m, s, m2, s2);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+kevo_cross_entropy(const float* __restrict__ x, const int64_t* __restrict__ target, float* __restrict__ y,
+                   int64_t rows, int64_t cols) {
+  __shared__ float wm[32], ws[32];
+  double total = 0.0;  // thread 0's: this block's rows, in order
+)",
+        vec ? R"(  const bool by4 = cols % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+)"
+            : "",
+        R"(  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* row = x + r * cols;
+    float m = -INFINITY, s = 0.0f;
+)",
+        vec ? R"(    if (by4) {
+      const float4* row4 = reinterpret_cast<const float4*>(row);
+      for (int64_t c = threadIdx.x; c < cols / 4; c += kThreads) {
+        const float4 v = __ldg(row4 + c);
+        Merge(m, s, v.x, 1.0f);
+        Merge(m, s, v.y, 1.0f);
+        Merge(m, s, v.z, 1.0f);
+        Merge(m, s, v.w, 1.0f);
+      }
+    } else {
+      for (int64_t c = threadIdx.x; c < cols; c += kThreads) Merge(m, s, __ldg(row + c), 1.0f);
+    }
+)"
+            : R"(    for (int64_t c = threadIdx.x; c < cols; c += kThreads) Merge(m, s, __ldg(row + c), 1.0f);
+)",
+        R"(    WarpMerge(m, s);
+    if (threadIdx.x % 32 == 0) {
+      wm[threadIdx.x / 32] = m;
+      ws[threadIdx.x / 32] = s;
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      m = threadIdx.x < kThreads / 32 ? wm[threadIdx.x] : -INFINITY;
+      s = threadIdx.x < kThreads / 32 ? ws[threadIdx.x] : 0.0f;
+      WarpMerge(m, s);
+      if (threadIdx.x == 0) total += static_cast<double>(m) + log(static_cast<double>(s)) - row[target[r]];
+    }
+    __syncthreads();  // wm and ws are read before the next row writes them
+  }
+  double sum;
+  if (GridSum(threadIdx.x == 0 ? total : 0.0, &sum)) y[0] = static_cast<float>(sum / static_cast<double>(rows));
+}
+
+}  // namespace
+
+)",
+        definition, " {\n  if (", b.rows, " <= 0) return;\n", "  const int64_t kevo_blocks = kevo_min(kevo_min(",
+        b.rows, ", kevo_grid_blocks(2048 / kThreads)), kMaxBlocks);\n",
+        "  kevo_cross_entropy<<<static_cast<unsigned>(kevo_blocks), kThreads>>>(", b.logits, ", ", b.target, ", ",
+        b.out, ", ", b.rows, ", ", b.cols, ");\n}\n");
+    return CudaCandidate(std::move(s));
   }
 };
 
@@ -916,6 +1023,7 @@ class RowNormRecipe final : public BoundRecipe<NormBinding> {
 
 std::unique_ptr<Recipe> NewRowNormRecipe() { return std::make_unique<RowNormRecipe>(); }
 std::unique_ptr<Recipe> NewCrossEntropyRecipe() { return std::make_unique<CrossEntropyRecipe>(); }
+std::unique_ptr<Recipe> NewCudaCrossEntropyRecipe() { return std::make_unique<CudaCrossEntropyRecipe>(); }
 std::unique_ptr<Recipe> NewRowReduceRecipe() { return std::make_unique<RowReduceRecipe>(); }
 std::unique_ptr<Recipe> NewRowScaleRecipe() { return std::make_unique<RowScaleRecipe>(); }
 std::unique_ptr<Recipe> NewRowArgmaxRecipe() { return std::make_unique<RowArgmaxRecipe>(); }
