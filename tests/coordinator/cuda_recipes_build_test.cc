@@ -344,7 +344,9 @@ TEST_F(CudaRecipesBuild, RowScansCompileForHopperWithoutSpills) {
     const std::string what = absl::StrCat(task.hints().at("op"), " reverse ", task.hints().at("reverse"), " exclusive ",
                                           task.hints().at("exclusive"), " ", params);
     ASSERT_TRUE(recipe->Applies(task, "nvidia")) << what;
-    CompileWithoutSpills(task, absl::StrCat("cuda_row_scan{", params, "}"));
+    const std::string source = CompileWithoutSpills(task, absl::StrCat("cuda_row_scan{", params, "}"));
+    // The next tile is loaded between the barrier and the scan.
+    EXPECT_THAT(source, HasSubstr("__syncthreads();\n    if (base + kTile < n) load(base + kTile);")) << what;
   }
 }
 

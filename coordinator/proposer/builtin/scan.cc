@@ -134,7 +134,8 @@ class CudaRowScanRecipe final : public BoundRecipe<ScanBinding> {
   CudaRowScanRecipe()
       : BoundRecipe({"cuda_row_scan", "cuda_row_scan", kCudaPlatform,
                      "CUDA cumulative sum or product along rows: a block per row in tiles through shared memory, "
-                     "thread, warp-shuffle and block scans, a carry between tiles"},
+                     "thread, warp-shuffle and block scans, a carry between tiles, the next tile loaded during "
+                     "the scan"},
                     SearchSpace({
                         {"threads", {"128", "256", "512", "1024"}, "512", "threads per block (a block per row)"},
                         {"items", {"2", "4", "8"}, "4", "consecutive values a thread scans in each tile"},
@@ -171,21 +172,28 @@ __global__ void __launch_bounds__(kThreads) kevo_row_scan(const float* __restric
                      masked ? "  const uint8_t* mr = mask + static_cast<int64_t>(blockIdx.x) * n;\n" : "",
                      R"(  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   float carry = kId;  // the total of the tiles before
-  for (int64_t base = 0; base < n; base += kTile) {
+  // The next tile's values, loaded (coalesced, in scan order) while this
+  // one is scanned: the loads' latency hides behind the block's barriers.
+  float ahead[kItems];
+  auto load = [&](int64_t base) {
 #pragma unroll
-    for (int i = 0; i < kItems; ++i) {  // coalesced, in scan order
-      const int j = i * kThreads + threadIdx.x;
-      const int64_t p = base + j;
-      float v = kId;
+    for (int i = 0; i < kItems; ++i) {
+      const int64_t p = base + i * kThreads + threadIdx.x;
+      ahead[i] = kId;
       if (p < n) {
         const int64_t q = )",
                      Index(b, "p", "n"), R"(;
-        v = )",
+        ahead[i] = )",
                      Value(b, "xr", "mr", "q"), R"(;
       }
-      tile[Pad(j)] = v;
     }
+  };
+  load(0);
+  for (int64_t base = 0; base < n; base += kTile) {
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) tile[Pad(i * kThreads + threadIdx.x)] = ahead[i];
     __syncthreads();
+    if (base + kTile < n) load(base + kTile);
     float v[kItems];
 #pragma unroll
     for (int i = 0; i < kItems; ++i) v[i] = tile[Pad(threadIdx.x * kItems + i)];
