@@ -474,6 +474,22 @@ TEST_F(CudaRecipesBuild, PoolsCompileForHopperWithoutSpills) {
   }
 }
 
+// Layer norm over a few long rows (KernelBench 40: 16 rows of 4M values) is
+// split across blocks in two launches, the partial sums added in double in
+// chunk order; every genome carries the path and compiles without spills.
+TEST_F(CudaRecipesBuild, LayerNormSplitsFewLongRowsAcrossBlocks) {
+  const v1::Task task = Load("layer_norm");
+  for (const char* params :
+       {"cache=reread,mapping=block,vec=4,warps=8", "cache=registers,mapping=warp,vec=1,warps=1"}) {
+    const std::string source = CompileWithoutSpills(task, absl::StrCat("cuda_layer_norm{", params, "}"));
+    EXPECT_THAT(source, HasSubstr("if (rows < kevo_grid_blocks(1) && nv >= 8192) {")) << params;
+    EXPECT_THAT(source, HasSubstr("kevo_ln_sums<kVec><<<split_grid, kThreads>>>(x, cols, chunk);")) << params;
+    EXPECT_THAT(source, HasSubstr("kevo_ln_apply<kVec><<<split_grid, kThreads>>>(x, gamma, beta, y, cols, chunk);"))
+        << params;
+    EXPECT_THAT(source, HasSubstr("double s1 = 0, s2 = 0;\n  for (unsigned i = 0; i < gridDim.x; ++i) {")) << params;
+  }
+}
+
 // The bridge's row norm and divide (KernelBench's L1Norm and L2Norm): both
 // norms, rows in registers and streamed, compile for sm_90a without spills.
 TEST_F(CudaRecipesBuild, RowScaleCompilesForHopperWithoutSpills) {

@@ -16,7 +16,9 @@
 // `cache: reread`, read x again for the output pass (softmax: an online
 // (max, sum) pass, or max and sum passes apart with `online: off`; layer
 // norm: shifted sums). Loads are `vec` floats (16 bytes for 4) when the row
-// length and the pointers allow it.
+// length and the pointers allow it. Layer norm over fewer rows than the GPU
+// has multiprocessors, each long, splits every row across blocks instead
+// (two launches: chunk sums, then the row's sums and the output).
 #include <string>
 #include <vector>
 
@@ -386,9 +388,115 @@ std::string ScaleBody(bool l2) {
 )");
 }
 
+// Layer norm of a few long rows (fewer rows than multiprocessors: a block a
+// row would leave most of the GPU idle): each row in `splits` chunks, a block
+// a chunk, in two launches. The first writes each chunk's sums, shifted by
+// the row's first value, to g_ln_part; the second adds its row's partials in
+// double, in chunk order (the same result every call), and normalises its
+// chunk. x is read twice, as the streamed single-block path reads it.
+std::string LayerNormSplitKernels(const std::string& eps) {
+  return absl::StrCat(R"(
+constexpr int kMaxParts = 8192;  // rows x splits
+__device__ float2 g_ln_part[kMaxParts];
+
+__device__ __forceinline__ float BlockSum(float v, float* smem) {
+  v = WarpSum(v);
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) smem[threadIdx.x / 32] = v;
+  __syncthreads();
+  return WarpSum(threadIdx.x % 32 < kThreads / 32 ? smem[threadIdx.x % 32] : 0.0f);
+}
+
+template <int kV>
+__global__ void __launch_bounds__(kThreads)
+kevo_ln_sums(const float* __restrict__ x, int64_t cols, int64_t chunk) {
+  __shared__ float smem[32];
+  const int64_t row = blockIdx.y, nv = cols / kV;
+  const Vec<kV>* xr = reinterpret_cast<const Vec<kV>*>(x + row * cols);
+  const float k = x[row * cols];
+  const int64_t end = kevo_min(nv, (blockIdx.x + 1) * chunk);
+  float s1 = 0, s2 = 0;
+#pragma unroll 4
+  for (int64_t c = blockIdx.x * chunk + threadIdx.x; c < end; c += kThreads) {
+    const Vec<kV> v = xr[c];
+#pragma unroll
+    for (int l = 0; l < kV; ++l) {
+      const float d = v.v[l] - k;
+      s1 += d;
+      s2 += d * d;
+    }
+  }
+  s1 = BlockSum(s1, smem);
+  s2 = BlockSum(s2, smem);
+  if (threadIdx.x == 0) g_ln_part[row * gridDim.x + blockIdx.x] = make_float2(s1, s2);
+}
+
+template <int kV>
+__global__ void __launch_bounds__(kThreads)
+kevo_ln_apply(const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,
+              float* __restrict__ y, int64_t cols, int64_t chunk) {
+  constexpr float kEps = )",
+                      eps, R"(f;
+  const int64_t row = blockIdx.y, nv = cols / kV;
+  double s1 = 0, s2 = 0;
+  for (unsigned i = 0; i < gridDim.x; ++i) {
+    const float2 p = g_ln_part[row * gridDim.x + i];
+    s1 += p.x;
+    s2 += p.y;
+  }
+  const double inv_n = 1.0 / static_cast<double>(cols);
+  const float shift = static_cast<float>(s1 * inv_n);
+  const float mean = x[row * cols] + shift;
+  const float inv_std = rsqrtf(fmaxf(static_cast<float>(s2 * inv_n) - shift * shift, 0.0f) + kEps);
+  const Vec<kV>* xr = reinterpret_cast<const Vec<kV>*>(x + row * cols);
+  const Vec<kV>* gv = reinterpret_cast<const Vec<kV>*>(gamma);
+  const Vec<kV>* bv = reinterpret_cast<const Vec<kV>*>(beta);
+  Vec<kV>* yr = reinterpret_cast<Vec<kV>*>(y + row * cols);
+  const int64_t end = kevo_min(nv, (blockIdx.x + 1) * chunk);
+#pragma unroll 4
+  for (int64_t c = blockIdx.x * chunk + threadIdx.x; c < end; c += kThreads) {
+    const Vec<kV> v = xr[c], g = gv[c], b = bv[c];
+    Vec<kV> o;
+#pragma unroll
+    for (int l = 0; l < kV; ++l) o.v[l] = (v.v[l] - mean) * inv_std * g.v[l] + b.v[l];
+    yr[c] = o;
+  }
+}
+)");
+}
+
+// The launcher's split path for layer norm, over the task's tensors: taken
+// when the rows are fewer than the multiprocessors and long (each chunk at
+// least 4096 vectors).
+std::string LayerNormSplitLaunch(const CudaRowBinding& b) {
+  const std::string args = absl::StrCat(b.in, ", ", b.gamma, ", ", b.beta, ", ", b.out);
+  return absl::StrCat(R"(  if (rows < kevo_grid_blocks(1) && nv >= 8192) {
+    const int64_t splits = kevo_max(2, kevo_min(kevo_min(kevo_ceil_div(kevo_grid_blocks(8), rows), kMaxParts / rows),
+                                                nv / 4096));
+    const int64_t chunk = kevo_ceil_div(nv, splits);
+    const dim3 split_grid(static_cast<unsigned>(splits), static_cast<unsigned>(rows));
+    if (vec) {
+      kevo_ln_sums<kVec><<<split_grid, kThreads>>>()",
+                      b.in, R"(, cols, chunk);
+      kevo_ln_apply<kVec><<<split_grid, kThreads>>>()",
+                      args, R"(, cols, chunk);
+    } else {
+      kevo_ln_sums<1><<<split_grid, kThreads>>>()",
+                      b.in, R"(, cols, chunk);
+      kevo_ln_apply<1><<<split_grid, kThreads>>>()",
+                      args, R"(, cols, chunk);
+    }
+    return;
+  }
+)");
+}
+
 // The exported function: picks the vector width the row length and the
 // pointers allow, and the smallest register cache that holds the row.
-std::string Launcher(const std::string& definition, const std::string& args, const std::vector<std::string>& vec_ptrs) {
+// `early`: code that may launch something else and return, with vec and nv
+// known.
+std::string Launcher(const std::string& definition, const std::string& args, const std::vector<std::string>& vec_ptrs,
+                     const std::string& early = "") {
   std::string aligned = "cols % kVec == 0";
   for (const std::string& p : vec_ptrs) {
     absl::StrAppend(&aligned, " && reinterpret_cast<uintptr_t>(", p, ") % (4 * kVec) == 0");
@@ -401,8 +509,8 @@ std::string Launcher(const std::string& definition, const std::string& args, con
                       aligned, R"(;
   const int64_t nv = vec ? cols / kVec : cols;
   const int64_t per = kevo_ceil_div(nv, kGT);  // vectors a thread holds
-#define KEVO_LAUNCH(P, W) kevo_rows<P, W><<<grid, kThreads>>>()",
-                      args, R"(, rows, cols)
+)",
+                      early, R"(#define KEVO_LAUNCH(P, W) kevo_rows<P, W><<<grid, kThreads>>>()", args, R"(, rows, cols)
 #define KEVO_DISPATCH(W)                     \
   if (!kCache || per > 8) KEVO_LAUNCH(0, W); \
   else if (per <= 1) KEVO_LAUNCH(1, W);      \
@@ -519,7 +627,7 @@ class CudaRowRecipe final : public Recipe {
         absl::StrAppend(&s,
                         KernelHead("const float* __restrict__ x, const float* __restrict__ gamma, "
                                    "const float* __restrict__ beta, float* __restrict__ y, "),
-                        LayerNormBody(Hint(task, "eps", "1e-5")));
+                        LayerNormBody(Hint(task, "eps", "1e-5")), LayerNormSplitKernels(Hint(task, "eps", "1e-5")));
         args = absl::StrCat(b.in, ", ", b.gamma, ", ", b.beta, ", ", b.out);
         vec_ptrs.push_back(b.gamma);
         vec_ptrs.push_back(b.beta);
@@ -537,7 +645,7 @@ class CudaRowRecipe final : public Recipe {
         vec_ptrs.push_back(b.out);
         break;
     }
-    absl::StrAppend(&s, Launcher(definition, args, vec_ptrs));
+    absl::StrAppend(&s, Launcher(definition, args, vec_ptrs, op_ == RowOp::kLayerNorm ? LayerNormSplitLaunch(b) : ""));
     return CudaCandidate(std::move(s));
   }
 
