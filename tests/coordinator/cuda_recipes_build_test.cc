@@ -463,7 +463,14 @@ TEST_F(CudaRecipesBuild, PoolsCompileForHopperWithoutSpills) {
   const std::pair<v1::Task, const char*> cases[] = {
       {PoolTask("max", "3,3,3", "2,2,2", "1,1,1", "3,3,3", "1"), "threads=128"},
       {PoolTask("avg", "1,11,11", "1,11,11", "0,0,0", "1,1,1", "1"), "threads=512"},
-      {PoolTask("avg", "3,3,3", "2,2,2", "1,1,1", "1,1,1", "0"), "threads=256"}};
+      {PoolTask("avg", "3,3,3", "2,2,2", "1,1,1", "1,1,1", "0"), "threads=256"},
+      {PoolTask("max", "1,4,4", "1,1,1", "0,1,1", "1,1,1", "1"), "threads=256"},
+      {PoolTask("avg", "1,1,8", "1,1,1", "0,0,4", "1,1,1", "1"), "threads=512"}};
+  // A thread takes 4 outputs where their windows overlap enough (KernelBench
+  // 42's 4x4 stride-1 max, 44's 8-tap stride-1 average, the 3-tap stride-2
+  // average), one where they do not (11x11 stride 11; dilation 3 at stride 2).
+  const int items[] = {1, 1, 4, 4, 4};
+  int k = 0;
   for (const auto& [task, params] : cases) {
     ASSERT_TRUE(recipe->Applies(task, "nvidia")) << task.hints().at("op") << " " << params;
     const std::string source = CompileWithoutSpills(task, absl::StrCat("cuda_pool{", params, "}"));
@@ -471,6 +478,9 @@ TEST_F(CudaRecipesBuild, PoolsCompileForHopperWithoutSpills) {
     // division per output made the 2-D pool slower than torch.compile).
     EXPECT_THAT(source, HasSubstr("if (kevo_widest < (int64_t{1} << 31)) {\n    kevo_pool<uint32_t><<<")) << params;
     EXPECT_THAT(source, HasSubstr("kevo_pool<int64_t><<<")) << params;
+    EXPECT_THAT(source, HasSubstr(absl::StrCat("constexpr int kItems = ", items[k], ";"))) << params;
+    EXPECT_EQ(source.find("float v[kSpan];") != std::string::npos, items[k] > 1) << params;
+    ++k;
   }
 }
 
