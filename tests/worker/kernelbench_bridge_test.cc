@@ -171,6 +171,11 @@ TEST_F(KernelBenchBridgeTest, LayerNormModuleWithItsWeightsIsLoweredAndCorrect) 
   ASSERT_TRUE(evs.count("kb_row_norm")) << "nn.LayerNorm over the last two dims was not lowered";
   ASSERT_TRUE(evs.count("kb_elementwise"));
   ExpectAllCorrect(evs);
+  // Each bridge runs one of the two operators, the other stays PyTorch:
+  // neither is tried before chance picks it.
+  for (const char* name : {"kb_row_norm", "kb_elementwise"}) {
+    EXPECT_FALSE(proposer::FindRecipe(name)->DirectedVariant(task, "cpu")) << name;
+  }
 }
 
 // Reductions along dims that are not the last (KernelBench 47-53's kind) are
@@ -389,6 +394,7 @@ TEST_F(KernelBenchBridgeTest, AnElementwiseChainIsFusedIntoOneKernelAndCorrect) 
   EXPECT_THAT(source, HasSubstr("['clamp', 'sub', 'mul_3', 'mul', 'add_1', 'tanh', 'mul_2', 'add', 'mul_1', 'pow_1']"));
   EXPECT_THAT(source, HasSubstr("tanhf("));
   EXPECT_THAT(source, HasSubstr("fmaxf("));
+  EXPECT_TRUE(elementwise->DirectedVariant(task, "cpu")) << "the whole Model is one kernel of kevo's: tried first";
 }
 
 // A node read twice by the same operator (`y * y`) is not fused into it: its

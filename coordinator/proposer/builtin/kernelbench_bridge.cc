@@ -1251,7 +1251,20 @@ class BridgeRecipe : public Recipe {
   bool DirectedVariant(const v1::Task& task, std::string_view platform) const override {
     if (platform != platform_ || task.format() != v1::TASK_FORMAT_KERNELBENCH) return false;
     const std::vector<Lowered> matches = Matches(task);
-    return std::any_of(matches.begin(), matches.end(), [](const Lowered& l) { return l.saves_work; });
+    if (matches.empty()) return false;
+    if (std::any_of(matches.begin(), matches.end(), [](const Lowered& l) { return l.saves_work; })) return true;
+    // Or the whole Model becomes kevo's kernels (KernelBench 47's lone sum):
+    // pytorch_rewrite's knobs (cuDNN, TF32, channels_last) touch none of it.
+    std::set<std::string> covered;
+    for (const Lowered& l : matches) {
+      covered.insert(l.node->name());
+      covered.insert(l.absorbed.begin(), l.absorbed.end());
+    }
+    const v1::ModelGraph& g = task.model_graph();
+    return std::all_of(g.nodes().begin(), g.nodes().end(), [&](const v1::GraphNode& n) {
+      return (n.op() != "call_function" && n.op() != "call_method" && n.op() != "call_module") ||
+             covered.contains(n.name());
+    });
   }
 
   absl::StatusOr<v1::Candidate> Generate(const v1::Task& task, const Genome& genome) const override {

@@ -100,7 +100,8 @@ class Recipe {
   // Whether a KernelBench parent that only reruns PyTorch (pytorch_rewrite)
   // should get this recipe at its defaults as a child before any left to
   // chance, because it removes work PyTorch does (a bridge that never
-  // computes the indices torch.max computes and the Model drops).
+  // computes the indices torch.max computes and the Model drops), or
+  // because it runs the whole Model, which pytorch_rewrite cannot speed up.
   virtual bool DirectedVariant(const v1::Task& task, std::string_view platform) const { return false; }
   // The candidate (source, language, extra flags) for `genome`. Returns
   // InvalidArgument when the genome is outside the space or names another
