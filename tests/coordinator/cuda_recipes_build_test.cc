@@ -402,6 +402,8 @@ TEST_F(CudaRecipesBuild, MapReduceCompilesForHopperWithoutSpills) {
     EXPECT_FALSE(absl::StrContains(source, "atomicAdd(y")) << "the sum itself is never atomic";
     EXPECT_EQ(absl::StrContains(source, "reinterpret_cast<const float4*>"), absl::StrContains(params, "vec=4"))
         << "float4 loads exactly when vec=4: " << params;
+    // unroll counts float4s (as registers allow), not floats.
+    EXPECT_THAT(source, HasSubstr("constexpr int kVecUnroll = kUnroll < kFit ? kUnroll : kFit;")) << params;
     EXPECT_THAT(source, HasSubstr(task.hints().count("divide") ? ", static_cast<double>(n));" : ", 1.0);"))
         << "the divisor the sum is divided by: " << params;
   }
@@ -422,6 +424,8 @@ TEST_F(CudaRecipesBuild, CrossEntropyCompilesForHopperWithoutSpills) {
     EXPECT_FALSE(absl::StrContains(source, "atomicAdd(y")) << "the sum itself is never atomic";
     EXPECT_EQ(absl::StrContains(source, "reinterpret_cast<const float4*>"), absl::StrContains(params, "vec=4"))
         << params;
+    // Four float4s in flight a thread, merged as one chunk.
+    EXPECT_EQ(absl::StrContains(source, "float4 v[kLoads];"), absl::StrContains(params, "vec=4")) << params;
   }
 }
 

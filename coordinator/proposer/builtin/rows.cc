@@ -788,7 +788,9 @@ class CrossEntropyRecipe final : public BoundRecipe<CrossEntropyBinding> {
 
 // The same on nvidia: a block a row (blocks take rows in turn), each thread
 // an online (max, sum of exp) over its share of the row (float4s where the
-// row allows), merged across the block with warp shuffles; thread 0 adds
+// row allows, four (two at 1024 threads) loaded before they are merged as
+// one chunk), merged
+// across the block with warp shuffles; thread 0 adds
 // the row's loss in double, each block's total goes to a device-global
 // partial, and the last block to finish adds the partials in block order
 // (deterministic, no atomics on the sum), then divides by the rows.
@@ -847,13 +849,34 @@ kevo_cross_entropy(const float* __restrict__ x, const int64_t* __restrict__ targ
     float m = -INFINITY, s = 0.0f;
 )",
         vec ? R"(    if (by4) {
+      // kLoads float4s in flight, then one merge of their max and sum (two
+      // at 1024 threads, whose 64 registers a thread hold no more).
+      constexpr int kLoads = kThreads >= 1024 ? 2 : 4;
       const float4* row4 = reinterpret_cast<const float4*>(row);
-      for (int64_t c = threadIdx.x; c < cols / 4; c += kThreads) {
-        const float4 v = __ldg(row4 + c);
-        Merge(m, s, v.x, 1.0f);
-        Merge(m, s, v.y, 1.0f);
-        Merge(m, s, v.z, 1.0f);
-        Merge(m, s, v.w, 1.0f);
+      const int64_t n4 = cols / 4;
+      for (int64_t c0 = threadIdx.x; c0 < n4; c0 += kLoads * kThreads) {
+        float4 v[kLoads];
+#pragma unroll
+        for (int k = 0; k < kLoads; ++k) {
+          const int64_t c = c0 + k * kThreads;
+          v[k] = c < n4 ? __ldg(row4 + c) : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+        }
+        float mk = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < kLoads; ++k) mk = fmaxf(fmaxf(fmaxf(mk, v[k].x), fmaxf(v[k].y, v[k].z)), v[k].w);
+        // exp(v - mk), 1 where v is the max itself (an infinite max too).
+        auto e = [mk](float x) { return x == mk ? 1.0f : expf(x - mk); };
+        float sk = 0.0f;
+        if (mk != -INFINITY) {
+#pragma unroll
+          for (int k = 0; k < kLoads; ++k) sk += e(v[k].x) + e(v[k].y) + e(v[k].z) + e(v[k].w);
+        }
+        // fmaxf drops NaN: a NaN among the values is merged as itself.
+#pragma unroll
+        for (int k = 0; k < kLoads; ++k) {
+          if (v[k].x != v[k].x || v[k].y != v[k].y || v[k].z != v[k].z || v[k].w != v[k].w) mk = sk = NAN;
+        }
+        Merge(m, s, mk, sk);
       }
     } else {
       for (int64_t c = threadIdx.x; c < cols; c += kThreads) Merge(m, s, __ldg(row + c), 1.0f);
