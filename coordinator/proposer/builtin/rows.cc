@@ -938,7 +938,7 @@ class RowNormRecipe final : public BoundRecipe<NormBinding> {
                  {"two_pass", "one_pass"},
                  "two_pass",
                  "layer norm's variance from centred squares after the mean (two passes), or "
-                 "from the sum and sum of squares in one"},
+                 "from the sum and sum of squares of values shifted by the row's first, in one"},
                 {"accumulators", {"1", "2", "4", "8"}, "4", "independent 16-lane accumulators"},
                 {"store", {"normal", "nontemporal"}, "nontemporal", "streaming stores for y (no read-for-ownership)"},
                 {"threads", {"1", "all"}, "all", "OpenMP threads over rows"},
@@ -978,21 +978,34 @@ class RowNormRecipe final : public BoundRecipe<NormBinding> {
                     "  const float n = (float)cols;\n  int64_t c = 0;\n");
     // The statistics: mean (layer norm) and 1 / sqrt(var + eps).
     const bool sum_squares = b.rms || one_pass;
+    // Layer norm's one pass sums values shifted by the row's first (padding
+    // lanes are that value, adding nothing): without the shift, a row whose
+    // mean is large against its spread loses its variance to cancellation.
+    const bool shifted = one_pass && !b.rms;
+    if (shifted)
+      absl::StrAppend(&s, "  const float k = cols > 0 ? x[0] : 0.0f;\n  const kevo_vf kv = kevo_splat(k);\n");
     if (!b.rms) absl::StrAppend(&s, Repeat(acc, "  kevo_vf s# = {};\n"));
     if (sum_squares) absl::StrAppend(&s, Repeat(acc, "  kevo_vf q# = {};\n"));
-    const std::string body = absl::StrCat(b.rms ? "" : "    s# += v#;\n", sum_squares ? "    q# += v# * v#;\n" : "");
+    const std::string body = shifted
+                                 ? "    const kevo_vf d# = v# - kv;\n    s# += d#;\n    q# += d# * d#;\n"
+                                 : absl::StrCat(b.rms ? "" : "    s# += v#;\n", b.rms ? "    q# += v# * v#;\n" : "");
     absl::StrAppend(
         &s, "  for (; c + ", step, " <= cols; c += ", step, ") {\n",
         Repeat(acc, "    const kevo_vf v# = kevo_load(x + c + KEVO_LANES * #);\n"), Repeat(acc, body), "  }\n",
         "  for (; c + KEVO_LANES <= cols; c += KEVO_LANES) {\n    const kevo_vf v0 = kevo_load(x + c);\n",
-        Repeat(1, body), "  }\n", "  if (c < cols) {\n    const kevo_vf v0 = kevo_load_part(x + c, cols - c, 0.0f);\n",
-        Repeat(1, body), "  }\n");
-    if (!b.rms) absl::StrAppend(&s, Fold(acc, "s", "kevo_add"), "  const float mean = kevo_hsum(s0) / n;\n");
+        Repeat(1, body), "  }\n", "  if (c < cols) {\n    const kevo_vf v0 = kevo_load_part(x + c, cols - c, ",
+        shifted ? "k" : "0.0f", ");\n", Repeat(1, body), "  }\n");
+    if (shifted) {
+      absl::StrAppend(&s, Fold(acc, "s", "kevo_add"), "  const float shift = kevo_hsum(s0) / n;\n",
+                      "  const float mean = k + shift;\n");
+    } else if (!b.rms) {
+      absl::StrAppend(&s, Fold(acc, "s", "kevo_add"), "  const float mean = kevo_hsum(s0) / n;\n");
+    }
     if (sum_squares) absl::StrAppend(&s, Fold(acc, "q", "kevo_add"));
     if (b.rms) {
       absl::StrAppend(&s, "  const float var = kevo_hsum(q0) / n;\n");
     } else if (one_pass) {
-      absl::StrAppend(&s, "  float var = kevo_hsum(q0) / n - mean * mean;\n  var = var > 0.0f ? var : 0.0f;\n");
+      absl::StrAppend(&s, "  float var = kevo_hsum(q0) / n - shift * shift;\n  var = var > 0.0f ? var : 0.0f;\n");
     } else {
       // Centred squares from the row just read (in cache); the tail's
       // padding lanes are set to the mean so they add nothing.
