@@ -178,6 +178,32 @@ TEST_F(KernelBenchBridgeTest, LayerNormModuleWithItsWeightsIsLoweredAndCorrect) 
   }
 }
 
+// nn.InstanceNorm2d and nn.InstanceNorm1d at their defaults (KernelBench 34's
+// kind) are layer norm kernels over each (sample, channel), gamma ones and
+// beta zeros, each with its own eps; one with weights stays PyTorch. Both
+// corners of the layer norm's space are correct, also on rows far from 0.
+TEST_F(KernelBenchBridgeTest, InstanceNormsAtTheirDefaultsAreLayerNormKernelsAndCorrect) {
+  v1::Task task = Problem("instance_norm.py");
+  *task.mutable_model_graph() = Capture(task);
+  const v1::GraphNode* plain = Node(task.model_graph(), "plain");
+  ASSERT_NE(plain, nullptr);
+  EXPECT_EQ(plain->target(), "InstanceNorm2d");
+  EXPECT_EQ(plain->attrs().at("affine"), "False");
+  std::map<std::string, v1::Evaluation> evs = EvaluateBridges(task);
+  ASSERT_TRUE(evs.count("kb_row_norm")) << "no instance norm was lowered";
+  ExpectAllCorrect(evs);
+  for (const char* genome :
+       {"kb_row_norm{accumulators=1,schedule=static,stats=one_pass,store=normal,threads=1}",
+        "kb_row_norm{accumulators=8,schedule=dynamic,stats=two_pass,store=nontemporal,threads=all}"}) {
+    const std::string source = JudgedSource(task, genome);
+    EXPECT_THAT(source, HasSubstr("'plain': ('instance_norm', ['x'], False, '', 'kevo_bridge_")) << genome;
+    EXPECT_THAT(source, HasSubstr("'loose': ('instance_norm', ['add'], False, '', 'kevo_bridge_")) << genome;
+    EXPECT_THAT(source, Not(HasSubstr("'weighted': ("))) << "an instance norm with weights stays PyTorch";
+    EXPECT_THAT(source, HasSubstr("[], 2),")) << "the 2-D norm's two dims";
+    EXPECT_THAT(source, HasSubstr("[], 1),")) << "the 1-D norm's one dim";
+  }
+}
+
 // Reductions along dims that are not the last (KernelBench 47-53's kind) are
 // col_reduce kernels: sum with keepdim, torch.max(x, dim)[0] without its
 // indices (the max node absorbed), amin over a negative dim, mean over dim 0,

@@ -176,6 +176,7 @@ TEST_F(NvidiaKernelBenchTest, BridgeCandidatesRunKevosCudaKernelsAndAreCorrect) 
   for (const auto& [problem, bridges] : std::map<std::string, std::vector<std::string>>{
            {"softmax_gelu_cumsum.py", {"kb_cuda_elementwise", "kb_cuda_softmax", "kb_cuda_row_scan"}},
            {"layer_norm_relu.py", {"kb_cuda_elementwise", "kb_cuda_layer_norm"}},
+           {"instance_norm.py", {"kb_cuda_elementwise", "kb_cuda_layer_norm"}},
            {"gelu_chain.py", {"kb_cuda_elementwise"}},
            {"reductions.py", {"kb_cuda_elementwise", "kb_cuda_col_reduce"}},
            {"row_norms.py", {"kb_cuda_row_scale"}},

@@ -5,7 +5,8 @@
 // an elementwise task with the matching expression; softmax and log_softmax
 // over the last dim: a row task; sum, mean and amax over the last dim: a row
 // reduction, and sum, mean, amax, amin and torch.max / torch.min(x, dim)[0]
-// over any other dim: a col_reduce task; nn.LayerNorm: a layer_norm task;
+// over any other dim: a col_reduce task; nn.LayerNorm, and nn.InstanceNorm
+// without weights or running statistics: a layer_norm task;
 // cumsum and cumprod along the last dim, with the flips of a reverse scan,
 // the narrow and cat of an exclusive one or a mask product absorbed: a
 // row_scan task),
@@ -56,17 +57,19 @@ namespace {
 // A node the bridge can lower, and the native task that stands for it.
 struct Lowered {
   const v1::GraphNode* node = nullptr;
-  std::string kind;  // map | rows | reduce | col_reduce | col_index | col_scale | layer_norm | scan | cross_entropy
+  // map | rows | reduce | col_reduce | col_index | col_scale | layer_norm | instance_norm | scan |
+  // cross_entropy | map_reduce | pool
+  std::string kind;
   std::vector<std::string> inputs;  // fx node names (layer_norm: the input only; scan: x, then any mask)
   // map: the nodes fused into `node`'s kernel, which the call makes dead
   // (users first, so each is erased after every node that read it).
   std::vector<std::string> absorbed;
   bool keepdim = false;     // reduce, col_reduce
   bool saves_work = false;  // drops work the Model's PyTorch does (torch.max's indices)
-  int dim = -1;             // col_reduce: the dim reduced, counted from 0; pool: its dims
-  std::string module;       // layer_norm: the module's path, for its weight and bias;
-                            // map_reduce: what divides the sum (WholeReduction::divide);
-                            // pool: "kernel|stride|padding|dilation", "d,h,w" each
+  int dim = -1;  // col_reduce: the dim reduced, counted from 0; pool: its dims; instance_norm: the dims normalised
+  std::string module;  // layer_norm: the module's path, for its weight and bias;
+                       // map_reduce: what divides the sum (WholeReduction::divide);
+                       // pool: "kernel|stride|padding|dilation", "d,h,w" each
   v1::Task native;
 };
 
@@ -115,6 +118,9 @@ std::string OpOf(const v1::GraphNode& n) {
                                                                       {"Softmax", "softmax"},
                                                                       {"LogSoftmax", "log_softmax"},
                                                                       {"LayerNorm", "layer_norm"},
+                                                                      {"InstanceNorm1d", "instance_norm"},
+                                                                      {"InstanceNorm2d", "instance_norm"},
+                                                                      {"InstanceNorm3d", "instance_norm"},
                                                                       {"MSELoss", "mse_loss"},
                                                                       {"L1Loss", "l1_loss"},
                                                                       {"SmoothL1Loss", "smooth_l1_loss"},
@@ -470,6 +476,19 @@ std::optional<Lowered> LowerColRms(const v1::ModelGraph& graph, const v1::GraphN
   return l;
 }
 
+// A layer_norm task: y = (x - mean) / sqrt(var + eps) * gamma + beta over
+// each row of x [rows, cols].
+v1::Task LayerNormTask(const std::string& fn, double eps) {
+  v1::Task t = NativeTask(fn, {"x", "gamma", "beta", "y", "rows", "cols"});
+  AddTensor(t, true, "x", {"rows", "cols"});
+  AddTensor(t, true, "gamma", {"cols"});
+  AddTensor(t, true, "beta", {"cols"});
+  AddTensor(t, false, "y", {"rows", "cols"});
+  SetHints(t, "layer_norm", {"gamma", "beta", "rows", "cols"});
+  (*t.mutable_hints())["eps"] = absl::StrFormat("%.9g", eps);
+  return t;
+}
+
 std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n, int index) {
   if (n.op() != "call_function" && n.op() != "call_method" && n.op() != "call_module") return std::nullopt;
   std::string op = OpOf(n);
@@ -592,13 +611,19 @@ std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n
     if (!module || module->size() < 2) return std::nullopt;
     l.kind = "layer_norm";
     l.module = module->substr(1, module->size() - 2);  // the repr's quotes
-    l.native = NativeTask(fn, {"x", "gamma", "beta", "y", "rows", "cols"});
-    AddTensor(l.native, true, "x", {"rows", "cols"});
-    AddTensor(l.native, true, "gamma", {"cols"});
-    AddTensor(l.native, true, "beta", {"cols"});
-    AddTensor(l.native, false, "y", {"rows", "cols"});
-    SetHints(l.native, "layer_norm", {"gamma", "beta", "rows", "cols"});
-    (*l.native.mutable_hints())["eps"] = absl::StrFormat("%.9g", *eps);
+    l.native = LayerNormTask(fn, *eps);
+    return l;
+  }
+  if (op == "instance_norm" && Attr(n, "affine") == "False" && Attr(n, "track_running_stats") == "False") {
+    // nn.InstanceNorm1d/2d/3d at its defaults (no weights, no running
+    // statistics): a layer norm of each (sample, channel) over its last 1-3
+    // dims, gamma ones and beta zeros (KernelBench 34).
+    const int k = n.target() == "InstanceNorm1d" ? 1 : n.target() == "InstanceNorm2d" ? 2 : 3;
+    std::optional<double> eps = NumberAttr(n, "eps", -1, 1e-5);
+    if (!eps || !std::isfinite(*eps) || k >= rank) return std::nullopt;  // a channel dim before them
+    l.kind = "instance_norm";
+    l.dim = k;
+    l.native = LayerNormTask(fn, *eps);
     return l;
   }
   return std::nullopt;
@@ -1172,6 +1197,21 @@ def _kevo_call(kind, keepdim, module, fn, name, dim):
             rows = x.numel() // cols if cols else 0
             y = _kevo_torch.empty_like(x)
             fn(_kevo_ptr(x), *[_kevo_ptr(m) for m in masks], _kevo_ptr(y), n64(rows), n64(cols))
+            return y
+    elif kind == "instance_norm":  # a layer norm over the last `dim` dims, gamma ones and beta zeros
+        affine = {}  # (cols, device) -> (ones, zeros), made once
+        def call(x):
+            x = _kevo_f32(x, name)
+            cols = 1
+            for d in x.shape[-dim:]:
+                cols *= d
+            key = (cols, x.device)
+            if key not in affine:
+                affine[key] = (_kevo_torch.ones(cols, device=x.device), _kevo_torch.zeros(cols, device=x.device))
+            gamma, beta = affine[key]
+            y = _kevo_torch.empty_like(x)
+            fn(_kevo_ptr(x), _kevo_ptr(gamma), _kevo_ptr(beta), _kevo_ptr(y), n64(x.numel() // cols if cols else 0),
+               n64(cols))
             return y
     else:  # layer_norm over the last gamma.numel() elements of each row
         def call(x, gamma, beta):
