@@ -204,6 +204,29 @@ TEST_F(KernelBenchBridgeTest, InstanceNormsAtTheirDefaultsAreLayerNormKernelsAnd
   }
 }
 
+// nn.GroupNorm (KernelBench 35's kind) is a row_norm kernel over each
+// (sample, group), scaled and shifted per channel: with its weights (away from
+// ones and zeros), and without (ones and zeros made in the call). Both corners
+// of the space are correct, channels of 63 and 5 values (no whole vector).
+// On nvidia it stays PyTorch (cuda_layer_norm has no per-channel scale).
+TEST_F(KernelBenchBridgeTest, GroupNormsAreRowNormKernelsWithPerChannelScalesAndCorrect) {
+  v1::Task task = Problem("group_norm.py");
+  *task.mutable_model_graph() = Capture(task);
+  std::map<std::string, v1::Evaluation> evs = EvaluateBridges(task);
+  ASSERT_TRUE(evs.count("kb_row_norm")) << "no group norm was lowered";
+  ExpectAllCorrect(evs);
+  for (const char* genome :
+       {"kb_row_norm{accumulators=1,schedule=static,stats=one_pass,store=normal,threads=1}",
+        "kb_row_norm{accumulators=8,schedule=dynamic,stats=two_pass,store=nontemporal,threads=all}"}) {
+    const std::string source = JudgedSource(task, genome);
+    EXPECT_THAT(source, HasSubstr("'gn': ('group_norm', ['x'], False, 'gn', 'kevo_bridge_")) << genome;
+    EXPECT_THAT(source, HasSubstr("'plain': ('group_norm', ['s'], False, '', 'kevo_bridge_")) << genome;
+    EXPECT_THAT(source, HasSubstr("[], 4),")) << "gn's four groups";
+    EXPECT_THAT(source, HasSubstr("[], 2),")) << "plain's two groups";
+  }
+  EXPECT_FALSE(proposer::FindRecipe("kb_cuda_layer_norm")->Applies(task, "nvidia"));
+}
+
 // Reductions along dims that are not the last (KernelBench 47-53's kind) are
 // col_reduce kernels: sum with keepdim, torch.max(x, dim)[0] without its
 // indices (the max node absorbed), amin over a negative dim, mean over dim 0,

@@ -6,7 +6,8 @@
 // over the last dim: a row task; sum, mean and amax over the last dim: a row
 // reduction, and sum, mean, amax, amin and torch.max / torch.min(x, dim)[0]
 // over any other dim: a col_reduce task; nn.LayerNorm, and nn.InstanceNorm
-// without weights or running statistics: a layer_norm task;
+// without weights or running statistics: a layer_norm task; nn.GroupNorm: a
+// group_norm task (cpu);
 // cumsum and cumprod along the last dim, with the flips of a reverse scan,
 // the narrow and cat of an exclusive one or a mask product absorbed: a
 // row_scan task),
@@ -57,7 +58,7 @@ namespace {
 // A node the bridge can lower, and the native task that stands for it.
 struct Lowered {
   const v1::GraphNode* node = nullptr;
-  // map | rows | reduce | col_reduce | col_index | col_scale | layer_norm | instance_norm | scan |
+  // map | rows | reduce | col_reduce | col_index | col_scale | layer_norm | instance_norm | group_norm | scan |
   // cross_entropy | map_reduce | pool
   std::string kind;
   std::vector<std::string> inputs;  // fx node names (layer_norm: the input only; scan: x, then any mask)
@@ -66,7 +67,9 @@ struct Lowered {
   std::vector<std::string> absorbed;
   bool keepdim = false;     // reduce, col_reduce
   bool saves_work = false;  // drops work the Model's PyTorch does (torch.max's indices)
-  int dim = -1;  // col_reduce: the dim reduced, counted from 0; pool: its dims; instance_norm: the dims normalised
+  // col_reduce: the dim reduced, counted from 0; pool: its dims; instance_norm:
+  // the dims normalised; group_norm: the groups
+  int dim = -1;
   std::string module;  // layer_norm: the module's path, for its weight and bias;
                        // map_reduce: what divides the sum (WholeReduction::divide);
                        // pool: "kernel|stride|padding|dilation", "d,h,w" each
@@ -118,6 +121,7 @@ std::string OpOf(const v1::GraphNode& n) {
                                                                       {"Softmax", "softmax"},
                                                                       {"LogSoftmax", "log_softmax"},
                                                                       {"LayerNorm", "layer_norm"},
+                                                                      {"GroupNorm", "group_norm"},
                                                                       {"InstanceNorm1d", "instance_norm"},
                                                                       {"InstanceNorm2d", "instance_norm"},
                                                                       {"InstanceNorm3d", "instance_norm"},
@@ -612,6 +616,30 @@ std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n
     l.kind = "layer_norm";
     l.module = module->substr(1, module->size() - 2);  // the repr's quotes
     l.native = LayerNormTask(fn, *eps);
+    return l;
+  }
+  if (op == "group_norm" && n.op() == "call_module") {
+    // nn.GroupNorm over x [N, C, *]: a layer norm of each (sample, group)
+    // row, scaled and shifted per channel (KernelBench 35; level 2's
+    // convolutions' epilogues). Without weights, ones and zeros.
+    std::optional<double> groups = NumberAttr(n, "num_groups", -1, 0), channels = NumberAttr(n, "num_channels", -1, 0);
+    std::optional<double> eps = NumberAttr(n, "eps", -1, 1e-5);
+    std::optional<std::string> affine = Attr(n, "affine"), module = Attr(n, "module");
+    if (!groups || !channels || !eps || !std::isfinite(*eps) || !affine || !module || module->size() < 2 ||
+        *groups < 1 || *channels < 1 || std::fmod(*channels, *groups) != 0 || rank < 2 ||
+        in->shape(1) != static_cast<int64_t>(*channels)) {
+      return std::nullopt;
+    }
+    l.kind = "group_norm";
+    l.dim = static_cast<int>(*groups);
+    if (*affine == "True") l.module = module->substr(1, module->size() - 2);  // the repr's quotes
+    l.native = NativeTask(fn, {"x", "gamma", "beta", "y", "rows", "cols", "groups", "hw"});
+    AddTensor(l.native, true, "x", {"rows", "cols"});
+    AddTensor(l.native, true, "gamma", {"groups * cols / hw"});  // the channels
+    AddTensor(l.native, true, "beta", {"groups * cols / hw"});
+    AddTensor(l.native, false, "y", {"rows", "cols"});
+    SetHints(l.native, "group_norm", {"gamma", "beta", "rows", "cols", "groups", "hw"});
+    (*l.native.mutable_hints())["eps"] = absl::StrFormat("%.9g", *eps);
     return l;
   }
   if (op == "instance_norm" && Attr(n, "affine") == "False" && Attr(n, "track_running_stats") == "False") {
@@ -1198,6 +1226,23 @@ def _kevo_call(kind, keepdim, module, fn, name, dim):
             y = _kevo_torch.empty_like(x)
             fn(_kevo_ptr(x), *[_kevo_ptr(m) for m in masks], _kevo_ptr(y), n64(rows), n64(cols))
             return y
+    elif kind == "group_norm":  # x [N, C, *]: rows of (sample, group), `dim` groups, gamma and beta per channel
+        affine = {}  # (channels, device) -> (ones, zeros), for a GroupNorm without weights
+        def call(x, gamma=None, beta=None):
+            x = _kevo_f32(x, name)
+            n, c = x.shape[0], x.shape[1]
+            hw = x.numel() // (n * c) if n * c else 0
+            if gamma is None:
+                key = (c, x.device)
+                if key not in affine:
+                    affine[key] = (_kevo_torch.ones(c, device=x.device), _kevo_torch.zeros(c, device=x.device))
+                gamma, beta = affine[key]
+            gamma = _kevo_f32(gamma, name)
+            beta = _kevo_f32(beta, name)
+            y = _kevo_torch.empty_like(x)
+            fn(_kevo_ptr(x), _kevo_ptr(gamma), _kevo_ptr(beta), _kevo_ptr(y), n64(n * dim), n64(c // dim * hw), n64(dim),
+               n64(hw))
+            return y
     elif kind == "instance_norm":  # a layer norm over the last `dim` dims, gamma ones and beta zeros
         affine = {}  # (cols, device) -> (ones, zeros), made once
         def call(x):
@@ -1244,7 +1289,7 @@ class ModelNew(_kevo_torch.nn.Module):
                 raise RuntimeError("kevo bridge: the Model's graph has no node %s (it traced differently)" % name)
             args_ = [replaced.get(i, by_name[i]) for i in inputs]
             with graph.inserting_before(node):
-                if kind == "layer_norm":
+                if kind == "layer_norm" or (kind == "group_norm" and module):
                     args_ += [graph.get_attr(module + ".weight"), graph.get_attr(module + ".bias")]
                 new = graph.call_function(_kevo_call(kind, keepdim, module, _KEVO_FUNCTIONS[name], name, dim), tuple(args_))
             node.replace_all_uses_with(new)
