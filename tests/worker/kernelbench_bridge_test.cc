@@ -178,6 +178,12 @@ TEST_F(KernelBenchBridgeTest, LayerNormModuleWithItsWeightsIsLoweredAndCorrect) 
   }
 }
 
+// row_norm's corners: one pass, one accumulator, plain stores, one thread;
+// two passes, eight accumulators, streaming stores, every thread.
+constexpr const char* kRowNormCorners[] = {
+    "kb_row_norm{accumulators=1,schedule=static,stats=one_pass,store=normal,threads=1}",
+    "kb_row_norm{accumulators=8,schedule=dynamic,stats=two_pass,store=nontemporal,threads=all}"};
+
 // nn.InstanceNorm2d and nn.InstanceNorm1d at their defaults (KernelBench 34's
 // kind) are layer norm kernels over each (sample, channel), gamma ones and
 // beta zeros, each with its own eps; one with weights stays PyTorch. Both
@@ -192,9 +198,7 @@ TEST_F(KernelBenchBridgeTest, InstanceNormsAtTheirDefaultsAreLayerNormKernelsAnd
   std::map<std::string, v1::Evaluation> evs = EvaluateBridges(task);
   ASSERT_TRUE(evs.count("kb_row_norm")) << "no instance norm was lowered";
   ExpectAllCorrect(evs);
-  for (const char* genome :
-       {"kb_row_norm{accumulators=1,schedule=static,stats=one_pass,store=normal,threads=1}",
-        "kb_row_norm{accumulators=8,schedule=dynamic,stats=two_pass,store=nontemporal,threads=all}"}) {
+  for (const char* genome : kRowNormCorners) {
     const std::string source = JudgedSource(task, genome);
     EXPECT_THAT(source, HasSubstr("'plain': ('instance_norm', ['x'], False, '', 'kevo_bridge_")) << genome;
     EXPECT_THAT(source, HasSubstr("'loose': ('instance_norm', ['add'], False, '', 'kevo_bridge_")) << genome;
@@ -215,9 +219,7 @@ TEST_F(KernelBenchBridgeTest, GroupNormsAreRowNormKernelsWithPerChannelScalesAnd
   std::map<std::string, v1::Evaluation> evs = EvaluateBridges(task);
   ASSERT_TRUE(evs.count("kb_row_norm")) << "no group norm was lowered";
   ExpectAllCorrect(evs);
-  for (const char* genome :
-       {"kb_row_norm{accumulators=1,schedule=static,stats=one_pass,store=normal,threads=1}",
-        "kb_row_norm{accumulators=8,schedule=dynamic,stats=two_pass,store=nontemporal,threads=all}"}) {
+  for (const char* genome : kRowNormCorners) {
     const std::string source = JudgedSource(task, genome);
     EXPECT_THAT(source, HasSubstr("'gn': ('group_norm', ['x'], False, 'gn', 'kevo_bridge_")) << genome;
     EXPECT_THAT(source, HasSubstr("'plain': ('group_norm', ['s'], False, '', 'kevo_bridge_")) << genome;
