@@ -285,6 +285,10 @@ TEST_F(CudaRecipesBuild, ColumnReductionsCompileForHopperWithoutSpills) {
     const std::string source = CompileWithoutSpills(rms, absl::StrCat("cuda_col_reduce{", params, "}"));
     EXPECT_THAT(source, HasSubstr("static_cast<float>(1.0000000000000001e-05)")) << "eps as PyTorch adds it";
     EXPECT_THAT(source, HasSubstr("/ root;")) << "divided, as PyTorch divides";
+    // Columns of up to 64 values held in registers (x read once); longer
+    // ones read twice.
+    EXPECT_THAT(source, HasSubstr("<= 64) {\n    kevo_col_rms_cached<64><<<kevo_grid, kThreads>>>(")) << params;
+    EXPECT_THAT(source, HasSubstr("} else {\n    kevo_col_reduce<<<kevo_grid, kThreads>>>(")) << params;
   }
   (*rms.mutable_hints())["eps"] = "tiny";
   EXPECT_FALSE(recipe->Applies(rms, "nvidia")) << "an eps that is no number";

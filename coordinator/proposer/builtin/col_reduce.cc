@@ -297,15 +297,49 @@ class CudaColReduceRecipe final : public BoundRecipe<ColBinding> {
                     R"(
   }
 }
-
-}  // namespace
-
-)",
-                    definition, " {\n  if (", b.outer, " <= 0 || ", b.inner, " <= 0) return;\n",
-                    "  const int64_t kevo_blocks = kevo_min(kevo_ceil_div(", b.outer, " * ", b.inner,
-                    ", kThreads), kevo_grid_blocks(2048 / kThreads * 4));\n",
-                    "  kevo_col_reduce<<<static_cast<unsigned>(kevo_blocks), kThreads>>>(", b.in, ", ", b.out, ", ",
-                    b.outer, ", ", b.len, ", ", b.inner, ");\n}\n");
+)");
+    const bool scale = IsScaleOp(b.op);
+    if (scale) {
+      // A column of up to kLen values (KernelBench 36's 64 channels) held in
+      // registers: x read once, where the kernel above reads it twice.
+      absl::StrAppend(&s, R"(
+template <int kLen>
+__global__ void __launch_bounds__(kThreads)
+kevo_col_rms_cached(const float* __restrict__ x, float* __restrict__ y, int64_t outer, int64_t len, int64_t inner) {
+  const int64_t total = outer * inner;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * kThreads) {
+    const int64_t o = i / inner, j = i - o * inner;
+    const float* p = x + o * len * inner + j;
+    float v[kLen];
+#pragma unroll
+    for (int r = 0; r < kLen; ++r) v[r] = r < len ? __ldg(p + r * inner) : 0.0f;
+    float a = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kLen; ++r) a += v[r] * v[r];
+    const float root = sqrtf(a / static_cast<float>(len) + )",
+                      b.eps, R"();
+    float* q = y + o * len * inner + j;
+#pragma unroll
+    for (int r = 0; r < kLen; ++r) {
+      if (r < len) q[r * inner] = v[r] / root;
+    }
+  }
+}
+)");
+    }
+    const std::string args = absl::StrCat(b.in, ", ", b.out, ", ", b.outer, ", ", b.len, ", ", b.inner);
+    absl::StrAppend(&s, "\n}  // namespace\n\n", definition, " {\n  if (", b.outer, " <= 0 || ", b.inner,
+                    " <= 0) return;\n", "  const int64_t kevo_blocks = kevo_min(kevo_ceil_div(", b.outer, " * ",
+                    b.inner, ", kThreads), kevo_grid_blocks(2048 / kThreads * 4));\n",
+                    "  const dim3 kevo_grid(static_cast<unsigned>(kevo_blocks));\n");
+    if (scale) {
+      absl::StrAppend(&s, "  if (", b.len, " <= 16) {\n    kevo_col_rms_cached<16><<<kevo_grid, kThreads>>>(", args,
+                      ");\n  } else if (", b.len, " <= 32) {\n    kevo_col_rms_cached<32><<<kevo_grid, kThreads>>>(",
+                      args, ");\n  } else if (", b.len,
+                      " <= 64) {\n    kevo_col_rms_cached<64><<<kevo_grid, kThreads>>>(", args, ");\n  } else {\n  ");
+    }
+    absl::StrAppend(&s, "  kevo_col_reduce<<<kevo_grid, kThreads>>>(", args, ");\n", scale ? "  }\n" : "", "}\n");
     return CudaCandidate(std::move(s));
   }
 };
