@@ -216,6 +216,15 @@ class ColReduceRecipe final : public BoundRecipe<ColBinding> {
   }
 };
 
+// The CUDA kernels' walk over the outputs: a thread per (outer, inner)
+// column, grid-strided; p its column's first value, strided by inner.
+constexpr char kColumnLoop[] = R"(  const int64_t total = outer * inner;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * kThreads) {
+    const int64_t o = i / inner, j = i - o * inner;
+    const float* p = x + o * len * inner + j;
+)";
+
 class CudaColReduceRecipe final : public BoundRecipe<ColBinding> {
  public:
   CudaColReduceRecipe()
@@ -245,13 +254,8 @@ class CudaColReduceRecipe final : public BoundRecipe<ColBinding> {
                      "#include <math.h>\n\nnamespace {\n\nconstexpr int kThreads = ", IntParam(genome, "threads"),
                      ";\nconstexpr int kUnroll = ", IntParam(genome, "unroll"), ";\n\n");
     absl::StrAppend(&s, "__global__ void __launch_bounds__(kThreads)\nkevo_col_reduce(const float* __restrict__ x, ",
-                    index ? "int64_t" : "float", R"(* __restrict__ y, int64_t outer, int64_t len, int64_t inner) {
-  const int64_t total = outer * inner;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * kThreads) {
-    const int64_t o = i / inner, j = i - o * inner;
-    const float* p = x + o * len * inner + j;
-    float a[kUnroll];
+                    index ? "int64_t" : "float", "* __restrict__ y, int64_t outer, int64_t len, int64_t inner) {\n",
+                    kColumnLoop, R"(    float a[kUnroll];
     int64_t ia[kUnroll];  // an index accumulator starts at the first row it takes
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -306,12 +310,8 @@ class CudaColReduceRecipe final : public BoundRecipe<ColBinding> {
 template <int kLen>
 __global__ void __launch_bounds__(kThreads)
 kevo_col_rms_cached(const float* __restrict__ x, float* __restrict__ y, int64_t outer, int64_t len, int64_t inner) {
-  const int64_t total = outer * inner;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * kThreads) {
-    const int64_t o = i / inner, j = i - o * inner;
-    const float* p = x + o * len * inner + j;
-    float v[kLen];
+)",
+                      kColumnLoop, R"(    float v[kLen];
 #pragma unroll
     for (int r = 0; r < kLen; ++r) v[r] = r < len ? __ldg(p + r * inner) : 0.0f;
     float a = 0.0f;
