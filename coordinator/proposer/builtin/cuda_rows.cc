@@ -254,7 +254,7 @@ std::string SoftmaxBody(bool online, bool log) {
 }
 
 std::string LayerNormBody(const std::string& eps) {
-  return absl::StrCat(R"(  constexpr float kEps = )", eps, R"(f;
+  return absl::StrCat(R"(  constexpr float kEps = static_cast<float>()", eps, R"();
   float* yr = y + row * cols;
   const V* gv = reinterpret_cast<const V*>(gamma);
   const V* bv = reinterpret_cast<const V*>(beta);
@@ -435,8 +435,8 @@ template <int kV>
 __global__ void __launch_bounds__(kThreads)
 kevo_ln_apply(const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,
               float* __restrict__ y, int64_t cols, int64_t chunk) {
-  constexpr float kEps = )",
-                      eps, R"(f;
+  constexpr float kEps = static_cast<float>()",
+                      eps, R"();
   const int64_t row = blockIdx.y, nv = cols / kV;
   double s1 = 0, s2 = 0;
   for (unsigned i = 0; i < gridDim.x; ++i) {
@@ -444,10 +444,10 @@ kevo_ln_apply(const float* __restrict__ x, const float* __restrict__ gamma, cons
     s1 += p.x;
     s2 += p.y;
   }
-  const double inv_n = 1.0 / static_cast<double>(cols);
-  const float shift = static_cast<float>(s1 * inv_n);
-  const float mean = x[row * cols] + shift;
-  const float inv_std = rsqrtf(fmaxf(static_cast<float>(s2 * inv_n) - shift * shift, 0.0f) + kEps);
+  const double inv_n = 1.0 / static_cast<double>(cols), shift = s1 * inv_n;
+  const float mean = x[row * cols] + static_cast<float>(shift);
+  // The variance in double: the chunks' shifted sums cancel less there.
+  const float inv_std = rsqrtf(static_cast<float>(fmax(s2 * inv_n - shift * shift, 0.0)) + kEps);
   const Vec<kV>* xr = reinterpret_cast<const Vec<kV>*>(x + row * cols);
   const Vec<kV>* gv = reinterpret_cast<const Vec<kV>*>(gamma);
   const Vec<kV>* bv = reinterpret_cast<const Vec<kV>*>(beta);
