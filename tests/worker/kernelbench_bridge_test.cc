@@ -233,7 +233,7 @@ TEST_F(KernelBenchBridgeTest, GroupNormsAreRowNormKernelsWithPerChannelScalesAnd
 // col_reduce kernels: sum with keepdim, torch.max(x, dim)[0] without its
 // indices (the max node absorbed), amin over a negative dim, mean over dim 0,
 // argmin's int64 indices over dim 0; a sum over two dims stays PyTorch. Every
-// candidate is correct.
+// candidate is correct, and the bridge is tried first (work saved).
 TEST_F(KernelBenchBridgeTest, ReductionsAlongOtherDimsAreColumnKernelsAndCorrect) {
   v1::Task task = Problem("reductions.py");
   *task.mutable_model_graph() = Capture(task);
@@ -254,6 +254,9 @@ TEST_F(KernelBenchBridgeTest, ReductionsAlongOtherDimsAreColumnKernelsAndCorrect
     EXPECT_THAT(source, HasSubstr("'argmin': ('col_index', ['x'], False, '', 'kevo_bridge_"));
     EXPECT_THAT(source, Not(HasSubstr("'sum_2': (")));
   }
+  // The sum over two dims and the arithmetic stay PyTorch: the bridge is
+  // tried first only because torch.max's indices are work saved.
+  EXPECT_TRUE(proposer::FindRecipe("kb_col_reduce")->DirectedVariant(task, "cpu"));
 }
 
 // A row divided by its L2 norm, and by the mean of its absolute values

@@ -27,7 +27,8 @@ class Model(nn.Module):
 
 def get_inputs():
     # Values around 1: the products neither vanish nor grow past float32.
-    x = torch.rand(8, 2000) * 0.5 + 0.75
+    # Rows of 5003: more than two tiles of the CUDA scan (512 x 4), and a tail.
+    x = torch.rand(8, 5003) * 0.5 + 0.7605  # the mean of log(x) near 0
     mask = torch.randint(0, 2, x.shape).bool()
     return [x, mask]
 
