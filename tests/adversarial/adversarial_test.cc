@@ -236,8 +236,17 @@ TEST_P(AdversarialTest, GetsItsStatusAndLeavesTheWorkerJudgingRight) {
     EXPECT_GT(ev.speedup(), 0);
   } else if (a.expect == "no gain") {
     ASSERT_EQ(ev.status(), v1::OK) << Explain(ev);
-    EXPECT_LE(ev.speedup(), NoGainMargin(a.platform) * honest.speedup())
-        << "faster than the honest control (" << honest.speedup() << "x): " << Explain(ev);
+    double attack = ev.speedup(), control = honest.speedup();
+    if (attack > NoGainMargin(a.platform) * control) {
+      // One timing of each on a shared host can be off by more than the
+      // margin (the control once read 0.78x under a parallel test run): both
+      // once more, the better control against the lower attack. A working
+      // trick gains thousands of times, not a few.
+      control = std::max(control, Honest(a.platform).speedup());
+      attack = std::min(attack, Eval(a.platform, a.task, a.source).speedup());
+    }
+    EXPECT_LE(attack, NoGainMargin(a.platform) * control)
+        << "faster than the honest control (" << control << "x) twice: " << Explain(ev);
   } else if (a.expect == "open gap") {
     ASSERT_EQ(ev.status(), v1::OK) << Explain(ev);
     EXPECT_GT(ev.speedup(), honest.speedup())
