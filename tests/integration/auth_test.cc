@@ -88,12 +88,15 @@ class AuthTest : public ::testing::Test {
     return resp.token();
   }
 
-  // A job on a platform no worker serves: it stays running, so every call
-  // on it has something to see.
+  // A job on a platform no worker here serves, whose recipes the built-in
+  // proposer has (amd): its evaluations wait in the queue and it stays
+  // running, so every call on it has something to see. (On a platform with
+  // no recipe at all the proposer fails and the job could end before the
+  // calls, as it should.)
   absl::StatusOr<std::string> Submit(const std::string& token, const std::string& claimed_team = "") {
     v1::SubmitJobRequest req;
     *req.mutable_spec()->mutable_task() = task_;
-    req.mutable_spec()->set_platform("nowhere");
+    req.mutable_spec()->set_platform("amd");
     req.mutable_spec()->mutable_budget()->set_max_evaluations(2);
     req.mutable_spec()->set_team(claimed_team);
     v1::SubmitJobResponse resp;
