@@ -480,6 +480,14 @@ std::optional<Lowered> LowerColRms(const v1::ModelGraph& graph, const v1::GraphN
   return l;
 }
 
+// A call_module node's module path (its "module" attribute, a repr in
+// quotes), or null.
+std::optional<std::string> ModulePath(const v1::GraphNode& n) {
+  std::optional<std::string> module = Attr(n, "module");
+  if (!module || module->size() < 2) return std::nullopt;
+  return module->substr(1, module->size() - 2);
+}
+
 // A layer_norm task: y = (x - mean) / sqrt(var + eps) * gamma + beta over
 // each row of x [rows, cols].
 v1::Task LayerNormTask(const std::string& fn, double eps) {
@@ -611,10 +619,10 @@ std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n
     const int k = static_cast<int>(std::count(shape->begin(), shape->end(), ',') +
                                    (shape->find(",)") == std::string::npos && *shape != "()" ? 1 : 0));
     if (k < 1 || k > rank) return std::nullopt;
-    std::optional<std::string> module = Attr(n, "module");
-    if (!module || module->size() < 2) return std::nullopt;
+    std::optional<std::string> module = ModulePath(n);
+    if (!module) return std::nullopt;
     l.kind = "layer_norm";
-    l.module = module->substr(1, module->size() - 2);  // the repr's quotes
+    l.module = *module;
     l.native = LayerNormTask(fn, *eps);
     return l;
   }
@@ -624,15 +632,14 @@ std::optional<Lowered> Lower(const v1::ModelGraph& graph, const v1::GraphNode& n
     // convolutions' epilogues). Without weights, ones and zeros.
     std::optional<double> groups = NumberAttr(n, "num_groups", -1, 0), channels = NumberAttr(n, "num_channels", -1, 0);
     std::optional<double> eps = NumberAttr(n, "eps", -1, 1e-5);
-    std::optional<std::string> affine = Attr(n, "affine"), module = Attr(n, "module");
-    if (!groups || !channels || !eps || !std::isfinite(*eps) || !affine || !module || module->size() < 2 ||
-        *groups < 1 || *channels < 1 || std::fmod(*channels, *groups) != 0 || rank < 2 ||
-        in->shape(1) != static_cast<int64_t>(*channels)) {
+    std::optional<std::string> affine = Attr(n, "affine"), module = ModulePath(n);
+    if (!groups || !channels || !eps || !std::isfinite(*eps) || !affine || !module || *groups < 1 || *channels < 1 ||
+        std::fmod(*channels, *groups) != 0 || rank < 2 || in->shape(1) != static_cast<int64_t>(*channels)) {
       return std::nullopt;
     }
     l.kind = "group_norm";
     l.dim = static_cast<int>(*groups);
-    if (*affine == "True") l.module = module->substr(1, module->size() - 2);  // the repr's quotes
+    if (*affine == "True") l.module = *module;
     l.native = NativeTask(fn, {"x", "gamma", "beta", "y", "rows", "cols", "groups", "hw"});
     AddTensor(l.native, true, "x", {"rows", "cols"});
     AddTensor(l.native, true, "gamma", {"groups * cols / hw"});  // the channels
@@ -1112,6 +1119,15 @@ def _kevo_f32(t, what):
     return t.contiguous()
 
 
+_KEVO_IDENTITY = {}  # (n, device) -> (ones, zeros): a norm's scale and shift where its module has none
+
+
+def _kevo_identity(n, device):
+    if (n, device) not in _KEVO_IDENTITY:
+        _KEVO_IDENTITY[(n, device)] = (_kevo_torch.ones(n, device=device), _kevo_torch.zeros(n, device=device))
+    return _KEVO_IDENTITY[(n, device)]
+
+
 def _kevo_ordered(call):
     """`call` ordered with PyTorch's work: a CUDA kernel launches on the
     legacy default stream, so under a stream of PyTorch's own the call
@@ -1227,16 +1243,12 @@ def _kevo_call(kind, keepdim, module, fn, name, dim):
             fn(_kevo_ptr(x), *[_kevo_ptr(m) for m in masks], _kevo_ptr(y), n64(rows), n64(cols))
             return y
     elif kind == "group_norm":  # x [N, C, *]: rows of (sample, group), `dim` groups, gamma and beta per channel
-        affine = {}  # (channels, device) -> (ones, zeros), for a GroupNorm without weights
         def call(x, gamma=None, beta=None):
             x = _kevo_f32(x, name)
             n, c = x.shape[0], x.shape[1]
             hw = x.numel() // (n * c) if n * c else 0
-            if gamma is None:
-                key = (c, x.device)
-                if key not in affine:
-                    affine[key] = (_kevo_torch.ones(c, device=x.device), _kevo_torch.zeros(c, device=x.device))
-                gamma, beta = affine[key]
+            if gamma is None:  # a GroupNorm without weights
+                gamma, beta = _kevo_identity(c, x.device)
             gamma = _kevo_f32(gamma, name)
             beta = _kevo_f32(beta, name)
             y = _kevo_torch.empty_like(x)
@@ -1244,16 +1256,12 @@ def _kevo_call(kind, keepdim, module, fn, name, dim):
                n64(hw))
             return y
     elif kind == "instance_norm":  # a layer norm over the last `dim` dims, gamma ones and beta zeros
-        affine = {}  # (cols, device) -> (ones, zeros), made once
         def call(x):
             x = _kevo_f32(x, name)
             cols = 1
             for d in x.shape[-dim:]:
                 cols *= d
-            key = (cols, x.device)
-            if key not in affine:
-                affine[key] = (_kevo_torch.ones(cols, device=x.device), _kevo_torch.zeros(cols, device=x.device))
-            gamma, beta = affine[key]
+            gamma, beta = _kevo_identity(cols, x.device)
             y = _kevo_torch.empty_like(x)
             fn(_kevo_ptr(x), _kevo_ptr(gamma), _kevo_ptr(beta), _kevo_ptr(y), n64(x.numel() // cols if cols else 0),
                n64(cols))

@@ -789,10 +789,9 @@ class CrossEntropyRecipe final : public BoundRecipe<CrossEntropyBinding> {
 // The same on nvidia: a block a row (blocks take rows in turn), each thread
 // an online (max, sum of exp) over its share of the row (float4s where the
 // row allows, four (two at 1024 threads) loaded before they are merged as
-// one chunk), merged
-// across the block with warp shuffles; thread 0 adds
-// the row's loss in double, each block's total goes to a device-global
-// partial, and the last block to finish adds the partials in block order
+// one chunk), merged across the block with warp shuffles; thread 0 adds the
+// row's loss in double, each block's total goes to a device-global partial,
+// and the last block to finish adds the partials in block order
 // (deterministic, no atomics on the sum), then divides by the rows.
 class CudaCrossEntropyRecipe final : public BoundRecipe<CrossEntropyBinding> {
  public:
