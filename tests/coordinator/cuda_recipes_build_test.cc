@@ -468,27 +468,37 @@ TEST_F(CudaRecipesBuild, PoolsCompileForHopperWithoutSpills) {
       << "padding past half the kernel";
   EXPECT_FALSE(recipe->Applies(PoolTask("max", "1,4", "1,1", "0,1", "1,1", "1"), "nvidia")) << "two dims given";
   EXPECT_FALSE(recipe->Applies(PoolTask("avg", "1,1,4", "1,1,1", "0,0,1", "1,1,1", "1"), "cpu"));
-  const std::pair<v1::Task, const char*> cases[] = {
-      {PoolTask("max", "3,3,3", "2,2,2", "1,1,1", "3,3,3", "1"), "threads=128"},
-      {PoolTask("avg", "1,11,11", "1,11,11", "0,0,0", "1,1,1", "1"), "threads=512"},
-      {PoolTask("avg", "3,3,3", "2,2,2", "1,1,1", "1,1,1", "0"), "threads=256"},
-      {PoolTask("max", "1,4,4", "1,1,1", "0,1,1", "1,1,1", "1"), "threads=256"},
-      {PoolTask("avg", "1,1,8", "1,1,1", "0,0,4", "1,1,1", "1"), "threads=512"}};
+  struct Case {
+    v1::Task task;
+    const char* params;
+    int items;    // outputs a thread takes
+    bool shared;  // the windows read from a block's tile in shared memory
+  };
   // A thread takes 4 outputs where their windows overlap enough (KernelBench
-  // 42's 4x4 stride-1 max, 44's 8-tap stride-1 average, the 3-tap stride-2
-  // average), one where they do not (11x11 stride 11; dilation 3 at stride 2).
-  const int items[] = {1, 1, 4, 4, 4};
-  int k = 0;
-  for (const auto& [task, params] : cases) {
-    ASSERT_TRUE(recipe->Applies(task, "nvidia")) << task.hints().at("op") << " " << params;
-    const std::string source = CompileWithoutSpills(task, absl::StrCat("cuda_pool{", params, "}"));
+  // 42's 4x4 stride-1 max, 44's 8-tap stride-1 average read from registers,
+  // the 3-tap stride-2 average), one where they do not (11x11 stride 11;
+  // dilation 3 at stride 2). 1-D pools (44; 41's 8 taps 3 apart) read a tile
+  // in shared memory unless told otherwise; a 2-D one when told.
+  const Case cases[] = {
+      {PoolTask("max", "3,3,3", "2,2,2", "1,1,1", "3,3,3", "1"), "load=auto,threads=128", 1, false},
+      {PoolTask("avg", "1,11,11", "1,11,11", "0,0,0", "1,1,1", "1"), "load=auto,threads=512", 1, false},
+      {PoolTask("avg", "3,3,3", "2,2,2", "1,1,1", "1,1,1", "0"), "load=auto,threads=256", 4, false},
+      {PoolTask("max", "1,4,4", "1,1,1", "0,1,1", "1,1,1", "1"), "load=auto,threads=256", 4, false},
+      {PoolTask("avg", "1,1,8", "1,1,1", "0,0,4", "1,1,1", "1"), "load=registers,threads=512", 4, false},
+      {PoolTask("avg", "1,1,8", "1,1,1", "0,0,4", "1,1,1", "1"), "load=auto,threads=512", 4, true},
+      {PoolTask("max", "1,1,8", "1,1,1", "0,0,4", "1,1,3", "1"), "load=auto,threads=256", 4, true},
+      {PoolTask("avg", "1,1,5", "1,1,2", "0,0,2", "1,1,1", "0"), "load=auto,threads=128", 4, true},
+      {PoolTask("max", "1,4,4", "1,1,1", "0,1,1", "1,1,1", "1"), "load=shared,threads=256", 4, true}};
+  for (const Case& c : cases) {
+    ASSERT_TRUE(recipe->Applies(c.task, "nvidia")) << c.task.hints().at("op") << " " << c.params;
+    const std::string source = CompileWithoutSpills(c.task, absl::StrCat("cuda_pool{", c.params, "}"));
     // A row's position found in 32 bits where every size fits (an int64_t
     // division per output made the 2-D pool slower than torch.compile).
-    EXPECT_THAT(source, HasSubstr("if (kevo_widest < (int64_t{1} << 31)) {\n    kevo_pool<uint32_t><<<")) << params;
-    EXPECT_THAT(source, HasSubstr("kevo_pool<int64_t><<<")) << params;
-    EXPECT_THAT(source, HasSubstr(absl::StrCat("constexpr int kItems = ", items[k], ";"))) << params;
-    EXPECT_EQ(source.find("float v[kSpan];") != std::string::npos, items[k] > 1) << params;
-    ++k;
+    EXPECT_THAT(source, HasSubstr("if (kevo_widest < (int64_t{1} << 31)) {\n    kevo_pool<uint32_t><<<")) << c.params;
+    EXPECT_THAT(source, HasSubstr("kevo_pool<int64_t><<<")) << c.params;
+    EXPECT_THAT(source, HasSubstr(absl::StrCat("constexpr int kItems = ", c.items, ";"))) << c.params;
+    EXPECT_EQ(source.find("float v[kSpan];") != std::string::npos, c.items > 1 && !c.shared) << c.params;
+    EXPECT_EQ(source.find("__shared__ float tile[kTileSpan];") != std::string::npos, c.shared) << c.params;
   }
 }
 
