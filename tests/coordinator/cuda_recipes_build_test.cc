@@ -536,6 +536,10 @@ TEST_F(CudaRecipesBuild, RowScaleCompilesForHopperWithoutSpills) {
          {"cache=registers,mapping=warp,vec=4,warps=4", "cache=reread,mapping=block,vec=1,warps=8"}) {
       const std::string source = CompileWithoutSpills(task, absl::StrCat("cuda_row_scale{", params, "}"));
       EXPECT_THAT(source, HasSubstr(std::string(norm) == "l2" ? "sqrtf(" : "fabsf(")) << norm;
+      // Streamed rows of any length go as float4s from their first 16-byte
+      // boundary (KernelBench's 65535-value rows were read a float at a time).
+      EXPECT_THAT(source, HasSubstr("const int64_t head = ax % 16 == ay % 16 && skip < cols ? skip : cols;")) << params;
+      EXPECT_THAT(source, HasSubstr("v[u] = c < n4 ? __ldg(x4 + c) : make_float4(")) << params;
     }
   }
 }

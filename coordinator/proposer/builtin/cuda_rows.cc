@@ -338,7 +338,8 @@ std::string ReduceBody(const std::string& op) {
 }
 
 // x divided by the row's L2 norm (`l2`) or the mean of its absolute values,
-// as PyTorch divides (no reciprocal), so that only the sum's order differs.
+// as PyTorch divides (no reciprocal) where the row is cached, so that only
+// the sum's order differs; streamed rows multiply by the reciprocal.
 std::string ScaleBody(bool l2) {
   const std::string term = l2 ? "a * a" : "fabsf(a)";
   const std::string norm = l2 ? "sqrtf(GroupSum(s, smem))" : "GroupSum(s, smem) / static_cast<float>(cols)";
@@ -366,22 +367,69 @@ std::string ScaleBody(bool l2) {
       if (c < nv) reinterpret_cast<V*>(yr)[c] = v[i];
     }
   } else {
-    for (int64_t c = t; c < nv; c += kGT) {
-      const V v = xr[c];
+    // Streamed: x read twice, kLoads float4s a thread in flight. A row whose
+    // start is not 16-byte aligned (an odd length) goes as float4s from its
+    // first boundary on, where its y row has the same offset; the values
+    // before it and after the last float4 one by one.
+    constexpr int kLoads = 4;
+    const float* xs = x + row * cols;
+    const uintptr_t ax = reinterpret_cast<uintptr_t>(xs), ay = reinterpret_cast<uintptr_t>(yr);
+    const int64_t skip = static_cast<int64_t>((16 - ax % 16) % 16 / 4);
+    const int64_t head = ax % 16 == ay % 16 && skip < cols ? skip : cols;
+    const int64_t n4 = (cols - head) / 4, tail = head + n4 * 4;
+    const float4* x4 = reinterpret_cast<const float4*>(xs + head);
+    float4* y4 = reinterpret_cast<float4*>(yr + head);
+    for (int64_t c = t; c < head; c += kGT) {
+      const float a = xs[c];
+      s += )",
+                      term, R"(;
+    }
+    for (int64_t c = tail + t; c < cols; c += kGT) {
+      const float a = xs[c];
+      s += )",
+                      term, R"(;
+    }
+    for (int64_t c0 = t; c0 < n4; c0 += kLoads * kGT) {
+      float4 v[kLoads];
 #pragma unroll
-      for (int l = 0; l < kV; ++l) {
-        const float a = v.v[l];
+      for (int u = 0; u < kLoads; ++u) {
+        const int64_t c = c0 + u * kGT;
+        v[u] = c < n4 ? __ldg(x4 + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u) {
+        float a = v[u].x;
+        s += )",
+                      term, R"(;
+        a = v[u].y;
+        s += )",
+                      term, R"(;
+        a = v[u].z;
+        s += )",
+                      term, R"(;
+        a = v[u].w;
         s += )",
                       term, R"(;
       }
     }
-    const float d = )",
+    // A product with the reciprocal (within an ulp of the quotient): a
+    // division's slow path is a call, around which the loads in flight spill.
+    const float inv = 1.0f / )",
                       norm, R"(;
-    for (int64_t c = t; c < nv; c += kGT) {
-      V v = xr[c];
+    for (int64_t c = t; c < head; c += kGT) yr[c] = xs[c] * inv;
+    for (int64_t c = tail + t; c < cols; c += kGT) yr[c] = xs[c] * inv;
+    for (int64_t c0 = t; c0 < n4; c0 += kLoads * kGT) {
+      float4 v[kLoads];
 #pragma unroll
-      for (int l = 0; l < kV; ++l) v.v[l] /= d;
-      reinterpret_cast<V*>(yr)[c] = v;
+      for (int u = 0; u < kLoads; ++u) {
+        const int64_t c = c0 + u * kGT;
+        if (c < n4) v[u] = __ldg(x4 + c);
+      }
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u) {
+        const int64_t c = c0 + u * kGT;
+        if (c < n4) y4[c] = make_float4(v[u].x * inv, v[u].y * inv, v[u].z * inv, v[u].w * inv);
+      }
     }
   }
 }
