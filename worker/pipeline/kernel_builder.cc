@@ -172,7 +172,7 @@ absl::StatusOr<BuildResult> KernelBuilder::Build(const BuildSpec& spec) const {
                          absl::StrJoin(layout_.leading_flags, "\x1f"), "\x1e",
                          absl::StrJoin(layout_.link_flags, "\x1f"), "\x1e", absl::StrJoin(layout_.env, "\x1f"), "\n");
   const std::string key =
-      Sha256Hex(absl::StrCat("kevo-kernel-v1\n", identity_.size(), ":", identity_, compiler_.size(), ":", compiler_,
+      Sha256Hex(absl::StrCat("kevo-kernel-v2\n", identity_.size(), ":", identity_, compiler_.size(), ":", compiler_,
                              absl::StrJoin(spec.flags, "\x1f"), "\n", spec.source.size(), ":", spec.source,
                              spec.wrapper_source.size(), ":", spec.wrapper_source, layout_key));
   const std::string final_dir = absl::StrCat(cache_dir_, "/", key);
@@ -180,7 +180,12 @@ absl::StatusOr<BuildResult> KernelBuilder::Build(const BuildSpec& spec) const {
   result.object_path = final_dir + "/source.o";
   result.library_path = final_dir + "/kernel.so";
   std::error_code ec;
+  // What the compiler printed (ptxas's resource report, warnings) is kept
+  // beside the objects, so a cache hit reports what the build did.
+  const std::string output_path = final_dir + "/compiler_output.txt";
   if (fs::exists(result.library_path, ec) && fs::exists(result.object_path, ec)) {
+    std::ifstream saved(output_path, std::ios::binary);
+    result.compiler_output.assign(std::istreambuf_iterator<char>(saved), std::istreambuf_iterator<char>());
     result.status = v1::OK;
     result.cache_hit = true;
     result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
@@ -232,6 +237,7 @@ absl::StatusOr<BuildResult> KernelBuilder::Build(const BuildSpec& spec) const {
       return result;
     }
   }
+  KEVO_RETURN_IF_ERROR(WriteFile(tmp + "/compiler_output.txt", result.compiler_output));
   KEVO_RETURN_IF_ERROR(Publish(tmp, final_dir));
   cleanup.dir.clear();
   result.status = v1::OK;

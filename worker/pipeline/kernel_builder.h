@@ -38,7 +38,7 @@ struct BuildSpec {
 struct BuildResult {
   v1::EvalStatus status = v1::EVAL_STATUS_UNSPECIFIED;  // OK, COMPILE_ERROR or COMPILE_TIMEOUT
   std::string message;                                  // one line for humans when not OK
-  std::string compiler_output;                          // trimmed
+  std::string compiler_output;                          // trimmed; a cache hit's is the build's
   std::string object_path;                              // the source's own object (the wrapper's is separate)
   std::string library_path;                             // the .so with kevo_entry
   bool cache_hit = false;
