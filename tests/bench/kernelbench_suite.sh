@@ -24,16 +24,19 @@ platform="${KEVO_PLATFORM:-nvidia}"
 . "$(dirname "$0")/../../scripts/sandbox_env.sh" && kevo_sandbox_env "$bundle/bin"
 problems="$state/problems"
 mkdir -p "$problems"
+# A problem file copied once (a resumed run keeps what it has).
+take() { [[ -e "$2" ]] || cp "$1" "$2"; }
 for level in "level1:${KEVO_KB_L1:-30}" "level2:${KEVO_KB_L2:-10}"; do
   dir="${level%%:*}"
   if [[ "$dir" == level1 && -n "${KEVO_KB_L1_PICK:-}" ]]; then
     for n in $KEVO_KB_L1_PICK; do
-      for f in "$kb/$dir/${n}_"*.py; do cp -n "$f" "$problems/${dir}_$(basename "$f")"; done
+      for f in "$kb/$dir/${n}_"*.py; do take "$f" "$problems/${dir}_$(basename "$f")"; done
     done
     continue
   fi
+  (( ${level##*:} > 0 )) || continue
   (cd "$kb/$dir" && ls | sort -n | head -"${level##*:}") | while read -r f; do
-    cp -n "$kb/$dir/$f" "$problems/${dir}_$f"
+    take "$kb/$dir/$f" "$problems/${dir}_$f"
   done
 done
 echo "$(ls "$problems" | wc -l) problems in $problems"
