@@ -113,11 +113,11 @@ TEST_F(KernelBenchLoaderTest, TheTestProblemsFolderHoldsExactlyTheProblems) {
   ASSERT_TRUE(found.ok()) << found.status();
   EXPECT_THAT(*found,
               ElementsAre(DataDir() + "/col_norms.py", DataDir() + "/conv3d.py", DataDir() + "/cross_entropy.py",
-                          DataDir() + "/gelu_chain.py", DataDir() + "/group_norm.py", DataDir() + "/instance_norm.py",
-                          DataDir() + "/layer_norm_relu.py", DataDir() + "/losses.py", DataDir() + "/matmul.py",
-                          DataDir() + "/noisy_relu.py", DataDir() + "/pools.py", DataDir() + "/reductions.py",
-                          DataDir() + "/relu.py", DataDir() + "/row_norms.py", DataDir() + "/scans.py",
-                          DataDir() + "/softmax_gelu_cumsum.py"));
+                          DataDir() + "/gelu_chain.py", DataDir() + "/group_norm.py", DataDir() + "/hinge.py",
+                          DataDir() + "/instance_norm.py", DataDir() + "/layer_norm_relu.py", DataDir() + "/losses.py",
+                          DataDir() + "/matmul.py", DataDir() + "/noisy_relu.py", DataDir() + "/pools.py",
+                          DataDir() + "/reductions.py", DataDir() + "/relu.py", DataDir() + "/row_norms.py",
+                          DataDir() + "/scans.py", DataDir() + "/softmax_gelu_cumsum.py"));
 }
 
 TEST_F(KernelBenchLoaderTest, ValidateRejectsAWireTaskWithoutSource) {

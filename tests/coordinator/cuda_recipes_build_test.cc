@@ -388,6 +388,14 @@ v1::Task MeanTask(v1::Task t) {
   return t;
 }
 
+// The same with input `k` broadcast: [m], read at i % m (the bridge's
+// HingeLoss targets).
+v1::Task BroadcastTask(v1::Task t, int k) {
+  t.mutable_inputs(k)->set_shape(0, "m");
+  t.mutable_signature()->add_params("m");
+  return t;
+}
+
 TEST_F(CudaRecipesBuild, MapReduceCompilesForHopperWithoutSpills) {
   const Recipe* recipe = FindRecipe("cuda_map_reduce");
   ASSERT_NE(recipe, nullptr);
@@ -398,7 +406,15 @@ TEST_F(CudaRecipesBuild, MapReduceCompilesForHopperWithoutSpills) {
                      "([](float in, float t) { return (t == 0.0f ? 0.0f : t * logf(t)) - t * in; })((logf(x0)), x1)"),
        "threads=1024,unroll=8,vec=4"},
       {MapReduceTask(1, "x0"), "threads=256,unroll=1,vec=1"},
-      {MeanTask(MapReduceTask(2, "(x0 - x1) * (x0 - x1)")), "threads=512,unroll=4,vec=4"}};
+      {MeanTask(MapReduceTask(2, "(x0 - x1) * (x0 - x1)")), "threads=512,unroll=4,vec=4"},
+      {MeanTask(BroadcastTask(MapReduceTask(2, "fmaxf((1.0f) - ((x0) * (x1)), 0.0f)"), 1)),
+       "threads=512,unroll=8,vec=4"},
+      {BroadcastTask(MapReduceTask(2, "x0 * x1"), 0), "threads=256,unroll=1,vec=1"}};
+  // Two broadcast lengths are not one m.
+  v1::Task two = BroadcastTask(MapReduceTask(2, "x0 * x1"), 0);
+  two.mutable_inputs(1)->set_shape(0, "m2");
+  two.mutable_signature()->add_params("m2");
+  EXPECT_FALSE(recipe->Applies(two, "nvidia"));
   for (const auto& [task, params] : cases) {
     ASSERT_TRUE(recipe->Applies(task, "nvidia")) << params;
     const std::string source = CompileWithoutSpills(task, absl::StrCat("cuda_map_reduce{", params, "}"));
@@ -410,6 +426,12 @@ TEST_F(CudaRecipesBuild, MapReduceCompilesForHopperWithoutSpills) {
     EXPECT_THAT(source, HasSubstr("constexpr int kVecUnroll = kUnroll < kFit ? kUnroll : kFit;")) << params;
     EXPECT_THAT(source, HasSubstr(task.hints().count("divide") ? ", static_cast<double>(n));" : ", 1.0);"))
         << "the divisor the sum is divided by: " << params;
+    // A broadcast input is read at i % m, its float4s at a float4 index % m / 4.
+    const bool broadcast = std::any_of(task.inputs().begin(), task.inputs().end(),
+                                       [](const v1::TensorSpec& in) { return in.shape(0) == "m"; });
+    EXPECT_EQ(absl::StrContains(source, "Wrap(i, m)"), broadcast) << params;
+    EXPECT_EQ(absl::StrContains(source, "Wrap(j + u * stride, m / 4)"), broadcast && absl::StrContains(params, "vec=4"))
+        << params;
   }
 }
 

@@ -399,6 +399,30 @@ TEST_F(KernelBenchBridgeTest, LossesAndWholeSumsAreOneMapReduceKernelEachAndCorr
   EXPECT_TRUE(elementwise->Applies(task, "cpu"));
 }
 
+// A loss whose operand broadcasts along the leading dims (KernelBench 100's
+// targets [cols] times predictions [rows, cols]; a [1, cols] weight): one
+// map_reduce kernel each reading the operand at i % m, the chain absorbed,
+// where the elementwise bridge leaves such a chain to PyTorch. Correct at
+// every genome corner.
+TEST_F(KernelBenchBridgeTest, LossesWithABroadcastOperandAreOneMapReduceKernelEachAndCorrect) {
+  v1::Task task = Problem("hinge.py");
+  *task.mutable_model_graph() = Capture(task);
+  std::map<std::string, v1::Evaluation> evs = EvaluateBridges(task);
+  ASSERT_TRUE(evs.count("kb_map_reduce")) << "no loss was lowered";
+  EXPECT_FALSE(evs.count("kb_elementwise")) << "a broadcast chain is the reduction's alone";
+  ExpectAllCorrect(evs);
+  const proposer::Recipe* recipe = proposer::FindRecipe("kb_map_reduce");
+  ASSERT_NE(recipe, nullptr);
+  EXPECT_TRUE(recipe->DirectedVariant(task, "cpu")) << "the chain's passes are work saved";
+  for (const char* genome : {"kb_map_reduce{threads=1}", "kb_map_reduce{threads=all}"}) {
+    const std::string source = JudgedSource(task, genome);
+    EXPECT_THAT(source, HasSubstr("'mean': ('map_reduce', ['predictions', 'targets'], False, 'numel', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("['clamp', 'sub', 'mul'], 1),")) << "the chain absorbed; m passed";
+    EXPECT_THAT(source, HasSubstr("'sum_1': ('map_reduce', ['weight', 'predictions'], False, '', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("const float x1 = kevo_in1[kevo_j + kevo_k];")) << "targets read at i % m";
+  }
+}
+
 // Pooling modules over one, two and three dims (KernelBench 41-46's kind):
 // max with dilation and padding, average with and without the padding in
 // its count, a stride that defaults to the kernel, a pool of a pool; each

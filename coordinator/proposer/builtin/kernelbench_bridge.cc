@@ -68,7 +68,8 @@ struct Lowered {
   bool keepdim = false;     // reduce, col_reduce
   bool saves_work = false;  // drops work the Model's PyTorch does (torch.max's indices)
   // col_reduce: the dim reduced, counted from 0; pool: its dims; instance_norm:
-  // the dims normalised; group_norm: the groups
+  // the dims normalised; group_norm: the groups; map_reduce: 1 when operands
+  // broadcast (the call passes their numel, m)
   int dim = -1;
   std::string module;  // layer_norm: the module's path, for its weight and bias;
                        // map_reduce: what divides the sum (WholeReduction::divide);
@@ -208,16 +209,19 @@ v1::Task NativeTask(const std::string& function, const std::vector<std::string>&
   return t;
 }
 
-// A native task of `inputs` flat float32 tensors x0, x1, ... [n] and y
-// [y_dim] computed by `expr` over them (pattern elementwise or map_reduce).
-v1::Task FlatExprTask(const std::string& function, size_t inputs, const std::string& y_dim, const std::string& pattern,
-                      const std::string& expr) {
+// A native task of flat float32 tensors x0, x1, ... and y [y_dim] computed
+// by `expr` over them (pattern elementwise or map_reduce). dims[k] is x<k>'s
+// length: "n", or "m" for an operand broadcast along x's last dims (x<k>[i %
+// m] is its value at i; the parameter m follows n).
+v1::Task FlatExprTask(const std::string& function, const std::vector<std::string>& dims, const std::string& y_dim,
+                      const std::string& pattern, const std::string& expr) {
   std::vector<std::string> params;
-  for (size_t k = 0; k < inputs; ++k) params.push_back(absl::StrCat("x", k));
+  for (size_t k = 0; k < dims.size(); ++k) params.push_back(absl::StrCat("x", k));
   params.push_back("y");
   params.push_back("n");
+  if (std::find(dims.begin(), dims.end(), "m") != dims.end()) params.push_back("m");
   v1::Task t = NativeTask(function, params);
-  for (size_t k = 0; k < inputs; ++k) AddTensor(t, true, absl::StrCat("x", k), {"n"});
+  for (size_t k = 0; k < dims.size(); ++k) AddTensor(t, true, absl::StrCat("x", k), {dims[k]});
   AddTensor(t, false, "y", {y_dim});
   auto& h = *t.mutable_hints();
   h["pattern"] = pattern;
@@ -260,6 +264,23 @@ int UserCount(const v1::ModelGraph& graph, const std::string& name) {
 
 bool SameShape(const v1::GraphNode& a, const v1::GraphNode& b) {
   return std::equal(a.shape().begin(), a.shape().end(), b.shape().begin(), b.shape().end());
+}
+
+int64_t Numel(const v1::GraphNode& n) {
+  int64_t numel = 1;
+  for (int64_t d : n.shape()) numel *= d;
+  return numel;
+}
+
+// Whether `small` broadcasts along `full`'s leading dims: its shape, leading
+// 1s dropped, is `full`'s last dims, and it is smaller. Flat, full's value i
+// then meets small's i % small's numel.
+bool SuffixBroadcast(const v1::GraphNode& small, const v1::GraphNode& full) {
+  auto first = small.shape().begin();
+  while (first != small.shape().end() && *first == 1) ++first;
+  const auto rank = small.shape().end() - first;
+  return rank <= full.shape_size() && Numel(small) > 0 && Numel(small) < Numel(full) &&
+         std::equal(first, small.shape().end(), full.shape().end() - rank);
 }
 
 // A cumsum or cumprod along the last dim, with what KernelBench writes
@@ -795,110 +816,6 @@ std::optional<ElementwiseOp> AsElementwise(const v1::GraphNode& n) {
   return std::nullopt;
 }
 
-// Longest C expression a fused group may have: operands a function reads
-// twice (relu's x > 0 ? x : 0) are written out twice, so a deep chain of
-// them grows fast; past this the chain is cut and its lower part is a
-// kernel of its own.
-constexpr size_t kMaxFusedExpr = 3000;
-
-// The graph's elementwise nodes fused into groups: a node joins the group
-// of the one node that reads it, once, when both are elementwise float32 of one
-// shape, so each group is a tree of operators over tensors computed
-// elsewhere (its leaves: placeholders, parameters, other kernels' results)
-// and is one kernel, reading each leaf once and writing the root once.
-std::vector<Lowered> FuseElementwise(const v1::ModelGraph& g) {
-  std::map<std::string, int> index;
-  // How often each node is read (`y * y` reads y twice: y cannot be fused
-  // into the product, whose kernel would then read a node it erased).
-  std::map<std::string, int> reads;
-  for (int i = 0; i < g.nodes_size(); ++i) {
-    index[g.nodes(i).name()] = i;
-    for (const std::string& in : g.nodes(i).inputs()) ++reads[in];
-  }
-  std::map<std::string, ElementwiseOp> ops;
-  for (const v1::GraphNode& n : g.nodes()) {
-    if (std::optional<ElementwiseOp> e = AsElementwise(n)) {
-      bool operands_ok = true;
-      for (const Operand& o : e->operands) {
-        if (o.tensor.empty()) continue;
-        auto it = index.find(o.tensor);
-        // Same shape: nothing broadcasts inside a kernel.
-        operands_ok &= it != index.end() && IsF32(g.nodes(it->second)) &&
-                       std::equal(g.nodes(it->second).shape().begin(), g.nodes(it->second).shape().end(),
-                                  n.shape().begin(), n.shape().end());
-      }
-      if (operands_ok) ops[n.name()] = std::move(*e);
-    }
-  }
-  std::set<std::string> taken;
-  std::vector<Lowered> out;
-  for (int i = g.nodes_size() - 1; i >= 0; --i) {
-    const v1::GraphNode& root = g.nodes(i);
-    if (!ops.contains(root.name()) || taken.contains(root.name())) continue;
-    Lowered l;
-    l.node = &root;
-    l.kind = "map";
-    std::map<std::string, std::string> leaves;  // node -> x<k>
-    std::function<std::string(const std::string&)> build = [&](const std::string& name) -> std::string {
-      taken.insert(name);
-      const ElementwiseOp& e = ops.at(name);
-      std::vector<std::string> args;
-      for (const Operand& o : e.operands) {
-        if (!o.tensor.empty() && ops.contains(o.tensor) && !taken.contains(o.tensor) && reads[o.tensor] == 1) {
-          // Fused, unless that makes the expression too long.
-          std::set<std::string> before = taken;
-          std::map<std::string, std::string> leaves_before = leaves;
-          std::vector<std::string> absorbed_before = l.absorbed;
-          l.absorbed.push_back(o.tensor);
-          std::string inner = build(o.tensor);
-          if (inner.size() <= kMaxFusedExpr) {
-            args.push_back(std::move(inner));
-            continue;
-          }
-          taken = std::move(before);
-          leaves = std::move(leaves_before);
-          l.absorbed = std::move(absorbed_before);
-        }
-        if (o.tensor.empty()) {
-          args.push_back(o.literal);
-          continue;
-        }
-        auto [it, added] = leaves.emplace(o.tensor, absl::StrCat("x", leaves.size()));
-        if (added) l.inputs.push_back(o.tensor);
-        args.push_back(it->second);
-      }
-      return e.expr(args);
-    };
-    const std::string expr = build(root.name());
-    if (l.inputs.empty()) continue;  // only numbers: nothing to read
-    l.native = FlatExprTask(absl::StrCat("kevo_bridge_", i), l.inputs.size(), "n", "elementwise", expr);
-    out.push_back(std::move(l));
-  }
-  std::reverse(out.begin(), out.end());
-  return out;
-}
-
-// `expr` with each whole-word `<letter><k>` replaced by to[k].
-std::string RenameIndexed(const std::string& expr, char letter, const std::vector<std::string>& to) {
-  auto is_word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  std::string out;
-  for (size_t i = 0; i < expr.size();) {
-    if (expr[i] == letter && (i == 0 || !is_word(expr[i - 1]))) {
-      size_t j = i + 1;
-      while (j < expr.size() && std::isdigit(static_cast<unsigned char>(expr[j]))) ++j;
-      int k = -1;
-      if (j > i + 1 && (j == expr.size() || !is_word(expr[j])) && absl::SimpleAtoi(expr.substr(i + 1, j - i - 1), &k) &&
-          k < static_cast<int>(to.size())) {
-        absl::StrAppend(&out, to[k]);
-        i = j;
-        continue;
-      }
-    }
-    out.push_back(expr[i++]);
-  }
-  return out;
-}
-
 // A reduction of all its operands' elements to one number: its operand
 // count, its term as a C++ expression over a0, a1, ... (immediately called
 // lambdas, so that an operand is written once), and what divides the sum
@@ -953,6 +870,124 @@ std::optional<WholeReduction> AsWholeReduction(const v1::GraphNode& n) {
   return w;
 }
 
+// Longest C expression a fused group may have: operands a function reads
+// twice (relu's x > 0 ? x : 0) are written out twice, so a deep chain of
+// them grows fast; past this the chain is cut and its lower part is a
+// kernel of its own.
+constexpr size_t kMaxFusedExpr = 3000;
+
+// The graph's elementwise nodes fused into groups: a node joins the group
+// of the one node that reads it, once, when both are elementwise float32 of one
+// shape, so each group is a tree of operators over tensors computed
+// elsewhere (its leaves: placeholders, parameters, other kernels' results)
+// and is one kernel, reading each leaf once and writing the root once.
+std::vector<Lowered> FuseElementwise(const v1::ModelGraph& g) {
+  std::map<std::string, int> index;
+  // How often each node is read (`y * y` reads y twice: y cannot be fused
+  // into the product, whose kernel would then read a node it erased).
+  std::map<std::string, int> reads;
+  for (int i = 0; i < g.nodes_size(); ++i) {
+    index[g.nodes(i).name()] = i;
+    for (const std::string& in : g.nodes(i).inputs()) ++reads[in];
+  }
+  std::map<std::string, ElementwiseOp> ops;
+  // Ops with an operand broadcast along their leading dims (a [cols] target
+  // times [rows, cols] predictions): only a whole reduction's kernel reads
+  // such an operand (x[i % m]), so they join only a group it absorbs.
+  std::set<std::string> broadcasting, reduced;
+  for (const v1::GraphNode& n : g.nodes()) {
+    if (AsWholeReduction(n)) reduced.insert(n.inputs().begin(), n.inputs().end());
+    if (std::optional<ElementwiseOp> e = AsElementwise(n)) {
+      bool operands_ok = true, broadcast = false;
+      for (const Operand& o : e->operands) {
+        if (o.tensor.empty()) continue;
+        auto it = index.find(o.tensor);
+        // Same shape, or broadcast along the leading dims.
+        const bool f32 = it != index.end() && IsF32(g.nodes(it->second));
+        const bool same = f32 && SameShape(g.nodes(it->second), n);
+        const bool suffix = f32 && !same && SuffixBroadcast(g.nodes(it->second), n);
+        operands_ok &= same || suffix;
+        broadcast |= suffix;
+      }
+      if (operands_ok) ops[n.name()] = std::move(*e);
+      if (operands_ok && broadcast) broadcasting.insert(n.name());
+    }
+  }
+  std::set<std::string> taken;
+  std::vector<Lowered> out;
+  for (int i = g.nodes_size() - 1; i >= 0; --i) {
+    const v1::GraphNode& root = g.nodes(i);
+    if (!ops.contains(root.name()) || taken.contains(root.name())) continue;
+    const bool reduced_root = reduced.contains(root.name());
+    if (broadcasting.contains(root.name()) && !reduced_root) continue;
+    Lowered l;
+    l.node = &root;
+    l.kind = "map";
+    std::map<std::string, std::string> leaves;  // node -> x<k>
+    std::function<std::string(const std::string&)> build = [&](const std::string& name) -> std::string {
+      taken.insert(name);
+      const ElementwiseOp& e = ops.at(name);
+      std::vector<std::string> args;
+      for (const Operand& o : e.operands) {
+        if (!o.tensor.empty() && ops.contains(o.tensor) && !taken.contains(o.tensor) && reads[o.tensor] == 1 &&
+            SameShape(g.nodes(index.at(o.tensor)), root) && (reduced_root || !broadcasting.contains(o.tensor))) {
+          // Fused, unless that makes the expression too long.
+          std::set<std::string> before = taken;
+          std::map<std::string, std::string> leaves_before = leaves;
+          std::vector<std::string> absorbed_before = l.absorbed;
+          l.absorbed.push_back(o.tensor);
+          std::string inner = build(o.tensor);
+          if (inner.size() <= kMaxFusedExpr) {
+            args.push_back(std::move(inner));
+            continue;
+          }
+          taken = std::move(before);
+          leaves = std::move(leaves_before);
+          l.absorbed = std::move(absorbed_before);
+        }
+        if (o.tensor.empty()) {
+          args.push_back(o.literal);
+          continue;
+        }
+        auto [it, added] = leaves.emplace(o.tensor, absl::StrCat("x", leaves.size()));
+        if (added) l.inputs.push_back(o.tensor);
+        args.push_back(it->second);
+      }
+      return e.expr(args);
+    };
+    const std::string expr = build(root.name());
+    if (l.inputs.empty()) continue;  // only numbers: nothing to read
+    // A broadcast leaf's length is "m" (which the elementwise recipes refuse).
+    std::vector<std::string> dims;
+    for (const std::string& in : l.inputs) dims.push_back(SameShape(g.nodes(index.at(in)), root) ? "n" : "m");
+    l.native = FlatExprTask(absl::StrCat("kevo_bridge_", i), dims, "n", "elementwise", expr);
+    out.push_back(std::move(l));
+  }
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+// `expr` with each whole-word `<letter><k>` replaced by to[k].
+std::string RenameIndexed(const std::string& expr, char letter, const std::vector<std::string>& to) {
+  auto is_word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::string out;
+  for (size_t i = 0; i < expr.size();) {
+    if (expr[i] == letter && (i == 0 || !is_word(expr[i - 1]))) {
+      size_t j = i + 1;
+      while (j < expr.size() && std::isdigit(static_cast<unsigned char>(expr[j]))) ++j;
+      int k = -1;
+      if (j > i + 1 && (j == expr.size() || !is_word(expr[j])) && absl::SimpleAtoi(expr.substr(i + 1, j - i - 1), &k) &&
+          k < static_cast<int>(to.size())) {
+        absl::StrAppend(&out, to[k]);
+        i = j;
+        continue;
+      }
+    }
+    out.push_back(expr[i++]);
+  }
+  return out;
+}
+
 // torch.mean / torch.sum of every element, or a loss, as one map_reduce
 // kernel; an operand that is an elementwise group's root read only here
 // (`maps`, by root) joins the term, its group absorbed.
@@ -968,9 +1003,20 @@ std::optional<Lowered> LowerWholeReduction(const v1::ModelGraph& g, const v1::Gr
   l.kind = "map_reduce";
   l.module = w->divide;
   std::map<std::string, std::string> leaves;  // node -> x<k>
-  auto leaf = [&](const std::string& name) {
+  std::vector<std::string> dims;              // x<k>'s length: n, or m (broadcast)
+  int64_t period = 0;                         // m: every broadcast leaf's numel
+  auto leaf = [&](const std::string& name) -> std::optional<std::string> {
     auto [it, added] = leaves.emplace(name, absl::StrCat("x", leaves.size()));
-    if (added) l.inputs.push_back(name);
+    if (added) {
+      const v1::GraphNode* in = FindNode(g, name);
+      if (in == nullptr) return std::nullopt;
+      if (!SameShape(*in, *first)) {
+        if (!SuffixBroadcast(*in, *first) || (period != 0 && period != Numel(*in))) return std::nullopt;
+        period = Numel(*in);
+      }
+      l.inputs.push_back(name);
+      dims.push_back(SameShape(*in, *first) ? "n" : "m");
+    }
     return it->second;
   };
   std::vector<std::string> args;
@@ -980,18 +1026,25 @@ std::optional<Lowered> LowerWholeReduction(const v1::ModelGraph& g, const v1::Gr
     if (auto it = maps.find(o->name()); it != maps.end() && UserCount(g, o->name()) == 1) {
       const Lowered& m = *it->second;
       std::vector<std::string> names;
-      for (const std::string& in : m.inputs) names.push_back(leaf(in));
+      for (const std::string& in : m.inputs) {
+        std::optional<std::string> x = leaf(in);
+        if (!x) return std::nullopt;
+        names.push_back(*x);
+      }
       args.push_back(absl::StrCat("(", RenameIndexed(m.native.hints().at("expr"), 'x', names), ")"));
       l.absorbed.push_back(o->name());
       l.absorbed.insert(l.absorbed.end(), m.absorbed.begin(), m.absorbed.end());
     } else {
-      args.push_back(leaf(o->name()));
+      std::optional<std::string> x = leaf(o->name());
+      if (!x) return std::nullopt;
+      args.push_back(*x);
     }
   }
   // A loss, or a chain folded in: passes PyTorch makes that the kernel does not.
   l.saves_work = w->operands > 1 || !l.absorbed.empty();
-  l.native = FlatExprTask(absl::StrCat("kevo_bridge_", index), l.inputs.size(), "1", "map_reduce",
-                          RenameIndexed(w->term, 'a', args));
+  l.native =
+      FlatExprTask(absl::StrCat("kevo_bridge_", index), dims, "1", "map_reduce", RenameIndexed(w->term, 'a', args));
+  l.dim = period != 0 ? 1 : -1;  // the call passes m, its broadcast operands' numel
   return l;
 }
 
@@ -1192,14 +1245,26 @@ def _kevo_call(kind, keepdim, module, fn, name, dim):
     elif kind == "map_reduce":  # the sum of an expression over every element, divided as `module` says
         def call(*xs):
             xs = [_kevo_f32(x, name) for x in xs]
-            if any(x.shape != xs[0].shape for x in xs):
-                raise RuntimeError("kevo bridge kernel %s takes tensors of one shape" % name)
-            y = xs[0].new_empty(())
-            fn(*[_kevo_ptr(x) for x in xs], _kevo_ptr(y), n64(xs[0].numel()))
+            full = max(xs, key=lambda x: x.numel())
+            periods = set()  # with dim 1: the numel of the operands broadcast along full's leading dims
+            for x in xs:
+                if x.shape == full.shape:
+                    continue
+                dims = list(x.shape)
+                while dims and dims[0] == 1:
+                    dims.pop(0)
+                if dim != 1 or len(dims) > full.dim() or tuple(dims) != tuple(full.shape[full.dim() - len(dims):]):
+                    raise RuntimeError("kevo bridge kernel %s takes tensors of one shape%s" %
+                                       (name, " or broadcast along the leading dims" if dim == 1 else ""))
+                periods.add(x.numel())
+            if dim == 1 and len(periods) != 1:
+                raise RuntimeError("kevo bridge kernel %s takes one broadcast length, not %s" % (name, sorted(periods)))
+            y = full.new_empty(())
+            fn(*[_kevo_ptr(x) for x in xs], _kevo_ptr(y), n64(full.numel()), *[n64(p) for p in periods])
             if module == "numel":
-                y = y / xs[0].numel()
+                y = y / full.numel()
             elif module == "batch":
-                y = y / xs[0].shape[0]
+                y = y / full.shape[0]
             return y
     elif kind == "cross_entropy":  # the mean over rows of log-sum-exp minus the target's logit
         def call(x, t):

@@ -6,6 +6,9 @@
 //              (immediately called lambdas allowed), out, n, divide: a
 //              symbol the sum is divided by, in double, before it is
 //              rounded (a mean: the mse_loss task); none by default}
+// An input may instead be [m] (m > 0 a symbol parameter, the same for every
+// such input), broadcast: its value at i is x[i % m] (the KernelBench
+// bridge's operand broadcast along the leading dims, HingeLoss's targets).
 // The mse_loss task has this shape (divided by n); the KernelBench bridge lowers torch.mean /
 // torch.sum over all elements and the losses (mse_loss, l1_loss,
 // smooth_l1_loss, kl_div) to it, with the elementwise chains that feed them
@@ -38,7 +41,9 @@ namespace {
 
 struct MapReduceBinding {
   std::vector<std::string> inputs;   // x0, x1, ... in signature order
+  std::vector<bool> periodic;        // input k is [m], read at i % m
   std::string out, n, expr, divide;  // divide: "" or a symbol parameter
+  std::string m;                     // the broadcast inputs' length, a symbol parameter; "" if none
 };
 
 bool BindMapReduce(const v1::Task& task, MapReduceBinding* b) {
@@ -52,10 +57,12 @@ bool BindMapReduce(const v1::Task& task, MapReduceBinding* b) {
     return false;
   }
   for (const v1::TensorSpec& in : task.inputs()) {
-    if (in.dtype() != v1::F32 || in.shape_size() != 1 || in.shape(0) != b->n || !IsSignatureParam(task, in.name())) {
-      return false;
-    }
+    if (in.dtype() != v1::F32 || in.shape_size() != 1 || !IsSignatureParam(task, in.name())) return false;
+    const bool periodic = in.shape(0) != b->n;
+    if (periodic && ((!b->m.empty() && in.shape(0) != b->m) || !IsSymbolParam(task, in.shape(0)))) return false;
+    if (periodic) b->m = in.shape(0);
     b->inputs.push_back(in.name());
+    b->periodic.push_back(periodic);
   }
   const v1::TensorSpec* y = FindOutput(task, b->out);
   if (y == nullptr || y->dtype() != v1::F32 || y->shape_size() != 1 || y->shape(0) != "1" ||
@@ -70,12 +77,15 @@ std::string Divided(const MapReduceBinding& b) {
   return b.divide.empty() ? "" : absl::StrCat(" / static_cast<double>(", b.divide, ")");
 }
 
-// `const float x0 = <pointer>0[i]; ...`: the expression's `count` operands
-// at index `i`, from pointers named `pointer` and their index (the inputs
-// themselves may be named x0, x1, ...).
-std::string LoadOperands(size_t count, const std::string& pointer, const std::string& i) {
+// `const float x0 = <pointer>0[i]; ...`: the expression's operands at index
+// `i` (a broadcast one at `j`), from pointers named `pointer` and their
+// index (the inputs themselves may be named x0, x1, ...).
+std::string LoadOperands(const MapReduceBinding& b, const std::string& pointer, const std::string& i,
+                         const std::string& j) {
   std::string s;
-  for (size_t k = 0; k < count; ++k) absl::StrAppend(&s, "const float x", k, " = ", pointer, k, "[", i, "]; ");
+  for (size_t k = 0; k < b.inputs.size(); ++k) {
+    absl::StrAppend(&s, "const float x", k, " = ", pointer, k, "[", b.periodic[k] ? j : i, "]; ");
+  }
   return s;
 }
 
@@ -113,12 +123,30 @@ class MapReduceRecipe final : public BoundRecipe<MapReduceBinding> {
     const int64_t kevo_per = kevo_ceil_div(kevo_n, kevo_nt);
     const int64_t kevo_lo = kevo_min(kevo_n, kevo_t * kevo_per), kevo_hi = kevo_min(kevo_n, kevo_lo + kevo_per);
     double kevo_acc = 0.0;
-#pragma omp simd reduction(+ : kevo_acc)
+)",
+        b.m.empty() ? absl::StrCat(R"(#pragma omp simd reduction(+ : kevo_acc)
     for (int64_t kevo_i = kevo_lo; kevo_i < kevo_hi; ++kevo_i) {
       )",
-        LoadOperands(b.inputs.size(), "kevo_in", "kevo_i"), "\n      kevo_acc += static_cast<double>(", b.expr, R"();
+                                   LoadOperands(b, "kevo_in", "kevo_i", ""), "\n      kevo_acc += static_cast<double>(",
+                                   b.expr, R"();
     }
-    kevo_part[kevo_t] = kevo_acc;
+)")
+                    // Broadcast inputs: the run in pieces that do not wrap
+                    // around m, each a vector loop over both indices.
+                    : absl::StrCat("    const int64_t kevo_m = ", b.m, R"(;
+    for (int64_t kevo_i = kevo_lo, kevo_j = kevo_m > 0 ? kevo_lo % kevo_m : 0; kevo_i < kevo_hi && kevo_m > 0;) {
+      const int64_t kevo_len = kevo_min(kevo_hi - kevo_i, kevo_m - kevo_j);
+#pragma omp simd reduction(+ : kevo_acc)
+      for (int64_t kevo_k = 0; kevo_k < kevo_len; ++kevo_k) {
+        )",
+                                   LoadOperands(b, "kevo_in", "kevo_i + kevo_k", "kevo_j + kevo_k"),
+                                   "\n        kevo_acc += static_cast<double>(", b.expr, R"();
+      }
+      kevo_i += kevo_len;
+      kevo_j = 0;
+    }
+)"),
+        R"(    kevo_part[kevo_t] = kevo_acc;
   }
   double kevo_total = 0.0;
   for (int kevo_t = 0; kevo_t < kevo_used; ++kevo_t) kevo_total += kevo_part[kevo_t];
@@ -153,8 +181,8 @@ class CudaMapReduceRecipe final : public BoundRecipe<MapReduceBinding> {
       absl::StrAppend(&args, b.inputs[k], ", ");
       absl::StrAppend(&values, k ? ", " : "", "float x", k);
       absl::StrAppend(&xs, k ? ", " : "", "x", k);
-      absl::StrAppend(&loads, "      v", k, "[u] = __ldg(reinterpret_cast<const float4*>(in", k,
-                      ") + j + u * stride);\n");
+      absl::StrAppend(&loads, "      v", k, "[u] = __ldg(reinterpret_cast<const float4*>(in", k, ") + ",
+                      b.periodic[k] ? "Wrap(j + u * stride, m / 4)" : "j + u * stride", ");\n");
       absl::StrAppend(&aligned, " && reinterpret_cast<uintptr_t>(in", k, ") % 16 == 0");
     }
     // s += Expr(v0[u].x, v1[u].x, ...), then .y, .z, .w: each lane's term in index order.
@@ -165,6 +193,11 @@ class CudaMapReduceRecipe final : public BoundRecipe<MapReduceBinding> {
     }
     for (size_t k = 0; k < b.inputs.size(); ++k) absl::StrAppend(&lanes, "    float4 v", k, "[kVecUnroll];\n");
     const bool vec = IntParam(genome, "vec") == 4;
+    // Broadcast inputs ([m], read at i % m) take m along; their float4s need
+    // m % 4 == 0 too.
+    const bool periodic = !b.m.empty();
+    const std::string m_param = periodic ? "int64_t m, " : "", m_arg = periodic ? "m, " : "";
+    if (periodic) absl::StrAppend(&aligned, " && m % 4 == 0");
     std::string s = absl::StrCat(
         "// Generated by kevo builtin recipe ", genome.ToString(), "\n", CudaPrelude(),
         "#include <math.h>\n\nnamespace {\n\nconstexpr int kThreads = ", IntParam(genome, "threads"),
@@ -177,17 +210,26 @@ constexpr int kFit = kRegs / 2 / (4 * )",
         b.inputs.size(), R"() > 0 ? kRegs / 2 / (4 * )", b.inputs.size(), R"() : 1;
 constexpr int kVecUnroll = kUnroll < kFit ? kUnroll : kFit;
 )",
-        CudaGridSum(), R"(__device__ __forceinline__ float Expr()", values, ") {\n  return (", b.expr, R"();
+        CudaGridSum(),
+        periodic ? R"(// i % m, in 32 bits where both fit (a 64-bit remainder is tens of instructions).
+__device__ __forceinline__ int64_t Wrap(int64_t i, int64_t m) {
+  return (i | m) < (int64_t{1} << 32) ? static_cast<int64_t>(static_cast<uint32_t>(i) % static_cast<uint32_t>(m))
+                                      : i % m;
+}
+
+)"
+                 : "",
+        R"(__device__ __forceinline__ float Expr()", values, ") {\n  return (", b.expr, R"();
 }
 
 __device__ __forceinline__ float Term()",
-        params, R"(int64_t i) {
+        params, m_param, R"(int64_t i) {
   )",
-        LoadOperands(b.inputs.size(), "in", "i"), "\n  return Expr(", xs, R"();
+        LoadOperands(b, "in", "i", "Wrap(i, m)"), "\n  return Expr(", xs, R"();
 }
 
 __global__ void __launch_bounds__(kThreads) kevo_map_reduce()",
-        params, R"(float* __restrict__ y, int64_t n, double divisor) {
+        params, R"(float* __restrict__ y, int64_t n, )", m_param, R"(double divisor) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   double s = 0.0;
@@ -214,12 +256,12 @@ __global__ void __launch_bounds__(kThreads) kevo_map_reduce()",
     float v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) v[u] = Term()",
-        ForwardArgs(b.inputs.size()), R"(i + u * stride);
+        ForwardArgs(b.inputs.size()), m_arg, R"(i + u * stride);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) s += v[u];
   }
   for (; i < n; i += stride) s += Term()",
-        ForwardArgs(b.inputs.size()), R"(i);
+        ForwardArgs(b.inputs.size()), m_arg, R"(i);
   double total;
   if (GridSum(s, &total)) y[0] = static_cast<float>(total / divisor);
 }
@@ -230,6 +272,7 @@ __global__ void __launch_bounds__(kThreads) kevo_map_reduce()",
         definition, " {\n  const int64_t kevo_blocks = kevo_max(1, kevo_min(kevo_min(kevo_ceil_div(", b.n,
         ", kThreads), kevo_grid_blocks(2048 / kThreads * 2)), kMaxBlocks));\n",
         "  kevo_map_reduce<<<static_cast<unsigned>(kevo_blocks), kThreads>>>(", args, b.out, ", ", b.n, ", ",
+        periodic ? absl::StrCat(b.m, ", ") : "",
         b.divide.empty() ? "1.0" : absl::StrCat("static_cast<double>(", b.divide, ")"), ");\n}\n");
     return CudaCandidate(std::move(s));
   }
