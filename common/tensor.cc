@@ -288,24 +288,34 @@ void Store(v1::DType dtype, void* data, int64_t i, double v) {
 
 }  // namespace
 
+// Element i of an array of T that may not be aligned for T: an outputs file
+// packs its tensors back to back, so an int64 output after an odd number of
+// int32 values sits on a 4-byte boundary (UBSan's "misaligned address").
+template <typename T>
+T LoadAt(const void* data, int64_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const char*>(data) + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
+  return v;
+}
+
 double ElementAsDouble(v1::DType dtype, const void* data, int64_t i) {
   switch (dtype) {
     case v1::F32:
-      return static_cast<const float*>(data)[i];
+      return LoadAt<float>(data, i);
     case v1::F64:
-      return static_cast<const double*>(data)[i];
+      return LoadAt<double>(data, i);
     case v1::F16:
-      return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
+      return HalfToFloat(LoadAt<uint16_t>(data, i));
     case v1::BF16:
-      return Bf16ToFloat(static_cast<const uint16_t*>(data)[i]);
+      return Bf16ToFloat(LoadAt<uint16_t>(data, i));
     case v1::I32:
-      return static_cast<const int32_t*>(data)[i];
+      return LoadAt<int32_t>(data, i);
     case v1::I64:
-      return static_cast<double>(static_cast<const int64_t*>(data)[i]);
+      return static_cast<double>(LoadAt<int64_t>(data, i));
     case v1::U8:
-      return static_cast<const uint8_t*>(data)[i];
+      return LoadAt<uint8_t>(data, i);
     case v1::I8:
-      return static_cast<const int8_t*>(data)[i];
+      return LoadAt<int8_t>(data, i);
     default:
       return 0;
   }
@@ -405,7 +415,7 @@ CompareResult CompareTensors(v1::DType dtype, const void* got, const void* want,
     bool bad = false;
     if (!is_float) {
       if (dtype == v1::I64) {
-        int64_t g = static_cast<const int64_t*>(got)[i], w = static_cast<const int64_t*>(want)[i];
+        const int64_t g = LoadAt<int64_t>(got, i), w = LoadAt<int64_t>(want, i);
         bad = g != w;
         if (bad) r.max_abs_err = std::max(r.max_abs_err, std::fabs(static_cast<double>(g) - static_cast<double>(w)));
       } else {

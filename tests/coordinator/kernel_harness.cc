@@ -29,6 +29,17 @@
 extern "C" const char* __tsan_default_options() { return "ignore_noninstrumented_modules=1:intercept_tls_get_addr=0"; }
 #endif
 
+#if defined(__SANITIZE_ADDRESS__)
+// LeakSanitizer's check at exit walks every thread's TLS. In a test that has
+// loaded hundreds of OpenMP kernels (RecipeCorrectnessTest's GEMMs, whose
+// packing scratch is thread_local) that walk faulted ("Tracer caught signal
+// 11 ... LeakSanitizer has encountered a fatal error") after every assertion
+// had passed. Without TLS among its roots the check is stricter, not looser
+// (a block only a thread_local points to would be reported as leaked), and it
+// runs to the end. LSAN_OPTIONS (scripts/sanitize.sh) keeps the rest.
+extern "C" const char* __lsan_default_options() { return "use_tls=0"; }
+#endif
+
 namespace kevo::harness {
 
 absl::StatusOr<std::unique_ptr<TempDir>> TempDir::Create(const std::string& prefix) {
