@@ -337,9 +337,12 @@ void FillTensor(const v1::TensorSpec& spec, const std::vector<int64_t>& shape, u
       if (auto v = EvalExpr(d.int_range().high_expr(), *symbols); v.ok()) hi = *v;
     }
     if (hi < lo) hi = lo;
-    uint64_t span = static_cast<uint64_t>(hi - lo) + 1;
+    // In unsigned arithmetic: hi - lo overflows int64 for a range wider than
+    // 2^63 (feature_hash's [-2^62, 2^62]); a span of 0 is all 2^64 values.
+    const uint64_t span = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) + 1;
     for (int64_t i = 0; i < n; ++i) {
-      int64_t v = lo + static_cast<int64_t>(RngBits(seed, stream, i) % span);
+      const uint64_t bits = RngBits(seed, stream, i);
+      const int64_t v = static_cast<int64_t>(static_cast<uint64_t>(lo) + (span == 0 ? bits : bits % span));
       if (dtype == v1::I64)
         static_cast<int64_t*>(data)[i] = v;
       else
