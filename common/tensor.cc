@@ -286,8 +286,6 @@ void Store(v1::DType dtype, void* data, int64_t i, double v) {
   }
 }
 
-}  // namespace
-
 // Element i of an array of T that may not be aligned for T: an outputs file
 // packs its tensors back to back, so an int64 output after an odd number of
 // int32 values sits on a 4-byte boundary (UBSan's "misaligned address").
@@ -297,6 +295,8 @@ T LoadAt(const void* data, int64_t i) {
   std::memcpy(&v, static_cast<const char*>(data) + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
   return v;
 }
+
+}  // namespace
 
 double ElementAsDouble(v1::DType dtype, const void* data, int64_t i) {
   switch (dtype) {

@@ -499,8 +499,9 @@ TEST_F(CudaRecipesBuild, PoolsCompileForHopperWithoutSpills) {
   // A thread takes 4 outputs where their windows overlap enough (KernelBench
   // 42's 4x4 stride-1 max, 44's 8-tap stride-1 average read from registers,
   // the 3-tap stride-2 average), one where they do not (11x11 stride 11;
-  // dilation 3 at stride 2). 1-D pools (44; 41's 8 taps 3 apart) read a tile
-  // in shared memory unless told otherwise; a 2-D one when told.
+  // dilation 3 at stride 2). 1-D pools whose windows overlap (44; 41's 8 taps
+  // 3 apart) read a tile in shared memory unless told otherwise (4 taps at
+  // stride 4 do not); a 2-D one when told.
   const Case cases[] = {
       {PoolTask("max", "3,3,3", "2,2,2", "1,1,1", "3,3,3", "1"), "load=auto,threads=128", 1, false},
       {PoolTask("avg", "1,11,11", "1,11,11", "0,0,0", "1,1,1", "1"), "load=auto,threads=512", 1, false},
@@ -510,6 +511,7 @@ TEST_F(CudaRecipesBuild, PoolsCompileForHopperWithoutSpills) {
       {PoolTask("avg", "1,1,8", "1,1,1", "0,0,4", "1,1,1", "1"), "load=auto,threads=512", 4, true},
       {PoolTask("max", "1,1,8", "1,1,1", "0,0,4", "1,1,3", "1"), "load=auto,threads=256", 4, true},
       {PoolTask("avg", "1,1,5", "1,1,2", "0,0,2", "1,1,1", "0"), "load=auto,threads=128", 4, true},
+      {PoolTask("max", "1,1,4", "1,1,4", "0,0,0", "1,1,1", "1"), "load=auto,threads=256", 1, false},
       {PoolTask("max", "1,4,4", "1,1,1", "0,1,1", "1,1,1", "1"), "load=shared,threads=256", 4, true}};
   for (const Case& c : cases) {
     ASSERT_TRUE(recipe->Applies(c.task, "nvidia")) << c.task.hints().at("op") << " " << c.params;

@@ -417,8 +417,10 @@ TEST_F(KernelBenchBridgeTest, LossesWithABroadcastOperandAreOneMapReduceKernelEa
   for (const char* genome : {"kb_map_reduce{threads=1}", "kb_map_reduce{threads=all}"}) {
     const std::string source = JudgedSource(task, genome);
     EXPECT_THAT(source, HasSubstr("'mean': ('map_reduce', ['predictions', 'targets'], False, 'numel', 'kevo_bridge_"));
-    EXPECT_THAT(source, HasSubstr("['clamp', 'sub', 'mul'], 1),")) << "the chain absorbed; m passed";
+    EXPECT_THAT(source, HasSubstr("['clamp', 'sub', 'mul'], 2),")) << "the chain absorbed; x1 broadcast";
+    EXPECT_THAT(source, HasSubstr("['mul_1', 'pow_1', 'sub_1'], 1),")) << "x0 (the weight) broadcast";
     EXPECT_THAT(source, HasSubstr("'sum_1': ('map_reduce', ['weight', 'predictions'], False, '', 'kevo_bridge_"));
+    EXPECT_THAT(source, HasSubstr("'mean_1': ('map_reduce', ['q', 's'], False, 'numel', 'kevo_bridge_"));
     EXPECT_THAT(source, HasSubstr("const float x1 = kevo_in1[kevo_j + kevo_k];")) << "targets read at i % m";
   }
 }

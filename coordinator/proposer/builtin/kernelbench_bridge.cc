@@ -68,8 +68,8 @@ struct Lowered {
   bool keepdim = false;     // reduce, col_reduce
   bool saves_work = false;  // drops work the Model's PyTorch does (torch.max's indices)
   // col_reduce: the dim reduced, counted from 0; pool: its dims; instance_norm:
-  // the dims normalised; group_norm: the groups; map_reduce: 1 when operands
-  // broadcast (the call passes their numel, m)
+  // the dims normalised; group_norm: the groups; map_reduce: bit k set where
+  // x<k> broadcasts (the call passes its numel, m)
   int dim = -1;
   std::string module;  // layer_norm: the module's path, for its weight and bias;
                        // map_reduce: what divides the sum (WholeReduction::divide);
@@ -896,7 +896,12 @@ std::vector<Lowered> FuseElementwise(const v1::ModelGraph& g) {
   // such an operand (x[i % m]), so they join only a group it absorbs.
   std::set<std::string> broadcasting, reduced;
   for (const v1::GraphNode& n : g.nodes()) {
-    if (AsWholeReduction(n)) reduced.insert(n.inputs().begin(), n.inputs().end());
+    // What LowerWholeReduction absorbs: an operand read by the reduction alone.
+    if (AsWholeReduction(n)) {
+      for (const std::string& in : n.inputs()) {
+        if (UserCount(g, in) == 1) reduced.insert(in);
+      }
+    }
     if (std::optional<ElementwiseOp> e = AsElementwise(n)) {
       bool operands_ok = true, broadcast = false;
       for (const Operand& o : e->operands) {
@@ -934,7 +939,7 @@ std::vector<Lowered> FuseElementwise(const v1::ModelGraph& g) {
           // Fused, unless that makes the expression too long.
           std::set<std::string> before = taken;
           std::map<std::string, std::string> leaves_before = leaves;
-          std::vector<std::string> absorbed_before = l.absorbed;
+          std::vector<std::string> absorbed_before = l.absorbed, inputs_before = l.inputs;
           l.absorbed.push_back(o.tensor);
           std::string inner = build(o.tensor);
           if (inner.size() <= kMaxFusedExpr) {
@@ -944,6 +949,7 @@ std::vector<Lowered> FuseElementwise(const v1::ModelGraph& g) {
           taken = std::move(before);
           leaves = std::move(leaves_before);
           l.absorbed = std::move(absorbed_before);
+          l.inputs = std::move(inputs_before);  // x<k> is l.inputs[k]: the undone part's leaves go too
         }
         if (o.tensor.empty()) {
           args.push_back(o.literal);
@@ -1044,7 +1050,11 @@ std::optional<Lowered> LowerWholeReduction(const v1::ModelGraph& g, const v1::Gr
   l.saves_work = w->operands > 1 || !l.absorbed.empty();
   l.native =
       FlatExprTask(absl::StrCat("kevo_bridge_", index), dims, "1", "map_reduce", RenameIndexed(w->term, 'a', args));
-  l.dim = period != 0 ? 1 : -1;  // the call passes m, its broadcast operands' numel
+  // Which operands broadcast (bit k: x<k>); the call checks them and passes m.
+  l.dim = -1;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    if (dims[k] == "m") l.dim = (l.dim < 0 ? 0 : l.dim) | (1 << k);
+  }
   return l;
 }
 
@@ -1245,19 +1255,21 @@ def _kevo_call(kind, keepdim, module, fn, name, dim):
     elif kind == "map_reduce":  # the sum of an expression over every element, divided as `module` says
         def call(*xs):
             xs = [_kevo_f32(x, name) for x in xs]
-            full = max(xs, key=lambda x: x.numel())
-            periods = set()  # with dim 1: the numel of the operands broadcast along full's leading dims
-            for x in xs:
-                if x.shape == full.shape:
-                    continue
+            broadcast = [dim > 0 and (dim >> k) & 1 == 1 for k in range(len(xs))]  # as the kernel was built
+            full = next((x for x, b in zip(xs, broadcast) if not b), xs[0])
+            periods = set()  # the numel of the operands broadcast along full's leading dims
+            for x, b in zip(xs, broadcast):
                 dims = list(x.shape)
-                while dims and dims[0] == 1:
+                while b and dims and dims[0] == 1:
                     dims.pop(0)
-                if dim != 1 or len(dims) > full.dim() or tuple(dims) != tuple(full.shape[full.dim() - len(dims):]):
-                    raise RuntimeError("kevo bridge kernel %s takes tensors of one shape%s" %
-                                       (name, " or broadcast along the leading dims" if dim == 1 else ""))
-                periods.add(x.numel())
-            if dim == 1 and len(periods) != 1:
+                if ((not b and x.shape != full.shape) or
+                        (b and (x.numel() == 0 or x.numel() >= full.numel() or len(dims) > full.dim() or
+                                tuple(dims) != tuple(full.shape[full.dim() - len(dims):])))):
+                    raise RuntimeError("kevo bridge kernel %s takes tensors of its traced shapes: one shape%s" %
+                                       (name, ", and a broadcast one along the leading dims" if dim > 0 else ""))
+                if b:
+                    periods.add(x.numel())
+            if len(periods) > 1:
                 raise RuntimeError("kevo bridge kernel %s takes one broadcast length, not %s" % (name, sorted(periods)))
             y = full.new_empty(())
             fn(*[_kevo_ptr(x) for x in xs], _kevo_ptr(y), n64(full.numel()), *[n64(p) for p in periods])

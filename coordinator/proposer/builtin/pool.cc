@@ -387,10 +387,12 @@ kevo_pool(const float* __restrict__ x, float* __restrict__ y, I rows, I d, I h, 
 
   // Whether the windows are read through a tile in shared memory: `load`
   // "shared", or "auto" for a 1-D pool (one window row: one pair of barriers
-  // a tile), where the tile fits in 48 KiB.
+  // a tile) whose windows overlap (else each x value is read once anyway),
+  // where the tile fits in 48 KiB.
   static bool Shared(const PoolBinding& b, const std::string& load, int64_t threads) {
     const int64_t span = (threads * kSharedItems - 1) * b.s[2] + (b.k[2] - 1) * b.dil[2] + 1;
-    const bool wanted = load == "shared" || (load == "auto" && b.k[0] == 1 && b.k[1] == 1);
+    const bool overlap = (b.k[2] - 1) * b.dil[2] + 1 > b.s[2];
+    const bool wanted = load == "shared" || (load == "auto" && b.k[0] == 1 && b.k[1] == 1 && overlap);
     return wanted && span * 4 <= 48 * 1024;
   }
 
