@@ -899,7 +899,7 @@ std::vector<Lowered> FuseElementwise(const v1::ModelGraph& g) {
     // What LowerWholeReduction absorbs: an operand read by the reduction alone.
     if (AsWholeReduction(n)) {
       for (const std::string& in : n.inputs()) {
-        if (UserCount(g, in) == 1) reduced.insert(in);
+        if (reads[in] == 1) reduced.insert(in);
       }
     }
     if (std::optional<ElementwiseOp> e = AsElementwise(n)) {
@@ -1016,12 +1016,13 @@ std::optional<Lowered> LowerWholeReduction(const v1::ModelGraph& g, const v1::Gr
     if (added) {
       const v1::GraphNode* in = FindNode(g, name);
       if (in == nullptr) return std::nullopt;
-      if (!SameShape(*in, *first)) {
+      const bool same = SameShape(*in, *first);
+      if (!same) {
         if (!SuffixBroadcast(*in, *first) || (period != 0 && period != Numel(*in))) return std::nullopt;
         period = Numel(*in);
       }
       l.inputs.push_back(name);
-      dims.push_back(SameShape(*in, *first) ? "n" : "m");
+      dims.push_back(same ? "n" : "m");
     }
     return it->second;
   };
