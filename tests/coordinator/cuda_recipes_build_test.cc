@@ -564,6 +564,12 @@ TEST_F(CudaRecipesBuild, RowScaleCompilesForHopperWithoutSpills) {
       // boundary (KernelBench's 65535-value rows were read a float at a time).
       EXPECT_THAT(source, HasSubstr("const int64_t head = ax % 16 == ay % 16 && skip < cols ? skip : cols;")) << params;
       EXPECT_THAT(source, HasSubstr("v[u] = c < n4 ? __ldg(x4 + c) : make_float4(")) << params;
+      // The reciprocal of the whole norm: 1 / (sum / cols), not 1 / sum / cols
+      // (the mean's streamed rows came out cols^2 too small on an H100).
+      EXPECT_THAT(source, HasSubstr(std::string(norm) == "l2"
+                                        ? "const float inv = 1.0f / (sqrtf(GroupSum(s, smem)));"
+                                        : "const float inv = 1.0f / (GroupSum(s, smem) / static_cast<float>(cols));"))
+          << params;
     }
   }
 }

@@ -414,8 +414,8 @@ std::string ScaleBody(bool l2) {
     }
     // A product with the reciprocal (within an ulp of the quotient): a
     // division's slow path is a call, around which the loads in flight spill.
-    const float inv = 1.0f / )",
-                      norm, R"(;
+    const float inv = 1.0f / ()",
+                      norm, R"();
     for (int64_t c = t; c < head; c += kGT) yr[c] = xs[c] * inv;
     for (int64_t c = tail + t; c < cols; c += kGT) yr[c] = xs[c] * inv;
     for (int64_t c0 = t; c0 < n4; c0 += kLoads * kGT) {
