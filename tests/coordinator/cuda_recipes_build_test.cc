@@ -192,10 +192,10 @@ TEST(CudaRecipesTest, WgmmaStagesAreClampedToWhatFitsInSharedMemory) {
   const Recipe* recipe = FindRecipe("cuda_gemm_wgmma");
   ASSERT_NE(recipe, nullptr);
   const std::pair<std::string, std::string> cases[] = {
-      {"tile=128x256,stages=6", "constexpr int kStages = 4;"},
-      {"tile=256x128,stages=5", "constexpr int kStages = 4;"},
-      {"tile=128x256,stages=3", "constexpr int kStages = 3;"},
-      {"tile=128x128,stages=6", "constexpr int kStages = 6;"},
+      {"cluster=2,schedule=persistent,tile=128x256,stages=6", "constexpr int kStages = 4;"},
+      {"cluster=1,schedule=tiles,tile=256x128,stages=5", "constexpr int kStages = 4;"},
+      {"cluster=2,schedule=tiles,tile=128x256,stages=3", "constexpr int kStages = 3;"},
+      {"cluster=1,schedule=persistent,tile=128x128,stages=6", "constexpr int kStages = 6;"},
   };
   for (const auto& [params, want] : cases) {
     auto genome = Genome::FromString(absl::StrCat("cuda_gemm_wgmma{", params, "}"));
@@ -203,6 +203,16 @@ TEST(CudaRecipesTest, WgmmaStagesAreClampedToWhatFitsInSharedMemory) {
     auto candidate = recipe->Generate(task, *genome);
     ASSERT_TRUE(candidate.ok()) << candidate.status();
     EXPECT_NE(candidate->source().find(want), std::string::npos) << params;
+    // The schedule and the cluster reach the kernel's constants.
+    const bool clustered = params.find("cluster=2") != std::string::npos;
+    const bool persistent = params.find("schedule=persistent") != std::string::npos;
+    EXPECT_NE(candidate->source().find(clustered ? "constexpr int kCluster = 2;" : "constexpr int kCluster = 1;"),
+              std::string::npos)
+        << params;
+    EXPECT_NE(candidate->source().find(persistent ? "constexpr bool kPersistent = true;"
+                                                  : "constexpr bool kPersistent = false;"),
+              std::string::npos)
+        << params;
   }
   // Not a gemm on nvidia: the recipe refuses it.
   auto other = recipe->Generate(Load("softmax"), Genome{"cuda_gemm_wgmma", recipe->space().Defaults()});
@@ -216,8 +226,8 @@ TEST(CudaRecipesTest, WgmmaStagesAreClampedToWhatFitsInSharedMemory) {
 // cudaGetDriverEntryPointByVersion) and spill no registers.
 TEST_F(CudaRecipesBuild, GemmRecipePointsCompileForHopperWithoutSpills) {
   const v1::Task task = Load("matmul_bf16");
-  for (const char* text :
-       {"cuda_gemm_wgmma{stages=3,tile=256x128}", "cuda_gemm_mma{stages=2,tile=128x128,tile_k=64,warp_tile=64x32}"}) {
+  for (const char* text : {"cuda_gemm_wgmma{cluster=1,schedule=tiles,stages=3,tile=256x128}",
+                           "cuda_gemm_mma{stages=2,tile=128x128,tile_k=64,warp_tile=64x32}"}) {
     auto genome = Genome::FromString(text);
     ASSERT_TRUE(genome.ok()) << genome.status();
     const Recipe* recipe = FindRecipe(genome->recipe);
