@@ -186,7 +186,7 @@ TEST_F(NvidiaKernelBenchTest, BridgeCandidatesRunKevosCudaKernelsAndAreCorrect) 
            {"instance_norm.py", {"kb_cuda_elementwise", "kb_cuda_layer_norm"}},
            {"gelu_chain.py", {"kb_cuda_elementwise"}},
            {"reductions.py", {"kb_cuda_elementwise", "kb_cuda_col_reduce"}},
-           {"row_norms.py", {"kb_cuda_row_scale"}},
+           {"row_norms.py", {"kb_cuda_elementwise", "kb_cuda_row_reduce", "kb_cuda_row_scale"}},
            {"scans.py", {"kb_cuda_row_scan"}},
            {"losses.py", {"kb_cuda_elementwise", "kb_cuda_map_reduce"}},
            {"hinge.py", {"kb_cuda_map_reduce"}},
