@@ -129,9 +129,10 @@ void JobManager::SetSnapshotLocked(const v1::Job& job) {
   jobs_[job.job_id()] = job;
 }
 
-absl::Status JobManager::PersistJob(const v1::Job& job) {
-  return store_->Put(store::Family::kJobs, store::keys::Job(job.job_id()), job.SerializeAsString(),
-                     /*sync=*/true);
+absl::Status JobManager::PersistJob(v1::Job job) {
+  store::Batch batch;
+  PutJob(batch, job, /*with_spec=*/true);
+  return store_->Write(batch, /*sync=*/true);
 }
 
 void JobManager::Publish(const Running& r, const v1::Node* node) {
@@ -297,6 +298,17 @@ absl::Status JobManager::Recover() {
         }
         return true;
       }));
+  for (v1::Job& job : jobs) {
+    if (absl::Status s = JoinSpec(*store_, job); !s.ok()) {
+      // Without its spec the job cannot resume or be shown whole: it ends
+      // FAILED with the reason, and the others start.
+      LogError("job ", job.job_id(), ": ", s.ToString());
+      if (job.state() == v1::JOB_RUNNING) {
+        job.set_state(v1::JOB_FAILED);
+        job.set_stop_reason(absl::StrCat("cannot resume after the coordinator restarted: ", s.message()));
+      }
+    }
+  }
   for (const v1::Job& job : jobs) {
     {
       absl::MutexLock l(&mu_);
@@ -312,6 +324,9 @@ absl::Status JobManager::Recover() {
     }
     Running& running = *(ShardOf(job.job_id()).running[job.job_id()] = std::move(*r));
     ++running_count_;
+    // Its first write stores the spec apart again: a record an older
+    // coordinator wrote holds it inline only, and the writes after leave it out.
+    running.spec_unstored = true;
     // Apply results the scheduler recorded while the job loop was down: the
     // nodes' own evaluations and the re-timings of would-be bests.
     std::vector<std::string> waiting;

@@ -157,7 +157,7 @@ class JobManager {
   bool ApplyRetiming(Running& job, v1::Node node, const v1::Evaluation& evaluation);
   // Writes `node` and the job in one batch, durable at the loop's next
   // Sync(); the store's error.
-  absl::Status WriteResult(const Running& job, const v1::Node& node);
+  absl::Status WriteResult(Running& job, const v1::Node& node);
   // Undoes an ApplyResult or ApplyRetiming whose write was refused (`why`):
   // the job (`job_before` is its WithoutSpec copy), its in-flight count and its baselines as they were, said once
   // (`what`, e.g. "node n3: its result is"). Returns false, for the caller
@@ -174,7 +174,7 @@ class JobManager {
   std::string StopReason(const Running& job) const;
   // Marks `job` FAILED with `why` as its stop reason, stored and listed.
   void FailJob(const v1::Job& job, const std::string& why);
-  absl::Status PersistJob(const v1::Job& job);
+  absl::Status PersistJob(v1::Job job);
   // Replaces the snapshot of `job` readers see, counting jobs by state.
   void SetSnapshotLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues the job's event (its state and `node`, when given) on its loop;

@@ -32,15 +32,18 @@ v1::Job WithoutSpec(v1::Job& job) {
 // A KernelBench job's task takes the first Model graph a worker captured
 // (the coordinator has no torch): the built-in proposer's bridge recipes
 // match its operators.
-void AdoptModelGraph(v1::Job& job, const v1::Evaluation& e) {
+// True when it did (the spec changed: stored again with the result).
+bool AdoptModelGraph(v1::Job& job, const v1::Evaluation& e) {
   v1::Task& task = *job.mutable_spec()->mutable_task();
   if (!e.has_model_graph() || task.format() != v1::TASK_FORMAT_KERNELBENCH || task.model_graph().nodes_size() > 0) {
-    return;
+    return false;
   }
-  // Stored with the job (WriteResult), so a restarted coordinator keeps it.
+  // Stored with the job's next write (spec_unstored), so a restarted
+  // coordinator keeps it.
   *task.mutable_model_graph() = e.model_graph();
   LogInfo("job ", job.job_id(), ": the Model's graph, ", e.model_graph().nodes_size(), " nodes, from worker ",
           e.worker_id(), e.model_graph().error().empty() ? "" : absl::StrCat(" (", e.model_graph().error(), ")"));
+  return true;
 }
 
 }  // namespace
@@ -73,7 +76,7 @@ bool JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
   const std::vector<double> baselines_before = r.baselines;
   node.set_state(v1::NODE_DONE);
   v1::Job& job = r.job;
-  AdoptModelGraph(job, e);
+  if (AdoptModelGraph(job, e)) r.spec_unstored = true;
   SetFigures(job, node, e);
   job.set_evaluations_done(job.evaluations_done() + 1);
   // Device timing-slot use over the job's duration (GPU workers report the
@@ -145,12 +148,14 @@ bool JobManager::ApplyResult(Running& r, v1::Node node, const v1::Evaluation& e)
   return true;
 }
 
-absl::Status JobManager::WriteResult(const Running& r, const v1::Node& node) {
+absl::Status JobManager::WriteResult(Running& r, const v1::Node& node) {
   store::Batch batch;
   batch.Put(store::Family::kNodes, store::keys::Node(r.job.job_id(), node.node_id()), node.SerializeAsString());
-  batch.Put(store::Family::kJobs, store::keys::Job(r.job.job_id()), r.job.SerializeAsString());
+  PutJob(batch, r.job, r.spec_unstored);
   // Durable at the job loop's next Sync(), before anyone is shown it.
-  return store_->Write(batch, /*sync=*/false);
+  KEVO_RETURN_IF_ERROR(store_->Write(batch, /*sync=*/false));
+  r.spec_unstored = false;
+  return absl::OkStatus();
 }
 
 bool JobManager::Unstored(Running& r, const v1::Job& job_before, int in_flight_before,
@@ -215,10 +220,11 @@ absl::Status JobManager::StartRetiming(Running& r, v1::Node& node) {
   // The node's result, the job's counters and the re-timing's record in one
   // batch: a coordinator killed now finds the re-timing to wait for.
   so.extra.Put(store::Family::kNodes, store::keys::Node(job.job_id(), node.node_id()), node.SerializeAsString());
-  so.extra.Put(store::Family::kJobs, store::keys::Job(job.job_id()), job.SerializeAsString());
+  PutJob(so.extra, job, r.spec_unstored);
   // Durable at the job loop's next Sync(), as the node's own evaluation is.
   so.sync = false;
   KEVO_RETURN_IF_ERROR(scheduler_->Submit(job.spec().task(), *kernel, job.spec().platform(), std::move(so)).status());
+  r.spec_unstored = false;
   r.node_by_eval[retiming.eval_id()] = node.node_id();
   return absl::OkStatus();
 }
@@ -342,7 +348,7 @@ void JobManager::MaybeFinish(Running& r) {
   job.set_finished_unix_micros(absl::ToUnixMicros(now_()));
   job.set_evaluations_in_flight(0);
   store::Batch batch;
-  batch.Put(store::Family::kJobs, store::keys::Job(job.job_id()), job.SerializeAsString());
+  PutJob(batch, job, r.spec_unstored);
   if (!job.best_node_id().empty()) {
     batch.Put(store::Family::kJobs, store::keys::Best(job.task_hash(), job.spec().platform(), job.job_id()),
               job.best_node_id());
@@ -359,6 +365,7 @@ void JobManager::MaybeFinish(Running& r) {
     Publish(r, nullptr);
     return;
   }
+  r.spec_unstored = false;
   LogInfo("job ", job.job_id(), " ", v1::JobState_Name(job.state()), ": ", job.stop_reason(), "; best ", BestLabel(job),
           " (node ", job.best_node_id(), ") after ", job.evaluations_done(), " evaluations");
   if (learning_.on_end) {

@@ -49,6 +49,9 @@ struct JobManager::Running {
   // what it reports never runs ahead of what is on disk.
   std::vector<v1::EvalRecord> unstored;
   bool said_unstored = false;  // logged once while results wait, not every retry
+  // The spec changed (a KernelBench job adopted its Model's graph) and goes
+  // with the job's next write (PutJob); the other writes leave it out.
+  bool spec_unstored = false;
   // BaselineTimes() of the tree's nodes, sorted, kept as results are applied
   // (the job's median baseline without a pass over the tree per result).
   std::vector<double> baselines;

@@ -27,7 +27,26 @@ absl::StatusOr<v1::Job> ReadJob(store::Store& store, const std::string& job_id) 
   v1::Job job;
   if (!value.has_value()) return absl::NotFoundError(absl::StrCat("no job ", job_id));
   if (!job.ParseFromString(*value)) return absl::DataLossError(absl::StrCat("job ", job_id, ": garbled record"));
+  KEVO_RETURN_IF_ERROR(JoinSpec(store, job));
   return job;
+}
+
+void PutJob(store::Batch& batch, v1::Job& job, bool with_spec) {
+  if (with_spec) batch.Put(store::Family::kJobs, store::keys::JobSpec(job.job_id()), job.spec().SerializeAsString());
+  v1::JobSpec* spec = job.has_spec() ? job.release_spec() : nullptr;
+  batch.Put(store::Family::kJobs, store::keys::Job(job.job_id()), job.SerializeAsString());
+  if (spec != nullptr) job.set_allocated_spec(spec);
+}
+
+absl::Status JoinSpec(store::Store& store, v1::Job& job) {
+  if (job.has_spec()) return absl::OkStatus();
+  KEVO_ASSIGN_OR_RETURN(std::optional<std::string> value,
+                        store.Get(store::Family::kJobs, store::keys::JobSpec(job.job_id())));
+  if (!value.has_value()) return absl::DataLossError(absl::StrCat("job ", job.job_id(), ": its spec is not stored"));
+  if (!job.mutable_spec()->ParseFromString(*value)) {
+    return absl::DataLossError(absl::StrCat("job ", job.job_id(), ": garbled spec"));
+  }
+  return absl::OkStatus();
 }
 
 std::vector<double> BaselineTimes(const std::vector<const v1::Node*>& nodes) {

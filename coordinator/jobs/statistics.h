@@ -15,8 +15,15 @@ namespace kevo::jobs {
 // Every node of `job_id` in `store` (the durable tree), in key order; none
 // for an unknown job. For readers of a stopped coordinator's folder too.
 absl::StatusOr<std::vector<v1::Node>> ReadNodes(store::Store& store, const std::string& job_id);
-// The job's stored record; NotFound for an unknown job.
+// The job's stored record, its spec joined; NotFound for an unknown job.
 absl::StatusOr<v1::Job> ReadJob(store::Store& store, const std::string& job_id);
+// A job's record in `batch`: the job less its spec, and the spec under
+// keys::JobSpec where `with_spec` (once at submit, again when it changes).
+// `job` is left as it was.
+void PutJob(store::Batch& batch, v1::Job& job, bool with_spec);
+// A record parsed without its spec gets the one stored apart (JoinSpec
+// leaves a record that holds its spec inline, as older stores do, alone).
+absl::Status JoinSpec(store::Store& store, v1::Job& job);
 
 // The baseline times measured by the timed evaluations among `nodes`
 // (unsorted), and their median (0 when none).

@@ -10,10 +10,13 @@
 
 namespace kevo::store::keys {
 
-// Family::kJobs: a job's record, and the index of each finished job's best
-// node by (task, platform) that warm starts read.
+// Family::kJobs: a job's record, its spec (stored apart: most of a job's
+// bytes are its task, and a result does not change it; records written
+// before that hold the spec inline), and the index of each finished job's
+// best node by (task, platform) that warm starts read.
 inline constexpr char kJobPrefix[] = "job/";
 inline std::string Job(const std::string& job_id) { return absl::StrCat(kJobPrefix, job_id); }
+inline std::string JobSpec(const std::string& job_id) { return absl::StrCat("spec/", job_id); }
 inline std::string BestPrefix(const std::string& task_hash, const std::string& platform) {
   return absl::StrCat("best/", task_hash, "/", platform, "/");
 }

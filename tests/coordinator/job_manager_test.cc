@@ -7,6 +7,8 @@
 
 #include "google/protobuf/util/message_differencer.h"
 
+#include "coordinator/jobs/statistics.h"
+#include "coordinator/store/keys.h"
 #include "tests/coordinator/job_harness.h"
 
 namespace kevo {
@@ -125,6 +127,60 @@ TEST_F(JobManagerTest, AKernelBenchJobKeepsTheFirstModelGraphAWorkerSends) {
   auto again = jobs_->Get(job_id);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->spec().task().model_graph().nodes_size(), 2) << "the graph was not stored with the job";
+}
+
+// A job's spec (its task: most of its bytes) is stored once, apart from the
+// record every result rewrites; readers join the two, and a record an older
+// coordinator wrote with its spec inline still resumes.
+TEST_F(JobManagerTest, AJobsSpecIsStoredOnceAndNotWithEveryResult) {
+  StartJobs();
+  const std::string worker = Connect();
+  const std::string job_id = SubmitJob(2);
+  Answer(worker, NextAssignment(), {.vs_production = 0, .vs_rival = 0, .status = v1::WRONG_ANSWER});
+  Answer(worker, NextAssignment(), {.vs_production = 0, .vs_rival = 0, .status = v1::WRONG_ANSWER});
+  EXPECT_EQ(WaitDone(job_id).evaluations_done(), 2);
+  Close();
+  Open();
+  auto record = store_->Get(store::Family::kJobs, store::keys::Job(job_id));
+  ASSERT_TRUE(record.ok() && record->has_value());
+  v1::Job bare;
+  ASSERT_TRUE(bare.ParseFromString(**record));
+  EXPECT_FALSE(bare.has_spec()) << "the record a result rewrites holds the spec";
+  EXPECT_EQ(bare.evaluations_done(), 2);
+  auto joined = jobs::ReadJob(*store_, job_id);
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(joined->spec().task().name(), "softmax");
+  EXPECT_EQ(joined->spec().budget().max_evaluations(), 2);
+
+  // A running job as an older coordinator stored it: the spec inline, none apart.
+  v1::Job old = *joined;
+  old.set_job_id("j-older");
+  old.set_state(v1::JOB_RUNNING);
+  old.set_evaluations_done(0);
+  old.set_best_node_id("");
+  old.mutable_spec()->mutable_budget()->set_max_evaluations(1);
+  ASSERT_TRUE(store_->Put(store::Family::kJobs, store::keys::Job("j-older"), old.SerializeAsString(), true).ok());
+  StartJobs();
+  const std::string again = Connect();
+  Answer(again, NextAssignment(), {.vs_production = 0, .vs_rival = 0, .status = v1::WRONG_ANSWER});
+  const v1::Job resumed = WaitDone("j-older");
+  EXPECT_EQ(resumed.evaluations_done(), 1);
+  EXPECT_EQ(resumed.spec().task().name(), "softmax");
+
+  // A record whose spec is missing fails alone, saying so.
+  bare.set_job_id("j-specless");
+  bare.set_state(v1::JOB_RUNNING);
+  ASSERT_TRUE(store_->Put(store::Family::kJobs, store::keys::Job("j-specless"), bare.SerializeAsString(), true).ok());
+  Close();
+  Open();
+  StartJobs();
+  auto specless = jobs_->Get("j-specless");
+  ASSERT_TRUE(specless.ok()) << specless.status();
+  EXPECT_EQ(specless->state(), v1::JOB_FAILED);
+  EXPECT_NE(specless->stop_reason().find("its spec is not stored"), std::string::npos) << specless->stop_reason();
+  auto older = jobs_->Get("j-older");
+  ASSERT_TRUE(older.ok());
+  EXPECT_EQ(older->spec().task().name(), "softmax");
 }
 
 TEST_F(JobManagerTest, DeviceUseIsTheBusyTimeOverTheJobsWallTime) {
