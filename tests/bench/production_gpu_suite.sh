@@ -25,7 +25,7 @@ bundle="$(cd "${1:?bundle}" && pwd)"
 state="${2:?state folder}"
 . "$(dirname "$0")/../../scripts/sandbox_env.sh" && kevo_sandbox_env "$bundle/bin"
 tasks="${KEVO_GPU_TASKS:-softmax log_softmax layer_norm row_sum row_max row_mean matmul_bf16 relu leaky_relu \
-gelu_erf gelu_tanh silu sigmoid tanh elu selu hardtanh hardsigmoid softplus softsign vector_add}"
+gelu_erf gelu_tanh silu sigmoid tanh elu selu hardtanh hardsigmoid softplus softsign vector_add mse_loss cross_entropy}"
 mkdir -p "$state/tasks"
 for t in $tasks; do
   [[ -d "$state/tasks/$t" ]] || cp -r "tasks/$t" "$state/tasks/$t"
