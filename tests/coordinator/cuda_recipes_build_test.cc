@@ -446,16 +446,21 @@ TEST_F(CudaRecipesBuild, MapReduceCompilesForHopperWithoutSpills) {
 }
 
 // Softmax cross-entropy (the cross_entropy task; KernelBench 95 through the
-// bridge): both genome corners compile for sm_90a without spills; the rows'
-// losses are summed through per-block partials, never atomically.
+// bridge): the genome's corners, a warp or a block a row, compile for sm_90a
+// without spills; the rows' losses are summed through per-block partials,
+// never atomically.
 TEST_F(CudaRecipesBuild, CrossEntropyCompilesForHopperWithoutSpills) {
   const Recipe* recipe = FindRecipe("cuda_row_cross_entropy");
   ASSERT_NE(recipe, nullptr);
   v1::Task task = Load("cross_entropy");
   ASSERT_TRUE(recipe->Applies(task, "nvidia"));
   EXPECT_FALSE(recipe->Applies(task, "cpu"));
-  for (const char* params : {"threads=128,vec=1", "threads=1024,vec=4"}) {
+  for (const char* params : {"mapping=block,threads=128,vec=1", "mapping=block,threads=1024,vec=4",
+                             "mapping=warp,threads=128,vec=1", "mapping=warp,threads=256,vec=4"}) {
     const std::string source = CompileWithoutSpills(task, absl::StrCat("cuda_row_cross_entropy{", params, "}"));
+    // A warp a row, or a block.
+    EXPECT_EQ(absl::StrContains(source, "constexpr bool kWarpRows = true;"), absl::StrContains(params, "mapping=warp"))
+        << params;
     EXPECT_THAT(source, HasSubstr("if (GridSum(")) << "the sum through per-block partials, added in block order";
     EXPECT_FALSE(absl::StrContains(source, "atomicAdd(y")) << "the sum itself is never atomic";
     EXPECT_EQ(absl::StrContains(source, "reinterpret_cast<const float4*>"), absl::StrContains(params, "vec=4"))
