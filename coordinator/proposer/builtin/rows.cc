@@ -805,11 +805,11 @@ class CudaCrossEntropyRecipe final : public BoundRecipe<CrossEntropyBinding> {
                         {"vec", {"1", "4"}, "4", "floats per load: 4 reads float4s where the rows are aligned"},
                         {"mapping",
                          {"block", "warp"},
-                         "block",
+                         "warp",
                          "a block a row (merged through shared memory), or a warp a row (shuffles only: rows of a "
                          "few thousand classes)"},
                     })) {}
-  std::vector<std::map<std::string, std::string>> SeedOverrides() const override { return {{{"mapping", "warp"}}}; }
+  std::vector<std::map<std::string, std::string>> SeedOverrides() const override { return {{{"mapping", "block"}}}; }
 
  protected:
   bool Bind(const v1::Task& task, CrossEntropyBinding* b) const override { return BindCrossEntropy(task, b); }
