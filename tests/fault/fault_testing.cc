@@ -11,6 +11,7 @@
 
 #include "common/status.h"
 #include "common/task/task_loader.h"
+#include "coordinator/jobs/statistics.h"
 #include "coordinator/store/keys.h"
 #include "coordinator/store/store.h"
 
@@ -145,12 +146,7 @@ absl::StatusOr<StoredJob> ReadStoredJob(const std::string& db_dir, const std::st
   if (!job.has_value() || !stored.job.ParseFromString(*job)) {
     return absl::NotFoundError(absl::StrCat("no job ", job_id, " in ", db_dir));
   }
-  if (!stored.job.has_spec()) {  // stored apart (keys::JobSpec)
-    KEVO_ASSIGN_OR_RETURN(std::optional<std::string> spec, db->Get(store::Family::kJobs, store::keys::JobSpec(job_id)));
-    if (!spec.has_value() || !stored.job.mutable_spec()->ParseFromString(*spec)) {
-      return absl::DataLossError(absl::StrCat("job ", job_id, ": no spec in ", db_dir));
-    }
-  }
+  KEVO_RETURN_IF_ERROR(jobs::JoinSpec(*db, stored.job));  // the spec is stored apart (keys::JobSpec)
   KEVO_RETURN_IF_ERROR(
       db->Scan(store::Family::kNodes, store::keys::NodePrefix(job_id), [&](std::string_view, std::string_view v) {
         v1::Node n;
