@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -192,10 +193,10 @@ TEST(CudaRecipesTest, WgmmaStagesAreClampedToWhatFitsInSharedMemory) {
   const Recipe* recipe = FindRecipe("cuda_gemm_wgmma");
   ASSERT_NE(recipe, nullptr);
   const std::pair<std::string, std::string> cases[] = {
-      {"cluster=2,schedule=persistent,tile=128x256,stages=6", "constexpr int kStages = 4;"},
-      {"cluster=1,schedule=tiles,tile=256x128,stages=5", "constexpr int kStages = 4;"},
-      {"cluster=2,schedule=tiles,tile=128x256,stages=3", "constexpr int kStages = 3;"},
-      {"cluster=1,schedule=persistent,tile=128x128,stages=6", "constexpr int kStages = 6;"},
+      {"cluster=2,epilogue=registers,schedule=persistent,tile=128x256,stages=6", "constexpr int kStages = 4;"},
+      {"cluster=1,epilogue=registers,schedule=tiles,tile=256x128,stages=5", "constexpr int kStages = 4;"},
+      {"cluster=2,epilogue=tma,schedule=tiles,tile=128x256,stages=3", "constexpr int kStages = 3;"},
+      {"cluster=1,epilogue=registers,schedule=persistent,tile=128x128,stages=6", "constexpr int kStages = 6;"},
   };
   for (const auto& [params, want] : cases) {
     auto genome = Genome::FromString(absl::StrCat("cuda_gemm_wgmma{", params, "}"));
@@ -214,6 +215,26 @@ TEST(CudaRecipesTest, WgmmaStagesAreClampedToWhatFitsInSharedMemory) {
               std::string::npos)
         << params;
   }
+  // C's buffer (epilogue tma) takes the widest whole boxes of the tile's
+  // columns that fit beside the stages, dropping a stage only where none fits.
+  const std::tuple<std::string, int, int> buffers[] = {
+      {"tile=128x256,stages=4", 4, 128},  // 192 KB of stages leave 34 KB: 2 x 64 rows x 128 bf16 columns
+      {"tile=256x128,stages=4", 4, 64},   // the same 34 KB over 2 x 128 rows
+      {"tile=128x128,stages=6", 6, 128},
+      {"tile=128x256,stages=2", 2, 256},
+  };
+  for (const auto& [params, stages, cols] : buffers) {
+    auto genome =
+        Genome::FromString(absl::StrCat("cuda_gemm_wgmma{cluster=1,epilogue=tma,schedule=persistent,", params, "}"));
+    ASSERT_TRUE(genome.ok()) << genome.status();
+    auto candidate = recipe->Generate(task, *genome);
+    ASSERT_TRUE(candidate.ok()) << candidate.status();
+    EXPECT_NE(candidate->source().find(absl::StrCat("constexpr int kStages = ", stages, ";")), std::string::npos)
+        << params;
+    EXPECT_NE(candidate->source().find(absl::StrCat("constexpr int kEpiCols = ", cols, ";")), std::string::npos)
+        << params;
+    EXPECT_NE(candidate->source().find("constexpr bool kTmaStore = true;"), std::string::npos) << params;
+  }
   // Not a gemm on nvidia: the recipe refuses it.
   auto other = recipe->Generate(Load("softmax"), Genome{"cuda_gemm_wgmma", recipe->space().Defaults()});
   EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -226,7 +247,8 @@ TEST(CudaRecipesTest, WgmmaStagesAreClampedToWhatFitsInSharedMemory) {
 // cudaGetDriverEntryPointByVersion) and spill no registers.
 TEST_F(CudaRecipesBuild, GemmRecipePointsCompileForHopperWithoutSpills) {
   const v1::Task task = Load("matmul_bf16");
-  for (const char* text : {"cuda_gemm_wgmma{cluster=1,schedule=tiles,stages=3,tile=256x128}",
+  for (const char* text : {"cuda_gemm_wgmma{cluster=1,epilogue=registers,schedule=tiles,stages=3,tile=256x128}",
+                           "cuda_gemm_wgmma{cluster=2,epilogue=tma,schedule=persistent,stages=4,tile=256x128}",
                            "cuda_gemm_mma{stages=2,tile=128x128,tile_k=64,warp_tile=64x32}"}) {
     auto genome = Genome::FromString(text);
     ASSERT_TRUE(genome.ok()) << genome.status();

@@ -216,9 +216,16 @@ constexpr int kBBoxes = kBN / 64;  // B's tile is loaded in 64-column boxes
 static_assert(kBBoxes % kCluster == 0, "each block of a cluster loads as many of B's boxes");
 // Arrivals that hand a stage back: one a consumer warp, from every block of the cluster.
 constexpr unsigned kEmptyArrivals = kCluster * kConsumers * 4;
+// kTmaStore: each consumer writes C through a buffer of kWM x kEpiCols in
+// shared memory, in boxes of 64 rows x one 128-byte swizzled row, that TMA
+// stores while the next tile's wgmmas run.
+constexpr int kBoxCols = 128 / static_cast<int>(sizeof(OutT));
+constexpr int kBoxBytes = 64 * 128;
+constexpr int kEpiBytes = kTmaStore ? kConsumers * kWM * kEpiCols * static_cast<int>(sizeof(OutT)) : 0;
+static_assert(!kTmaStore || (kEpiCols % kBoxCols == 0 && kBN % kEpiCols == 0), "C's buffer holds whole boxes");
 // 1 KB of slack to align the stages to the swizzle's 1024-byte atoms, then
-// the stages, then full[] and empty[] (8 bytes each).
-constexpr size_t kSmemBytes = 1024 + static_cast<size_t>(kStages) * kStageBytes + 16 * kStages;
+// the stages, C's buffers, then full[] and empty[] (8 bytes each).
+constexpr size_t kSmemBytes = 1024 + static_cast<size_t>(kStages) * kStageBytes + kEpiBytes + 16 * kStages;
 
 __device__ __forceinline__ unsigned kevo_smem_u32(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -308,6 +315,52 @@ __device__ __forceinline__ void kevo_fence_acc(float (&acc)[kMI][kAcc]) {
 #pragma unroll
     for (int j = 0; j < kAcc; ++j) asm volatile("" : "+f"(acc[i][j])::"memory");
 }
+// Waits for the 128 threads of consumer warpgroup c (named barrier 1 + c).
+__device__ __forceinline__ void kevo_wg_sync(int c) { asm volatile("bar.sync %0, 128;\n" ::"r"(c + 1) : "memory"); }
+// Box (c0 = column, c1 = row) of `map` from shared memory at `src`, in this
+// thread's bulk group.
+__device__ __forceinline__ void kevo_tma_store(const CUtensorMap* map, unsigned src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
+               ::"l"(reinterpret_cast<uint64_t>(map)), "r"(src), "r"(c0), "r"(c1) : "memory");
+}
+// Stores one consumer's kWM rows of the tile at (m0, n0) through its buffer
+// `epi` (shared address; `epi_p` the same bytes generic), kEpiCols columns a
+// round; thread 0 of the warpgroup issues the TMA stores and, before a round
+// rewrites the buffer, waits until the last round's have read it.
+__device__ __forceinline__ void kevo_store_tile_tma(const CUtensorMap* map_c, float (&acc)[kMI][kAcc], unsigned epi,
+                                                    unsigned char* epi_p, int c, int m0, int n0, int M, int N) {
+  const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+  constexpr int kBoxes = kEpiCols / kBoxCols;
+#pragma unroll
+  for (int r = 0; r < kBN / kEpiCols; ++r) {
+    if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+    kevo_wg_sync(c);
+#pragma unroll
+    for (int i = 0; i < kMI; ++i) {
+      const int row = warp * 16 + lane / 4;  // of the 64-row box; row + 8 has the same swizzle
+#pragma unroll
+      for (int jj = 0; jj < kEpiCols / 8; ++jj) {
+        const int j = r * (kEpiCols / 8) + jj, col = jj * 8 + (lane % 4) * 2;
+        const int byte = (col % kBoxCols) * static_cast<int>(sizeof(OutT));
+        unsigned char* box = epi_p + (i * kBoxes + col / kBoxCols) * kBoxBytes + (((byte >> 4) ^ (row & 7)) << 4) + (byte & 15);
+        kevo_store2(reinterpret_cast<OutT*>(box + row * 128), acc[i][4 * j], acc[i][4 * j + 1]);
+        kevo_store2(reinterpret_cast<OutT*>(box + (row + 8) * 128), acc[i][4 * j + 2], acc[i][4 * j + 3]);
+      }
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the writes, seen by TMA
+    kevo_wg_sync(c);
+    if (tid == 0) {
+#pragma unroll
+      for (int i = 0; i < kMI; ++i)
+#pragma unroll
+        for (int b = 0; b < kBoxes; ++b) {
+          const int row0 = m0 + c * kWM + i * 64, col0 = n0 + r * kEpiCols + b * kBoxCols;
+          if (row0 < M && col0 < N) kevo_tma_store(map_c, epi + (i * kBoxes + b) * kBoxBytes, col0, row0);
+        }
+      asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+    }
+  }
+}
 // A consumer warp hands stage `s` back to every block of the cluster (its
 // wgmmas reading it are done).
 __device__ __forceinline__ void kevo_release(unsigned empty, int s) {
@@ -322,11 +375,12 @@ __device__ __forceinline__ void kevo_release(unsigned empty, int s) {
 // asks of the row strides and bases); partial tiles are TMA's zero fill.
 __global__ void __launch_bounds__(kThreads, 1) kevo_gemm_wgmma(const __grid_constant__ CUtensorMap map_a,
                                                                const __grid_constant__ CUtensorMap map_b,
+                                                               const __grid_constant__ CUtensorMap map_c,
                                                                OutT* __restrict__ C, int M, int N, int K) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char kevo_smem[];
   const unsigned base = (kevo_smem_u32(kevo_smem) + 1023u) & ~1023u;
-  const unsigned full = base + kStages * kStageBytes, empty = full + 8 * kStages;
+  const unsigned epi = base + kStages * kStageBytes, full = epi + kEpiBytes, empty = full + 8 * kStages;
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int rank = static_cast<int>(kevo_cluster_rank());
   const int tiles_n = (N + kBN - 1) / kBN;
@@ -398,6 +452,11 @@ __global__ void __launch_bounds__(kThreads, 1) kevo_gemm_wgmma(const __grid_cons
       kevo_release(empty, (it - 1) % kStages);
       // Accumulator layout of m64nNk16: warp w holds rows 16w..16w+15; value
       // 4j+r of a thread is row lane/4 (+8 for r >= 2), column 8j + 2(lane%4) + r%2.
+      if (kTmaStore) {
+        const unsigned mine = epi + c * (kEpiBytes / kConsumers);
+        kevo_store_tile_tma(&map_c, acc, mine, kevo_smem + (mine - kevo_smem_u32(kevo_smem)), c, m0, n0, M, N);
+        continue;
+      }
 #pragma unroll
       for (int i = 0; i < kMI; ++i) {
         const int row = m0 + c * kWM + i * 64 + warp * 16 + lane / 4;
@@ -410,6 +469,8 @@ __global__ void __launch_bounds__(kThreads, 1) kevo_gemm_wgmma(const __grid_cons
         }
       }
     }
+    // The buffer stays until TMA has read it.
+    if (kTmaStore && tid == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
   }
   // No block of a cluster leaves while another may still arrive on its barriers.
   if (kCluster > 1) kevo_cluster_sync();
@@ -460,16 +521,18 @@ static kevo_encode_tiled_fn kevo_encode_tiled() {
   return fn;
 }
 
-// Row-major rows x cols 16-bit elements, read in boxes of box_rows x 64
-// (128 bytes a row, 128-byte swizzle). False when the driver refuses it.
-static bool kevo_tensor_map(CUtensorMap* map, const void* data, int64_t rows, int64_t cols, int box_rows) {
+// Row-major rows x cols elements of `type` (`size` bytes), in boxes of
+// box_rows x one 128-byte row (128-byte swizzle). False when the driver
+// refuses it.
+static bool kevo_tensor_map(CUtensorMap* map, CUtensorMapDataType type, int size, const void* data, int64_t rows,
+                            int64_t cols, int box_rows) {
   const kevo_encode_tiled_fn encode = kevo_encode_tiled();
   if (encode == nullptr) return false;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * 2};
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * size};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(128 / size), static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t steps[2] = {1, 1};
-  return encode(map, kTmaType, 2, const_cast<void*>(data), dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
+  return encode(map, type, 2, const_cast<void*>(data), dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
@@ -490,17 +553,24 @@ static bool kevo_is_sm90() {
 struct KevoMaps {
   const void* a = nullptr;
   const void* b = nullptr;
+  const void* c = nullptr;
   int64_t m = -1, n = -1, k = -1;
-  CUtensorMap map_a, map_b;
+  CUtensorMap map_a, map_b, map_c;
 };
 
-static bool kevo_maps_for(const void* a, const void* b, int64_t m, int64_t n, int64_t k, KevoMaps** out) {
+static bool kevo_maps_for(const void* a, const void* b, const void* c, int64_t m, int64_t n, int64_t k,
+                          KevoMaps** out) {
   static KevoMaps cached;
-  if (cached.a != a || cached.b != b || cached.m != m || cached.n != n || cached.k != k) {
-    cached.a = nullptr;  // invalid until both maps are encoded
-    if (!kevo_tensor_map(&cached.map_a, a, m, k, kBM) || !kevo_tensor_map(&cached.map_b, b, k, n, kBK)) return false;
+  if (cached.a != a || cached.b != b || cached.c != c || cached.m != m || cached.n != n || cached.k != k) {
+    cached.a = nullptr;  // invalid until every map is encoded
+    if (!kevo_tensor_map(&cached.map_a, kTmaType, 2, a, m, k, kBM) ||
+        !kevo_tensor_map(&cached.map_b, kTmaType, 2, b, k, n, kBK) ||
+        !kevo_tensor_map(&cached.map_c, kTmaOutType, static_cast<int>(sizeof(OutT)), c, m, n, 64)) {
+      return false;
+    }
     cached.a = a;
     cached.b = b;
+    cached.c = c;
     cached.m = m;
     cached.n = n;
     cached.k = k;
@@ -695,6 +765,12 @@ class CudaGemmWgmmaRecipe final : public CudaGemmRecipe {
              {"1", "2"},
              "2",
              "blocks of a cluster, one above the other, sharing B's tile (each loads half of it, multicast)"},
+            {"epilogue",
+             {"registers", "tma"},
+             "registers",
+             "C stored from the accumulators, or written to a swizzled buffer in shared memory that TMA stores "
+             "while the next tile's wgmmas run (the buffer takes what the stages leave: a stage fewer where "
+             "none is left)"},
         }) {}
 
   std::string name() const override { return "cuda_gemm_wgmma"; }
@@ -718,19 +794,37 @@ class CudaGemmWgmmaRecipe final : public CudaGemmRecipe {
     const bool bf16 = g.a_dtype == v1::BF16;
     // Stages beyond the opt-in limit (227 KB) are clamped: 64-deep tiles of 16-bit elements.
     const int64_t stage_bytes = (bm + bn) * 64 * 2;
-    const int64_t stages = std::min<int64_t>(IntParam(genome, "stages"), (227 * 1024 - 1024) / (stage_bytes + 16));
-    std::string s =
-        absl::StrCat(SourceHead(genome, g, "#include <cuda.h>  // CUtensorMap and its enums only: no libcuda calls\n"),
-                     "constexpr int kBM = ", bm, ", kBN = ", bn, ";\n", "constexpr int kStages = ", stages, ";\n",
-                     "constexpr int kCluster = ", IntParam(genome, "cluster"), ";\n",
-                     "constexpr bool kPersistent = ", StrParam(genome, "schedule") == "persistent" ? "true" : "false",
-                     ";\n", "constexpr CUtensorMapDataType kTmaType = ",
-                     bf16 ? "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16" : "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", ";\n",
-                     WgmmaInstruction(static_cast<int>(bn), bf16), kWgmmaKernels, kPlainKernel);
+    int64_t stages = std::min<int64_t>(IntParam(genome, "stages"), (227 * 1024 - 1024) / (stage_bytes + 16));
+    // C's buffer (epilogue tma): the widest whole-box share of the tile's
+    // columns that fits beside the stages, both consumers' rows.
+    const bool tma_store = StrParam(genome, "epilogue") == "tma";
+    const int64_t out_size = g.c_dtype == v1::F32 ? 4 : 2;
+    int64_t epi_cols = 0;
+    while (tma_store) {
+      const int64_t left = 227 * 1024 - 1024 - stages * (stage_bytes + 16);
+      for (int64_t cols = bn; cols * out_size >= 128 && epi_cols == 0; cols /= 2) {
+        if (bm * cols * out_size <= left) epi_cols = cols;
+      }
+      if (epi_cols > 0 || stages <= 2) break;
+      --stages;
+    }
+    std::string s = absl::StrCat(
+        SourceHead(genome, g, "#include <cuda.h>  // CUtensorMap and its enums only: no libcuda calls\n"),
+        "constexpr int kBM = ", bm, ", kBN = ", bn, ";\n", "constexpr int kStages = ", stages, ";\n",
+        "constexpr int kCluster = ", IntParam(genome, "cluster"), ";\n",
+        "constexpr bool kPersistent = ", StrParam(genome, "schedule") == "persistent" ? "true" : "false", ";\n",
+        "constexpr CUtensorMapDataType kTmaType = ",
+        bf16 ? "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16" : "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", ";\n",
+        "constexpr CUtensorMapDataType kTmaOutType = ",
+        out_size == 4 ? "CU_TENSOR_MAP_DATA_TYPE_FLOAT32"
+        : bf16        ? "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16"
+                      : "CU_TENSOR_MAP_DATA_TYPE_FLOAT16",
+        ";\n", "constexpr bool kTmaStore = ", tma_store ? "true" : "false", ";\nconstexpr int kEpiCols = ", epi_cols,
+        ";\n", WgmmaInstruction(static_cast<int>(bn), bf16), kWgmmaKernels, kPlainKernel);
     KEVO_ASSIGN_OR_RETURN(std::string entry,
                           EntryPoint(task, g, absl::StrCat("kevo_k > 0 && ", kFastShape, " && kevo_is_sm90()"),
                                      R"(    KevoMaps* maps = nullptr;
-    if (kevo_maps_for(kevo_a, kevo_b, kevo_m, kevo_n, kevo_k, &maps)) {
+    if (kevo_maps_for(kevo_a, kevo_b, kevo_c, kevo_m, kevo_n, kevo_k, &maps)) {
       static int64_t slots = 0;  // clusters resident at once (what a persistent grid launches)
       static bool configured = false;
       if (!configured) {
@@ -750,11 +844,11 @@ class CudaGemmWgmmaRecipe final : public CudaGemmRecipe {
       const int64_t units = kevo_ceil_div(kevo_ceil_div(kevo_m, kBM), kCluster) * kevo_ceil_div(kevo_n, kBN);
       const unsigned blocks = static_cast<unsigned>((kPersistent && slots < units ? slots : units) * kCluster);
       if (kCluster == 1) {
-        kevo_gemm_wgmma<<<blocks, kThreads, kSmemBytes>>>(maps->map_a, maps->map_b, kevo_c, static_cast<int>(kevo_m),
+        kevo_gemm_wgmma<<<blocks, kThreads, kSmemBytes>>>(maps->map_a, maps->map_b, maps->map_c, kevo_c, static_cast<int>(kevo_m),
                                                           static_cast<int>(kevo_n), static_cast<int>(kevo_k));
       } else {
         const KevoClusterLaunch launch(blocks);
-        cudaLaunchKernelEx(&launch.config, kevo_gemm_wgmma, maps->map_a, maps->map_b, kevo_c, static_cast<int>(kevo_m),
+        cudaLaunchKernelEx(&launch.config, kevo_gemm_wgmma, maps->map_a, maps->map_b, maps->map_c, kevo_c, static_cast<int>(kevo_m),
                            static_cast<int>(kevo_n), static_cast<int>(kevo_k));
       }
       return;
