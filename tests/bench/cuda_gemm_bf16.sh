@@ -6,8 +6,9 @@
 #
 #   cuda_gemm_bf16.sh SRC_DIR OUT_DIR
 #
-# SRC_DIR holds the sources and index.tsv ("path<TAB>label" lines, as
-# recipe_source prints them; only the file name of each path is used), e.g.
+# SRC_DIR holds the sources and index.tsv ("path<TAB>label[<TAB>flags]" lines,
+# as recipe_source prints them; only the file name of each path is used; the
+# GEMM recipes ask for no flags), e.g.
 #   build/bin/recipe_source tasks/matmul_bf16 DIR \
 #     'cuda_gemm_wgmma{stages=4,tile=128x256}' ... > DIR/index.tsv
 # OUT_DIR gets log.txt (everything) and results.txt (one RESULT line a
@@ -39,7 +40,7 @@ while IFS=$'\t' read -r path _; do
    echo $? > "$work/$f.rc") &
 done < "$src/index.tsv"
 wait
-while IFS=$'\t' read -r path label; do
+while IFS=$'\t' read -r path label _; do
   f=$(basename "$path" .cu)
   if [ "$(cat "$work/$f.rc")" != 0 ]; then
     echo "RESULT label=$label correct=0 compile_failed"

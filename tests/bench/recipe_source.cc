@@ -8,8 +8,11 @@
 // Each genome (Genome::ToString form, e.g. "cuda_gemm_wgmma{stages=4,tile=128x256}";
 // parameters it leaves out take their defaults)
 // goes to OUT_DIR/<index>.<ext>, .cu for cuda, .cc otherwise; the index
-// follows the order of the arguments. Exits 1 naming the first genome that
-// does not parse or that the recipe refuses.
+// follows the order of the arguments. Prints a line for each, "path<TAB>genome
+// <TAB>flags": the compiler flags the recipe asks for beside the source
+// (-fno-math-errno for libmvec calls, say), which `kevo eval --flags` takes;
+// the source compiled without them is another kernel. Exits 1 naming the
+// first genome that does not parse or that the recipe refuses.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 #include "common/task/task_loader.h"
 #include "coordinator/proposer/builtin/recipe.h"
@@ -61,7 +65,7 @@ int main(int argc, char** argv) {
     const std::string path =
         absl::StrFormat("%s/%02d.%s", argv[2], i - 3, candidate->language() == "cuda" ? "cu" : "cc");
     std::ofstream(path) << candidate->source();
-    std::printf("%s\t%s\n", path.c_str(), arg);
+    std::printf("%s\t%s\t%s\n", path.c_str(), arg, absl::StrJoin(candidate->extra_flags(), " ").c_str());
   }
   return 0;
 }
