@@ -23,6 +23,14 @@
 //            [--dir DIR] [--coordinator PATH] [--coordinator-flags "..."]
 // --coordinator runs another build's kevo-coordinator (a before-and-after
 // comparison in one sitting).
+//
+// --floor measures the transport alone: in place of the coordinator, a
+// process of this program (--serve-floor) that serves the same WorkerService
+// over the same gRPC callback API and answers each result at once with the
+// next assignment (the task whole on a stream's first, its hash after, and
+// the task's example kernel as the candidate), with no job, scheduler or
+// store behind it. What it reaches on a host is the most any coordinator
+// could record there through these streams.
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -72,12 +80,14 @@ struct Options {
   std::string dir;
   std::string coordinator_flags;
   std::string coordinator;  // the kevo-coordinator binary; default: beside this one
+  bool floor = false;       // the transport floor (--serve-floor) in place of the coordinator
 };
 
 // What every stream records; the measuring window is [start, end).
 struct Shared {
   std::atomic<bool> measuring{false};
   std::atomic<int64_t> assignments{0};
+  std::atomic<int64_t> answered{0};  // results sent, all along
   std::atomic<int64_t> connected{0};
   std::atomic<int64_t> ended{0};
   std::mutex mu;
@@ -178,6 +188,7 @@ class Worker : public grpc::ClientBidiReactor<kevo::v1::WorkerMessage, kevo::v1:
     e->set_speedup(speedup);
     e->set_roofline_fraction(0.1 * speedup);
     e->mutable_fingerprint()->set_host("loadgen");
+    shared_->answered.fetch_add(1);
     Send(std::move(m));
   }
 
@@ -200,6 +211,133 @@ class Worker : public grpc::ClientBidiReactor<kevo::v1::WorkerMessage, kevo::v1:
   bool done_ = false;
   Clock::time_point result_sent_{};
 };
+
+// --serve-floor's side of one worker stream: a Welcome for the Hello, then
+// an assignment for the Hello and one for each result, written in order.
+class FloorStream : public grpc::ServerBidiReactor<kevo::v1::WorkerMessage, kevo::v1::CoordinatorMessage> {
+ public:
+  FloorStream(const kevo::v1::Task* task, const std::string* task_hash, const kevo::v1::Candidate* candidate,
+              std::atomic<int64_t>* next_id)
+      : task_(task), task_hash_(task_hash), candidate_(candidate), next_id_(next_id) {
+    StartRead(&in_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      std::lock_guard<std::mutex> l(mu_);
+      reading_ = false;
+      if (!writing_) Finish(grpc::Status::OK);
+      return;
+    }
+    if (in_.has_hello()) {
+      kevo::v1::CoordinatorMessage w;
+      w.mutable_welcome()->set_worker_id(in_.hello().worker_id());
+      w.mutable_welcome()->set_heartbeat_seconds(2);
+      Send(std::move(w));
+      Assign();
+    } else if (in_.has_result()) {
+      Assign();
+    }
+    StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (ok) pending_.pop_front();
+    if (!ok) pending_.clear();
+    writing_ = !pending_.empty();
+    if (writing_) {
+      StartWrite(&pending_.front());
+    } else if (!reading_) {
+      Finish(grpc::Status::OK);
+    }
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void Assign() {
+    kevo::v1::CoordinatorMessage m;
+    kevo::v1::Assignment* a = m.mutable_assignment();
+    a->set_eval_id(absl::StrCat("floor-", next_id_->fetch_add(1)));
+    a->set_attempt(1);
+    if (!sent_task_) *a->mutable_task() = *task_;
+    sent_task_ = true;
+    a->set_task_hash(*task_hash_);
+    *a->mutable_candidate() = *candidate_;
+    Send(std::move(m));
+  }
+
+  void Send(kevo::v1::CoordinatorMessage m) {
+    std::lock_guard<std::mutex> l(mu_);
+    pending_.push_back(std::move(m));
+    if (!writing_) {
+      writing_ = true;
+      StartWrite(&pending_.front());
+    }
+  }
+
+  const kevo::v1::Task* task_;
+  const std::string* task_hash_;
+  const kevo::v1::Candidate* candidate_;
+  std::atomic<int64_t>* next_id_;
+  kevo::v1::WorkerMessage in_;
+  std::mutex mu_;
+  std::deque<kevo::v1::CoordinatorMessage> pending_;  // front() is being written while writing_
+  bool writing_ = false;
+  bool reading_ = true;
+  bool sent_task_ = false;
+};
+
+class FloorService final : public kevo::v1::WorkerService::CallbackService {
+ public:
+  FloorService(kevo::v1::Task task, kevo::v1::Candidate candidate)
+      : task_(std::move(task)), candidate_(std::move(candidate)) {}
+  grpc::ServerBidiReactor<kevo::v1::WorkerMessage, kevo::v1::CoordinatorMessage>* Connect(
+      grpc::CallbackServerContext*) override {
+    return new FloorStream(&task_, &task_hash_, &candidate_, &next_id_);
+  }
+
+ private:
+  const kevo::v1::Task task_;
+  const std::string task_hash_ = "floor-task";
+  const kevo::v1::Candidate candidate_;
+  std::atomic<int64_t> next_id_{0};
+};
+
+// The transport floor's server (--serve-floor TASK_DIR): until killed.
+int ServeFloor(const std::string& task_dir) {
+  auto task = kevo::task::LoadTaskDir(task_dir);
+  if (!task.ok()) {
+    std::cerr << task.status() << "\n";
+    return 1;
+  }
+  // The task's example kernel, else its reference: a candidate of a real size.
+  kevo::v1::Candidate candidate;
+  candidate.set_language("c++");
+  for (const char* file : {"/examples/fast.cc", "/reference.cc"}) {
+    std::ifstream in(task_dir + file);
+    if (!in) continue;
+    candidate.set_source(std::string(std::istreambuf_iterator<char>(in), {}));
+    break;
+  }
+  FloorService service(*std::move(task), std::move(candidate));
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(64 << 20);  // as the coordinator's server
+  builder.SetMaxSendMessageSize(64 << 20);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    std::cerr << "the floor server did not start\n";
+    return 1;
+  }
+  std::printf("listening 127.0.0.1:%d\n", port);
+  std::fflush(stdout);
+  server->Wait();
+  return 0;
+}
 
 // CPU seconds (user + system) of process `pid` ("self" for this one).
 double CpuSeconds(const std::string& pid) {
@@ -273,16 +411,21 @@ int Usage(const std::string& why) {
   std::cerr << "control_plane_bench: " << why << "\n"
             << "usage: control_plane_bench [--workers N] [--jobs N] [--seconds S] [--warmup S]\n"
             << "           [--task DIR] [--max-in-flight N] [--budget N] [--dir DIR]\n"
-            << "           [--coordinator PATH] [--coordinator-flags \"...\"]\n";
+            << "           [--coordinator PATH] [--coordinator-flags \"...\"] [--floor]\n";
   return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--serve-floor") return ServeFloor(argv[2]);
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--floor") {
+      o.floor = true;
+      continue;
+    }
     if (i + 1 >= argc) return Usage(absl::StrCat(a, " needs a value"));
     const std::string v = argv[++i];
     bool ok = true;
@@ -340,6 +483,7 @@ int main(int argc, char** argv) {
                                     "--metrics",
                                     absl::StrCat("127.0.0.1:", metrics)};
   for (absl::string_view f : absl::StrSplit(o.coordinator_flags, ' ', absl::SkipEmpty())) cargv.emplace_back(f);
+  if (o.floor) cargv = {BinDir() + "/control_plane_bench", "--serve-floor", o.task};
   auto coordinator = kevo::testing::ChildProcess::Start(cargv, o.dir + "/coordinator.log");
   if (!coordinator.ok()) return Usage(std::string(coordinator.status().message()));
   auto address = (*coordinator)->WaitForLine("listening ", absl::Seconds(30));
@@ -386,7 +530,7 @@ int main(int argc, char** argv) {
     return resp.job_id();
   };
   std::vector<std::string> running;
-  for (int j = 0; j < o.jobs; ++j) {
+  for (int j = 0; j < o.jobs && !o.floor; ++j) {
     auto id = submit();
     if (!id) return 1;
     running.push_back(*id);
@@ -417,7 +561,12 @@ int main(int argc, char** argv) {
 
   std::this_thread::sleep_for(std::chrono::duration<double>(o.warmup));
   const std::string kWrites = "kevo_coordinator_db_write_seconds";
-  const double recorded0 = CounterSum(metrics, "kevo_coordinator_evaluations_total");
+  // The floor records nothing: every assignment answered counts.
+  auto recorded_so_far = [&] {
+    return o.floor ? static_cast<double>(shared.answered.load())
+                   : CounterSum(metrics, "kevo_coordinator_evaluations_total");
+  };
+  const double recorded0 = recorded_so_far();
   const double synced0 = CounterSum(metrics, kWrites + "_count", "sync=\"true\"");
   const double synced_s0 = CounterSum(metrics, kWrites + "_sum", "sync=\"true\"");
   const double cpu0 = CpuSeconds(pid), self0 = CpuSeconds("self");
@@ -427,7 +576,7 @@ int main(int argc, char** argv) {
   std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));
   shared.measuring = false;
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-  const double recorded = CounterSum(metrics, "kevo_coordinator_evaluations_total") - recorded0;
+  const double recorded = recorded_so_far() - recorded0;
   const double queued = CounterSum(metrics, "kevo_coordinator_queue_depth");
   const double synced = CounterSum(metrics, kWrites + "_count", "sync=\"true\"") - synced0;
   const double synced_s = CounterSum(metrics, kWrites + "_sum", "sync=\"true\"") - synced_s0;
@@ -457,11 +606,17 @@ int main(int argc, char** argv) {
       o.workers, o.jobs, o.max_in_flight, static_cast<double>(shared.assignments.load()) / wall, recorded / wall,
       Percentile(lat, 0.5) / 1e3, Percentile(lat, 0.99) / 1e3, cpu / wall, rss, hwm,
       recorded > 0 ? static_cast<double>(written) / recorded : 0.0, self / wall);
-  std::printf("evaluations queued at the end: %.0f (0: the jobs proposed no faster than the workers answered)\n",
-              queued);
-  std::printf("synced writes: %.2f per recorded evaluation, %.3f ms each on average (%.0f%% of the window)\n",
-              recorded > 0 ? synced / recorded : 0.0, synced > 0 ? 1e3 * synced_s / synced : 0.0,
-              100 * synced_s / wall);
+  if (o.floor) {
+    std::printf(
+        "the transport floor: this program's --serve-floor in the coordinator's place, each result answered at once "
+        "with the next assignment (no job, scheduler or store; \"recorded\" counts the results the streams sent)\n");
+  } else {
+    std::printf("evaluations queued at the end: %.0f (0: the jobs proposed no faster than the workers answered)\n",
+                queued);
+    std::printf("synced writes: %.2f per recorded evaluation, %.3f ms each on average (%.0f%% of the window)\n",
+                recorded > 0 ? synced / recorded : 0.0, synced > 0 ? 1e3 * synced_s / synced : 0.0,
+                100 * synced_s / wall);
+  }
   std::printf(
       "(%.1f s measured after %.1f s warm-up; %zu latency samples; task %s, jobs of %d evaluations, "
       "%d submitted in all; %s %s)\n",
