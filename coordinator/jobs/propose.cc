@@ -233,8 +233,10 @@ absl::Status JobManager::SubmitNode(Running& r, v1::Node& node, const v1::Candid
   if (std::optional<v1::Candidate> best = BestCandidate(r); best.has_value()) {
     so.rival = *std::move(best);
     so.rival_stored = true;  // BestCandidate read it from the store
+    so.rival_hash = r.best_candidate_hash;
     node.set_rival_node_id(r.job.best_node_id());
   }
+  so.candidate_hash = source_hash;
   // Durable at the job loop's next Sync(), before anyone is shown the node
   // (Publish waits for it).
   so.sync = false;
@@ -242,14 +244,16 @@ absl::Status JobManager::SubmitNode(Running& r, v1::Node& node, const v1::Candid
   // The Model's graph (a KernelBench task's, once a worker sent it) is the
   // proposer's alone: workers capture their own, so it stays out of the
   // assignment, and the job's evaluations keep sharing one stored task.
-  const v1::Task* task = &r.job.spec().task();
-  v1::Task without_graph;
-  if (task->has_model_graph()) {
-    without_graph = *task;
-    without_graph.clear_model_graph();
-    task = &without_graph;
+  // The job's task does not change while it runs (a Model's graph adopted
+  // later is left out), so it is copied and hashed once.
+  if (!r.submitted_task.has_value()) {
+    r.submitted_task = r.job.spec().task();
+    r.submitted_task->clear_model_graph();
+    r.submitted_task_hash = Sha256Hex(DeterministicBytes(*r.submitted_task));
   }
-  KEVO_RETURN_IF_ERROR(scheduler_->Submit(*task, candidate, r.job.spec().platform(), std::move(so)).status());
+  so.task_hash = r.submitted_task_hash;
+  KEVO_RETURN_IF_ERROR(
+      scheduler_->Submit(*r.submitted_task, candidate, r.job.spec().platform(), std::move(so)).status());
   r.tree.Upsert(node);
   r.sources.insert(source_hash);
   r.sources.insert(node.code_hash());
@@ -276,7 +280,10 @@ std::optional<v1::Candidate> JobManager::BestCandidate(Running& r) {
   r.best_candidate_node = job.best_node_id();
   r.best_candidate.reset();
   if (const v1::Node* best = r.tree.Get(job.best_node_id()); best != nullptr) {
-    if (auto record = scheduler_->GetRecord(best->eval_id()); record.ok()) r.best_candidate = CandidateOf(*record);
+    if (auto record = scheduler_->GetRecord(best->eval_id()); record.ok()) {
+      r.best_candidate = CandidateOf(*record);
+      r.best_candidate_hash = record->candidate_hash();
+    }
   }
   if (!r.best_candidate.has_value()) {
     LogWarning("job ", job.job_id(), ": the best node ", job.best_node_id(),

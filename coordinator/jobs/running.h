@@ -38,9 +38,15 @@ struct JobManager::Running {
   int proposer_errors = 0;
   absl::Time started;             // the job's creation, on the manager's clock
   std::set<std::string> devices;  // host/GPU pairs that timed this job's candidates
-  // The best node's kernel (BestCandidate), read once per best.
+  // The best node's kernel (BestCandidate), read once per best, and its
+  // CandidateHash (the stored record's).
   std::string best_candidate_node;
   std::optional<v1::Candidate> best_candidate;
+  std::string best_candidate_hash;
+  // The task as its evaluations carry it (without a KernelBench Model's
+  // graph) and its hash (EvalRecord.task_hash), made at the first submission.
+  std::optional<v1::Task> submitted_task;
+  std::string submitted_task_hash;
   // The toolchain that measured the best node (BestToolchain), read once per best.
   std::string best_toolchain_node;
   std::string best_toolchain;

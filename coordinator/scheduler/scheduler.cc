@@ -723,12 +723,14 @@ std::shared_ptr<const v1::Task> Scheduler::InternTaskLocked(const std::string& h
 absl::StatusOr<std::string> Scheduler::Submit(const v1::Task& task, const v1::Candidate& candidate,
                                               const std::string& platform, SubmitOptions options) {
   const std::string& job_id = options.job_id;
-  std::string task_bytes = DeterministicBytes(task);
+  // The task's bytes only where its hash is not given, or it is new to the store.
+  std::string task_bytes = options.task_hash.empty() ? DeterministicBytes(task) : std::string();
   std::string cand_bytes = DeterministicBytes(candidate);
   v1::EvalRecord r;
   r.set_eval_id(options.eval_id.empty() ? NewId("e") : options.eval_id);
-  r.set_task_hash(Sha256Hex(task_bytes));
-  r.set_candidate_hash(Sha256Hex(cand_bytes));  // CandidateHash(candidate), from the bytes stored
+  r.set_task_hash(options.task_hash.empty() ? Sha256Hex(task_bytes) : std::move(options.task_hash));
+  // CandidateHash(candidate), from the bytes stored unless the caller has it.
+  r.set_candidate_hash(options.candidate_hash.empty() ? Sha256Hex(cand_bytes) : std::move(options.candidate_hash));
   r.set_platform(platform);
   r.set_state(v1::EVAL_QUEUED);
   r.set_job_id(job_id);
@@ -747,9 +749,14 @@ absl::StatusOr<std::string> Scheduler::Submit(const v1::Task& task, const v1::Ca
     new_task = !tasks_stored_.contains(r.task_hash());
   }
   store::Batch batch = std::move(options.extra);
-  if (new_task) batch.Put(store::Family::kTasks, r.task_hash(), task_bytes);
+  if (new_task) {
+    if (task_bytes.empty()) task_bytes = DeterministicBytes(task);
+    batch.Put(store::Family::kTasks, r.task_hash(), task_bytes);
+  }
   batch.Put(store::Family::kBlobs, r.candidate_hash(), cand_bytes);
-  if (options.rival.has_value()) {
+  if (options.rival.has_value() && options.rival_stored && !options.rival_hash.empty()) {
+    r.set_rival_hash(std::move(options.rival_hash));
+  } else if (options.rival.has_value()) {
     std::string rival_bytes = DeterministicBytes(*options.rival);
     r.set_rival_hash(Sha256Hex(rival_bytes));
     if (!options.rival_stored) batch.Put(store::Family::kBlobs, r.rival_hash(), std::move(rival_bytes));

@@ -130,6 +130,13 @@ class Scheduler {
     // The rival's bytes are in the store already (a job's best, read from
     // it): not written again.
     bool rival_stored = false;
+    // Hashes the caller has already computed, not computed again:
+    // CandidateHash(candidate), the stored rival's CandidateHash (with
+    // rival_stored), and Sha256Hex(DeterministicBytes(task)). Empty: computed
+    // here. A caller that passes one vouches for it.
+    std::string candidate_hash;
+    std::string rival_hash;
+    std::string task_hash;
     // The team that asked for it (EvalRecord.team); empty without --auth.
     std::string team;
     // Higher is leased first among the team's evaluations (EvalRecord.priority).

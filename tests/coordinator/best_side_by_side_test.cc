@@ -10,7 +10,9 @@
 // job manager; the worker is a send callback that answers each assignment
 // with a scripted evaluation (job_harness.h).
 #include <string>
+#include <utility>
 
+#include "common/hash.h"
 #include "tests/coordinator/job_harness.h"
 
 namespace kevo {
@@ -71,6 +73,20 @@ TEST_F(BestSideBySideTest, TheKernelFasterSideBySideIsKeptWhateverItsOwnRatio) {
   EXPECT_EQ(job.retimings(), 3);
   EXPECT_EQ(job.retiming_disagreements(), 0);
   EXPECT_EQ(Retimings("agreed"), 3);
+  // The job hashes each kernel, its rival and its task once and hands the
+  // hashes to the scheduler: each names the bytes stored under it.
+  for (const v1::Node& n : {n1, n2, n3}) {
+    auto record = scheduler_->GetRecord(n.eval_id());
+    ASSERT_TRUE(record.ok()) << record.status();
+    ASSERT_FALSE(record->rival_hash().empty()) << n.node_id();
+    for (const auto& [family, hash] : {std::pair{store::Family::kBlobs, record->candidate_hash()},
+                                       std::pair{store::Family::kBlobs, record->rival_hash()},
+                                       std::pair{store::Family::kTasks, record->task_hash()}}) {
+      auto bytes = store_->Get(family, hash);
+      ASSERT_TRUE(bytes.ok() && bytes->has_value()) << n.node_id() << ": nothing stored under " << hash;
+      EXPECT_EQ(Sha256Hex(**bytes), hash) << n.node_id();
+    }
+  }
 }
 
 // A new best whose re-timing disagrees: the lower figure stands, the
