@@ -548,7 +548,20 @@ class GemmPackedRecipe final : public Recipe {
     KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
     const bool threaded = StrParam(genome, "threads") == "all";
     const bool bf16_out = g.c_dtype == v1::BF16;
-    std::string s = PackedGemmFunctions(genome, g.a_dtype);
+    std::string s;
+    if (!pairs_ && g.a_dtype == v1::BF16) {
+      // bf16 operands: where the compiler targets AVX512_BF16 (Zen 4,
+      // Sapphire Rapids), gemm_bf16_dot's code at this genome (vdpbf16ps on
+      // packed pairs: 0.78-0.80x of PyTorch's oneDNN at 512^3 on a 2-core
+      // Zen 4, where widening to float32 while packing read 0.44x), else the
+      // operands widened while packed. The same genome suits both hosts.
+      Genome dots = genome;
+      dots.recipe = "gemm_bf16_dot";
+      s = absl::StrCat("#if defined(__AVX512BF16__)\n", PackedGemmFunctions(dots, g.a_dtype), "#else\n",
+                       PackedGemmFunctions(genome, g.a_dtype), "#endif\n");
+    } else {
+      s = PackedGemmFunctions(genome, g.a_dtype);
+    }
     if (bf16_out) {
       // The float32 result in a scratch matrix, then rounded to bf16 as the
       // reference rounds (to nearest even; a NaN stays a quiet NaN).
