@@ -281,6 +281,7 @@ absl::StatusOr<std::unique_ptr<JobManager::Running>> JobManager::LoadRunning(con
   for (const v1::Node& n : nodes) {
     r->tree.Upsert(n);
     r->sources.insert(n.source_hash());
+    if (!n.genome().empty()) r->genomes.insert(n.genome());
     if (!n.code_hash().empty()) r->sources.insert(n.code_hash());
     r->node_by_eval[n.eval_id()] = n.node_id();
     if (!n.retiming().eval_id().empty()) r->node_by_eval[n.retiming().eval_id()] = n.node_id();

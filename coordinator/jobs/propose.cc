@@ -138,6 +138,7 @@ void JobManager::Pump(Running& r) {
     req.priors = r.priors;
     req.use_skills = !spec.no_skills();
     req.job_id = r.job.job_id();
+    req.tried = &r.genomes;
     auto proposals = r.proposer->Propose(req);
     if (!proposals.ok()) {
       LogWarning("job ", r.job.job_id(), ": proposer ", r.proposer->name(), ": ", proposals.status().ToString());
@@ -257,6 +258,7 @@ absl::Status JobManager::SubmitNode(Running& r, v1::Node& node, const v1::Candid
   r.tree.Upsert(node);
   r.sources.insert(source_hash);
   r.sources.insert(node.code_hash());
+  if (!node.genome().empty()) r.genomes.insert(node.genome());
   r.node_by_eval[node.eval_id()] = node.node_id();
   ++r.in_flight;
   r.job.set_nodes(static_cast<int32_t>(r.tree.size()));

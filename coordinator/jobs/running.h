@@ -9,6 +9,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -24,6 +25,8 @@ struct JobManager::Running {
   std::unique_ptr<search::Policy> policy;
   std::unique_ptr<proposer::Proposer> proposer;
   std::set<std::string> sources;
+  // The genomes of the tree's built-in nodes (ProposeRequest::tried).
+  std::unordered_set<std::string> genomes;
   std::map<std::string, std::string> node_by_eval;
   std::mt19937_64 rng;
   std::map<std::string, double> priors;  // from skill memory

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -77,6 +78,11 @@ struct ProposeRequest {
   // memory at all (the LLM proposer leaves skills out of its prompts).
   bool use_skills = true;
   std::string job_id;  // the job asking (for proposers that keep per-job records)
+  // The genomes (Genome::ToString()) of the job's nodes so far, evaluated or
+  // in flight: proposing one again would only be dropped as a duplicate, so
+  // a proposer may pass over them without generating their code. Null: none
+  // known. Owned by the caller, valid during Propose().
+  const std::unordered_set<std::string>* tried = nullptr;
 };
 
 struct Proposal {

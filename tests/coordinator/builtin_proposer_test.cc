@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -818,6 +819,41 @@ TEST(BuiltinProposerTest, ProposalsAreDeterministicForASeed) {
   EXPECT_NE(genomes(3, {parent}), genomes(4, {parent}));
 }
 
+// The job's tried genomes (ProposeRequest::tried) are never proposed again:
+// the proposer fills the batch with others, and once a parent's whole
+// neighbourhood has been tried it returns none, however many it is asked for
+// (a job over-asks after rounds of duplicates).
+TEST(BuiltinProposerTest, TriedGenomesAreNotProposedAgain) {
+  const v1::Task task = LoadStarterTask("relu");
+  const Recipe* elementwise = FindRecipe("elementwise");
+  ASSERT_NE(elementwise, nullptr);
+  const ParentInfo parent = Parent("p", Genome{elementwise->name(), elementwise->space().Defaults()});
+  BuiltinProposer proposer;
+  std::unordered_set<std::string> tried;
+  for (int round = 0; round < 200; ++round) {
+    ProposeRequest r = Request(task, 4, /*seed=*/round);
+    r.parents = {parent};
+    r.tried = &tried;
+    absl::StatusOr<std::vector<Proposal>> out = proposer.Propose(r);
+    ASSERT_TRUE(out.ok()) << out.status();
+    if (out->empty()) break;
+    for (const Proposal& p : *out) {
+      EXPECT_TRUE(tried.insert(p.genome.ToString()).second) << "proposed again: " << p.genome.ToString();
+    }
+  }
+  // Every one-parameter change of the parent and every other recipe was
+  // proposed once, and then nothing more, even when asked for 512.
+  int children = 0;
+  for (const ParamSpec& p : elementwise->space().params()) children += static_cast<int>(p.values.size()) - 1;
+  EXPECT_GE(static_cast<int>(tried.size()), children);
+  ProposeRequest r = Request(task, 512, /*seed=*/1);
+  r.parents = {parent};
+  r.tried = &tried;
+  absl::StatusOr<std::vector<Proposal>> out = proposer.Propose(r);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(*out, IsEmpty());
+}
+
 TEST(BuiltinProposerTest, ParamMutationsChangeExactlyOneParameterWithinTheSpace) {
   const v1::Task task = LoadStarterTask("matmul");
   const Recipe* gemm = FindRecipe("gemm_packed");
@@ -1092,29 +1128,18 @@ TEST_P(RecipeCorrectnessTest, GenomesCoveringTheSpaceMatchTheReference) {
   }
 }
 
-// gemm_bf16_dot on a CPU without AVX512_BF16 (here: compiled with
-// -mno-avx512bf16) multiplies its packed bf16 pairs with shifts and FMAs
-// instead of vdpbf16ps, and is as right as with it.
-TEST(RecipeTest, GemmBf16DotIsRightWithoutAvx512Bf16) {
-  const v1::Task task = LoadStarterTask("matmul_bf16");
-  ASSERT_FALSE(task.name().empty());
-  const Recipe* recipe = FindRecipe("gemm_bf16_dot");
-  ASSERT_NE(recipe, nullptr);
-  ASSERT_TRUE(recipe->Applies(task, "cpu"));
-  EXPECT_FALSE(recipe->Applies(LoadStarterTask("matmul"), "cpu")) << "f32 operands have no pairs";
-  auto dir = harness::TempDir::Create("kevo_bf16_dot_");
+// Compiles `candidate` as the worker does, with `extra_flag` when given,
+// and checks it against the task's reference on every validation binding.
+void ExpectRightOnValidation(const v1::Task& task, v1::Candidate candidate, const std::string& extra_flag) {
+  SCOPED_TRACE(extra_flag.empty() ? "-march=native" : extra_flag);
+  auto dir = harness::TempDir::Create("kevo_recipe_right_");
   ASSERT_TRUE(dir.ok()) << dir.status();
   auto reference = harness::CompiledKernel::Compile(task.reference().source(), harness::ReferenceFlags(),
                                                     task.signature().function(), (*dir)->path(), "ref");
   ASSERT_TRUE(reference.ok()) << reference.status();
-  Genome genome{recipe->name(), recipe->space().Defaults()};
-  genome.params["kc"] = "64";  // several k blocks on the validation shapes
-  absl::StatusOr<v1::Candidate> candidate = recipe->Generate(task, genome);
-  ASSERT_TRUE(candidate.ok()) << candidate.status();
-  EXPECT_NE(candidate->source().find("__AVX512BF16__"), std::string::npos);
-  candidate->add_extra_flags("-mno-avx512bf16");
-  auto kernel = harness::CompiledKernel::Compile(candidate->source(), harness::CandidateFlags(*candidate),
-                                                 task.signature().function(), (*dir)->path(), "dot");
+  if (!extra_flag.empty()) candidate.add_extra_flags(extra_flag);
+  auto kernel = harness::CompiledKernel::Compile(candidate.source(), harness::CandidateFlags(candidate),
+                                                 task.signature().function(), (*dir)->path(), "candidate");
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   for (const v1::Binding& b : task.validate()) {
     SCOPED_TRACE(b.name());
@@ -1126,6 +1151,47 @@ TEST(RecipeTest, GemmBf16DotIsRightWithoutAvx512Bf16) {
     absl::Status same = harness::CompareOutputs(task, **got, **want);
     EXPECT_TRUE(same.ok()) << same;
   }
+}
+
+// gemm_bf16_dot on a CPU without AVX512_BF16 (here: compiled with
+// -mno-avx512bf16) multiplies its packed bf16 pairs with shifts and FMAs
+// instead of vdpbf16ps, and is as right as with it.
+TEST(RecipeTest, GemmBf16DotIsRightWithoutAvx512Bf16) {
+  const v1::Task task = LoadStarterTask("matmul_bf16");
+  ASSERT_FALSE(task.name().empty());
+  const Recipe* recipe = FindRecipe("gemm_bf16_dot");
+  ASSERT_NE(recipe, nullptr);
+  ASSERT_TRUE(recipe->Applies(task, "cpu"));
+  EXPECT_FALSE(recipe->Applies(LoadStarterTask("matmul"), "cpu")) << "f32 operands have no pairs";
+  Genome genome{recipe->name(), recipe->space().Defaults()};
+  genome.params["kc"] = "64";  // several k blocks on the validation shapes
+  absl::StatusOr<v1::Candidate> candidate = recipe->Generate(task, genome);
+  ASSERT_TRUE(candidate.ok()) << candidate.status();
+  EXPECT_NE(candidate->source().find("__AVX512BF16__"), std::string::npos);
+  ExpectRightOnValidation(task, *candidate, "-mno-avx512bf16");
+}
+
+// gemm_packed on bf16 operands compiles gemm_bf16_dot's pairs where the
+// compiler targets AVX512_BF16 and widens the operands to float32 elsewhere:
+// one genome, right both ways (here: as -march=native compiles it, and with
+// -mno-avx512bf16).
+TEST(RecipeTest, GemmPackedTakesBf16DotsWhereCompiledFor) {
+  const v1::Task task = LoadStarterTask("matmul_bf16");
+  ASSERT_FALSE(task.name().empty());
+  const Recipe* recipe = FindRecipe("gemm_packed");
+  ASSERT_NE(recipe, nullptr);
+  ASSERT_TRUE(recipe->Applies(task, "cpu"));
+  Genome genome{recipe->name(), recipe->space().Defaults()};
+  genome.params["kc"] = "64";  // several k blocks on the validation shapes
+  absl::StatusOr<v1::Candidate> candidate = recipe->Generate(task, genome);
+  ASSERT_TRUE(candidate.ok()) << candidate.status();
+  const std::string& source = candidate->source();
+  const size_t branch = source.find("#if defined(__AVX512BF16__)");
+  ASSERT_NE(branch, std::string::npos);
+  EXPECT_NE(source.find("_mm512_dpbf16_ps", branch), std::string::npos) << "the pairs' dot products";
+  EXPECT_NE(source.find("zero-padded to NR, as float32", branch), std::string::npos) << "the widened operands";
+  ExpectRightOnValidation(task, *candidate, "");
+  ExpectRightOnValidation(task, *candidate, "-mno-avx512bf16");
 }
 
 // The generic mutator's OpenMP variants on references whose outer loops carry

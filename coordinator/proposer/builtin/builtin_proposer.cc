@@ -81,9 +81,12 @@ class Batch {
 
   bool full() const { return static_cast<int>(out_.size()) >= request_.count; }
 
-  // Adds the proposal unless its genome was seen or it fails to generate.
+  // Adds the proposal unless its genome was seen, the job tried it already,
+  // or it fails to generate.
   bool Add(const Recipe& recipe, Genome genome, std::string mutation, std::vector<std::string> parent_ids) {
-    if (full() || !seen_.insert(genome.ToString()).second) return false;
+    if (full()) return false;
+    auto [at, added] = seen_.insert(genome.ToString());
+    if (!added || (request_.tried != nullptr && request_.tried->contains(*at))) return false;
     absl::StatusOr<v1::Candidate> candidate = recipe.Generate(*request_.task, genome);
     if (!candidate.ok()) return false;
     Proposal p;
@@ -308,7 +311,15 @@ void ProposeMutations(const ProposeRequest& request, const std::vector<const Rec
     }
   }
   const bool param_priors = HasParamPriors(request, recipe.space());
-  for (int attempt = 0; attempt < kAttemptsPerProposal * request.count && !batch.full(); ++attempt) {
+  // A parent has at most this many distinct children (one parameter changed,
+  // or another recipe): asked for more (a job over-asking after rounds of
+  // duplicates), the attempts stay bounded by it, for random draws would only
+  // find the same children again (docs/benchmarks.md, "Control plane").
+  int children = 0;
+  for (const ParamSpec& p : recipe.space().params()) children += std::max<int>(0, p.values.size() - 1);
+  for (const double w : variant_weights) children += w > 0;
+  const int wanted = std::min(request.count, std::max(1, children));
+  for (int attempt = 0; attempt < kAttemptsPerProposal * wanted && !batch.full(); ++attempt) {
     if (has_variant && std::uniform_real_distribution<double>(0, 1)(rng) < variant_probability) {
       const Recipe& to = *recipes[PickWeighted(variant_weights, rng)];
       Genome child{to.name(), Repair(to.space(), genome.params)};
