@@ -1194,6 +1194,121 @@ TEST(RecipeTest, GemmPackedTakesBf16DotsWhereCompiledFor) {
   ExpectRightOnValidation(task, *candidate, "-mno-avx512bf16");
 }
 
+// row_norm with a residual add (rms_norm_residual: h = x + residual, y =
+// rms_norm(h)): the statistics pass stores h, the writing pass reads it back.
+// The default and the corners of its space are right on every validation
+// shape (odd and narrow rows take the partial tail of h), and the residual
+// hints bind only together, on [rows, cols] f32 tensors.
+TEST(RecipeTest, RowNormFusesTheResidualAdd) {
+  const v1::Task task = LoadStarterTask("rms_norm_residual");
+  ASSERT_FALSE(task.name().empty());
+  const Recipe* recipe = FindRecipe("row_norm");
+  ASSERT_NE(recipe, nullptr);
+  ASSERT_TRUE(recipe->Applies(task, "cpu"));
+  EXPECT_THAT(RecipeNames(BuiltinProposer::ApplicableRecipes(task, "cpu")), ::testing::Contains("row_norm"));
+  std::vector<Genome> genomes = {Genome{recipe->name(), recipe->space().Defaults()}};
+  for (const char* store : {"normal", "nontemporal"}) {
+    for (const char* acc : {"1", "4"}) {
+      for (const char* threads : {"1", "all"}) {
+        Genome g = genomes[0];
+        g.params["store"] = store;
+        g.params["accumulators"] = acc;
+        g.params["threads"] = threads;
+        g.params["stats"] = std::string(acc) == "1" ? "one_pass" : "two_pass";  // no matter for RMS norm
+        genomes.push_back(std::move(g));
+      }
+    }
+  }
+  for (const Genome& genome : genomes) {
+    SCOPED_TRACE(genome.ToString());
+    absl::StatusOr<v1::Candidate> candidate = recipe->Generate(task, genome);
+    ASSERT_TRUE(candidate.ok()) << candidate.status();
+    EXPECT_THAT(candidate->source(), HasSubstr("kevo_store(x + c"));
+    ExpectRightOnValidation(task, *candidate, "");
+  }
+
+  // Both hints or neither; the residual of x's shape, its sum an output.
+  auto without = [&](const std::string& key) {
+    v1::Task t = task;
+    t.mutable_hints()->erase(key);
+    return t;
+  };
+  EXPECT_FALSE(recipe->Applies(without("sum_out"), "cpu")) << "h would go unwritten";
+  EXPECT_FALSE(recipe->Applies(without("residual"), "cpu"));
+  v1::Task swapped = task;
+  (*swapped.mutable_hints())["sum_out"] = "residual";
+  EXPECT_FALSE(recipe->Applies(swapped, "cpu")) << "sum_out must be an output";
+  v1::Task narrow = task;
+  for (v1::TensorSpec& in : *narrow.mutable_inputs()) {
+    if (in.name() == "residual") in.set_shape(1, "1");
+  }
+  EXPECT_FALSE(recipe->Applies(narrow, "cpu")) << "a residual of another shape";
+}
+
+// The same for layer norm (a task built here from layer_norm's, with a
+// residual whose mean is large against x's spread): two-pass statistics
+// centre h read back from cache, and one-pass ones shift by h[0] = x[0] +
+// residual[0]. cuda_layer_norm, which has no residual add, does not bind it.
+TEST(RecipeTest, RowNormFusesTheResidualAddIntoLayerNorm) {
+  v1::Task task = LoadStarterTask("layer_norm");
+  ASSERT_FALSE(task.name().empty());
+  task.set_name("layer_norm_residual");
+  task.mutable_signature()->set_function("layer_norm_residual");
+  task.mutable_signature()->clear_params();
+  for (const char* p : {"x", "residual", "gamma", "beta", "y", "h", "rows", "cols"}) {
+    task.mutable_signature()->add_params(p);
+  }
+  v1::TensorSpec* residual = task.add_inputs();
+  *residual = task.inputs(0);
+  residual->set_name("residual");
+  residual->mutable_distribution()->mutable_normal()->set_mean(50);
+  residual->mutable_distribution()->mutable_normal()->set_stddev(1);
+  v1::TensorSpec* h = task.add_outputs();
+  *h = task.outputs(0);
+  h->set_name("h");
+  (*task.mutable_hints())["residual"] = "residual";
+  (*task.mutable_hints())["sum_out"] = "h";
+  task.mutable_reference()->set_source(R"(
+#include <cmath>
+#include <cstdint>
+extern "C" void layer_norm_residual(const float* x, const float* residual, const float* gamma, const float* beta,
+                                    float* y, float* h, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* hr = h + r * cols;
+    double sum = 0.0;
+    for (int64_t c = 0; c < cols; ++c) {
+      hr[c] = x[r * cols + c] + residual[r * cols + c];
+      sum += hr[c];
+    }
+    const double mean = sum / static_cast<double>(cols);
+    double sq = 0.0;
+    for (int64_t c = 0; c < cols; ++c) sq += (hr[c] - mean) * (hr[c] - mean);
+    const double inv_std = 1.0 / std::sqrt(sq / static_cast<double>(cols) + 1e-5);
+    for (int64_t c = 0; c < cols; ++c) y[r * cols + c] = static_cast<float>((hr[c] - mean) * inv_std * gamma[c] + beta[c]);
+  }
+}
+)");
+  const Recipe* recipe = FindRecipe("row_norm");
+  ASSERT_NE(recipe, nullptr);
+  ASSERT_TRUE(recipe->Applies(task, "cpu"));
+  EXPECT_THAT(RecipeNames(BuiltinProposer::ApplicableRecipes(LoadStarterTask("layer_norm"), "nvidia")),
+              ::testing::Contains("cuda_layer_norm"));
+  EXPECT_THAT(RecipeNames(BuiltinProposer::ApplicableRecipes(task, "nvidia")),
+              Not(::testing::Contains("cuda_layer_norm")));
+  for (const char* stats : {"two_pass", "one_pass"}) {
+    for (const char* store : {"normal", "nontemporal"}) {
+      Genome genome{recipe->name(), recipe->space().Defaults()};
+      genome.params["stats"] = stats;
+      genome.params["store"] = store;
+      genome.params["accumulators"] = std::string(stats) == "one_pass" ? "2" : "4";
+      SCOPED_TRACE(genome.ToString());
+      absl::StatusOr<v1::Candidate> candidate = recipe->Generate(task, genome);
+      ASSERT_TRUE(candidate.ok()) << candidate.status();
+      ExpectRightOnValidation(task, *candidate, "");
+    }
+  }
+}
+
 // The generic mutator's OpenMP variants on references whose outer loops carry
 // state (counts, sums, running offsets, scratch): each variant it generates
 // matches the reference on every validation binding, bit for bit on a second

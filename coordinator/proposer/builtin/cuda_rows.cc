@@ -47,6 +47,8 @@ bool BindCudaRows(const v1::Task& task, RowOp op, CudaRowBinding* b) {
   b->rows = rows.rows;
   b->cols = rows.cols;
   if (op == RowOp::kLayerNorm) {
+    // A residual add (row_norm's residual and sum_out hints) is not fused here.
+    if (!Hint(task, "residual").empty() || !Hint(task, "sum_out").empty()) return false;
     b->gamma = Hint(task, "gamma", "gamma");
     b->beta = Hint(task, "beta", "beta");
     if (!IsRowVector(task, b->gamma, b->cols) || !IsRowVector(task, b->beta, b->cols)) return false;
