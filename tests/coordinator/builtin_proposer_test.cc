@@ -8,10 +8,12 @@
 #include "coordinator/proposer/builtin/builtin_proposer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -36,9 +38,11 @@
 namespace kevo::proposer {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
+using ::testing::UnorderedElementsAre;
 using ::testing::UnorderedElementsAreArray;
 
 std::string SourceDir() {
@@ -1380,6 +1384,109 @@ INSTANTIATE_TEST_SUITE_P(CarriedState, GenericOmpTest,
 
 INSTANTIATE_TEST_SUITE_P(HintedTasks, RecipeCorrectnessTest, ::testing::ValuesIn(HintedTasks()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// map_id_lut: a per-call lookup table narrows each id's lower bound to a
+// window searched branch-free, a batch of ids a step at a time. The default
+// and the corners of its space are right on every validation shape (repeated
+// keys, one key, a depth that is not a power of two), and, on keys at the
+// ends of int64 (a range of 2^64 - 1, where the table has one cell), exactly
+// the reference's answer for ids below, between, on and above the keys.
+TEST(RecipeTest, MapIdLutIsTheReferencesLookup) {
+  const v1::Task task = LoadStarterTask("map_id");
+  ASSERT_FALSE(task.name().empty());
+  const Recipe* recipe = FindRecipe("map_id_lut");
+  ASSERT_NE(recipe, nullptr);
+  EXPECT_THAT(RecipeNames(BuiltinProposer::ApplicableRecipes(task, "cpu")),
+              UnorderedElementsAre("map_id_lut", "generic"));
+  std::vector<Genome> genomes = {Genome{recipe->name(), recipe->space().Defaults()}};
+  for (const char* table : {"none", "nk_div_4", "nk_x4"}) {
+    for (const char* batch : {"1", "128"}) {
+      Genome g = genomes[0];
+      g.params["table"] = table;
+      g.params["batch"] = batch;
+      g.params["threads"] = std::string(batch) == "1" ? "1" : "all";
+      genomes.push_back(std::move(g));
+    }
+  }
+  auto dir = harness::TempDir::Create("kevo_map_id_");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  auto reference = harness::CompiledKernel::Compile(task.reference().source(), harness::ReferenceFlags(),
+                                                    task.signature().function(), (*dir)->path(), "ref");
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+  const std::vector<int64_t> keys = {kMin, kMin, -5, 0, 7, 7, 7, kMax - 1, kMax};
+  const std::vector<int64_t> values = {11, 12, 13, 14, 15, 16, 17, 18, 19};
+  const std::vector<int64_t> ids = {kMin, kMin + 1, -6, -5, -1, 0, 1, 6, 7, 8, kMax - 2, kMax - 1, kMax, 7, kMin};
+  auto lookup = [&](const harness::CompiledKernel& kernel) {
+    std::vector<int64_t> out(ids.size(), -1);
+    kernel.Call({reinterpret_cast<intptr_t>(ids.data()), reinterpret_cast<intptr_t>(keys.data()),
+                 reinterpret_cast<intptr_t>(values.data()), reinterpret_cast<intptr_t>(out.data()),
+                 static_cast<intptr_t>(ids.size()), static_cast<intptr_t>(keys.size())});
+    return out;
+  };
+  const std::vector<int64_t> want = lookup(**reference);
+  EXPECT_THAT(want, ElementsAre(11, 0, 0, 13, 0, 14, 0, 0, 15, 0, 0, 18, 19, 15, 11));
+  for (size_t i = 0; i < genomes.size(); ++i) {
+    SCOPED_TRACE(genomes[i].ToString());
+    absl::StatusOr<v1::Candidate> candidate = recipe->Generate(task, genomes[i]);
+    ASSERT_TRUE(candidate.ok()) << candidate.status();
+    ExpectRightOnValidation(task, *candidate, "");
+    auto kernel = harness::CompiledKernel::Compile(candidate->source(), harness::CandidateFlags(*candidate),
+                                                   task.signature().function(), (*dir)->path(), absl::StrCat("c", i));
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    EXPECT_EQ(lookup(**kernel), want);
+  }
+}
+
+// elementwise with vector_math=inline (the default) puts kevo's own erff
+// approximation in gelu_erf's simd loop instead of libmvec's erff: right on
+// the validation shapes, and within 2e-6 of GELU computed in double over a
+// fine grid of [-8, 8] and beyond; +inf and NaN go through.
+TEST(RecipeTest, ElementwiseInlineErfIsGeluToFloatTolerance) {
+  const v1::Task task = LoadStarterTask("gelu_erf");
+  ASSERT_FALSE(task.name().empty());
+  const Recipe* recipe = FindRecipe("elementwise");
+  ASSERT_NE(recipe, nullptr);
+  Genome genome{recipe->name(), recipe->space().Defaults()};
+  ASSERT_EQ(genome.params["vector_math"], "inline");
+  absl::StatusOr<v1::Candidate> candidate = recipe->Generate(task, genome);
+  ASSERT_TRUE(candidate.ok()) << candidate.status();
+  EXPECT_THAT(candidate->source(), HasSubstr("kevo_erff(x * 0.70710678f)"));
+  EXPECT_THAT(candidate->source(), Not(HasSubstr("extern \"C\" float erff")));
+  ExpectRightOnValidation(task, *candidate, "");
+  genome.params["vector_math"] = "libmvec";
+  absl::StatusOr<v1::Candidate> libmvec = recipe->Generate(task, genome);
+  ASSERT_TRUE(libmvec.ok()) << libmvec.status();
+  EXPECT_THAT(libmvec->source(), Not(HasSubstr("kevo_erff")));
+
+  auto dir = harness::TempDir::Create("kevo_inline_erf_");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  auto kernel = harness::CompiledKernel::Compile(candidate->source(), harness::CandidateFlags(*candidate),
+                                                 task.signature().function(), (*dir)->path(), "gelu");
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  std::vector<float> x;
+  for (int64_t i = -800000; i <= 800000; ++i) x.push_back(static_cast<float>(i) * 1e-5f);
+  const float inf = std::numeric_limits<float>::infinity();
+  x.insert(x.end(), {inf, std::numeric_limits<float>::quiet_NaN(), 1e-30f, -1e-30f, 30.0f, -30.0f});
+  std::vector<float> y(x.size(), 0.0f);
+  (*kernel)->Call(
+      {reinterpret_cast<intptr_t>(x.data()), reinterpret_cast<intptr_t>(y.data()), static_cast<intptr_t>(x.size())});
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    if (std::isnan(v)) {
+      EXPECT_TRUE(std::isnan(y[i]));
+      continue;
+    }
+    if (std::isinf(v)) {
+      EXPECT_EQ(y[i], inf);
+      continue;
+    }
+    const double want = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+    worst = std::max(worst, std::abs(y[i] - want) / (1e-6 + 1e-6 * std::abs(want)));
+  }
+  EXPECT_LE(worst, 2.0) << "the largest error, in units of 1e-6 + 1e-6 |y|";
+}
 
 }  // namespace
 }  // namespace kevo::proposer
