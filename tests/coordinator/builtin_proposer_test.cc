@@ -1488,5 +1488,42 @@ TEST(RecipeTest, ElementwiseInlineErfIsGeluToFloatTolerance) {
   EXPECT_LE(worst, 2.0) << "the largest error, in units of 1e-6 + 1e-6 |y|";
 }
 
+// elementwise_rows takes an elementwise task whose inputs include vectors
+// along the last dimension (box_cox's per-feature lambda), which
+// `elementwise` does not bind: every genome is right on the validation shapes,
+// `pow=exp_log` writes powf(x, lmbda) as expf(lmbda * logf(x)), and tasks
+// without a broadcast input are left to `elementwise`.
+TEST(RecipeTest, ElementwiseRowsBroadcastsPerColumnVectors) {
+  const v1::Task task = LoadStarterTask("box_cox");
+  ASSERT_FALSE(task.name().empty());
+  EXPECT_THAT(RecipeNames(BuiltinProposer::ApplicableRecipes(task, "cpu")),
+              UnorderedElementsAre("elementwise_rows", "generic"));
+  EXPECT_THAT(RecipeNames(BuiltinProposer::ApplicableRecipes(LoadStarterTask("vector_add"), "cpu")),
+              Not(::testing::Contains("elementwise_rows")));
+  const Recipe* recipe = FindRecipe("elementwise_rows");
+  ASSERT_NE(recipe, nullptr);
+  for (const char* pow : {"exp_log", "libm"}) {
+    for (const char* math : {"libmvec", "off"}) {
+      for (const char* threads : {"1", "all"}) {
+        Genome genome{recipe->name(), recipe->space().Defaults()};
+        genome.params["pow"] = pow;
+        genome.params["vector_math"] = math;
+        genome.params["threads"] = threads;
+        SCOPED_TRACE(genome.ToString());
+        absl::StatusOr<v1::Candidate> candidate = recipe->Generate(task, genome);
+        ASSERT_TRUE(candidate.ok()) << candidate.status();
+        if (std::string(pow) == "exp_log") {
+          EXPECT_THAT(candidate->source(), HasSubstr("expf(( lmbda) * logf(x))"));
+          EXPECT_THAT(candidate->source(), Not(HasSubstr("powf(")));
+        } else {
+          EXPECT_THAT(candidate->source(), HasSubstr("powf(x, lmbda)"));
+        }
+        EXPECT_THAT(candidate->source(), HasSubstr("lmbda[kevo_c]"));
+        ExpectRightOnValidation(task, *candidate, "");
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kevo::proposer

@@ -82,6 +82,11 @@ ExprInfo AnalyzeExpr(const v1::Task& task, const std::string& expr);
 // definitions are selects GCC vectorises, with libm's results: a NaN argument
 // gives the other one, and of +0 and -0 the first argument.
 std::string SelectMinMax(std::string* expr);
+// `#pragma omp declare simd` declarations of the libm functions `expr` calls
+// that glibc's libmvec has vector variants of (exp, log, pow, erf, tanh, ...),
+// each once; with -fno-math-errno an `omp simd` loop then calls those
+// variants. Empty when it calls none.
+std::string LibmvecDeclarations(const std::string& expr);
 // Rewrites each `c ? a : b` in `expr` to kevo_select(c, a, b) and returns
 // that function's definition (empty when `expr` has no '?'). A select
 // computes both arms and picks bits, with no branch for GCC to keep: where an

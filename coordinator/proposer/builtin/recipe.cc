@@ -91,6 +91,7 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewBucketizeSearchRecipe());
     v->push_back(NewBucketizeLutRecipe());
     v->push_back(NewMapIdLutRecipe());
+    v->push_back(NewElementwiseRowsRecipe());
     v->push_back(NewEmbeddingBagRowsRecipe());
     v->push_back(NewFmIkjRecipe());
     v->push_back(NewMlpRmsNormIkjRecipe());

@@ -143,6 +143,7 @@ std::unique_ptr<Recipe> NewBucketizeSearchRecipe();
 std::unique_ptr<Recipe> NewBucketizeLutRecipe();
 std::unique_ptr<Recipe> NewBucketizeTreeRecipe();
 std::unique_ptr<Recipe> NewMapIdLutRecipe();
+std::unique_ptr<Recipe> NewElementwiseRowsRecipe();
 std::unique_ptr<Recipe> NewEmbeddingBagRowsRecipe();
 std::unique_ptr<Recipe> NewFmIkjRecipe();
 std::unique_ptr<Recipe> NewMlpRmsNormIkjRecipe();
