@@ -1385,6 +1385,38 @@ INSTANTIATE_TEST_SUITE_P(CarriedState, GenericOmpTest,
 INSTANTIATE_TEST_SUITE_P(HintedTasks, RecipeCorrectnessTest, ::testing::ValuesIn(HintedTasks()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
+// For a test that calls a recipe's kernels by hand: the task's reference and
+// each genome's candidate (first checked right on the validation shapes),
+// compiled into a fresh folder; a failure is reported and leaves `kernels`
+// short of the genomes.
+struct HandCalls {
+  std::unique_ptr<harness::TempDir> dir;
+  std::unique_ptr<harness::CompiledKernel> reference;
+  std::vector<std::unique_ptr<harness::CompiledKernel>> kernels;  // one per genome
+};
+
+void CompileForHandCalls(const v1::Task& task, const Recipe& recipe, const std::vector<Genome>& genomes,
+                         HandCalls* calls) {
+  auto dir = harness::TempDir::Create(absl::StrCat("kevo_", recipe.name(), "_"));
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  calls->dir = *std::move(dir);
+  auto reference = harness::CompiledKernel::Compile(task.reference().source(), harness::ReferenceFlags(),
+                                                    task.signature().function(), calls->dir->path(), "ref");
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  calls->reference = *std::move(reference);
+  for (size_t i = 0; i < genomes.size(); ++i) {
+    SCOPED_TRACE(genomes[i].ToString());
+    absl::StatusOr<v1::Candidate> candidate = recipe.Generate(task, genomes[i]);
+    ASSERT_TRUE(candidate.ok()) << candidate.status();
+    ExpectRightOnValidation(task, *candidate, "");
+    auto kernel =
+        harness::CompiledKernel::Compile(candidate->source(), harness::CandidateFlags(*candidate),
+                                         task.signature().function(), calls->dir->path(), absl::StrCat("c", i));
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    calls->kernels.push_back(*std::move(kernel));
+  }
+}
+
 // map_id_lut: a per-call lookup table narrows each id's lower bound to a
 // window searched branch-free, a batch of ids a step at a time. The default
 // and the corners of its space are right on every validation shape (repeated
@@ -1408,11 +1440,9 @@ TEST(RecipeTest, MapIdLutIsTheReferencesLookup) {
       genomes.push_back(std::move(g));
     }
   }
-  auto dir = harness::TempDir::Create("kevo_map_id_");
-  ASSERT_TRUE(dir.ok()) << dir.status();
-  auto reference = harness::CompiledKernel::Compile(task.reference().source(), harness::ReferenceFlags(),
-                                                    task.signature().function(), (*dir)->path(), "ref");
-  ASSERT_TRUE(reference.ok()) << reference.status();
+  HandCalls calls;
+  CompileForHandCalls(task, *recipe, genomes, &calls);
+  ASSERT_EQ(calls.kernels.size(), genomes.size());
   constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
   const std::vector<int64_t> keys = {kMin, kMin, -5, 0, 7, 7, 7, kMax - 1, kMax};
   const std::vector<int64_t> values = {11, 12, 13, 14, 15, 16, 17, 18, 19};
@@ -1424,17 +1454,11 @@ TEST(RecipeTest, MapIdLutIsTheReferencesLookup) {
                  static_cast<intptr_t>(ids.size()), static_cast<intptr_t>(keys.size())});
     return out;
   };
-  const std::vector<int64_t> want = lookup(**reference);
+  const std::vector<int64_t> want = lookup(*calls.reference);
   EXPECT_THAT(want, ElementsAre(11, 0, 0, 13, 0, 14, 0, 0, 15, 0, 0, 18, 19, 15, 11));
   for (size_t i = 0; i < genomes.size(); ++i) {
     SCOPED_TRACE(genomes[i].ToString());
-    absl::StatusOr<v1::Candidate> candidate = recipe->Generate(task, genomes[i]);
-    ASSERT_TRUE(candidate.ok()) << candidate.status();
-    ExpectRightOnValidation(task, *candidate, "");
-    auto kernel = harness::CompiledKernel::Compile(candidate->source(), harness::CandidateFlags(*candidate),
-                                                   task.signature().function(), (*dir)->path(), absl::StrCat("c", i));
-    ASSERT_TRUE(kernel.ok()) << kernel.status();
-    EXPECT_EQ(lookup(**kernel), want);
+    EXPECT_EQ(lookup(*calls.kernels[i]), want);
   }
 }
 
@@ -1486,6 +1510,67 @@ TEST(RecipeTest, ElementwiseInlineErfIsGeluToFloatTolerance) {
     worst = std::max(worst, std::abs(y[i] - want) / (1e-6 + 1e-6 * std::abs(want)));
   }
   EXPECT_LE(worst, 2.0) << "the largest error, in units of 1e-6 + 1e-6 |y|";
+}
+
+// topk_rows: its default and the corners of its space right on every
+// validation shape, and bit for bit the reference's rows on a hand-made call:
+// scores from {-inf, -1, -0, +0, 1, 2, +inf} (many ties, and the zeros
+// equal), one row with a NaN (the reference's loop decides its place), 100
+// columns (six vectors and a tail), k from 1 to past cols.
+TEST(RecipeTest, TopkRowsIsTheReferencesOrder) {
+  const v1::Task task = LoadStarterTask("topk_truncate");
+  ASSERT_FALSE(task.name().empty());
+  const Recipe* recipe = FindRecipe("topk_rows");
+  ASSERT_NE(recipe, nullptr);
+  EXPECT_THAT(RecipeNames(BuiltinProposer::ApplicableRecipes(task, "cpu")),
+              UnorderedElementsAre("topk_rows", "generic"));
+  std::vector<Genome> genomes = {Genome{recipe->name(), recipe->space().Defaults()}};
+  for (const char* select : {"insert", "rank"}) {
+    for (const char* floor_sets : {"0", "1", "4"}) {
+      Genome g = genomes[0];
+      g.params["select"] = select;
+      g.params["floor_sets"] = floor_sets;
+      g.params["buffer"] = std::string(floor_sets) == "1" ? "4" : "2";
+      g.params["threads"] = std::string(floor_sets) == "0" ? "1" : "all";
+      genomes.push_back(std::move(g));
+    }
+  }
+  HandCalls calls;
+  CompileForHandCalls(task, *recipe, genomes, &calls);
+  ASSERT_EQ(calls.kernels.size(), genomes.size());
+  constexpr int64_t kRows = 7, kCols = 100;
+  const float kInf = std::numeric_limits<float>::infinity();
+  const float values[] = {-kInf, -1.0f, -0.0f, 0.0f, 1.0f, 2.0f, kInf};
+  std::mt19937 rng(7);
+  std::vector<int64_t> ids(kRows * kCols);
+  std::vector<float> scores(kRows * kCols);
+  for (int64_t i = 0; i < kRows * kCols; ++i) {
+    ids[i] = static_cast<int64_t>(rng() % 1000) * 1000 + i;
+    scores[i] = values[rng() % 7];
+  }
+  scores[3 * kCols + 42] = std::numeric_limits<float>::quiet_NaN();
+  // Slots the kernel leaves alone (k > cols) keep the fill, on both sides.
+  auto top = [&](const harness::CompiledKernel& kernel, int64_t k) {
+    std::vector<int64_t> top_ids(kRows * k, -1);
+    std::vector<float> top_scores(kRows * k, -7.0f);
+    kernel.Call({reinterpret_cast<intptr_t>(ids.data()), reinterpret_cast<intptr_t>(scores.data()),
+                 reinterpret_cast<intptr_t>(top_ids.data()), reinterpret_cast<intptr_t>(top_scores.data()), kRows,
+                 kCols, static_cast<intptr_t>(k)});
+    std::vector<int64_t> bits = top_ids;
+    for (float f : top_scores) {
+      uint32_t u;
+      std::memcpy(&u, &f, sizeof(u));
+      bits.push_back(u);
+    }
+    return bits;
+  };
+  const std::vector<int64_t> ks = {1, 5, 20, 33, kCols, kCols + 20};
+  std::vector<std::vector<int64_t>> want;
+  for (int64_t k : ks) want.push_back(top(*calls.reference, k));
+  for (size_t i = 0; i < genomes.size(); ++i) {
+    SCOPED_TRACE(genomes[i].ToString());
+    for (size_t j = 0; j < ks.size(); ++j) EXPECT_EQ(top(*calls.kernels[i], ks[j]), want[j]) << "k = " << ks[j];
+  }
 }
 
 // elementwise_rows takes an elementwise task whose inputs include vectors

@@ -100,6 +100,7 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewGemmPackedExRecipe());
     v->push_back(NewGemmTilesRecipe());
     v->push_back(NewJaggedTruncateRecipe());
+    v->push_back(NewTopkRowsRecipe());
     v->push_back(NewSaturatingCastRecipe());
     // im2col + GEMM first: its default seeds before the direct recipe's (1.27x
     // against 0.25x of PyTorch on a 2-core Zen 4, docs/benchmarks.md).

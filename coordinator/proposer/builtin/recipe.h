@@ -149,6 +149,8 @@ std::unique_ptr<Recipe> NewFmIkjRecipe();
 std::unique_ptr<Recipe> NewMlpRmsNormIkjRecipe();
 std::unique_ptr<Recipe> NewGemmTilesRecipe();
 std::unique_ptr<Recipe> NewJaggedTruncateRecipe();
+// Per-row top k of scored lists (topk.cc).
+std::unique_ptr<Recipe> NewTopkRowsRecipe();
 std::unique_ptr<Recipe> NewSaturatingCastRecipe();
 std::unique_ptr<Recipe> NewConv2dRowsRecipe();
 std::unique_ptr<Recipe> NewConv2dIm2colRecipe();
