@@ -571,7 +571,8 @@ TEST(RecipeTest, ElementwiseConditionalCallsVectoriseOnAvx2) {
   auto dir = harness::TempDir::Create("kevo-selu-avx2");
   ASSERT_TRUE(dir.ok()) << dir.status();
   Genome g{recipe->name(), recipe->space().Defaults()};
-  ASSERT_EQ(g.params["vector_math"], "libmvec");
+  // The default, `inline`, has its own erff only: expm1f goes through libmvec.
+  ASSERT_EQ(g.params["vector_math"], "inline");
   absl::StatusOr<v1::Candidate> c = recipe->Generate(task, g);
   ASSERT_TRUE(c.ok()) << c.status();
   const std::string program =

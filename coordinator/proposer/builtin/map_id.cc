@@ -104,8 +104,9 @@ class MapIdLutRecipe final : public BoundRecipe<MapIdBinding> {
   int64_t* start = (int64_t*)calloc(cells + 1, sizeof(int64_t));
   if (start == nullptr) return;
   for (int64_t j = 0; j < kevo_nk; ++j) {
-    const uint64_t off = (uint64_t)kevo_keys[j] - (uint64_t)lo;
-    ++start[(shift >= 64 ? 0 : (int64_t)(off >> shift)) + 1];
+    // Clamped: keys out of order (against the contract) stay in bounds.
+    const uint64_t c = (((uint64_t)kevo_keys[j] - (uint64_t)lo) >> cell_shift) & cell_mask;
+    ++start[(c < (uint64_t)cells ? (int64_t)c : cells - 1) + 1];
   }
   int64_t span = 0;
   for (int64_t c = 0; c < cells; ++c) {
