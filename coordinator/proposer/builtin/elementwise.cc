@@ -361,8 +361,9 @@ class ElementwiseRecipe final : public Recipe {
     std::string expr = Hint(task, "expr");
     ExprInfo info = AnalyzeExpr(task, expr);
     const std::string& vector_math = StrParam(genome, "vector_math");
-    const bool inline_erff = vector_math == "inline" && ReplaceWord(expr, "erff", "kevo_erff") != expr;
-    if (inline_erff) expr = ReplaceWord(expr, "erff", "kevo_erff");
+    const std::string with_inline_erff = ReplaceWord(expr, "erff", "kevo_erff");
+    const bool inline_erff = vector_math == "inline" && with_inline_erff != expr;
+    if (inline_erff) expr = with_inline_erff;
     const std::string min_max = SelectMinMax(&expr);
     const bool vector_ext = StrParam(genome, "style") == "vector_ext" && !info.calls_functions &&
                             !(info.double_literals && out_spec->dtype() == v1::F32);

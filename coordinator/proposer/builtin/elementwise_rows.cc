@@ -29,13 +29,13 @@
 namespace kevo::proposer {
 namespace {
 
-struct RowsBinding {
+struct BroadcastBinding {
   std::string out, cols;            // cols: the output's last dimension
   std::vector<std::string> inputs;  // those the expression reads, in task order
   std::vector<bool> broadcast;      // per input: a [cols] vector
 };
 
-bool BindRows(const v1::Task& task, RowsBinding* b) {
+bool BindBroadcastRows(const v1::Task& task, BroadcastBinding* b) {
   if (Hint(task, "pattern") != "elementwise") return false;
   b->out = ElementwiseOutputName(task);
   const v1::TensorSpec* out = FindOutput(task, b->out);
@@ -89,7 +89,7 @@ std::string PowAsExpLog(std::string expr) {
   return expr;
 }
 
-class ElementwiseRowsRecipe final : public BoundRecipe<RowsBinding> {
+class ElementwiseRowsRecipe final : public BoundRecipe<BroadcastBinding> {
  public:
   ElementwiseRowsRecipe()
       : BoundRecipe({"elementwise_rows", "elementwise", "cpu",
@@ -105,9 +105,10 @@ class ElementwiseRowsRecipe final : public BoundRecipe<RowsBinding> {
                     })) {}
 
  protected:
-  bool Bind(const v1::Task& task, RowsBinding* b) const override { return BindRows(task, b); }
+  bool Bind(const v1::Task& task, BroadcastBinding* b) const override { return BindBroadcastRows(task, b); }
 
-  absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome, const RowsBinding& b) const override {
+  absl::StatusOr<v1::Candidate> Write(const v1::Task& task, const Genome& genome,
+                                      const BroadcastBinding& b) const override {
     KEVO_ASSIGN_OR_RETURN(std::string definition, DefinitionLine(task));
     std::string expr = Hint(task, "expr");
     if (StrParam(genome, "pow") == "exp_log") expr = PowAsExpLog(expr);
