@@ -20,6 +20,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -177,6 +178,101 @@ TEST_F(ProductionRunnerTest, TimesEveryFormInInterleavedRoundsOnTheTimedInputsOn
     const float* y = reinterpret_cast<const float*>(out.data() + part * inputs.size());
     for (int64_t i = 0; i < n; i += 997) ASSERT_EQ(y[i], 2.0f * x[i]) << "part " << part << " at " << i;
   }
+}
+
+// OpenBLAS's pool (under torch.matmul and the vendor form) spins for ~0.1 s
+// after each call unless told otherwise; a kernel timed in that window shares
+// its cores with spinning threads (a 6.3 ms GEMM read 15.8 ms). The candidate
+// here counts, on each call, the other threads of its process that are
+// running or runnable: beside GEMM forms timed in most rounds just before
+// it, they must have gone idle by its calls. The vendor form names the
+// thread count OpenBLAS runs at, not OpenMP's.
+TEST_F(ProductionRunnerTest, NoSeriesIsTimedBesideAnotherFormsSpinningThreads) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "OpenBLAS keeps no pool on one CPU";
+  const std::string counts = (dir_ / "counts.txt").string();
+  const std::string src = (dir_ / "k.cc").string();
+  std::ofstream(src) << R"cc(#include <dirent.h>
+#include <unistd.h>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+static long calls = 0, beside = 0;
+// The other threads of this process in state R (running or runnable).
+static int OthersRunning() {
+  int n = 0;
+  DIR* d = opendir("/proc/self/task");
+  while (dirent* e = d ? readdir(d) : nullptr) {
+    if (e->d_name[0] == '.' || atol(e->d_name) == gettid()) continue;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+    FILE* f = fopen(path, "r");
+    if (!f) continue;
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = 0;
+    const char* close = strrchr(buf, ')');
+    if (close && close[1] == ' ' && close[2] == 'R') ++n;
+  }
+  if (d) closedir(d);
+  return n;
+}
+extern "C" void kevo_entry(void** a) {
+  const int64_t n = *static_cast<int64_t*>(a[3]);
+  float* c = static_cast<float*>(a[2]);
+  for (int64_t i = 0; i < n * n; ++i) c[i] = 0.0f;
+  ++calls;
+  beside += OthersRunning() > 0;
+  FILE* f = fopen(COUNTS, "w");
+  fprintf(f, "%ld %ld\n", calls, beside);
+  fclose(f);
+}
+)cc";
+  const std::string so = (dir_ / "k.so").string();
+  ASSERT_EQ(std::system(absl::StrCat("g++ -O2 -shared -fPIC -DCOUNTS='\"", counts, "\"' -o ", so, " ", src).c_str()),
+            0);
+  constexpr int64_t n = 512;
+  const std::string inputs(2 * n * n * sizeof(float), '\0');
+  std::ofstream(dir_ / "inputs.bin", std::ios::binary) << inputs;
+  nlohmann::json spec = {
+      {"task", "gemm"},
+      {"inputs",
+       {{{"name", "A"}, {"dtype", "F32"}, {"shape", {n, n}}}, {{"name", "B"}, {"dtype", "F32"}, {"shape", {n, n}}}}},
+      {"outputs", {{{"name", "C"}, {"dtype", "F32"}, {"shape", {n, n}}}}},
+      {"params",
+       {{{"name", "A"}, {"kind", "input"}},
+        {{"name", "B"}, {"kind", "input"}},
+        {{"name", "C"}, {"kind", "output"}},
+        {{"name", "n"}, {"kind", "symbol"}}}},
+      {"symbols", {{"n", n}}},
+      {"torch", "torch.matmul(A, B)"},
+      {"vendor", "gemm(A, B)"},
+      {"threads", {2}},
+      {"llc_bytes", 1 << 20},
+      {"mem_budget_bytes", 64 << 20}};
+  std::ofstream(dir_ / "spec.json") << spec.dump();
+  const std::string cmd =
+      absl::StrCat("/usr/bin/python3 ", BinDir(), "/kevo-runner-production --spec=", (dir_ / "spec.json").string(),
+                   " --inputs=", (dir_ / "inputs.bin").string(), " --kernel=", so, " --device=cpu --outputs=",
+                   (dir_ / "out.bin").string(), " --result=", (dir_ / "result.json").string(), " --time_cap_s=1");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << ReadText((dir_ / "result.json").string());
+  const nlohmann::json r = nlohmann::json::parse(ReadText((dir_ / "result.json").string()));
+  ASSERT_EQ(r.at("status"), "OK") << r.dump();
+  bool vendor_timed = false;
+  for (const nlohmann::json& f : r.at("forms")) {
+    if (f.at("name") != "vendor") continue;
+    ASSERT_TRUE(f.at("timed").get<bool>()) << f.dump();
+    vendor_timed = true;
+    EXPECT_EQ(f.at("threads").get<int>(), static_cast<int>(std::thread::hardware_concurrency())) << f.dump();
+  }
+  ASSERT_TRUE(vendor_timed);
+  long calls = 0, beside = 0;
+  ASSERT_EQ(std::sscanf(ReadText(counts).c_str(), "%ld %ld", &calls, &beside), 2);
+  ASSERT_GE(calls, 10);
+  // Spinning pools show beside every call (91 of 91 with OpenBLAS's default
+  // spin); on a busy host a pool thread waiting for a core to go to sleep on
+  // is runnable too (7 of 37 with two busy loops on two CPUs).
+  EXPECT_LT(beside, calls / 2) << beside << " of " << calls << " calls ran beside another running thread";
 }
 
 CpuBackendOptions TestOptions() {

@@ -32,7 +32,10 @@ input copies rotated so that the working set exceeds the last-level cache
 address space left under the worker's limit allow, at least one). The loop stops when every series' spread is under
 1% after at least 10 rounds, or at the time cap once it has 10 rounds (at
 three times the cap, 3 rounds do: a median of three samples is one preempted
-sample away from a wrong order on a busy host). Each series keeps the
+sample away from a wrong order on a busy host). On the CPU each sample
+starts after a 3 ms idle gap, by which the thread pools the previous sample
+woke are asleep again (OpenBLAS's spin is cut to 2^20 cycles for that), so
+that no series is timed beside another's spinning threads. Each series keeps the
 wall-clock start of each of its samples (`starts_s`), so the interleaving can
 be checked.
 
@@ -75,6 +78,13 @@ DTYPES = {
     "BF16": ("bfloat16", 2), "I32": ("int32", 4), "I64": ("int64", 8),
     "U8": ("uint8", 1), "I8": ("int8", 1),
 }
+
+
+# Before each CPU sample the runner sleeps this long, so that the thread pools
+# the previous series woke (OpenBLAS's, OpenMP's: libgomp spins ~300k pauses
+# after a region) are idle again and no series is timed beside another's
+# spinning threads. Each series' first untimed call wakes its own.
+IDLE_S = 0.003
 
 
 def summarise(samples):
@@ -284,6 +294,7 @@ class Blas:
         self.torch = torch
         self.cuda = device.startswith("cuda")
         self.library = ""
+        self.threads = 0
         if self.cuda:
             self._init_cublas()
         else:
@@ -300,6 +311,11 @@ class Blas:
             version = self.lib.openblas_get_config().decode(errors="replace").split()
             version = " ".join(version[:2]) if version else ""
         self.library = version or "OpenBLAS"
+        # Its own pool, not OpenMP's: omp_set_num_threads does not reach it,
+        # so the form is labelled with the count it runs at.
+        if hasattr(self.lib, "openblas_get_num_threads"):
+            self.lib.openblas_get_num_threads.restype = ctypes.c_int
+            self.threads = self.lib.openblas_get_num_threads()
 
     def _init_cublas(self):
         torch = self.torch
@@ -447,6 +463,13 @@ def main():
 
     try:
         phase("import_torch")
+        # OpenBLAS's pool (Debian's pthread build, under torch.matmul and the
+        # vendor form) spins 2^28 cycles (~0.1 s) after each call before it
+        # sleeps, beside whatever is timed next: a 6.3 ms GEMM kernel timed
+        # right after torch.matmul read 15.8 ms. 2^20 cycles (~0.4 ms) keeps
+        # it hot across one series' back-to-back calls and idle by the next
+        # series (see IDLE_S). Read when torch loads OpenBLAS.
+        os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
         import torch
         result["torch"] = torch.__version__
         spec = json.load(open(args.spec))
@@ -553,6 +576,8 @@ def run(torch, spec, args, result, phase):
         try:
             blas = Blas(torch, device)
             f.library = blas.library
+            if not cuda and blas.threads > 0:
+                f.threads = blas.threads
             f.fn = eval(f"lambda {', '.join(names)}: ({vendor})",
                         {"gemm": blas.gemm, "gemv": blas.gemv, "torch": torch})
         except Exception as e:
@@ -628,6 +653,7 @@ def run(torch, spec, args, result, phase):
             ev1.synchronize()
             torch.cuda.synchronize()
             return start, ev0.elapsed_time(ev1) / 1e3
+        time.sleep(IDLE_S)
         # One untimed call first: the previous sample may have run under
         # another thread count, and OpenMP's first region after a change
         # pays for waking its team, which a loop of calls never does.
