@@ -25,6 +25,24 @@ static inline int64_t kevo_max(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t kevo_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 )";
 
+const char kScratch[] = R"(
+// Scratch kept by the calling thread between calls (grown, never shrunk):
+// blocks this size are mmap'ed fresh by malloc, so allocating them per call
+// page-faults every page again. Null if memory runs out.
+struct kevo_scratch {
+  float* p = nullptr;
+  size_t floats = 0;
+  float* get(size_t n) {
+    if (n > floats) {
+      free(p);
+      p = (float*)aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+      floats = p != nullptr ? n : 0;
+    }
+    return p;
+  }
+};
+)";
+
 std::string Hint(const v1::Task& task, std::string_view key, std::string_view fallback) {
   auto it = task.hints().find(std::string(key));
   if (it == task.hints().end()) return std::string(fallback);

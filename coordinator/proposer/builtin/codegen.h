@@ -41,6 +41,10 @@ std::string ElementCountExpr(const v1::TensorSpec& spec);
 
 // Includes and helpers every generated source starts with.
 extern const char kPrelude[];
+// struct kevo_scratch: a float buffer a thread keeps between calls (grown,
+// never shrunk, 64-byte aligned): `static thread_local kevo_scratch s;
+// float* p = s.get(n);`, null if memory runs out.
+extern const char kScratch[];
 // Opens the part of generated code for AVX2 hosts without AVX-512, where GCC
 // has no register for a 64-byte vector and keeps it on the stack (rows.cc
 // and embedding_bag.cc spell it inside their raw-string helpers, which

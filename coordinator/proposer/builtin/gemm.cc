@@ -250,24 +250,8 @@ static inline kevo_vf kevo_load(const float* p) {
   return v;
 }
 static inline void kevo_store(float* p, kevo_vf v) { __builtin_memcpy(p, &v, sizeof v); }
-
-// Scratch kept by the calling thread between calls (grown, never shrunk):
-// blocks this size are mmap'ed fresh by malloc, so allocating them per call
-// page-faults every page again. Null if memory runs out.
-struct kevo_scratch {
-  float* p = nullptr;
-  size_t floats = 0;
-  float* get(size_t n) {
-    if (n > floats) {
-      free(p);
-      p = (float*)aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
-      floats = p != nullptr ? n : 0;
-    }
-    return p;
-  }
-};
 )",
-                  bf16_in ? kBf16Inputs : kF32Inputs);
+                  kScratch, bf16_in ? kBf16Inputs : kF32Inputs);
   if (pairs) {
     absl::StrAppend(&s, kBf16Pairs);
   } else {

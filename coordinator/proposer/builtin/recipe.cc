@@ -102,8 +102,10 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewJaggedTruncateRecipe());
     v->push_back(NewTopkRowsRecipe());
     v->push_back(NewSaturatingCastRecipe());
-    // im2col + GEMM first: its default seeds before the direct recipe's (1.27x
-    // against 0.25x of PyTorch on a 2-core Zen 4, docs/benchmarks.md).
+    // The register-tiled direct convolution first, then im2col + GEMM, then
+    // the row-by-row direct one: on a 2-core Zen 4 their defaults read 1.12x
+    // and 1.15x, 0.91x, and 0.25x of PyTorch (docs/benchmarks.md).
+    v->push_back(NewConv2dDirectRecipe());
     v->push_back(NewConv2dIm2colRecipe());
     v->push_back(NewConv2dRowsRecipe());
     v->push_back(NewCudaElementwiseRecipe());

@@ -153,6 +153,7 @@ std::unique_ptr<Recipe> NewJaggedTruncateRecipe();
 std::unique_ptr<Recipe> NewTopkRowsRecipe();
 std::unique_ptr<Recipe> NewSaturatingCastRecipe();
 std::unique_ptr<Recipe> NewConv2dRowsRecipe();
+std::unique_ptr<Recipe> NewConv2dDirectRecipe();
 std::unique_ptr<Recipe> NewConv2dIm2colRecipe();
 std::unique_ptr<Recipe> NewGenericRecipe();
 // KernelBench tasks (language "python"), pytorch_rewrite.cc.
