@@ -52,6 +52,31 @@ TEST(SpeedOfLight, ImpliedRatesAndFractionFollowTheDeclaredWork) {
   EXPECT_TRUE(fma.Exceeded());
 }
 
+// With a read-only and a copy bandwidth known (a CPU worker's probes), the
+// reported fraction charges reads and writes what those passes cost: a copy
+// at the copy's rate and a read-only pass at the read's are each at 1, a pass
+// reading two bytes a byte written is in between, and the check itself still
+// divides by the best bandwidth.
+TEST(SpeedOfLight, ReadsAndWritesAreChargedWhatAReadAndACopyCost) {
+  DeviceLimits limits = Memory(100);
+  limits.read_gbs = 100;
+  limits.copy_gbs = 50;
+  // 128 MiB copied at 50 GB/s: at the copy's rate.
+  const SpeedOfLight copy = MeasureSpeedOfLight(kAtTheLimit, Copy(), limits, 0.25);
+  EXPECT_NEAR(copy.fraction, 1, 1e-9);
+  EXPECT_NEAR(copy.bound_fraction, 0.5, 1e-9);
+  // 128 MiB read (no outputs) at 100 GB/s.
+  const Work read = {.bytes = 128.0 * (1 << 20), .flops = 1e3, .output_bytes = 0};
+  EXPECT_NEAR(MeasureSpeedOfLight(kAtTheLimit / 2, read, limits, 0.25).fraction, 1, 1e-9);
+  // 2 bytes read a byte written (vector_add): 128 MiB read at 1/100 ns a byte,
+  // 64 MiB written at 2/50 - 1/100 = 3/100 ns a byte: 320 MiB-at-100-GB/s.
+  const Work add = {.bytes = 192.0 * (1 << 20), .flops = 1e3, .output_bytes = 64.0 * (1 << 20)};
+  const double add_s = (128.0 + 3 * 64.0) * (1 << 20) / 100e9;
+  EXPECT_NEAR(MeasureSpeedOfLight(add_s, add, limits, 0.25).fraction, 1, 1e-9);
+  // Without the two probes, the best bandwidth alone.
+  EXPECT_NEAR(MeasureSpeedOfLight(kAtTheLimit, Copy(), Memory(100), 0.25).fraction, 0.5, 1e-9);
+}
+
 TEST(SpeedOfLight, OutputsACacheMayHoldAreNotCountedByTheCheck) {
   DeviceLimits limits = Memory(50);
   limits.cache_bytes = 32 << 20;

@@ -68,15 +68,23 @@ SpeedOfLight MeasureSpeedOfLight(double time_s, const Work& work, const DeviceLi
   if (time_s <= 0) return sol;
   sol.implied_gbs = std::max(work.bytes, 0.0) / time_s / 1e9;
   sol.implied_gflops = std::max(work.flops, 0.0) / time_s / 1e9;
-  // The roofline time of `bytes` and the flops, over the measured time.
-  auto fraction = [&](double bytes) {
-    double roofline_s = 0;
-    if (limits.bandwidth_gbs > 0) roofline_s = std::max(roofline_s, bytes / (limits.bandwidth_gbs * 1e9));
+  // The roofline time of the flops and `memory_s`, over the measured time.
+  auto fraction = [&](double memory_s) {
+    double roofline_s = memory_s;
     if (limits.peak_gflops > 0) roofline_s = std::max(roofline_s, work.flops / (limits.peak_gflops * 1e9));
     return roofline_s / time_s;
   };
-  sol.fraction = fraction(std::max(work.bytes, 0.0));
-  sol.bound_fraction = fraction(BoundBytes(work, limits));
+  auto at_best = [&](double bytes) { return limits.bandwidth_gbs > 0 ? bytes / (limits.bandwidth_gbs * 1e9) : 0.0; };
+  const double bytes = std::max(work.bytes, 0.0);
+  double memory_s = at_best(bytes);
+  if (limits.read_gbs > 0 && limits.copy_gbs > 0) {
+    const double writes = std::clamp(work.output_bytes, 0.0, bytes);
+    const double per_read = 1 / (limits.read_gbs * 1e9);
+    const double per_write = std::max(0.0, 2 / (limits.copy_gbs * 1e9) - per_read);
+    memory_s = std::max(memory_s, (bytes - writes) * per_read + writes * per_write);
+  }
+  sol.fraction = fraction(memory_s);
+  sol.bound_fraction = fraction(at_best(BoundBytes(work, limits)));
   return sol;
 }
 

@@ -47,7 +47,15 @@ Work TimedWork(const v1::Task& task);
 // is not checked.
 struct DeviceLimits {
   double bandwidth_gbs = 0;  // 1e9 bytes/s
-  double peak_gflops = 0;    // the compute roof that applies to the task
+  // Where known (a CPU worker's probes), the bandwidth of a read-only pass and
+  // of a copy (bytes read and written both counted): the roofline the fraction
+  // reports then charges a call's reads and writes what those two passes show
+  // they cost, so that a pass writing as much as it reads is at 1 at the
+  // copy's rate, not at the best probe's (on the 2-core Zen 4 VM a read-only
+  // sum moves about twice what a copy does). The check keeps bandwidth_gbs.
+  double read_gbs = 0;
+  double copy_gbs = 0;
+  double peak_gflops = 0;  // the compute roof that applies to the task
   // Outputs up to this many bytes may still sit in a cache when the timer
   // stops (the last-level cache of a CPU, a GPU's L2, which is flushed before
   // each sample): their write-back to memory need not fall inside the timed
@@ -66,8 +74,12 @@ struct SpeedOfLight {
   double implied_gbs = 0;     // declared bytes / time
   double implied_gflops = 0;  // flops / time
   DeviceLimits limits;
-  // Roofline time (the larger of bytes / bandwidth and flops / peak) over the
-  // measured time: 1 = at the speed of light. 0 without limits or work.
+  // Roofline time (the larger of the bytes' memory time and flops / peak) over
+  // the measured time: 1 = at the speed of light. 0 without limits or work.
+  // The memory time is bytes / bandwidth, or with read_gbs and copy_gbs the
+  // reads (the bytes less the outputs) at 1 / read_gbs a byte and the writes
+  // at what a copy's writes add (2 / copy_gbs - 1 / read_gbs), never less
+  // than bytes / bandwidth.
   double fraction = 0;
   // The same with only the bytes that must cross memory during the call (the
   // declared bytes less the outputs a cache may hold): what the check uses.

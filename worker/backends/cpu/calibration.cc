@@ -25,11 +25,18 @@ namespace {
 //   stores (12 bytes that really move) then "beats";
 // - a single thread may stream faster than all of them on a loaded host,
 //   where one descheduled thread holds up a statically split loop;
+// - apart from those limits, a read-only sum and a streaming copy over 256 MiB
+//   arrays ("dram_read_gbs", "dram_copy_streaming_gbs"): what memory itself
+//   gives each mix, for the roofline fraction (speed_of_light.h). The 64 MiB
+//   arrays above partly stay in a large last-level cache: on the 2-core Zen 4
+//   VM (a 32 MiB or larger L3) a read-only sum read 76-98 GB/s over 64 MiB
+//   and 59-70 GB/s over 256 MiB to 1 GiB;
 // - the FP32 peak of one thread times the cores is an upper bound of the
 //   all-core rate (which a loaded host under-measures the same way), and each
 //   vector width is timed, since on some CPUs the widest one lowers the clock.
 // clang-format off
 constexpr char kBenchmark[] = R"CPP(
+#include <sys/mman.h>
 #include <immintrin.h>
 #include <omp.h>
 #include <chrono>
@@ -242,7 +249,41 @@ int main(int argc, char** argv) {
   std::printf("bandwidth_gbs %.3f\ntriad_gbs %.3f\ntriad_write_allocate_gbs %.3f\ntriad_streaming_gbs %.3f\n"
               "copy_streaming_gbs %.3f\nread_gbs %.3f\n",
               bandwidth, triad_gbs, triad_wa_gbs, triad_nt_gbs, copy_nt_gbs, read_gbs);
+
   if (bandwidth_only) return 0;
+  std::free(a), std::free(b), std::free(c);
+
+  // Memory's own rate for each mix: arrays of 256 MiB, on all threads. The
+  // sum reads what the copy just wrote with streaming stores (not cached);
+  // the copy's source was last read a pass of 256 MiB earlier. Not in the
+  // bandwidth-only probe after each timing: first touching 512 MiB took 0.9
+  // s on the 2-core VM (the worker keeps the best figures it has seen).
+  const long big = 64L << 20;
+  float* src = static_cast<float*>(std::aligned_alloc(64, big * sizeof(float)));
+  float* dst = static_cast<float*>(std::aligned_alloc(64, big * sizeof(float)));
+  if (src && dst) {
+    // Huge pages where the kernel gives them only on request.
+    madvise(src, big * sizeof(float), MADV_HUGEPAGE);
+    madvise(dst, big * sizeof(float), MADV_HUGEPAGE);
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < big; ++i) src[i] = 1, dst[i] = 0;
+    double dram_copy = 1e30, dram_read = 1e30;
+    for (int rep = 0; rep < reps; ++rep) {
+      double t0 = Now();
+      CopyStreaming(dst, src, big, all);
+      double t1 = Now();
+      total += Read(dst, big, all);
+      double t2 = Now();
+      if (t1 - t0 < dram_copy) dram_copy = t1 - t0;
+      if (t2 - t1 < dram_read) dram_read = t2 - t1;
+    }
+    const double big_bytes = static_cast<double>(big) * sizeof(float);
+    std::printf("dram_copy_streaming_gbs %.3f\ndram_read_gbs %.3f\n", 2 * big_bytes / dram_copy / 1e9,
+                big_bytes / dram_read / 1e9);
+    volatile float big_sink = total;
+    (void)big_sink;
+  }
+  std::free(src), std::free(dst);
 
   // FP32 peak: every vector width the host has, on all threads and on one
   // (times the cores).
@@ -280,6 +321,8 @@ void Ceilings::KeepHighest(const Ceilings& other) {
   mem_bandwidth_gbs = std::max(mem_bandwidth_gbs, other.mem_bandwidth_gbs);
   fp32_peak_gflops = std::max(fp32_peak_gflops, other.fp32_peak_gflops);
   bf16_peak_gflops = std::max(bf16_peak_gflops, other.bf16_peak_gflops);
+  read_gbs = std::max(read_gbs, other.read_gbs);
+  copy_gbs = std::max(copy_gbs, other.copy_gbs);
 }
 
 absl::StatusOr<Ceilings> MeasureCeilings(const KernelBuilder& builder, const sandbox::Sandbox& sandbox,
@@ -314,6 +357,8 @@ absl::StatusOr<Ceilings> MeasureCeilings(const KernelBuilder& builder, const san
     if (kv.first == "bandwidth_gbs") ceilings.mem_bandwidth_gbs = value;
     if (kv.first == "fp32_peak_gflops") ceilings.fp32_peak_gflops = value;
     if (kv.first == "bf16_peak_gflops") ceilings.bf16_peak_gflops = value;
+    if (kv.first == "dram_read_gbs") ceilings.read_gbs = value;
+    if (kv.first == "dram_copy_streaming_gbs") ceilings.copy_gbs = value;
   }
   if (ceilings.mem_bandwidth_gbs <= 0 || (probe == CeilingProbe::kAll && ceilings.fp32_peak_gflops <= 0)) {
     return absl::DataLossError(absl::StrCat("calibration output does not parse: ", run.stdout_data));

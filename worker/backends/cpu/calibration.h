@@ -29,6 +29,12 @@ struct Ceilings {
   double mem_bandwidth_gbs = 0;  // 1e9 bytes/s
   double fp32_peak_gflops = 0;   // 0 when only the bandwidth was measured
   double bf16_peak_gflops = 0;   // 0 without AVX512_BF16 or when not measured
+  // For a roofline that knows a kernel's mix of reads and writes
+  // (DeviceLimits): a read-only sum and a copy with streaming stores (its
+  // bytes read and written both counted) over arrays too large for a cache,
+  // memory's own rates, not limits (0 when not measured).
+  double read_gbs = 0;
+  double copy_gbs = 0;
 
   // The higher of each figure of this and `other`.
   void KeepHighest(const Ceilings& other);

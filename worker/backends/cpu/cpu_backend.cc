@@ -192,8 +192,8 @@ absl::Status CpuBackend::Init() {
   KEVO_ASSIGN_OR_RETURN(Ceilings measured,
                         MeasureCeilings(builder_, *sandbox_, harness_.NewScratchDir(), SystemPaths()));
   KeepHighest(measured);
-  LogInfo("cpu backend calibrated: bandwidth ", measured.mem_bandwidth_gbs, " GB/s, fp32 peak ",
-          measured.fp32_peak_gflops, " GFLOP/s",
+  LogInfo("cpu backend calibrated: bandwidth ", measured.mem_bandwidth_gbs, " GB/s (read-only ", measured.read_gbs,
+          ", streaming copy ", measured.copy_gbs, "), fp32 peak ", measured.fp32_peak_gflops, " GFLOP/s",
           measured.bf16_peak_gflops > 0 ? absl::StrCat(", bf16 peak ", measured.bf16_peak_gflops, " GFLOP/s") : "");
   return absl::OkStatus();
 }
@@ -394,6 +394,8 @@ bool CpuBackend::ProfileStage(CpuEvalRun& run) const {
     DeviceLimits d;
     d.cache_bytes = static_cast<double>(llc_bytes_);
     d.bandwidth_gbs = c.mem_bandwidth_gbs;
+    d.read_gbs = c.read_gbs;
+    d.copy_gbs = c.copy_gbs;
     d.bandwidth_source = "the best measured on this worker";
     d.peak_gflops = bf16 ? std::max(c.fp32_peak_gflops, c.bf16_peak_gflops) : c.fp32_peak_gflops;
     d.peak_source = absl::StrCat(bf16 && c.bf16_peak_gflops > c.fp32_peak_gflops ? "bf16 dot products" : "FP32 FMA",
@@ -431,6 +433,8 @@ bool CpuBackend::ProfileStage(CpuEvalRun& run) const {
   // The limits the roofline is against (the highest measured on this
   // worker), and what the probe right after timing measured.
   counters["measured_bandwidth_gbs"] = limits.mem_bandwidth_gbs;
+  if (limits.read_gbs > 0) counters["measured_read_gbs"] = limits.read_gbs;
+  if (limits.copy_gbs > 0) counters["measured_copy_gbs"] = limits.copy_gbs;
   counters["measured_fp32_peak_gflops"] = limits.fp32_peak_gflops;
   if (limits.bf16_peak_gflops > 0) counters["measured_bf16_peak_gflops"] = limits.bf16_peak_gflops;
   if (after_timing.mem_bandwidth_gbs > 0) counters["bandwidth_gbs_after_timing"] = after_timing.mem_bandwidth_gbs;
