@@ -418,8 +418,8 @@ int main() {
 
 void ExpectRightOnValidation(const v1::Task& task, v1::Candidate candidate, const std::string& extra_flag);
 
-// conv2d_direct's tile of fb filters x nv vectors fits AVX-512's 32
-// registers; without AVX-512 its vectors are 8 floats and it holds at most 12
+// conv2d_direct's tile of fb filters x nv vectors is at most 24 of AVX-512's
+// 32 registers; without AVX-512 its vectors are 8 floats and it holds at most 12
 // of them (the default's 16-float tile spilled there: 0.02x of PyTorch, every
 // multiply-add through the stack), and it is right on the validation shapes.
 TEST(RecipeTest, Conv2dDirectKeepsItsTileInRegistersOnAvx2) {

@@ -73,6 +73,18 @@ TEST(SpeedOfLight, ReadsAndWritesAreChargedWhatAReadAndACopyCost) {
   const Work add = {.bytes = 192.0 * (1 << 20), .flops = 1e3, .output_bytes = 64.0 * (1 << 20)};
   const double add_s = (128.0 + 3 * 64.0) * (1 << 20) / 100e9;
   EXPECT_NEAR(MeasureSpeedOfLight(add_s, add, limits, 0.25).fraction, 1, 1e-9);
+  // A copy faster than twice the read (writes cheaper than nothing): writes
+  // cost nothing, and the copy's 64 MiB of reads at 60 GB/s over 2.68 ms.
+  DeviceLimits cheap_writes = Memory(1000);
+  cheap_writes.read_gbs = 60;
+  cheap_writes.copy_gbs = 200;
+  EXPECT_NEAR(MeasureSpeedOfLight(kAtTheLimit, Copy(), cheap_writes, 0.25).fraction, (64.0 / 60) / (128.0 / 50), 1e-9);
+  // Never less than the bytes at the best bandwidth (100 GB/s: 0.5), even
+  // where the two probes would say less.
+  DeviceLimits fast_probes = Memory(100);
+  fast_probes.read_gbs = 200;
+  fast_probes.copy_gbs = 400;
+  EXPECT_NEAR(MeasureSpeedOfLight(kAtTheLimit, Copy(), fast_probes, 0.25).fraction, 0.5, 1e-9);
   // Without the two probes, the best bandwidth alone.
   EXPECT_NEAR(MeasureSpeedOfLight(kAtTheLimit, Copy(), Memory(100), 0.25).fraction, 0.5, 1e-9);
 }

@@ -51,8 +51,10 @@ struct DeviceLimits {
   // of a copy (bytes read and written both counted): the roofline the fraction
   // reports then charges a call's reads and writes what those two passes show
   // they cost, so that a pass writing as much as it reads is at 1 at the
-  // copy's rate, not at the best probe's (on the 2-core Zen 4 VM a read-only
-  // sum moves about twice what a copy does). The check keeps bandwidth_gbs.
+  // copy's rate, not at the best probe's (on the 2-core Zen 4 VM the best
+  // probe read 116-134 GB/s, partly from the L3, while memory gave a copy
+  // 67-81 GB/s). A pass whose data stays partly in a cache may then read
+  // above 1. The check keeps bandwidth_gbs.
   double read_gbs = 0;
   double copy_gbs = 0;
   double peak_gflops = 0;  // the compute roof that applies to the task
@@ -75,7 +77,8 @@ struct SpeedOfLight {
   double implied_gflops = 0;  // flops / time
   DeviceLimits limits;
   // Roofline time (the larger of the bytes' memory time and flops / peak) over
-  // the measured time: 1 = at the speed of light. 0 without limits or work.
+  // the measured time: 1 = at the roofline (above 1 where data stayed in a
+  // cache the memory rates do not count). 0 without limits or work.
   // The memory time is bytes / bandwidth, or with read_gbs and copy_gbs the
   // reads (the bytes less the outputs) at 1 / read_gbs a byte and the writes
   // at what a copy's writes add (2 / copy_gbs - 1 / read_gbs), never less

@@ -33,9 +33,10 @@ address space left under the worker's limit allow, at least one). The loop stops
 1% after at least 10 rounds, or at the time cap once it has 10 rounds (at
 three times the cap, 3 rounds do: a median of three samples is one preempted
 sample away from a wrong order on a busy host). On the CPU each sample
-starts after a 3 ms idle gap, by which the thread pools the previous sample
-woke are asleep again (OpenBLAS's spin is cut to 2^20 cycles for that), so
-that no series is timed beside another's spinning threads. Each series keeps the
+starts once no other thread of the process is running (1 to 50 ms): the
+thread pools the previous sample woke are asleep again (OpenBLAS's spin is
+cut to 2^20 cycles for that), so no series is timed beside another's
+spinning threads. Each series keeps the
 wall-clock start of each of its samples (`starts_s`), so the interleaving can
 be checked.
 
@@ -70,6 +71,7 @@ import os
 import resource
 import signal
 import sys
+import threading
 import time
 import traceback
 
@@ -80,11 +82,39 @@ DTYPES = {
 }
 
 
-# Before each CPU sample the runner sleeps this long, so that the thread pools
-# the previous series woke (OpenBLAS's, OpenMP's: libgomp spins ~300k pauses
-# after a region) are idle again and no series is timed beside another's
-# spinning threads. Each series' first untimed call wakes its own.
-IDLE_S = 0.003
+# Before each CPU sample the runner waits until no other thread of this
+# process is running: the thread pools the previous series woke (OpenBLAS's;
+# OpenMP's, whose libgomp spins ~300k pauses after a region: milliseconds,
+# ~14 ms where a pause takes 140 cycles) must be asleep, so that no
+# series is timed beside another's spinning threads. At least IDLE_MIN_S, at
+# most IDLE_MAX_S (a busy host may keep a pool thread runnable for longer).
+# Each series' first untimed call wakes its own.
+IDLE_MIN_S = 0.001
+IDLE_MAX_S = 0.05
+
+
+def others_running():
+    """How many other threads of this process are running or runnable."""
+    me = threading.get_native_id()
+    n = 0
+    for tid in os.listdir("/proc/self/task"):
+        if int(tid) == me:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:  # the thread ended
+            continue
+        if stat[stat.rfind(")") + 2:].startswith("R"):
+            n += 1
+    return n
+
+
+def wait_idle():
+    time.sleep(IDLE_MIN_S)
+    deadline = time.perf_counter() + IDLE_MAX_S
+    while others_running() and time.perf_counter() < deadline:
+        time.sleep(0.0005)
 
 
 def summarise(samples):
@@ -468,7 +498,7 @@ def main():
         # sleeps, beside whatever is timed next: a 6.3 ms GEMM kernel timed
         # right after torch.matmul read 15.8 ms. 2^20 cycles (~0.4 ms) keeps
         # it hot across one series' back-to-back calls and idle by the next
-        # series (see IDLE_S). Read when torch loads OpenBLAS.
+        # series (see wait_idle). Read when torch loads OpenBLAS.
         os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
         import torch
         result["torch"] = torch.__version__
@@ -653,7 +683,7 @@ def run(torch, spec, args, result, phase):
             ev1.synchronize()
             torch.cuda.synchronize()
             return start, ev0.elapsed_time(ev1) / 1e3
-        time.sleep(IDLE_S)
+        wait_idle()
         # One untimed call first: the previous sample may have run under
         # another thread count, and OpenMP's first region after a change
         # pays for waking its team, which a loop of calls never does.

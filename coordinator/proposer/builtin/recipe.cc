@@ -103,8 +103,8 @@ const std::vector<std::unique_ptr<Recipe>>& AllRecipes() {
     v->push_back(NewTopkRowsRecipe());
     v->push_back(NewSaturatingCastRecipe());
     // The register-tiled direct convolution first, then im2col + GEMM, then
-    // the row-by-row direct one: on a 2-core Zen 4 their defaults read 1.12x
-    // and 1.15x, 0.91x, and 0.25x of PyTorch (docs/benchmarks.md).
+    // the row-by-row direct one: on a 2-core Zen 4 their defaults read
+    // 1.12-1.22x, 0.91x and 0.25x of PyTorch (docs/search.md, conv2d_direct).
     v->push_back(NewConv2dDirectRecipe());
     v->push_back(NewConv2dIm2colRecipe());
     v->push_back(NewConv2dRowsRecipe());

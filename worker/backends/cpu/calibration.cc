@@ -36,7 +36,6 @@ namespace {
 //   vector width is timed, since on some CPUs the widest one lowers the clock.
 // clang-format off
 constexpr char kBenchmark[] = R"CPP(
-#include <sys/mman.h>
 #include <immintrin.h>
 #include <omp.h>
 #include <chrono>
@@ -255,16 +254,16 @@ int main(int argc, char** argv) {
 
   // Memory's own rate for each mix: arrays of 256 MiB, on all threads. The
   // sum reads what the copy just wrote with streaming stores (not cached);
-  // the copy's source was last read a pass of 256 MiB earlier. Not in the
-  // bandwidth-only probe after each timing: first touching 512 MiB took 0.9
-  // s on the 2-core VM (the worker keeps the best figures it has seen).
+  // the copy's source was last read a pass of 256 MiB earlier. Only in the
+  // full probe (at start-up, after timing a compute-bound candidate, and for
+  // the speed-of-light check's second look), not in the bandwidth-only one
+  // after every other timing: first touching 512 MiB (4 KiB pages, as the
+  // kernels' buffers) took 0.9 s on the 2-core VM. The worker keeps the best
+  // figures it has seen.
   const long big = 64L << 20;
   float* src = static_cast<float*>(std::aligned_alloc(64, big * sizeof(float)));
   float* dst = static_cast<float*>(std::aligned_alloc(64, big * sizeof(float)));
   if (src && dst) {
-    // Huge pages where the kernel gives them only on request.
-    madvise(src, big * sizeof(float), MADV_HUGEPAGE);
-    madvise(dst, big * sizeof(float), MADV_HUGEPAGE);
 #pragma omp parallel for schedule(static)
     for (long i = 0; i < big; ++i) src[i] = 1, dst[i] = 0;
     double dram_copy = 1e30, dram_read = 1e30;
