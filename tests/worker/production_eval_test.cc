@@ -94,15 +94,21 @@ class ProductionRunnerTest : public ::testing::Test {
 };
 
 // The runner on its own: a kevo_entry kernel built here, a spec as the
-// worker writes it, the inputs file; then what it reports is checked.
+// worker writes it, the inputs file; then what it reports is checked,
+// and that the kernel wrote into the same outputs on every input copy.
 TEST_F(ProductionRunnerTest, TimesEveryFormInInterleavedRoundsOnTheTimedInputsOnly) {
   const std::string src = (dir_ / "k.cc").string();
-  std::ofstream(src) << "#include <cstdint>\nextern \"C\" void kevo_entry(void** a) {\n"
+  // The kernel also counts the calls whose output is not its first call's.
+  const std::string moved = (dir_ / "moved.txt").string();
+  std::ofstream(src) << "#include <cstdint>\n#include <cstdio>\nstatic float* first = nullptr;\n"
+                        "static long moved = 0;\nextern \"C\" void kevo_entry(void** a) {\n"
                         "  const float* x = static_cast<const float*>(a[0]); float* y = static_cast<float*>(a[1]);\n"
                         "  int64_t n = *static_cast<int64_t*>(a[2]);\n"
-                        "  for (int64_t i = 0; i < n; ++i) y[i] = 2.0f * x[i];\n}\n";
+                        "  for (int64_t i = 0; i < n; ++i) y[i] = 2.0f * x[i];\n"
+                        "#ifdef MOVED\n  if (!first) first = y;\n  if (y != first) ++moved;\n"
+                        "  FILE* f = fopen(MOVED, \"w\"); fprintf(f, \"%ld\\n\", moved); fclose(f);\n#endif\n}\n";
   const std::string so = (dir_ / "k.so").string();
-  ASSERT_EQ(std::system(absl::StrCat("g++ -O2 -shared -fPIC -o ", so, " ", src).c_str()), 0);
+  ASSERT_EQ(std::system(absl::StrCat("g++ -O2 -shared -fPIC -DMOVED='\"", moved, "\"' -o ", so, " ", src).c_str()), 0);
   const std::string rival_so = (dir_ / "rival.so").string();
   ASSERT_EQ(std::system(absl::StrCat("g++ -O0 -shared -fPIC -o ", rival_so, " ", src).c_str()), 0);
   constexpr int64_t n = 1 << 16;
@@ -171,6 +177,9 @@ TEST_F(ProductionRunnerTest, TimesEveryFormInInterleavedRoundsOnTheTimedInputsOn
     }
     EXPECT_LT(latest, earliest_next) << "round " << k;
   }
+  // The candidate wrote into one set of outputs on every copy, as a PyTorch
+  // form's result lands in the block its allocator recycles.
+  EXPECT_EQ(ReadText(moved), "0\n");
   // Outputs: each timed form's, then the candidate's and the rival's, all 2x.
   const std::string out = ReadText((dir_ / "out.bin").string());
   ASSERT_EQ(out.size(), (timed_forms + 2) * inputs.size());
