@@ -90,6 +90,19 @@ class ProductionRunnerTest : public ::testing::Test {
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
+  // kevo-runner-production on `spec` (written to the folder), the inputs file
+  // there and `kernel` (and `rival`, if any) at a 1 s time cap; its result.
+  nlohmann::json RunRunner(const nlohmann::json& spec, const std::string& kernel, const std::string& rival) {
+    std::ofstream(dir_ / "spec.json") << spec.dump();
+    const std::string cmd =
+        absl::StrCat("/usr/bin/python3 ", BinDir(), "/kevo-runner-production --spec=", (dir_ / "spec.json").string(),
+                     " --inputs=", (dir_ / "inputs.bin").string(), " --kernel=", kernel,
+                     rival.empty() ? "" : " --rival=", rival, " --device=cpu --outputs=", (dir_ / "out.bin").string(),
+                     " --result=", (dir_ / "result.json").string(), " --time_cap_s=1");
+    const std::string result = (dir_ / "result.json").string();
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << ReadText(result);
+    return nlohmann::json::parse(ReadText(result), nullptr, /*allow_exceptions=*/false);
+  }
   fs::path dir_;
 };
 
@@ -129,14 +142,7 @@ TEST_F(ProductionRunnerTest, TimesEveryFormInInterleavedRoundsOnTheTimedInputsOn
       // A small "cache", so that several input copies rotate.
       {"llc_bytes", 1 << 20},
       {"mem_budget_bytes", 64 << 20}};
-  std::ofstream(dir_ / "spec.json") << spec.dump();
-  const std::string cmd =
-      absl::StrCat("/usr/bin/python3 ", BinDir(), "/kevo-runner-production --spec=", (dir_ / "spec.json").string(),
-                   " --inputs=", (dir_ / "inputs.bin").string(), " --kernel=", so, " --rival=", rival_so,
-                   " --device=cpu --outputs=", (dir_ / "out.bin").string(),
-                   " --result=", (dir_ / "result.json").string(), " --time_cap_s=1");
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << ReadText((dir_ / "result.json").string());
-  const nlohmann::json r = nlohmann::json::parse(ReadText((dir_ / "result.json").string()));
+  const nlohmann::json r = RunRunner(spec, so, rival_so);
   ASSERT_EQ(r.at("status"), "OK") << r.dump();
   EXPECT_GT(r.at("copies").get<int>(), 1);
 
@@ -259,14 +265,7 @@ extern "C" void kevo_entry(void** a) {
       {"threads", {2}},
       {"llc_bytes", 1 << 20},
       {"mem_budget_bytes", 64 << 20}};
-  std::ofstream(dir_ / "spec.json") << spec.dump();
-  const std::string cmd =
-      absl::StrCat("/usr/bin/python3 ", BinDir(), "/kevo-runner-production --spec=", (dir_ / "spec.json").string(),
-                   " --inputs=", (dir_ / "inputs.bin").string(), " --kernel=", so,
-                   " --device=cpu --outputs=", (dir_ / "out.bin").string(),
-                   " --result=", (dir_ / "result.json").string(), " --time_cap_s=1");
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << ReadText((dir_ / "result.json").string());
-  const nlohmann::json r = nlohmann::json::parse(ReadText((dir_ / "result.json").string()));
+  const nlohmann::json r = RunRunner(spec, so, "");
   ASSERT_EQ(r.at("status"), "OK") << r.dump();
   bool vendor_timed = false;
   for (const nlohmann::json& f : r.at("forms")) {
